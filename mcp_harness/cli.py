@@ -1,0 +1,264 @@
+"""`mcp-harness` subcommands. One error boundary: a one-line reason on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from . import __version__
+from .config import ENV_PREFIX, Settings
+from .errors import HarnessError
+from .service import Harness, Identity
+
+log = logging.getLogger("mcp_harness")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(ENV_PREFIX + name) or default
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-harness", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mcp-harness {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
+    ws = argparse.ArgumentParser(add_help=False)
+    ws.add_argument("--workspace", default=None, help="workspace (env MCP_HARNESS_WORKSPACE, default 'default')")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", parents=[common, ws], help="run the MCP server (stdio by default)")
+    p.add_argument("--transport", choices=["stdio", "http"], default=_env("TRANSPORT", "stdio"))
+    p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(_env("PORT", "8765")))
+    p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
+    p.add_argument("--allowed-origin", action="append", default=None, help="extra Origin allowed (http)")
+
+    p = sub.add_parser("log", parents=[common, ws], help="the progress log, newest first")
+    p.add_argument("--thread", default=None)
+    p.add_argument("--task", default=None)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("tasks", parents=[common, ws], help="the task board")
+    p.add_argument(
+        "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
+    )
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("history", parents=[common, ws], help="checkpoints of a thread, newest first")
+    p.add_argument("thread")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("show", parents=[common, ws], help="print a thread's state (latest or --version)")
+    p.add_argument("thread")
+    p.add_argument("--version", type=int, default=None)
+
+    p = sub.add_parser("status", parents=[common, ws], help="threads, task board and leases at a glance")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("schema", help="state schemas")
+    ssub = p.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
+    s = ssub.add_parser("set", parents=[common, ws], help="register a JSON Schema (Draft 2020-12) for a thread")
+    s.add_argument("--thread", required=True)
+    s.add_argument("file", type=Path)
+    return parser
+
+
+def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
+    workspace = args.workspace or _env("WORKSPACE", "default")
+    agent = (getattr(args, "agent", None) or _env("AGENT", "default")) if with_agent else "cli"
+    return Identity(workspace=workspace, agent=agent)
+
+
+def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]]) -> int:
+    settings = Settings.from_env(args.db)
+
+    async def run() -> int:
+        async with Harness.open(settings) as harness:
+            return await fn(harness)
+
+    return anyio.run(run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get(ENV_PREFIX + "LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except HarnessError as exc:
+        print(f"mcp-harness: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"mcp-harness: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import create_server
+
+    settings = Settings.from_env(args.db)
+    if args.transport == "stdio":
+        server = create_server(settings, identity(args, with_agent=True))
+        server.run("stdio")
+        return 0
+    from .http import serve_http
+
+    return serve_http(settings, args)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
+        if args.json:
+            print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
+            return 0
+        if not entries:
+            print("no progress recorded yet")
+        for e in entries:
+            where = f" [{e.task_key}]" if e.task_key else ""
+            print(f"#{e.seq} {e.created_at[:19].replace('T', ' ')} {e.agent} {e.status.upper()}{where} ({e.thread})")
+            print(f"    {e.summary}")
+            if e.details:
+                print("    " + e.details.replace("\n", "\n    "))
+            for step in e.next_steps or []:
+                print(f"    next: {step}")
+            if e.artifacts:
+                print(f"    artifacts: {json.dumps(e.artifacts)}")
+        return 0
+
+    return with_harness(args, run)
+
+
+def _time_left(expires_at: str | None) -> str:
+    if not expires_at:
+        return ""
+    from datetime import UTC, datetime
+
+    left = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
+    seconds = int(left.total_seconds())
+    return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        tasks, counts = await h.tasks.board(ident, statuses=args.status)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
+                        "counts": counts.model_dump(),
+                    },
+                    indent=2,
+                )
+            )
+            return 0
+        print(
+            f"pending {counts.pending}  claimed {counts.claimed}  done {counts.done}  "
+            f"failed {counts.failed}  blocked {counts.blocked}"
+        )
+        if not tasks:
+            print("no tasks")
+            return 0
+        print(f"{'KEY':<28} {'STATUS':<9} {'OWNER':<14} {'LEASE':<16} {'PRI':>4} {'TRY':>5}  TITLE")
+        for t in tasks:
+            lease = _time_left(t.lease.expires_at) if t.lease else ""
+            print(
+                f"{t.key[:28]:<28} {t.status:<9} {(t.owner or '-')[:14]:<14} {lease[:16]:<16} {t.priority:>4} "
+                f"{t.attempts:>2}/{t.max_attempts:<2}  {t.title[:60]}"
+            )
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        page = await h.checkpoints.list(ident, thread=args.thread, limit=min(max(args.limit, 1), 200))
+        if args.json:
+            print(json.dumps([c.model_dump(mode="json") for c in page.checkpoints], indent=2))
+            return 0
+        if not page.checkpoints:
+            print(f"thread {args.thread!r} has no checkpoints")
+        for c in page.checkpoints:
+            label = f" [{c.label}]" if c.label else ""
+            print(
+                f"v{c.version:<5} {c.created_at[:19].replace('T', ' ')} {c.agent:<14} {c.size_bytes:>9} B "
+                f"{c.checkpoint_id}{label}"
+            )
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        brief = await h.restore(ident, thread=args.thread, version=args.version, progress_limit=0)
+        if not brief.found:
+            raise HarnessError(f"thread {args.thread!r} has no checkpoint")
+        print(json.dumps(brief.state, indent=2, ensure_ascii=False))
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .status import collect_status, render_status
+
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        report = await collect_status(h, ident)
+        print(json.dumps(report, indent=2) if args.json else render_status(report))
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    ident = identity(args)
+    try:
+        schema = json.loads(args.file.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{args.file} is not valid JSON: {exc}") from exc
+
+    async def run(h: Harness) -> int:
+        version = await h.schemas.set_schema(ident, args.thread, schema)
+        print(f"schema version {version} registered for thread {args.thread!r} in workspace {ident.workspace!r}")
+        return 0
+
+    return with_harness(args, run)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": cmd_serve,
+    "log": cmd_log,
+    "tasks": cmd_tasks,
+    "history": cmd_history,
+    "show": cmd_show,
+    "status": cmd_status,
+    "schema": cmd_schema,
+}

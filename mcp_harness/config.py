@@ -1,0 +1,120 @@
+"""Settings: command-line flags and `MCP_HARNESS_*` variables, their defaults and the limits."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InvalidArgument
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+NAME_RE = re.compile(NAME_PATTERN)
+
+ENV_PREFIX = "MCP_HARNESS_"
+
+
+def check_name(kind: str, value: str) -> str:
+    """Validate a workspace, agent or thread name against the contract's pattern."""
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+        raise InvalidArgument(
+            f"{kind} {value!r} is not a valid name: use 1-128 characters from A-Z a-z 0-9 . _ : / -, "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def default_db_path() -> Path:
+    """The zero-configuration database file under `$XDG_DATA_HOME/mcp-harness/`."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mcp-harness" / "harness.db"
+
+
+def resolve_db_url(value: str | None) -> str:
+    """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL."""
+    if not value:
+        path = default_db_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{path}"
+    if "://" not in value:
+        path = Path(value).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{path}"
+    scheme = value.split("://", 1)[0]
+    if scheme in ("sqlite", "sqlite+pysqlite"):
+        return "sqlite+aiosqlite://" + value.split("://", 1)[1]
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg2"):
+        return "postgresql+asyncpg://" + value.split("://", 1)[1]
+    if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+        return value
+    raise InvalidArgument(
+        f"database URL scheme {scheme!r} is not supported: use sqlite+aiosqlite:///PATH, "
+        "postgresql+asyncpg://USER@HOST/DB or a plain file path"
+    )
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(ENV_PREFIX + name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument(f"{ENV_PREFIX}{name} must be a whole number, got {raw!r}") from None
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(ENV_PREFIX + name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidArgument(f"{ENV_PREFIX}{name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits; each is configurable with the `MCP_HARNESS_` variable named in the README."""
+
+    max_state_bytes: int = 1024 * 1024  #: stored state size, after a merge (MAX_STATE_BYTES)
+    max_depth: int = 64  #: nesting depth of any JSON value (MAX_DEPTH)
+    max_text_chars: int = 65536  #: summary, details, description, result text (MAX_TEXT_CHARS)
+    max_value_bytes: int = 256 * 1024  #: metadata, artifacts, task result (MAX_VALUE_BYTES)
+    max_tasks_per_call: int = 1000  #: tasks in one add_tasks call (MAX_TASKS_PER_CALL)
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        return cls(
+            max_state_bytes=_env_int("MAX_STATE_BYTES", cls.max_state_bytes),
+            max_depth=_env_int("MAX_DEPTH", cls.max_depth),
+            max_text_chars=_env_int("MAX_TEXT_CHARS", cls.max_text_chars),
+            max_value_bytes=_env_int("MAX_VALUE_BYTES", cls.max_value_bytes),
+            max_tasks_per_call=_env_int("MAX_TASKS_PER_CALL", cls.max_tasks_per_call),
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service needs to know; built once per process."""
+
+    db_url: str
+    limits: Limits = field(default_factory=Limits)
+    backoff_base_seconds: float = 5.0  #: first retry delay after `fail` (BACKOFF_BASE_SECONDS)
+    backoff_cap_seconds: float = 600.0  #: longest retry delay (BACKOFF_CAP_SECONDS)
+    idempotency_ttl_seconds: float = 48 * 3600.0  #: how long idempotency keys live (IDEMPOTENCY_TTL_SECONDS)
+    pool_size: int = 5  #: PostgreSQL connections per server process (DB_POOL_SIZE)
+    poll_interval_seconds: float = 0.2  #: how often a waiting claim looks for new work (POLL_INTERVAL_SECONDS)
+
+    @classmethod
+    def from_env(cls, db: str | None = None) -> Settings:
+        return cls(
+            db_url=resolve_db_url(db if db is not None else os.environ.get(ENV_PREFIX + "DB")),
+            limits=Limits.from_env(),
+            backoff_base_seconds=_env_float("BACKOFF_BASE_SECONDS", cls.backoff_base_seconds),
+            backoff_cap_seconds=_env_float("BACKOFF_CAP_SECONDS", cls.backoff_cap_seconds),
+            idempotency_ttl_seconds=_env_float("IDEMPOTENCY_TTL_SECONDS", cls.idempotency_ttl_seconds),
+            pool_size=_env_int("DB_POOL_SIZE", cls.pool_size),
+            poll_interval_seconds=_env_float("POLL_INTERVAL_SECONDS", cls.poll_interval_seconds),
+        )

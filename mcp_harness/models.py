@@ -1,0 +1,169 @@
+"""Typed results of every tool (their JSON schemas are the published `outputSchema`s) and task input."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .config import NAME_PATTERN
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)]
+ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
+TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
+ClaimReason = Literal["none_pending", "blocked_by_dependencies", "all_claimed", "all_done"]
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckpointMeta(Result):
+    checkpoint_id: str
+    thread: str
+    version: int
+    parent_id: str | None
+    label: str | None
+    metadata: dict[str, Any] | None
+    created_at: str
+    size_bytes: int
+    agent: str
+    schema_version: int | None = None
+
+
+class SaveCheckpointResult(Result):
+    checkpoint_id: str
+    thread: str
+    version: int
+    parent_id: str | None
+    created_at: str
+    size_bytes: int
+
+
+class ListCheckpointsResult(Result):
+    checkpoints: list[CheckpointMeta]
+    next_before_version: int | None = Field(description="pass as before_version for the next page")
+
+
+class ProgressEntry(Result):
+    entry_id: str
+    seq: int
+    created_at: str
+    agent: str
+    thread: str
+    status: ProgressStatus
+    summary: str
+    details: str | None = None
+    next_steps: list[str] | None = None
+    task_key: str | None = None
+    artifacts: dict[str, Any] | None = None
+
+
+class RecordProgressResult(Result):
+    entry_id: str
+    seq: int
+    created_at: str
+
+
+class Lease(Result):
+    token: str
+    expires_at: str
+    attempt: int
+    expired: bool = False
+
+
+class TaskCounts(Result):
+    pending: int = 0
+    claimed: int = 0
+    done: int = 0
+    failed: int = 0
+    blocked: int = 0
+
+
+class TaskView(Result):
+    """A task as it now stands."""
+
+    key: str
+    title: str
+    description: str | None
+    steps: list[str]
+    priority: int
+    depends_on: list[str]
+    tags: list[str]
+    status: TaskStatus
+    owner: str | None
+    attempts: int
+    max_attempts: int
+    lease: Lease | None = None
+    available_at: str | None = Field(default=None, description="not claimable before this (retry backoff)")
+    result: Any = None
+    verification: str | None = None
+    last_error: str | None = None
+    created_at: str
+    updated_at: str
+    completed_at: str | None = None
+
+
+class HeldTask(Result):
+    key: str
+    title: str
+    description: str | None
+    steps: list[str]
+    lease: Lease
+
+
+class RestoreStateResult(Result):
+    found: bool
+    checkpoint: CheckpointMeta | None
+    state: dict[str, Any] | None
+    missing_paths: list[str] | None = None
+    recent_progress: list[ProgressEntry]
+    my_tasks: list[HeldTask]
+    task_counts: TaskCounts
+
+
+class TaskSpec(BaseModel):
+    """One task to add."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Name
+    title: Annotated[str, Field(min_length=1, max_length=500)]
+    description: Annotated[str | None, Field(max_length=65536)] = None
+    steps: Annotated[list[Annotated[str, Field(max_length=4000)]], Field(max_length=100)] = Field(
+        default_factory=list, description="acceptance steps"
+    )
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
+    depends_on: Annotated[list[Name], Field(max_length=100)] = Field(default_factory=list)
+    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=32)] = Field(
+        default_factory=list
+    )
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+
+
+class AddTasksResult(Result):
+    created: list[str]
+    unchanged: list[str]
+
+
+class ClaimTaskResult(Result):
+    task: TaskView | None
+    lease: Lease | None
+    reason: ClaimReason | None = None
+    retry_after: float | None = Field(default=None, description="seconds until a task leaves its retry backoff")
+
+
+class TaskRow(Result):
+    key: str
+    title: str
+    status: TaskStatus
+    owner: str | None
+    priority: int
+    attempts: int
+    depends_on: list[str]
+
+
+class ListTasksResult(Result):
+    tasks: list[TaskRow]
+    counts: TaskCounts
+    next_cursor: str | None

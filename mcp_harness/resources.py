@@ -1,0 +1,159 @@
+"""MCP resources (read-only views) and prompts (the long-running-agent session discipline)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from mcp.server.mcpserver import ResourceSecurity
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+
+from .errors import HarnessError, NotFound
+from .jsonvalue import dumps
+from .store import checkpoints as checkpoint_store
+
+if TYPE_CHECKING:
+    from .server import HarnessServer
+
+JSON = "application/json"
+
+
+def register_resources(server: HarnessServer) -> None:
+    security = ResourceSecurity(exempt_params={"thread"})
+
+    async def guarded(fn: Callable[[], Any]) -> str:
+        try:
+            return dumps(await fn())
+        except NotFound as exc:
+            raise ResourceNotFoundError(exc.to_text()) from exc
+        except HarnessError as exc:
+            raise ResourceError(exc.to_text()) from exc
+
+    @server.resource(
+        "harness://threads", name="threads", mime_type=JSON, description="Threads with their latest version and size"
+    )
+    async def threads() -> str:
+        h, ident = server.current()
+
+        async def read() -> Any:
+            async with h.db.read() as conn:
+                rows = await checkpoint_store.list_threads(conn, ident.workspace)
+            from .service import iso
+
+            return {
+                "threads": [
+                    {
+                        "thread": r["name"],
+                        "latest_version": r["latest_version"],
+                        "checkpoint_id": r["latest_id"],
+                        "size_bytes": r["size_bytes"],
+                        "updated_at": iso(r["updated_at"]),
+                    }
+                    for r in rows
+                ]
+            }
+
+        return await guarded(read)
+
+    @server.resource(
+        "harness://threads/{thread}/state",
+        name="thread_state",
+        mime_type=JSON,
+        description="The latest state of a thread (thread percent-encoded)",
+        security=security,
+    )
+    async def thread_state(thread: str) -> str:
+        h, ident = server.current()
+
+        async def read() -> Any:
+            brief = await h.restore(ident, thread=unquote(thread), progress_limit=0)
+            if not brief.found:
+                raise NotFound(f"thread {unquote(thread)!r} has no checkpoint")
+            return {"checkpoint": brief.checkpoint.model_dump(mode="json"), "state": brief.state}
+
+        return await guarded(read)
+
+    @server.resource(
+        "harness://threads/{thread}/checkpoints/{version}",
+        name="checkpoint",
+        mime_type=JSON,
+        description="One checkpoint of a thread by version",
+        security=security,
+    )
+    async def checkpoint(thread: str, version: int) -> str:
+        h, ident = server.current()
+
+        async def read() -> Any:
+            brief = await h.restore(ident, thread=unquote(thread), version=version, progress_limit=0)
+            return {"checkpoint": brief.checkpoint.model_dump(mode="json"), "state": brief.state}
+
+        return await guarded(read)
+
+    @server.resource(
+        "harness://progress",
+        name="progress",
+        mime_type=JSON,
+        description="The 50 newest progress entries of the workspace",
+    )
+    async def progress() -> str:
+        h, ident = server.current()
+
+        async def read() -> Any:
+            entries = await h.progress.recent(ident, limit=50)
+            return {"progress": [e.model_dump(mode="json") for e in entries]}
+
+        return await guarded(read)
+
+    @server.resource(
+        "harness://tasks", name="tasks", mime_type=JSON, description="The task board: first 500 tasks and counts"
+    )
+    async def tasks() -> str:
+        h, ident = server.current()
+
+        async def read() -> Any:
+            return (await h.tasks.list(ident, limit=500)).model_dump(mode="json")
+
+        return await guarded(read)
+
+
+INITIALIZE = """You are the INITIALIZER agent of a long-running project. Goal:
+
+{goal}
+
+Do exactly this, using the mcp-harness tools:
+1. Call restore_state. If tasks already exist (task_counts not all zero), stop: the project is
+   initialized; follow the resume_session prompt instead.
+2. Break the goal into many small, independently verifiable tasks (typically 20-200), each doable in
+   one focused session. For each: a stable key (e.g. "auth-login-form"), a title, a description, and
+   `steps`: concrete acceptance steps a tester could follow end to end. Set depends_on where order
+   matters and priority for what should come first. Every task starts not done.
+3. Call add_tasks with them (in batches if there are many), with an idempotency_key per batch.
+4. Call save_checkpoint with the project's shared facts (goal, architecture decisions, how to run and
+   test, conventions) and label "initialized".
+5. Call record_progress (status "done") summarising the plan, with next_steps naming the first tasks.
+Do not start implementing tasks in this session."""
+
+RESUME = """You are a WORKING session of a long-running project (thread "{thread}"). Follow this loop:
+1. Call restore_state(thread="{thread}"). Read the state, recent_progress (newest first) and my_tasks.
+2. If my_tasks holds a task, continue it (heartbeat with its lease token if its lease is close to
+   expiring). Otherwise call claim_task. If no task is returned, read `reason`: wait (wait_seconds) or
+   stop and report.
+3. Work on that ONE task only. Do not start another task in this session.
+4. Verify it end to end against every acceptance step (run it, test it, as a user would). Only then call
+   update_task(action="complete", lease_token=..., verification="how you verified each step").
+   If you cannot finish, call update_task(action="fail", error=..., retry=true) or action="release".
+   A regression in a done task: update_task(action="reopen", reason=...).
+5. Call record_progress: what was done, how it was verified, artifacts (files, commit), next_steps.
+6. Call save_checkpoint(thread="{thread}", mode="merge", state={{...what the next session needs...}}).
+Never edit or delete tasks: tasks are only added, claimed, completed, failed, released or reopened."""
+
+
+def register_prompts(server: HarnessServer) -> None:
+    @server.prompt(name="initialize_project", description="Initializer: turn a goal into verifiable tasks")
+    def initialize_project(goal: str) -> str:
+        return INITIALIZE.format(goal=goal)
+
+    @server.prompt(name="resume_session", description="Working session: restore, do ONE task, verify, record")
+    def resume_session(thread: str = "main") -> str:
+        return RESUME.format(thread=thread)

@@ -1,0 +1,326 @@
+"""The MCP face of mcp-harness: tool adapters, error shaping and identity. No rules, no SQL here."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from . import __version__
+from .config import NAME_PATTERN, Settings
+from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
+from .jsonvalue import dumps
+from .models import (
+    AddTasksResult,
+    ClaimTaskResult,
+    ListCheckpointsResult,
+    ListTasksResult,
+    ProgressStatus,
+    RecordProgressResult,
+    RestoreStateResult,
+    SaveCheckpointResult,
+    TaskSpec,
+    TaskStatus,
+    TaskView,
+)
+from .service import Harness, Identity
+
+log = logging.getLogger("mcp_harness")
+
+Thread = Annotated[str, Field(pattern=NAME_PATTERN)]
+Key = Annotated[str, Field(pattern=NAME_PATTERN)]
+IdemKey = Annotated[str | None, Field(min_length=1, max_length=200, description="retry-safe: same key, same result")]
+Text = Annotated[str, Field(max_length=65536)]
+
+INSTRUCTIONS = (
+    "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
+    "progress, your held tasks). Work on ONE task at a time: claim_task, heartbeat long work, complete with "
+    "verification. Record progress and save_checkpoint before you stop."
+)
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    params: frozenset[str]
+    read_only: bool
+
+
+class HarnessServer(MCPServer[Harness]):
+    """`MCPServer` that answers every failure as `[code] message` and enforces identity and roles."""
+
+    def __init__(self, *, identity: Identity | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fixed_identity = identity
+        self.tool_info: dict[str, ToolInfo] = {}
+        self.harness: Harness | None = None  # set while the lifespan runs
+
+    def current(self) -> tuple[Harness, Identity]:
+        """The open harness and the caller's identity, for any handler (tools, resources)."""
+        if self.harness is None:
+            raise Unavailable("the server is starting or stopping; retry shortly")
+        return self.harness, self.identity()
+
+    def identity(self) -> Identity:
+        """stdio: the identity given on the command line. HTTP: the one the bearer token names."""
+        if self.fixed_identity is not None:
+            return self.fixed_identity
+        token = get_access_token()
+        claims = (token.claims or {}) if token is not None else {}
+        if not claims.get("workspace"):
+            raise Forbidden("this request carries no valid bearer token")
+        return Identity(workspace=claims["workspace"], agent=claims["agent"], role=claims.get("role", "agent"))
+
+    def harness_tool(self, *, read_only: bool, destructive: bool = False, idempotent: bool = False):
+        """Register a tool and remember its argument names and whether it writes."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            name = fn.__name__
+            self.tool(
+                name=name,
+                description=(fn.__doc__ or "").strip(),
+                annotations=ToolAnnotations(
+                    read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent or read_only
+                ),
+            )(fn)
+            params = frozenset(p for p in fn.__annotations__ if p not in ("return", "ctx"))
+            self.tool_info[name] = ToolInfo(params=params, read_only=read_only)
+            return fn
+
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        try:
+            info = self.tool_info.get(name)
+            if info is None:
+                raise NotFound(f"no tool named {name!r}; tools: {', '.join(sorted(self.tool_info))}")
+            unknown = sorted(set(arguments) - info.params)
+            if unknown:
+                raise InvalidArgument(
+                    f"unknown argument {', '.join(map(repr, unknown))} for {name}; "
+                    f"allowed: {', '.join(sorted(info.params))}"
+                )
+            if not info.read_only and self.identity().role == "reader":
+                raise Forbidden(f"{name} changes data; this token has the read-only 'reader' role")
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            return error_result(exc.__cause__ if exc.__cause__ is not None else exc, name)
+        except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes to the client raw
+            return error_result(exc, name)
+        if isinstance(result, CallToolResult) and result.structured_content is not None and not result.is_error:
+            # The SDK indents the JSON copy in `content`; agents pay for every byte, so keep it compact.
+            result.content = [TextContent(type="text", text=dumps(result.structured_content))]
+        return result
+
+
+def validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+        parts.append(f"{loc or 'arguments'}: {err['msg']}")
+    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return "; ".join(parts) + more
+
+
+def error_result(exc: BaseException, tool: str) -> CallToolResult:
+    if isinstance(exc, HarnessError):
+        error = exc
+    elif isinstance(exc, ValidationError):
+        error = InvalidArgument(validation_message(exc))
+    else:
+        incident = secrets.token_hex(6)
+        log.error("internal error %s in tool %s", incident, tool, exc_info=exc)
+        error = Internal(f"unexpected error in {tool} (incident {incident}); the server log has the details")
+    return CallToolResult(content=[TextContent(type="text", text=error.to_text())], is_error=True)
+
+
+def create_server(settings: Settings, identity: Identity | None, **server_kwargs: Any) -> HarnessServer:
+    """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens."""
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[Harness]) -> AsyncIterator[Harness]:
+        async with Harness.open(settings) as harness:
+            await harness.checkpoints.purge_idempotency_keys()
+            server.harness = harness
+            try:
+                yield harness
+            finally:
+                server.harness = None
+
+    server = HarnessServer(
+        name="mcp-harness",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        identity=identity,
+        lifespan=lifespan,
+        log_level="WARNING",
+        **server_kwargs,
+    )
+
+    @server.harness_tool(read_only=False)
+    async def save_checkpoint(
+        state: dict[str, Any],
+        thread: Thread = "main",
+        mode: Literal["replace", "merge"] = "replace",
+        label: Annotated[str | None, Field(max_length=200)] = None,
+        metadata: dict[str, Any] | None = None,
+        expected_version: Annotated[int | None, Field(ge=0)] = None,
+        idempotency_key: IdemKey = None,
+    ) -> SaveCheckpointResult:
+        """Save state as the thread's next version. mode=merge applies an RFC 7396 merge patch to the latest
+        state. expected_version refuses the save if the thread moved on (0 = no checkpoint yet)."""
+        h, ident = server.current()
+        return await h.checkpoints.save(
+            ident,
+            state=state,
+            thread=thread,
+            mode=mode,
+            label=label,
+            metadata=metadata,
+            expected_version=expected_version,
+            idempotency_key=idempotency_key,
+        )
+
+    @server.harness_tool(read_only=True)
+    async def restore_state(
+        thread: Thread = "main",
+        version: Annotated[int | None, Field(ge=1)] = None,
+        checkpoint_id: Annotated[str | None, Field(max_length=64)] = None,
+        label: Annotated[str | None, Field(max_length=200)] = None,
+        paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None,
+        progress_limit: Annotated[int, Field(ge=0, le=100)] = 5,
+    ) -> RestoreStateResult:
+        """Resume brief: a checkpoint's state (latest, or by version/checkpoint_id/label; paths = JSON Pointers
+        to return only those parts), recent progress, the tasks you hold and task counts."""
+        h, ident = server.current()
+        return await h.restore(
+            ident,
+            thread=thread,
+            version=version,
+            checkpoint_id=checkpoint_id,
+            label=label,
+            paths=paths,
+            progress_limit=progress_limit,
+        )
+
+    @server.harness_tool(read_only=True)
+    async def list_checkpoints(
+        thread: Thread = "main",
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        before_version: Annotated[int | None, Field(ge=1)] = None,
+    ) -> ListCheckpointsResult:
+        """Checkpoint metadata of a thread, newest first; page with before_version=next_before_version."""
+        h, ident = server.current()
+        return await h.checkpoints.list(ident, thread=thread, limit=limit, before_version=before_version)
+
+    @server.harness_tool(read_only=False)
+    async def record_progress(
+        summary: Annotated[str, Field(min_length=1, max_length=65536)],
+        thread: Thread = "main",
+        status: ProgressStatus = "note",
+        details: Annotated[str | None, Field(max_length=65536)] = None,
+        next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None,
+        task_key: Key | None = None,
+        artifacts: dict[str, Any] | None = None,
+        idempotency_key: IdemKey = None,
+    ) -> RecordProgressResult:
+        """Append to the progress log: what was done, how it was verified, what is next (next_steps),
+        artifacts such as files touched or a commit."""
+        h, ident = server.current()
+        return await h.progress.record(
+            ident,
+            summary=summary,
+            thread=thread,
+            status=status,
+            details=details,
+            next_steps=next_steps,
+            task_key=task_key,
+            artifacts=artifacts,
+            idempotency_key=idempotency_key,
+        )
+
+    @server.harness_tool(read_only=False, idempotent=True)
+    async def add_tasks(
+        tasks: Annotated[list[TaskSpec], Field(min_length=1)],
+        idempotency_key: IdemKey = None,
+    ) -> AddTasksResult:
+        """Add tasks (steps = acceptance steps; higher priority first; depends_on = keys that must be done
+        first). Re-adding an identical task is a no-op; different content under a used key is refused."""
+        h, ident = server.current()
+        return await h.tasks.add(ident, tasks=tasks, idempotency_key=idempotency_key)
+
+    @server.harness_tool(read_only=False)
+    async def claim_task(
+        lease_seconds: Annotated[int, Field(ge=10, le=86400)] = 900,
+        tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32)] = None,
+        task_key: Key | None = None,
+        wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0,
+        idempotency_key: IdemKey = None,
+    ) -> ClaimTaskResult:
+        """Atomically claim the next claimable task (or task_key) with a lease; keep the lease token.
+        wait_seconds long-polls when nothing is claimable. A null task comes with the reason."""
+        h, ident = server.current()
+        return await h.tasks.claim(
+            ident,
+            lease_seconds=lease_seconds,
+            tags=tags,
+            task_key=task_key,
+            wait_seconds=wait_seconds,
+            idempotency_key=idempotency_key,
+        )
+
+    @server.harness_tool(read_only=False)
+    async def update_task(
+        task_key: Key,
+        action: Literal["heartbeat", "complete", "fail", "release", "reopen"],
+        lease_token: Annotated[str | None, Field(max_length=100)] = None,
+        lease_seconds: Annotated[int | None, Field(ge=10, le=86400)] = None,
+        result: Any = None,
+        verification: Text | None = None,
+        error: Text | None = None,
+        retry: bool = True,
+        reason: Text | None = None,
+        idempotency_key: IdemKey = None,
+    ) -> TaskView:
+        """heartbeat (extend lease), complete (verification required), fail (retry with backoff unless
+        retry=false), release (give back, no attempt used): all need lease_token. reopen a done/failed
+        task with a reason."""
+        h, ident = server.current()
+        return await h.tasks.update(
+            ident,
+            task_key=task_key,
+            action=action,
+            lease_token=lease_token,
+            lease_seconds=lease_seconds,
+            result=result,
+            verification=verification,
+            error=error,
+            retry=retry,
+            reason=reason,
+            idempotency_key=idempotency_key,
+        )
+
+    @server.harness_tool(read_only=True)
+    async def list_tasks(
+        status: Annotated[list[TaskStatus] | None, Field(max_length=5)] = None,
+        tag: Annotated[str | None, Field(max_length=64)] = None,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+        cursor: Annotated[str | None, Field(max_length=100)] = None,
+    ) -> ListTasksResult:
+        """Tasks in creation order as compact rows, with counts for the whole workspace."""
+        h, ident = server.current()
+        return await h.tasks.list(ident, status=status, tag=tag, limit=limit, cursor=cursor)
+
+    from .resources import register_prompts, register_resources
+
+    register_resources(server)
+    register_prompts(server)
+    return server

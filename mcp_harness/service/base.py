@@ -1,0 +1,98 @@
+"""What every service shares: the caller's identity, time formatting, ids and exactly-once writes."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..config import Settings, check_name
+from ..errors import InvalidArgument
+from ..jsonvalue import canonical, value_hash
+from ..store import Database, idempotency
+from ..store.common import now
+
+M = TypeVar("M", bound=BaseModel)
+Role = Literal["agent", "reader"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is calling: fixed by the connection (command line or bearer token), never by tool arguments."""
+
+    workspace: str
+    agent: str
+    role: Role = "agent"
+
+    def __post_init__(self) -> None:
+        check_name("workspace", self.workspace)
+        check_name("agent", self.agent)
+
+
+def iso(ts: float | None) -> str | None:
+    """ISO 8601 UTC with microseconds and a `Z`."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+class ServiceBase:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self.limits = settings.limits
+
+    async def exactly_once(
+        self,
+        ident: Identity,
+        tool: str,
+        key: str | None,
+        arguments: dict[str, Any],
+        model: type[M],
+        body: Callable[[AsyncConnection], Awaitable[M]],
+        *,
+        remember: Callable[[M], bool] = lambda _result: True,
+    ) -> M:
+        """Run `body` in one write transaction. With an idempotency key, a retry with the same arguments
+        returns the first result and changes nothing; the same key with other arguments is refused. The
+        key is stored in the same transaction as the effect, so a failed call is never remembered."""
+        if key is None:
+            async with self.db.write() as conn:
+                return await body(conn)
+        request_hash = value_hash(canonical(arguments, what="arguments"))
+        for _ in range(3):
+            try:
+                async with self.db.write() as conn:
+                    found = await idempotency.get(conn, ident.workspace, ident.agent, tool, key)
+                    if found is not None:
+                        if found[0] != request_hash:
+                            raise InvalidArgument(
+                                f"idempotency_key {key!r} was already used for {tool} with different "
+                                "arguments: use a new key for a new request"
+                            )
+                        return model.model_validate_json(found[1])
+                    result = await body(conn)
+                    if remember(result):
+                        await idempotency.put(
+                            conn, ident.workspace, ident.agent, tool, key, request_hash, result.model_dump_json(), now()
+                        )
+                    return result
+            except IntegrityError:
+                # Two calls with one key raced (PostgreSQL): the loser's transaction rolled back;
+                # the next round finds the winner's stored result.
+                continue
+        raise InvalidArgument(f"idempotency_key {key!r} is being used by concurrent calls; retry the call")
+
+    async def purge_idempotency_keys(self) -> int:
+        async with self.db.write() as conn:
+            return await idempotency.purge(conn, now() - self.settings.idempotency_ttl_seconds)

@@ -1,0 +1,250 @@
+"""Checkpoint rules: versions, merge patches, optimistic concurrency, size limits, pointers.
+
+A state is stored as a manifest of its top-level keys, each pointing at a content-addressed value,
+so a checkpoint that changes one key stores only that key's value. A merge touches only the keys the
+patch names: the others keep their hashes without being read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..config import check_name
+from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
+from ..jsonvalue import (
+    canonical,
+    check_depth,
+    dumps,
+    is_missing,
+    key_bytes,
+    merge_patch,
+    parse_pointer,
+    resolve_pointer,
+    value_hash,
+)
+from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
+from ..store import checkpoints as store
+from ..store.common import now
+from .base import Identity, ServiceBase, iso, new_id
+from .schemas import validate_state
+
+#: a manifest entry: [top-level key, value hash, value bytes]
+Manifest = list[list[Any]]
+
+
+def state_size(manifest: Manifest) -> int:
+    """Bytes of the stored state's compact JSON, from the manifest alone."""
+    if not manifest:
+        return 2
+    return 2 + sum(key_bytes(k) + 1 + size for k, _h, size in manifest) + len(manifest) - 1
+
+
+def checkpoint_meta(row: RowMapping) -> CheckpointMeta:
+    return CheckpointMeta(
+        checkpoint_id=row["id"],
+        thread=row["thread"],
+        version=row["version"],
+        parent_id=row["parent_id"],
+        label=row["label"],
+        metadata=json.loads(row["metadata_json"]) if row["metadata_json"] else None,
+        created_at=iso(row["created_at"]),
+        size_bytes=row["size_bytes"],
+        agent=row["agent"],
+        schema_version=row["schema_version"],
+    )
+
+
+class CheckpointService(ServiceBase):
+    async def save(
+        self,
+        ident: Identity,
+        *,
+        state: dict[str, Any],
+        thread: str = "main",
+        mode: Literal["replace", "merge"] = "replace",
+        label: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> SaveCheckpointResult:
+        check_name("thread", thread)
+        if not isinstance(state, dict):
+            raise InvalidArgument("state must be a JSON object")
+        check_depth(state, self.limits.max_depth, what="state")
+        metadata_json = None
+        if metadata is not None:
+            check_depth(metadata, self.limits.max_depth, what="metadata")
+            raw = canonical(metadata, what="metadata")
+            if len(raw) > self.limits.max_value_bytes:
+                raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
+            metadata_json = dumps(metadata)
+        # Encode the incoming values once, before any lock is taken.
+        encoded = {
+            k: canonical(v, what=f"state[{k!r}]") for k, v in state.items() if v is not None or mode == "replace"
+        }
+        args = {
+            "state": state,
+            "thread": thread,
+            "mode": mode,
+            "label": label,
+            "metadata": metadata,
+            "expected_version": expected_version,
+        }
+
+        async def body(conn: AsyncConnection) -> SaveCheckpointResult:
+            latest, latest_id = await store.lock_thread(conn, ident.workspace, thread)
+            if expected_version is not None and expected_version != latest:
+                raise VersionConflict(
+                    f"thread {thread!r} is at version {latest}, you expected {expected_version}"
+                    + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
+                )
+            parent = await store.get_checkpoint(conn, ident.workspace, thread, version=latest) if latest else None
+            parent_manifest: Manifest = json.loads(parent["manifest"]) if parent else []
+            manifest, new_blobs = await self._build_manifest(
+                conn, ident.workspace, parent_manifest, state, encoded, mode
+            )
+            size = state_size(manifest)
+            if size > self.limits.max_state_bytes:
+                raise TooLarge(
+                    f"the state would be {size} bytes, over the limit of {self.limits.max_state_bytes} bytes"
+                    + (" (measured after the merge)" if mode == "merge" else "")
+                )
+            schema_version = await validate_state(
+                conn, ident.workspace, thread, lambda: self._materialise(conn, ident.workspace, manifest, new_blobs)
+            )
+            created = now()
+            row = {
+                "id": new_id("ck"),
+                "workspace": ident.workspace,
+                "thread": thread,
+                "version": latest + 1,
+                "parent_id": latest_id,
+                "label": label,
+                "metadata_json": metadata_json,
+                "manifest": dumps(manifest),
+                "size_bytes": size,
+                "agent": ident.agent,
+                "schema_version": schema_version,
+                "created_at": created,
+            }
+            known = {h for _k, h, _s in parent_manifest}
+            await store.insert_checkpoint(conn, row, {h: d for h, d in new_blobs.items() if h not in known})
+            return SaveCheckpointResult(
+                checkpoint_id=row["id"],
+                thread=thread,
+                version=row["version"],
+                parent_id=latest_id,
+                created_at=iso(created),
+                size_bytes=size,
+            )
+
+        return await self.exactly_once(ident, "save_checkpoint", idempotency_key, args, SaveCheckpointResult, body)
+
+    async def _build_manifest(
+        self,
+        conn: AsyncConnection,
+        workspace: str,
+        parent: Manifest,
+        state: dict[str, Any],
+        encoded: dict[str, bytes],
+        mode: str,
+    ) -> tuple[Manifest, dict[str, bytes]]:
+        new_blobs: dict[str, bytes] = {}
+
+        def entry(key: str, data: bytes) -> list[Any]:
+            h = value_hash(data)
+            new_blobs[h] = data
+            return [key, h, len(data)]
+
+        if mode == "replace":
+            return [entry(k, encoded[k]) for k in state], new_blobs
+        by_key = {k: [k, h, s] for k, h, s in parent}
+        # Only keys whose patch is an object merge into an old value: read just those.
+        to_read = [by_key[k][1] for k, v in state.items() if isinstance(v, dict) and k in by_key]
+        old_values = await store.load_values(conn, workspace, to_read) if to_read else {}
+        for key, patch in state.items():
+            if patch is None:
+                by_key.pop(key, None)
+            elif isinstance(patch, dict):
+                old = json.loads(old_values[by_key[key][1]]) if key in by_key else None
+                by_key[key] = entry(key, canonical(merge_patch(old, patch), what=f"state[{key!r}]"))
+            else:
+                by_key[key] = entry(key, encoded[key])
+        return list(by_key.values()), new_blobs
+
+    async def _materialise(
+        self, conn: AsyncConnection, workspace: str, manifest: Manifest, fresh: dict[str, bytes] | None = None
+    ) -> dict[str, Any]:
+        fresh = fresh or {}
+        missing = [h for _k, h, _s in manifest if h not in fresh]
+        values = {**(await store.load_values(conn, workspace, missing) if missing else {}), **fresh}
+        return {k: json.loads(values[h]) for k, h, _s in manifest}
+
+    async def load(
+        self,
+        conn: AsyncConnection,
+        ident: Identity,
+        *,
+        thread: str,
+        version: int | None,
+        checkpoint_id: str | None,
+        label: str | None,
+        paths: list[str] | None,
+    ) -> tuple[CheckpointMeta | None, dict[str, Any] | None, list[str] | None]:
+        """(metadata, state or the requested paths, missing paths) of one checkpoint, or Nones."""
+        chosen = [
+            name
+            for name, v in (("version", version), ("checkpoint_id", checkpoint_id), ("label", label))
+            if v is not None
+        ]
+        if len(chosen) > 1:
+            raise InvalidArgument(f"give at most one of version, checkpoint_id, label (got {', '.join(chosen)})")
+        pointers = [(p, parse_pointer(p)) for p in paths] if paths is not None else None
+        row = await store.get_checkpoint(
+            conn, ident.workspace, thread, version=version, checkpoint_id=checkpoint_id, label=label
+        )
+        if row is None:
+            if chosen:
+                what = {
+                    "version": f"version {version}",
+                    "checkpoint_id": f"checkpoint_id {checkpoint_id!r}",
+                    "label": f"label {label!r}",
+                }[chosen[0]]
+                where = "in this workspace" if checkpoint_id is not None else f"on thread {thread!r}"
+                raise NotFound(f"no checkpoint with {what} {where}")
+            return None, None, None
+        manifest: Manifest = json.loads(row["manifest"])
+        if pointers is None:
+            return checkpoint_meta(row), await self._materialise(conn, ident.workspace, manifest), None
+        wanted_keys = {tokens[0] for _p, tokens in pointers if tokens}
+        whole = any(not tokens for _p, tokens in pointers)
+        part = manifest if whole else [e for e in manifest if e[0] in wanted_keys]
+        document = await self._materialise(conn, ident.workspace, part)
+        out: dict[str, Any] = {}
+        missing: list[str] = []
+        for pointer, tokens in pointers:
+            value = resolve_pointer(document, tokens)
+            if is_missing(value):
+                missing.append(pointer)
+            else:
+                out[pointer] = value
+        return checkpoint_meta(row), out, missing
+
+    async def list(
+        self, ident: Identity, *, thread: str = "main", limit: int = 20, before_version: int | None = None
+    ) -> ListCheckpointsResult:
+        check_name("thread", thread)
+        async with self.db.read() as conn:
+            rows = await store.list_checkpoints(
+                conn, ident.workspace, thread, limit=limit + 1, before_version=before_version
+            )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ListCheckpointsResult(
+            checkpoints=[checkpoint_meta(r) for r in rows],
+            next_before_version=rows[-1]["version"] if more and rows else None,
+        )

@@ -1,0 +1,123 @@
+"""Progress log rules: append-only entries, ordered by a per-workspace `seq`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..config import check_name
+from ..errors import InvalidArgument, TooLarge
+from ..jsonvalue import canonical, check_depth, dumps
+from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
+from ..store import progress as store
+from ..store.common import now
+from .base import Identity, ServiceBase, iso, new_id
+
+
+def progress_entry(row: RowMapping) -> ProgressEntry:
+    return ProgressEntry(
+        entry_id=row["entry_id"],
+        seq=row["seq"],
+        created_at=iso(row["created_at"]),
+        agent=row["agent"],
+        thread=row["thread"],
+        status=row["status"],
+        summary=row["summary"],
+        details=row["details"],
+        next_steps=json.loads(row["next_steps"]) if row["next_steps"] else None,
+        task_key=row["task_key"],
+        artifacts=json.loads(row["artifacts"]) if row["artifacts"] else None,
+    )
+
+
+async def append_entry(
+    conn: AsyncConnection,
+    ident: Identity,
+    *,
+    summary: str,
+    thread: str = "main",
+    status: str = "note",
+    details: str | None = None,
+    next_steps: list[str] | None = None,
+    task_key: str | None = None,
+    artifacts: dict[str, Any] | None = None,
+) -> RecordProgressResult:
+    """Append inside the caller's transaction (tasks use it to log a reopen atomically)."""
+    created = now()
+    row = {
+        "entry_id": new_id("pg"),
+        "workspace": ident.workspace,
+        "thread": thread,
+        "agent": ident.agent,
+        "status": status,
+        "summary": summary,
+        "details": details,
+        "next_steps": dumps(next_steps) if next_steps is not None else None,
+        "task_key": task_key,
+        "artifacts": dumps(artifacts) if artifacts is not None else None,
+        "created_at": created,
+    }
+    seq = await store.append(conn, row)
+    return RecordProgressResult(entry_id=row["entry_id"], seq=seq, created_at=iso(created))
+
+
+class ProgressService(ServiceBase):
+    async def record(
+        self,
+        ident: Identity,
+        *,
+        summary: str,
+        thread: str = "main",
+        status: ProgressStatus = "note",
+        details: str | None = None,
+        next_steps: list[str] | None = None,
+        task_key: str | None = None,
+        artifacts: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RecordProgressResult:
+        check_name("thread", thread)
+        if task_key is not None:
+            check_name("task_key", task_key)
+        if not summary.strip():
+            raise InvalidArgument("summary must not be empty")
+        limit = self.limits.max_text_chars
+        for name, text in (("summary", summary), ("details", details)):
+            if text is not None and len(text) > limit:
+                raise TooLarge(f"{name} is {len(text)} characters, over the limit of {limit}")
+        if artifacts is not None:
+            check_depth(artifacts, self.limits.max_depth, what="artifacts")
+            if len(canonical(artifacts, what="artifacts")) > self.limits.max_value_bytes:
+                raise TooLarge(f"artifacts are over the limit of {self.limits.max_value_bytes} bytes")
+        args = {
+            "summary": summary,
+            "thread": thread,
+            "status": status,
+            "details": details,
+            "next_steps": next_steps,
+            "task_key": task_key,
+            "artifacts": artifacts,
+        }
+        canonical(args, what="progress entry")  # NaN, lone surrogates: refuse before storing
+
+        async def body(conn: AsyncConnection) -> RecordProgressResult:
+            return await append_entry(conn, ident, **args)
+
+        return await self.exactly_once(ident, "record_progress", idempotency_key, args, RecordProgressResult, body)
+
+    async def recent(
+        self,
+        ident: Identity,
+        *,
+        thread: str | None = None,
+        task_key: str | None = None,
+        limit: int = 20,
+        before_seq: int | None = None,
+    ) -> list[ProgressEntry]:
+        async with self.db.read() as conn:
+            rows = await store.recent(
+                conn, ident.workspace, thread=thread, task_key=task_key, limit=limit, before_seq=before_seq
+            )
+        return [progress_entry(r) for r in rows]

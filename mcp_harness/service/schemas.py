@@ -1,0 +1,57 @@
+"""State schemas (JSON Schema, Draft 2020-12): registration and validation of saved states."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..config import check_name
+from ..errors import InvalidArgument, SchemaViolation
+from ..jsonvalue import dumps
+from ..store import schemas as store
+from ..store.common import now
+from .base import Identity, ServiceBase
+
+MAX_REPORTED = 10
+
+
+def _pointer(path: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path) or "/"
+
+
+async def validate_state(
+    conn: AsyncConnection, workspace: str, thread: str, load: Callable[[], Awaitable[dict[str, Any]]]
+) -> int | None:
+    """Validate the state `load()` gives against the thread's schema, if one is registered.
+    Returns the schema version validated against (None without a schema)."""
+    row = await store.latest(conn, workspace, thread)
+    if row is None:
+        return None
+    validator = Draft202012Validator(json.loads(row["document"]))
+    errors = sorted(validator.iter_errors(await load()), key=lambda e: list(e.absolute_path))
+    if errors:
+        shown = "; ".join(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors[:MAX_REPORTED])
+        more = f" (and {len(errors) - MAX_REPORTED} more)" if len(errors) > MAX_REPORTED else ""
+        raise SchemaViolation(
+            f"state does not match schema version {row['version']} of thread {thread!r}: {shown}{more}"
+        )
+    return int(row["version"])
+
+
+class SchemaService(ServiceBase):
+    async def set_schema(self, ident: Identity, thread: str, schema: Any) -> int:
+        """Register a new schema version for a thread; later saves are validated against it."""
+        check_name("thread", thread)
+        if not isinstance(schema, dict):
+            raise InvalidArgument("a JSON Schema must be a JSON object")
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise InvalidArgument(f"not a valid Draft 2020-12 JSON Schema: {exc.message}") from exc
+        async with self.db.write() as conn:
+            return await store.add(conn, ident.workspace, thread, dumps(schema), now())

@@ -1,0 +1,551 @@
+"""Task rules: dependencies, atomic claims, fenced leases, retries with backoff, long-poll waits."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from typing import Any, Literal
+
+import anyio
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..config import check_name
+from ..errors import DependencyError, InvalidArgument, LeaseLost, NotFound, TaskConflict, TooLarge
+from ..jsonvalue import canonical, check_depth, dumps, value_hash
+from ..models import (
+    AddTasksResult,
+    ClaimTaskResult,
+    HeldTask,
+    Lease,
+    ListTasksResult,
+    TaskCounts,
+    TaskRow,
+    TaskSpec,
+    TaskView,
+)
+from ..store import tasks as store
+from ..store.common import now, read_counter
+from .base import Identity, ServiceBase, iso
+from .progress import append_entry
+
+Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+
+
+def _status(row: RowMapping) -> str:
+    return "blocked" if row["status"] == "pending" and row["blocked"] else row["status"]
+
+
+def _lease(row: RowMapping, at: float) -> Lease | None:
+    if row["status"] != "claimed" or row["lease_token"] is None:
+        return None
+    return Lease(
+        token=row["lease_token"],
+        expires_at=iso(row["lease_expires_at"]),
+        attempt=row["attempts"],
+        expired=row["lease_expires_at"] <= at,
+    )
+
+
+def task_view(row: RowMapping, at: float) -> TaskView:
+    return TaskView(
+        key=row["key"],
+        title=row["title"],
+        description=row["description"],
+        steps=json.loads(row["steps"]),
+        priority=row["priority"],
+        depends_on=json.loads(row["depends_on"]),
+        tags=json.loads(row["tags"]),
+        status=_status(row),
+        owner=row["owner"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        lease=_lease(row, at),
+        available_at=iso(row["available_at"]) if row["status"] == "pending" and row["available_at"] > at else None,
+        result=json.loads(row["result"]) if row["result"] is not None else None,
+        verification=row["verification"],
+        last_error=row["last_error"],
+        created_at=iso(row["created_at"]),
+        updated_at=iso(row["updated_at"]),
+        completed_at=iso(row["completed_at"]),
+    )
+
+
+def task_row(row: RowMapping) -> TaskRow:
+    return TaskRow(
+        key=row["key"],
+        title=row["title"],
+        status=_status(row),
+        owner=row["owner"],
+        priority=row["priority"],
+        attempts=row["attempts"],
+        depends_on=json.loads(row["depends_on"]),
+    )
+
+
+def held_task(row: RowMapping, at: float) -> HeldTask:
+    return HeldTask(
+        key=row["key"],
+        title=row["title"],
+        description=row["description"],
+        steps=json.loads(row["steps"]),
+        lease=_lease(row, at),
+    )
+
+
+def _encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"t:{last_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, value = raw.split(":", 1)
+        if prefix != "t":
+            raise ValueError(prefix)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidArgument("cursor is not one that list_tasks returned") from None
+
+
+class TaskService(ServiceBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._changed = anyio.Event()  # wakes this process's waiting claims at once
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    # -- add -------------------------------------------------------------------------------------
+    async def add(
+        self, ident: Identity, *, tasks: list[TaskSpec], idempotency_key: str | None = None
+    ) -> AddTasksResult:
+        if not tasks:
+            raise InvalidArgument("tasks must hold at least one task")
+        if len(tasks) > self.limits.max_tasks_per_call:
+            raise InvalidArgument(f"at most {self.limits.max_tasks_per_call} tasks per call, got {len(tasks)}")
+        specs = {}
+        for spec in tasks:
+            if spec.key in specs:
+                raise InvalidArgument(f"task key {spec.key!r} appears twice in this call")
+            specs[spec.key] = spec
+        hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
+        args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
+
+        async def body(conn: AsyncConnection) -> AddTasksResult:
+            wanted = list(specs) + [d for s in specs.values() for d in s.depends_on]
+            existing = await store.get_many(conn, ident.workspace, wanted)
+            unchanged, new = [], {}
+            for key, spec in specs.items():
+                if key in existing:
+                    if existing[key]["content_hash"] != hashes[key]:
+                        raise TaskConflict(
+                            f"task {key!r} already exists with different content; tasks are never edited: "
+                            "use a new key (or reopen the existing task)"
+                        )
+                    unchanged.append(key)
+                else:
+                    new[key] = spec
+            order = _topological(new, existing)
+            at = now()
+            flags: dict[str, tuple[bool, bool]] = {}
+            rows = []
+            for key in order:
+                spec = new[key]
+                ready, blocked = True, False
+                for dep in spec.depends_on:
+                    if dep in new:
+                        status, dep_blocked = "pending", flags[dep][1]
+                    else:
+                        status, dep_blocked = existing[dep]["status"], bool(existing[dep]["blocked"])
+                    ready = ready and status == "done"
+                    blocked = blocked or status == "failed" or dep_blocked
+                flags[key] = (ready, blocked)
+                rows.append(
+                    {
+                        "workspace": ident.workspace,
+                        "key": key,
+                        "title": spec.title,
+                        "description": spec.description,
+                        "steps": dumps(spec.steps),
+                        "priority": spec.priority,
+                        "depends_on": dumps(spec.depends_on),
+                        "tags": dumps(spec.tags),
+                        "max_attempts": spec.max_attempts,
+                        "content_hash": hashes[key],
+                        "status": "pending",
+                        "ready": ready,
+                        "blocked": blocked,
+                        "available_at": 0.0,
+                        "created_at": at,
+                        "updated_at": at,
+                        "_deps": list(dict.fromkeys(spec.depends_on)),
+                        "_tags": list(dict.fromkeys(spec.tags)),
+                    }
+                )
+            # Insert in the caller's order so creation order (and claim age) follows the list given.
+            position = {k: i for i, k in enumerate(specs)}
+            rows.sort(key=lambda r: position[r["key"]])
+            await store.insert(conn, ident.workspace, rows)
+            if new:
+                await store.bump_epoch(conn, ident.workspace)
+            return AddTasksResult(created=[k for k in specs if k in new], unchanged=unchanged)
+
+        result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
+        if result.created:
+            self._notify()
+        return result
+
+    # -- claim -----------------------------------------------------------------------------------
+    async def claim(
+        self,
+        ident: Identity,
+        *,
+        lease_seconds: int = 900,
+        tags: list[str] | None = None,
+        task_key: str | None = None,
+        wait_seconds: float = 0,
+        idempotency_key: str | None = None,
+    ) -> ClaimTaskResult:
+        if not 10 <= lease_seconds <= 86400:
+            raise InvalidArgument(f"lease_seconds must be between 10 and 86400, got {lease_seconds}")
+        if not 0 <= wait_seconds <= 60:
+            raise InvalidArgument(f"wait_seconds must be between 0 and 60, got {wait_seconds}")
+        if task_key is not None:
+            check_name("task_key", task_key)
+        args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
+        deadline = anyio.current_time() + wait_seconds
+        while True:
+            seen: dict[str, Any] = {}
+
+            async def body(conn: AsyncConnection, seen: dict[str, Any] = seen) -> ClaimTaskResult:
+                return await self._claim_once(conn, ident, lease_seconds, tags, task_key, seen)
+
+            result = await self.exactly_once(
+                ident,
+                "claim_task",
+                idempotency_key,
+                args,
+                ClaimTaskResult,
+                body,
+                remember=lambda r: r.task is not None,
+            )
+            remaining = deadline - anyio.current_time()
+            if result.task is not None or remaining <= 0 or "epoch" not in seen:
+                return result
+            await self._wait_for_change(ident, seen, remaining)
+            if anyio.current_time() >= deadline:
+                # One last look: the change may have come in the final moment.
+                deadline = anyio.current_time()
+
+    async def _claim_once(
+        self,
+        conn: AsyncConnection,
+        ident: Identity,
+        lease_seconds: int,
+        tags: list[str] | None,
+        task_key: str | None,
+        seen: dict[str, Any],
+    ) -> ClaimTaskResult:
+        at = now()
+        if task_key is not None and await store.get(conn, ident.workspace, task_key) is None:
+            raise NotFound(f"no task with key {task_key!r} in this workspace")
+        failed = await store.fail_expired_exhausted(conn, ident.workspace, at)
+        if failed:
+            await store.propagate(conn, ident.workspace, failed)
+        row = await store.claim(
+            conn,
+            ident.workspace,
+            agent=ident.agent,
+            token=secrets.token_urlsafe(18),
+            now=at,
+            lease_seconds=lease_seconds,
+            tags=tags,
+            task_key=task_key,
+        )
+        if row is not None:
+            view = task_view(row, at)
+            return ClaimTaskResult(task=view, lease=view.lease)
+        facts = await store.why_nothing(conn, ident.workspace, now=at, tags=tags, task_key=task_key)
+        seen["epoch"] = await read_counter(conn, ident.workspace, "task_epoch")
+        seen["due"] = min((t for t in (facts["next_available_at"], facts["next_lease_expiry"]) if t), default=None)
+        retry_after = round(facts["next_available_at"] - at, 3) if facts["next_available_at"] else None
+        if facts["waiting_on_deps"]:
+            reason = "blocked_by_dependencies"
+        elif facts["claimed"]:
+            reason = "all_claimed"
+        elif facts["total"] and facts["finished"] == facts["total"]:
+            reason = "all_done"
+        else:
+            reason = "none_pending"
+        return ClaimTaskResult(task=None, lease=None, reason=reason, retry_after=retry_after)
+
+    async def _wait_for_change(self, ident: Identity, seen: dict[str, Any], remaining: float) -> None:
+        """Sleep until the task list may have changed: this process's own signal, another process's
+        epoch bump (polled cheaply), a backoff ending or a lease running out."""
+        until = anyio.current_time() + remaining
+        if seen.get("due"):
+            until = min(until, anyio.current_time() + max(0.0, seen["due"] - now()) + 0.01)
+        while anyio.current_time() < until:
+            step = min(self.settings.poll_interval_seconds, until - anyio.current_time())
+            with anyio.move_on_after(step):
+                await self._changed.wait()
+                return
+            async with self.db.read() as conn:
+                if await read_counter(conn, ident.workspace, "task_epoch") != seen["epoch"]:
+                    return
+
+    # -- update ----------------------------------------------------------------------------------
+    async def update(
+        self,
+        ident: Identity,
+        *,
+        task_key: str,
+        action: Action,
+        lease_token: str | None = None,
+        lease_seconds: int | None = None,
+        result: Any = None,
+        verification: str | None = None,
+        error: str | None = None,
+        retry: bool = True,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> TaskView:
+        check_name("task_key", task_key)
+        if action != "reopen" and not lease_token:
+            raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
+        if action == "complete" and not (verification or "").strip():
+            raise InvalidArgument("complete needs verification: say how the result was verified")
+        if action == "reopen" and not (reason or "").strip():
+            raise InvalidArgument("reopen needs a reason (it is recorded in the progress log)")
+        if lease_seconds is not None and not 10 <= lease_seconds <= 86400:
+            raise InvalidArgument(f"lease_seconds must be between 10 and 86400, got {lease_seconds}")
+        result_json = None
+        if result is not None:
+            check_depth(result, self.limits.max_depth, what="result")
+            if len(canonical(result, what="result")) > self.limits.max_value_bytes:
+                raise TooLarge(f"result is over the limit of {self.limits.max_value_bytes} bytes")
+            result_json = dumps(result)
+        for name, text in (("verification", verification), ("error", error), ("reason", reason)):
+            if text is not None and len(text) > self.limits.max_text_chars:
+                raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
+        args = {
+            "task_key": task_key,
+            "action": action,
+            "lease_token": lease_token,
+            "lease_seconds": lease_seconds,
+            "result": result,
+            "verification": verification,
+            "error": error,
+            "retry": retry,
+            "reason": reason,
+        }
+        canonical(args, what="arguments")
+
+        async def body(conn: AsyncConnection) -> TaskView:
+            at = now()
+            ws = ident.workspace
+            if action == "reopen":
+                row = await store.update_where_status(
+                    conn,
+                    ws,
+                    task_key,
+                    ("done", "failed"),
+                    {
+                        "status": "pending",
+                        "attempts": 0,
+                        "owner": None,
+                        "lease_token": None,
+                        "lease_expires_at": None,
+                        "available_at": 0.0,
+                        "completed_at": None,
+                        "updated_at": at,
+                        "last_error": f"reopened: {reason}",
+                    },
+                )
+                if row is None:
+                    await self._explain_not_reopenable(conn, ws, task_key)
+                await append_entry(
+                    conn, ident, summary=f"reopened task {task_key}: {reason}", status="note", task_key=task_key
+                )
+            else:
+                current = await store.get(conn, ws, task_key)
+                if current is None:
+                    raise NotFound(f"no task with key {task_key!r} in this workspace")
+                values = self._leased_values(action, at, lease_seconds, result_json, verification, error, retry)
+                row = await store.update_leased(conn, ws, task_key, lease_token, values(current))
+                if row is None:
+                    await self._explain_lease_lost(conn, ws, task_key, action)
+            if action != "heartbeat":
+                await store.propagate(conn, ws, [task_key])
+                await store.bump_epoch(conn, ws)
+            return task_view(row, at)
+
+        view = await self.exactly_once(ident, "update_task", idempotency_key, args, TaskView, body)
+        if action != "heartbeat":
+            self._notify()
+        return view
+
+    def _leased_values(
+        self,
+        action: str,
+        at: float,
+        lease_seconds: int | None,
+        result_json: str | None,
+        verification: str | None,
+        error: str | None,
+        retry: bool,
+    ):
+        def values(row: RowMapping) -> dict[str, Any]:
+            if action == "heartbeat":
+                return {
+                    "lease_expires_at": at + (lease_seconds or row["lease_seconds"] or 900),
+                    "lease_seconds": lease_seconds or row["lease_seconds"],
+                    "updated_at": at,
+                }
+            if action == "complete":
+                return {
+                    "status": "done",
+                    "result": result_json,
+                    "verification": verification,
+                    "completed_at": at,
+                    "lease_expires_at": None,
+                    "updated_at": at,
+                }
+            if action == "release":
+                return {
+                    "status": "pending",
+                    "owner": None,
+                    "lease_token": None,
+                    "lease_expires_at": None,
+                    "attempts": max(0, row["attempts"] - 1),
+                    "available_at": at,
+                    "updated_at": at,
+                }
+            # fail
+            if retry and row["attempts"] < row["max_attempts"]:
+                delay = min(
+                    self.settings.backoff_cap_seconds,
+                    self.settings.backoff_base_seconds * 2 ** max(0, row["attempts"] - 1),
+                )
+                return {
+                    "status": "pending",
+                    "owner": None,
+                    "lease_token": None,
+                    "lease_expires_at": None,
+                    "available_at": at + delay,
+                    "last_error": error,
+                    "updated_at": at,
+                }
+            return {
+                "status": "failed",
+                "lease_token": None,
+                "lease_expires_at": None,
+                "last_error": error,
+                "updated_at": at,
+            }
+
+        return values
+
+    async def _explain_lease_lost(self, conn: AsyncConnection, ws: str, key: str, action: str) -> None:
+        row = await store.get(conn, ws, key)
+        if row is None:
+            raise NotFound(f"no task with key {key!r} in this workspace")
+        if row["status"] == "claimed":
+            raise LeaseLost(
+                f"cannot {action} task {key!r}: your lease was superseded (the task was claimed again, now by "
+                f"agent {row['owner']!r} on attempt {row['attempts']})"
+            )
+        raise LeaseLost(f"cannot {action} task {key!r}: it is {_status(row)} now, your lease has ended")
+
+    async def _explain_not_reopenable(self, conn: AsyncConnection, ws: str, key: str) -> None:
+        row = await store.get(conn, ws, key)
+        if row is None:
+            raise NotFound(f"no task with key {key!r} in this workspace")
+        raise InvalidArgument(f"reopen works on done or failed tasks; task {key!r} is {_status(row)}")
+
+    # -- read ------------------------------------------------------------------------------------
+    async def list(
+        self,
+        ident: Identity,
+        *,
+        status: list[str] | None = None,
+        tag: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ListTasksResult:
+        if not 1 <= limit <= 500:
+            raise InvalidArgument(f"limit must be between 1 and 500, got {limit}")
+        after = _decode_cursor(cursor) if cursor else 0
+        async with self.db.read() as conn:
+            rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
+            counts = await store.counts(conn, ident.workspace)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ListTasksResult(
+            tasks=[task_row(r) for r in rows],
+            counts=TaskCounts(**counts),
+            next_cursor=_encode_cursor(rows[-1]["id"]) if more else None,
+        )
+
+    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskView], TaskCounts]:
+        """Every task (full views, for people) and the counts."""
+        at, after, out = now(), 0, []
+        async with self.db.read() as conn:
+            while True:
+                rows = await store.page(conn, ident.workspace, statuses=statuses, tag=None, limit=1000, after_id=after)
+                out.extend(task_view(r, at) for r in rows)
+                if len(rows) < 1000:
+                    break
+                after = rows[-1]["id"]
+            counts = await store.counts(conn, ident.workspace)
+        return out, TaskCounts(**counts)
+
+    async def brief(self, conn: AsyncConnection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
+        """This agent's held tasks and the workspace counts, inside the caller's read."""
+        at = now()
+        held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
+        return held, TaskCounts(**await store.counts(conn, ident.workspace))
+
+
+def _topological(new: dict[str, TaskSpec], existing: dict[str, RowMapping]) -> list[str]:
+    """New task keys ordered dependencies first; unknown dependencies and cycles are refused."""
+    for key, spec in new.items():
+        for dep in spec.depends_on:
+            if dep not in new and dep not in existing:
+                raise DependencyError(
+                    f"task {key!r} depends on {dep!r}, which does not exist (add it first or in the same call)"
+                )
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1 = visiting, 2 = done
+    for root in new:
+        if state.get(root) == 2:
+            continue
+        stack: list[tuple[str, int]] = [(root, 0)]
+        path: list[str] = []
+        while stack:
+            key, index = stack.pop()
+            if index == 0:
+                if state.get(key) == 1:
+                    cycle = path[path.index(key) :] + [key]
+                    raise DependencyError(f"dependencies form a cycle: {' -> '.join(cycle)}")
+                if state.get(key) == 2:
+                    continue
+                state[key] = 1
+                path.append(key)
+            deps = [d for d in new[key].depends_on if d in new]
+            if index < len(deps):
+                stack.append((key, index + 1))
+                dep = deps[index]
+                if state.get(dep) == 1:
+                    cycle = path[path.index(dep) :] + [dep]
+                    raise DependencyError(f"dependencies form a cycle: {' -> '.join(cycle)}")
+                if state.get(dep) != 2:
+                    stack.append((dep, 0))
+            else:
+                state[key] = 2
+                path.pop()
+                order.append(key)
+    return order

@@ -1,0 +1,48 @@
+"""Small statements every store module uses."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .tables import Workspace
+
+workspaces = Workspace.__table__
+
+
+def now() -> float:
+    return time.time()
+
+
+async def insert_ignore(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert rows, skipping any whose primary key already exists (content-addressed values)."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    await conn.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
+
+
+async def ensure_workspace(conn: AsyncConnection, workspace: str) -> None:
+    await insert_ignore(conn, workspaces, [{"name": workspace, "created_at": now()}])
+
+
+async def bump_counter(conn: AsyncConnection, workspace: str, column: str) -> int:
+    """Increment a workspace counter and return its new value. The row lock this takes (or SQLite's
+    write lock) is held to commit, so values commit in the order they were handed out."""
+    await ensure_workspace(conn, workspace)
+    col = workspaces.c[column]
+    stmt = update(workspaces).where(workspaces.c.name == workspace).values({column: col + 1}).returning(col)
+    return int((await conn.execute(stmt)).scalar_one())
+
+
+async def read_counter(conn: AsyncConnection, workspace: str, column: str) -> int:
+    value = (await conn.execute(select(workspaces.c[column]).where(workspaces.c.name == workspace))).scalar()
+    return int(value or 0)
+
+
+async def list_workspaces(conn: AsyncConnection) -> list[str]:
+    return list((await conn.execute(select(workspaces.c.name).order_by(workspaces.c.name))).scalars())

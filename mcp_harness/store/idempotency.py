@@ -1,0 +1,41 @@
+"""Remembered results of mutating calls, keyed by workspace + agent + tool + key."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .tables import IdempotencyKey
+
+keys = IdempotencyKey.__table__
+
+
+async def get(conn: AsyncConnection, workspace: str, agent: str, tool: str, key: str) -> tuple[str, str] | None:
+    """(request hash, stored result JSON) of an earlier successful call with this key, if any."""
+    stmt = select(keys.c.request_hash, keys.c.result).where(
+        keys.c.workspace == workspace, keys.c.agent == agent, keys.c.tool == tool, keys.c.key == key
+    )
+    row = (await conn.execute(stmt)).first()
+    return (row.request_hash, row.result) if row else None
+
+
+async def put(
+    conn: AsyncConnection, workspace: str, agent: str, tool: str, key: str, request_hash: str, result: str, at: float
+) -> None:
+    await conn.execute(
+        keys.insert().values(
+            workspace=workspace,
+            agent=agent,
+            tool=tool,
+            key=key,
+            request_hash=request_hash,
+            result=result,
+            created_at=at,
+        )
+    )
+
+
+async def purge(conn: AsyncConnection, older_than: float) -> int:
+    """Forget keys created before `older_than`; returns how many."""
+    result = await conn.execute(delete(keys).where(keys.c.created_at < older_than))
+    return int(result.rowcount or 0)

@@ -1,0 +1,63 @@
+"""Numbered schema migrations, applied on start inside one write transaction.
+
+SQLite: the transaction opens with BEGIN IMMEDIATE, so a second server starting at the same moment
+waits for the first. PostgreSQL: a transaction-scoped advisory lock does the same. A database whose
+schema is newer than this code is refused: an old server must not write a layout it does not know.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import Unavailable
+from .tables import Meta, metadata
+
+#: any fixed 64-bit number; it names the lock every mcp-harness server takes while migrating
+ADVISORY_LOCK_ID = 0x6D63_7068_6172_6E73
+
+
+async def _m1_initial(conn: AsyncConnection) -> None:
+    await conn.run_sync(metadata.create_all)
+
+
+#: (version, what it does, function). Append only; never edit a released migration.
+MIGRATIONS: list[tuple[int, str, Callable[[AsyncConnection], Awaitable[None]]]] = [
+    (1, "initial schema", _m1_initial),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+meta = Meta.__table__
+
+
+async def current_version(conn: AsyncConnection) -> int:
+    """The schema version recorded in the database, 0 for an empty database."""
+    exists = await conn.run_sync(lambda sync: sync.dialect.has_table(sync, "harness_meta"))
+    if not exists:
+        return 0
+    row = (await conn.execute(select(meta.c.value).where(meta.c.key == "schema_version"))).first()
+    return int(row[0]) if row else 0
+
+
+async def migrate(conn: AsyncConnection, dialect: str) -> int:
+    """Bring the schema up to `SCHEMA_VERSION`; returns the version found before."""
+    if dialect == "postgresql":
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
+    found = await current_version(conn)
+    if found > SCHEMA_VERSION:
+        raise Unavailable(
+            f"this database was written by a newer mcp-harness (schema version {found}; this version "
+            f"understands up to {SCHEMA_VERSION}): upgrade mcp-harness to use it"
+        )
+    for version, _what, fn in MIGRATIONS:
+        if version > found:
+            await fn(conn)
+    if found < SCHEMA_VERSION:
+        await conn.execute(meta.delete().where(meta.c.key == "schema_version"))
+        await conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        await conn.execute(meta.delete().where(meta.c.key == "migrated_at"))
+        await conn.execute(meta.insert().values(key="migrated_at", value=repr(time.time())))
+    return found

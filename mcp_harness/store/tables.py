@@ -1,0 +1,193 @@
+"""The database tables (SQLModel). JSON values are stored as text we serialise ourselves, so both
+backends keep them byte-for-byte; times are float seconds since the epoch (UTC)."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+metadata = SQLModel.metadata
+
+#: 64-bit ids on PostgreSQL; SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Meta(SQLModel, table=True):
+    """Key/value facts about the database itself (the schema version)."""
+
+    __tablename__ = "harness_meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class Workspace(SQLModel, table=True):
+    """One row per workspace: its counters. Updating a counter row-locks it, which orders writers."""
+
+    __tablename__ = "workspaces"
+    name: str = Field(primary_key=True)
+    progress_seq: int = Field(default=0, sa_type=BigInteger)  #: last progress seq handed out
+    task_epoch: int = Field(default=0, sa_type=BigInteger)  #: bumped when tasks may have become claimable
+    created_at: float
+
+
+class Thread(SQLModel, table=True):
+    """A named line of checkpoints; `latest_version` is the version allocator."""
+
+    __tablename__ = "threads"
+    workspace: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    latest_version: int = 0
+    latest_id: str | None = None
+    updated_at: float
+
+
+class Checkpoint(SQLModel, table=True):
+    """Checkpoint metadata plus a manifest of content-addressed values (no state copy)."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (
+        UniqueConstraint("workspace", "thread", "version", name="uq_checkpoint_version"),
+        Index("ix_checkpoint_label", "workspace", "thread", "label", "version"),
+    )
+    id: str = Field(primary_key=True)
+    workspace: str
+    thread: str
+    version: int
+    parent_id: str | None = None
+    label: str | None = None
+    metadata_json: str | None = Field(default=None, sa_type=Text)
+    manifest: str = Field(sa_type=Text)  #: JSON list of [key, value hash, value bytes]
+    size_bytes: int
+    agent: str
+    schema_version: int | None = None
+    created_at: float
+
+
+class Blob(SQLModel, table=True):
+    """A JSON value stored once per workspace, addressed by the hash of its canonical form."""
+
+    __tablename__ = "blobs"
+    workspace: str = Field(primary_key=True)
+    hash: str = Field(primary_key=True)
+    data: bytes = Field(sa_type=LargeBinary)  #: canonical JSON, UTF-8
+
+
+class Progress(SQLModel, table=True):
+    """The append-only progress log."""
+
+    __tablename__ = "progress"
+    __table_args__ = (
+        Index("ix_progress_thread", "workspace", "thread", "seq"),
+        Index("ix_progress_seq", "workspace", "seq"),
+        Index("ix_progress_task", "workspace", "task_key", "seq"),
+    )
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    entry_id: str = Field(unique=True)
+    workspace: str
+    seq: int = Field(sa_type=BigInteger)
+    thread: str
+    agent: str
+    status: str
+    summary: str = Field(sa_type=Text)
+    details: str | None = Field(default=None, sa_type=Text)
+    next_steps: str | None = Field(default=None, sa_type=Text)  #: JSON list
+    task_key: str | None = None
+    artifacts: str | None = Field(default=None, sa_type=Text)  #: JSON object
+    created_at: float
+
+
+class Task(SQLModel, table=True):
+    """A task of the shared list. `ready` (all dependencies done) and `blocked` (a dependency failed,
+    transitively) are maintained in the transaction that changes a dependency, so claims scan only
+    tasks that can run."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("workspace", "key", name="uq_task_key"),
+        Index("ix_task_claim", "workspace", "ready", "status", "priority", "id"),
+        Index("ix_task_owner", "workspace", "owner", "status"),
+    )
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    workspace: str
+    key: str
+    title: str = Field(sa_type=Text)
+    description: str | None = Field(default=None, sa_type=Text)
+    steps: str = Field(sa_type=Text)  #: JSON list
+    priority: int = 0
+    depends_on: str = Field(sa_type=Text)  #: JSON list
+    tags: str = Field(sa_type=Text)  #: JSON list
+    max_attempts: int = 3
+    content_hash: str
+    status: str = "pending"
+    ready: bool = False
+    blocked: bool = False
+    owner: str | None = None
+    lease_token: str | None = None
+    lease_expires_at: float | None = None
+    lease_seconds: int | None = None
+    attempts: int = 0
+    available_at: float = 0.0
+    last_error: str | None = Field(default=None, sa_type=Text)
+    result: str | None = Field(default=None, sa_type=Text)  #: JSON value
+    verification: str | None = Field(default=None, sa_type=Text)
+    created_at: float
+    updated_at: float
+    completed_at: float | None = None
+
+
+class TaskDep(SQLModel, table=True):
+    """Edges of the dependency graph, indexed both ways."""
+
+    __tablename__ = "task_deps"
+    __table_args__ = (Index("ix_task_dep_rev", "workspace", "dep_key"),)
+    workspace: str = Field(primary_key=True)
+    task_key: str = Field(primary_key=True)
+    dep_key: str = Field(primary_key=True)
+
+
+class TaskTag(SQLModel, table=True):
+    __tablename__ = "task_tags"
+    workspace: str = Field(primary_key=True)
+    tag: str = Field(primary_key=True)
+    task_id: int = Field(primary_key=True, sa_type=BigInteger)
+
+
+class IdempotencyKey(SQLModel, table=True):
+    """The first successful result of a mutating call, replayed for retries with the same key."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idem_created", "created_at"),)
+    workspace: str = Field(primary_key=True)
+    agent: str = Field(primary_key=True)
+    tool: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    request_hash: str
+    result: str = Field(sa_type=Text)
+    created_at: float
+
+
+class ApiToken(SQLModel, table=True):
+    """HTTP bearer tokens: only a hash is kept."""
+
+    __tablename__ = "api_tokens"
+    token_hash: str = Field(primary_key=True)
+    token_id: str = Field(unique=True)
+    workspace: str
+    agent: str
+    role: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+class StateSchema(SQLModel, table=True):
+    """JSON Schemas registered per thread; each new registration gets the next version."""
+
+    __tablename__ = "state_schemas"
+    workspace: str = Field(primary_key=True)
+    thread: str = Field(primary_key=True)
+    version: int = Field(primary_key=True)
+    document: str = Field(sa_type=Text)  #: the JSON Schema
+    created_at: float
+
+
+T = {t.name: t for t in metadata.sorted_tables}

@@ -1,0 +1,296 @@
+"""The shared task list: all of its SQL.
+
+A claim is one `UPDATE ... WHERE id = (SELECT ... ORDER BY priority DESC, id LIMIT 1 [FOR UPDATE SKIP
+LOCKED]) RETURNING ...` statement. `ready` and `blocked` are kept current in the transaction that changes
+a dependency, so the claim scan only ever touches tasks that can run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, false, func, or_, select, true, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .common import bump_counter
+from .tables import Task, TaskDep, TaskTag
+
+tasks = Task.__table__
+deps = TaskDep.__table__
+task_tags = TaskTag.__table__
+
+STATUSES = ("pending", "claimed", "done", "failed")
+
+
+def _tag_filter(workspace: str, tags: list[str] | None):
+    if not tags:
+        return None
+    return tasks.c.id.in_(
+        select(task_tags.c.task_id).where(task_tags.c.workspace == workspace, task_tags.c.tag.in_(tags))
+    )
+
+
+def _where(workspace: str, tags: list[str] | None, task_key: str | None) -> list[Any]:
+    clauses: list[Any] = [tasks.c.workspace == workspace]
+    tag_clause = _tag_filter(workspace, tags)
+    if tag_clause is not None:
+        clauses.append(tag_clause)
+    if task_key is not None:
+        clauses.append(tasks.c.key == task_key)
+    return clauses
+
+
+async def get(conn: AsyncConnection, workspace: str, key: str) -> RowMapping | None:
+    stmt = select(tasks).where(tasks.c.workspace == workspace, tasks.c.key == key)
+    return (await conn.execute(stmt)).mappings().first()
+
+
+async def get_many(conn: AsyncConnection, workspace: str, keys: list[str]) -> dict[str, RowMapping]:
+    out: dict[str, RowMapping] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), 500):
+        stmt = select(tasks).where(tasks.c.workspace == workspace, tasks.c.key.in_(unique[start : start + 500]))
+        for row in (await conn.execute(stmt)).mappings():
+            out[row["key"]] = row
+    return out
+
+
+async def insert(conn: AsyncConnection, workspace: str, rows: list[dict[str, Any]]) -> None:
+    """Insert new tasks with their dependency edges and tags (rows carry `_deps` and `_tags`)."""
+    for row in rows:
+        dep_keys, tag_list = row.pop("_deps"), row.pop("_tags")
+        task_id = (await conn.execute(tasks.insert().values(**row).returning(tasks.c.id))).scalar_one()
+        if dep_keys:
+            await conn.execute(
+                deps.insert(), [{"workspace": workspace, "task_key": row["key"], "dep_key": d} for d in dep_keys]
+            )
+        if tag_list:
+            await conn.execute(
+                task_tags.insert(), [{"workspace": workspace, "tag": t, "task_id": task_id} for t in tag_list]
+            )
+
+
+async def fail_expired_exhausted(conn: AsyncConnection, workspace: str, now: float) -> list[str]:
+    """Leases that ran out on their last attempt: the task fails. Returns the keys."""
+    stmt = (
+        update(tasks)
+        .where(
+            tasks.c.workspace == workspace,
+            tasks.c.status == "claimed",
+            tasks.c.lease_expires_at <= now,
+            tasks.c.attempts >= tasks.c.max_attempts,
+        )
+        .values(
+            status="failed",
+            lease_token=None,
+            last_error="the lease expired on the last allowed attempt",
+            updated_at=now,
+        )
+        .returning(tasks.c.key)
+    )
+    return list((await conn.execute(stmt)).scalars())
+
+
+async def claim(
+    conn: AsyncConnection,
+    workspace: str,
+    *,
+    agent: str,
+    token: str,
+    now: float,
+    lease_seconds: int,
+    tags: list[str] | None,
+    task_key: str | None,
+) -> RowMapping | None:
+    """Atomically take the best claimable task (or the named one): ONE statement."""
+    candidate = (
+        select(tasks.c.id)
+        .where(
+            *_where(workspace, tags, task_key),
+            tasks.c.ready == true(),
+            or_(
+                and_(tasks.c.status == "pending", tasks.c.available_at <= now),
+                and_(
+                    tasks.c.status == "claimed",
+                    tasks.c.lease_expires_at <= now,
+                    tasks.c.attempts < tasks.c.max_attempts,
+                ),
+            ),
+        )
+        .order_by(tasks.c.priority.desc(), tasks.c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's BEGIN IMMEDIATE already excludes others
+    )
+    stmt = (
+        update(tasks)
+        .where(tasks.c.id == candidate.scalar_subquery())
+        .values(
+            status="claimed",
+            owner=agent,
+            lease_token=token,
+            lease_expires_at=now + lease_seconds,
+            lease_seconds=lease_seconds,
+            attempts=tasks.c.attempts + 1,
+            updated_at=now,
+        )
+        .returning(*tasks.c)
+    )
+    return (await conn.execute(stmt)).mappings().first()
+
+
+async def update_leased(
+    conn: AsyncConnection, workspace: str, key: str, token: str, values: dict[str, Any]
+) -> RowMapping | None:
+    """Change a claimed task only if `token` is its current lease (the fence). None if it is not."""
+    stmt = (
+        update(tasks)
+        .where(
+            tasks.c.workspace == workspace,
+            tasks.c.key == key,
+            tasks.c.status == "claimed",
+            tasks.c.lease_token == token,
+        )
+        .values(**values)
+        .returning(*tasks.c)
+    )
+    return (await conn.execute(stmt)).mappings().first()
+
+
+async def update_where_status(
+    conn: AsyncConnection, workspace: str, key: str, statuses: tuple[str, ...], values: dict[str, Any]
+) -> RowMapping | None:
+    stmt = (
+        update(tasks)
+        .where(tasks.c.workspace == workspace, tasks.c.key == key, tasks.c.status.in_(statuses))
+        .values(**values)
+        .returning(*tasks.c)
+    )
+    return (await conn.execute(stmt)).mappings().first()
+
+
+async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -> None:
+    """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively."""
+    queue = list(changed)
+    while queue:
+        dependents = list(
+            (
+                await conn.execute(
+                    select(deps.c.task_key).where(deps.c.workspace == workspace, deps.c.dep_key.in_(queue))
+                )
+            )
+            .scalars()
+            .unique()
+        )
+        queue = []
+        if not dependents:
+            break
+        flags = await compute_flags(conn, workspace, dependents)
+        current = await get_many(conn, workspace, dependents)
+        for key, (ready, blocked) in flags.items():
+            row = current[key]
+            if bool(row["ready"]) != ready or bool(row["blocked"]) != blocked:
+                await conn.execute(
+                    update(tasks)
+                    .where(tasks.c.workspace == workspace, tasks.c.key == key)
+                    .values(ready=ready, blocked=blocked)
+                )
+                if bool(row["blocked"]) != blocked:
+                    queue.append(key)
+
+
+async def compute_flags(conn: AsyncConnection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
+    """(ready, blocked) for each task from its dependencies' current status."""
+    dep_task = tasks.alias("dep_task")
+    stmt = (
+        select(deps.c.task_key, dep_task.c.status, dep_task.c.blocked)
+        .join(dep_task, and_(dep_task.c.workspace == deps.c.workspace, dep_task.c.key == deps.c.dep_key))
+        .where(deps.c.workspace == workspace, deps.c.task_key.in_(keys))
+    )
+    flags = {key: (True, False) for key in keys}
+    for task_key, status, blocked in await conn.execute(stmt):
+        ready, is_blocked = flags[task_key]
+        flags[task_key] = (ready and status == "done", is_blocked or status == "failed" or bool(blocked))
+    return flags
+
+
+async def counts(conn: AsyncConnection, workspace: str) -> dict[str, int]:
+    """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`."""
+    out = {"pending": 0, "claimed": 0, "done": 0, "failed": 0, "blocked": 0}
+    stmt = (
+        select(tasks.c.status, tasks.c.blocked, func.count())
+        .where(tasks.c.workspace == workspace)
+        .group_by(tasks.c.status, tasks.c.blocked)
+    )
+    for status, blocked, n in await conn.execute(stmt):
+        out["blocked" if status == "pending" and blocked else status] += int(n)
+    return out
+
+
+async def why_nothing(
+    conn: AsyncConnection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
+) -> dict[str, Any]:
+    """Facts behind an empty claim: pending-but-waiting, live claims, backoff, finished, total."""
+    where = _where(workspace, tags, task_key)
+    pending = tasks.c.status == "pending"
+    stmt = select(
+        func.count(),
+        func.count().filter(and_(pending, tasks.c.ready == false())),
+        func.count().filter(tasks.c.status == "claimed"),
+        func.count().filter(tasks.c.status.in_(("done", "failed"))),
+        func.min(tasks.c.available_at).filter(and_(pending, tasks.c.ready == true(), tasks.c.available_at > now)),
+        func.min(tasks.c.lease_expires_at).filter(tasks.c.status == "claimed"),
+    ).where(*where)
+    total, waiting, claimed, finished, next_available, next_expiry = (await conn.execute(stmt)).one()
+    return {
+        "total": int(total),
+        "waiting_on_deps": int(waiting),
+        "claimed": int(claimed),
+        "finished": int(finished),
+        "next_available_at": next_available,
+        "next_lease_expiry": next_expiry,
+    }
+
+
+async def held_by(conn: AsyncConnection, workspace: str, agent: str) -> list[RowMapping]:
+    """Tasks this agent holds a lease on now (expired but not re-claimed included)."""
+    stmt = (
+        select(tasks)
+        .where(tasks.c.workspace == workspace, tasks.c.owner == agent, tasks.c.status == "claimed")
+        .order_by(tasks.c.id)
+    )
+    return list((await conn.execute(stmt)).mappings())
+
+
+async def page(
+    conn: AsyncConnection,
+    workspace: str,
+    *,
+    statuses: list[str] | None,
+    tag: str | None,
+    limit: int,
+    after_id: int,
+) -> list[RowMapping]:
+    """Tasks in creation order. `statuses` may include `blocked` (pending with a failed dependency)."""
+    stmt = select(tasks).where(*_where(workspace, [tag] if tag else None, None), tasks.c.id > after_id)
+    if statuses:
+        ors = []
+        for status in statuses:
+            if status == "blocked":
+                ors.append(and_(tasks.c.status == "pending", tasks.c.blocked == true()))
+            elif status == "pending":
+                ors.append(and_(tasks.c.status == "pending", tasks.c.blocked == false()))
+            else:
+                ors.append(tasks.c.status == status)
+        stmt = stmt.where(or_(*ors))
+    return list((await conn.execute(stmt.order_by(tasks.c.id).limit(limit))).mappings())
+
+
+async def bump_epoch(conn: AsyncConnection, workspace: str) -> int:
+    """Signal waiting claimers (in any process) that something may have become claimable."""
+    return await bump_counter(conn, workspace, "task_epoch")
+
+
+async def all_edges(conn: AsyncConnection, workspace: str) -> list[tuple[str, str]]:
+    stmt = select(deps.c.task_key, deps.c.dep_key).where(deps.c.workspace == workspace)
+    return [(a, b) for a, b in await conn.execute(stmt)]
