@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .config import NAME_PATTERN
 
-Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=128)]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
 ClaimReason = Literal["none_pending", "blocked_by_dependencies", "all_claimed", "all_done"]
@@ -42,7 +42,7 @@ class SaveCheckpointResult(Result):
 
 class ListCheckpointsResult(Result):
     checkpoints: list[CheckpointMeta]
-    next_before_version: int | None = Field(description="pass as before_version for the next page")
+    next_before_version: int | None  #: pass as before_version for the next page
 
 
 class ProgressEntry(Result):
@@ -81,8 +81,6 @@ class TaskCounts(Result):
 
 
 class TaskView(Result):
-    """A task as it now stands."""
-
     key: str
     title: str
     description: str | None
@@ -95,7 +93,7 @@ class TaskView(Result):
     attempts: int
     max_attempts: int
     lease: Lease | None = None
-    available_at: str | None = Field(default=None, description="not claimable before this (retry backoff)")
+    available_at: str | None = None  #: not claimable before this time (retry backoff)
     result: Any = None
     verification: str | None = None
     last_error: str | None = None
@@ -123,13 +121,11 @@ class RestoreStateResult(Result):
 
 
 class TaskSpec(BaseModel):
-    """One task to add."""
-
     model_config = ConfigDict(extra="forbid")
 
     key: Name
     title: Annotated[str, Field(min_length=1, max_length=500)]
-    description: Annotated[str | None, Field(max_length=65536)] = None
+    description: str | None = None  #: limited by MAX_TEXT_CHARS
     steps: Annotated[list[Annotated[str, Field(max_length=4000)]], Field(max_length=100)] = Field(
         default_factory=list, description="acceptance steps"
     )
@@ -150,7 +146,7 @@ class ClaimTaskResult(Result):
     task: TaskView | None
     lease: Lease | None
     reason: ClaimReason | None = None
-    retry_after: float | None = Field(default=None, description="seconds until a task leaves its retry backoff")
+    retry_after: float | None = None  #: seconds until a task leaves its retry backoff
 
 
 class TaskRow(Result):

@@ -32,19 +32,20 @@ from .models import (
     TaskStatus,
     TaskView,
 )
+from .schema_text import compact_schema, shallow_output_schema
 from .service import Harness, Identity
 
 log = logging.getLogger("mcp_harness")
 
 Thread = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=NAME_PATTERN)]
-IdemKey = Annotated[str | None, Field(min_length=1, max_length=200, description="retry-safe: same key, same result")]
-Text = Annotated[str, Field(max_length=65536)]
+IdemKey = Annotated[str | None, Field(min_length=1, max_length=200)]
 
 INSTRUCTIONS = (
     "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
     "progress, your held tasks). Work on ONE task at a time: claim_task, heartbeat long work, complete with "
-    "verification. Record progress and save_checkpoint before you stop."
+    "verification. Record progress and save_checkpoint before you stop. Every writing tool takes an "
+    "idempotency_key: a retry with the same key and arguments returns the first result and changes nothing."
 )
 
 
@@ -86,11 +87,17 @@ class HarnessServer(MCPServer[Harness]):
             name = fn.__name__
             self.tool(
                 name=name,
-                description=(fn.__doc__ or "").strip(),
-                annotations=ToolAnnotations(
-                    read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent or read_only
-                ),
+                description=" ".join((fn.__doc__ or "").split()),
+                # Only the hints that differ from the protocol's defaults: every byte is an agent's context.
+                annotations=ToolAnnotations(read_only_hint=True)
+                if read_only
+                else ToolAnnotations(destructive_hint=destructive, idempotent_hint=idempotent or None),
             )(fn)
+            tool = self._tool_manager.get_tool(name)  # the SDK offers no public hook for this
+            tool.parameters = compact_schema(tool.parameters)
+            if tool.fn_metadata.output_schema is not None:
+                shallow = shallow_output_schema(tool.fn_metadata.output_schema)
+                tool.fn_metadata.output_schema = compact_schema(shallow, output=True)
             params = frozenset(p for p in fn.__annotations__ if p not in ("return", "ctx"))
             self.tool_info[name] = ToolInfo(params=params, read_only=read_only)
             return fn
@@ -175,8 +182,8 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         expected_version: Annotated[int | None, Field(ge=0)] = None,
         idempotency_key: IdemKey = None,
     ) -> SaveCheckpointResult:
-        """Save state as the thread's next version. mode=merge applies an RFC 7396 merge patch to the latest
-        state. expected_version refuses the save if the thread moved on (0 = no checkpoint yet)."""
+        """Save state as the thread's next version. mode=merge: RFC 7396 merge patch onto the latest state.
+        expected_version: refuse unless the thread is at it (0 = no checkpoint yet)."""
         h, ident = server.current()
         return await h.checkpoints.save(
             ident,
@@ -198,8 +205,8 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None,
         progress_limit: Annotated[int, Field(ge=0, le=100)] = 5,
     ) -> RestoreStateResult:
-        """Resume brief: a checkpoint's state (latest, or by version/checkpoint_id/label; paths = JSON Pointers
-        to return only those parts), recent progress, the tasks you hold and task counts."""
+        """Resume brief: the latest state (or version/checkpoint_id/label; paths: JSON Pointers to return only
+        those), recent progress, tasks you hold, task counts."""
         h, ident = server.current()
         return await h.restore(
             ident,
@@ -217,23 +224,22 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         before_version: Annotated[int | None, Field(ge=1)] = None,
     ) -> ListCheckpointsResult:
-        """Checkpoint metadata of a thread, newest first; page with before_version=next_before_version."""
+        """Checkpoint metadata, newest first; page with before_version=next_before_version."""
         h, ident = server.current()
         return await h.checkpoints.list(ident, thread=thread, limit=limit, before_version=before_version)
 
     @server.harness_tool(read_only=False)
     async def record_progress(
-        summary: Annotated[str, Field(min_length=1, max_length=65536)],
+        summary: Annotated[str, Field(min_length=1)],
         thread: Thread = "main",
         status: ProgressStatus = "note",
-        details: Annotated[str | None, Field(max_length=65536)] = None,
+        details: str | None = None,
         next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None,
         task_key: Key | None = None,
         artifacts: dict[str, Any] | None = None,
         idempotency_key: IdemKey = None,
     ) -> RecordProgressResult:
-        """Append to the progress log: what was done, how it was verified, what is next (next_steps),
-        artifacts such as files touched or a commit."""
+        """Append to the progress log: what was done and how verified, next_steps, artifacts (files, commit)."""
         h, ident = server.current()
         return await h.progress.record(
             ident,
@@ -252,8 +258,8 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         tasks: Annotated[list[TaskSpec], Field(min_length=1)],
         idempotency_key: IdemKey = None,
     ) -> AddTasksResult:
-        """Add tasks (steps = acceptance steps; higher priority first; depends_on = keys that must be done
-        first). Re-adding an identical task is a no-op; different content under a used key is refused."""
+        """Add tasks: steps = acceptance steps, higher priority first, depends_on = keys done first. Identical re-
+        adds are no-ops; a used key with other content is refused."""
         h, ident = server.current()
         return await h.tasks.add(ident, tasks=tasks, idempotency_key=idempotency_key)
 
@@ -265,8 +271,8 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0,
         idempotency_key: IdemKey = None,
     ) -> ClaimTaskResult:
-        """Atomically claim the next claimable task (or task_key) with a lease; keep the lease token.
-        wait_seconds long-polls when nothing is claimable. A null task comes with the reason."""
+        """Atomically claim the next claimable task (or task_key) under a lease; keep lease.token. wait_seconds
+        long-polls. No task: see reason."""
         h, ident = server.current()
         return await h.tasks.claim(
             ident,
@@ -284,15 +290,14 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         lease_token: Annotated[str | None, Field(max_length=100)] = None,
         lease_seconds: Annotated[int | None, Field(ge=10, le=86400)] = None,
         result: Any = None,
-        verification: Text | None = None,
-        error: Text | None = None,
+        verification: str | None = None,
+        error: str | None = None,
         retry: bool = True,
-        reason: Text | None = None,
+        reason: str | None = None,
         idempotency_key: IdemKey = None,
     ) -> TaskView:
-        """heartbeat (extend lease), complete (verification required), fail (retry with backoff unless
-        retry=false), release (give back, no attempt used): all need lease_token. reopen a done/failed
-        task with a reason."""
+        """heartbeat, complete (needs verification), fail (retry=true backs off), release: all need lease_token.
+        reopen (needs reason) revives a done or failed task."""
         h, ident = server.current()
         return await h.tasks.update(
             ident,
@@ -315,7 +320,7 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         cursor: Annotated[str | None, Field(max_length=100)] = None,
     ) -> ListTasksResult:
-        """Tasks in creation order as compact rows, with counts for the whole workspace."""
+        """Tasks in creation order as compact rows, with workspace-wide counts."""
         h, ident = server.current()
         return await h.tasks.list(ident, status=status, tag=tag, limit=limit, cursor=cursor)
 

@@ -130,6 +130,11 @@ class TaskService(ServiceBase):
         for spec in tasks:
             if spec.key in specs:
                 raise InvalidArgument(f"task key {spec.key!r} appears twice in this call")
+            if spec.description is not None and len(spec.description) > self.limits.max_text_chars:
+                raise TooLarge(
+                    f"task {spec.key!r}: description is {len(spec.description)} characters, "
+                    f"over the limit of {self.limits.max_text_chars}"
+                )
             specs[spec.key] = spec
         hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
         args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
