@@ -39,7 +39,7 @@ log = logging.getLogger("mcp_harness")
 
 Thread = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=NAME_PATTERN)]
-IdemKey = Annotated[str | None, Field(min_length=1, max_length=200)]
+IdemKey = str | None  # length checked by the service (1-200 characters)
 
 INSTRUCTIONS = (
     "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
@@ -200,7 +200,7 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
     async def restore_state(
         thread: Thread = "main",
         version: Annotated[int | None, Field(ge=1)] = None,
-        checkpoint_id: Annotated[str | None, Field(max_length=64)] = None,
+        checkpoint_id: str | None = None,
         label: Annotated[str | None, Field(max_length=200)] = None,
         paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None,
         progress_limit: Annotated[int, Field(ge=0, le=100)] = 5,
@@ -287,7 +287,7 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
     async def update_task(
         task_key: Key,
         action: Literal["heartbeat", "complete", "fail", "release", "reopen"],
-        lease_token: Annotated[str | None, Field(max_length=100)] = None,
+        lease_token: str | None = None,
         lease_seconds: Annotated[int | None, Field(ge=10, le=86400)] = None,
         result: Any = None,
         verification: str | None = None,
@@ -318,7 +318,7 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         status: Annotated[list[TaskStatus] | None, Field(max_length=5)] = None,
         tag: Annotated[str | None, Field(max_length=64)] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        cursor: Annotated[str | None, Field(max_length=100)] = None,
+        cursor: str | None = None,
     ) -> ListTasksResult:
         """Tasks in creation order as compact rows, with workspace-wide counts."""
         h, ident = server.current()

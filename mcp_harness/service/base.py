@@ -69,6 +69,8 @@ class ServiceBase:
         if key is None:
             async with self.db.write() as conn:
                 return await body(conn)
+        if not 1 <= len(key) <= 200:
+            raise InvalidArgument(f"idempotency_key must be 1 to 200 characters, got {len(key)}")
         request_hash = value_hash(canonical(arguments, what="arguments"))
         for _ in range(3):
             try:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from sqlalchemy import Table, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..clock import now  # the one source of time (re-exported for the store and services)
 from .tables import Workspace
 
 workspaces = Workspace.__table__
 
 
-def now() -> float:
-    return time.time()
+__all__ = ["bump_counter", "ensure_workspace", "insert_ignore", "list_workspaces", "now", "read_counter"]
 
 
 async def insert_ignore(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,182 @@
+"""Checkpoints through the official MCP client against the real server, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import call, fail, mcp_client
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_versions_parents_and_restore_latest(client):
+    first = await call(client, "save_checkpoint", state={"goal": "ship", "n": 1})
+    second = await call(client, "save_checkpoint", state={"goal": "ship", "n": 2}, label="two")
+    assert (first["version"], second["version"]) == (1, 2)
+    assert first["parent_id"] is None and second["parent_id"] == first["checkpoint_id"]
+    assert first["created_at"].endswith("Z") and first["size_bytes"] == len(b'{"goal":"ship","n":1}')
+    brief = await call(client, "restore_state")
+    assert brief["found"] is True
+    assert brief["state"] == {"goal": "ship", "n": 2}
+    assert brief["checkpoint"]["version"] == 2 and brief["checkpoint"]["label"] == "two"
+    assert brief["checkpoint"]["agent"] == "agent-a"
+
+
+async def test_restore_by_version_id_and_label(client):
+    a = await call(client, "save_checkpoint", state={"v": "a"}, label="stable")
+    await call(client, "save_checkpoint", state={"v": "b"}, label="stable")
+    await call(client, "save_checkpoint", state={"v": "c"})
+    assert (await call(client, "restore_state", version=1))["state"] == {"v": "a"}
+    assert (await call(client, "restore_state", checkpoint_id=a["checkpoint_id"]))["state"] == {"v": "a"}
+    # Labels need not be unique: the newest checkpoint with the label wins.
+    assert (await call(client, "restore_state", label="stable"))["state"] == {"v": "b"}
+
+
+async def test_threads_are_independent(client):
+    await call(client, "save_checkpoint", state={"x": 1})
+    other = await call(client, "save_checkpoint", state={"y": 2}, thread="feature/login")
+    assert other["version"] == 1 and other["thread"] == "feature/login"
+    assert (await call(client, "restore_state", thread="feature/login"))["state"] == {"y": 2}
+    assert (await call(client, "restore_state"))["state"] == {"x": 1}
+
+
+async def test_merge_mode_applies_rfc7396(client):
+    await call(client, "save_checkpoint", state={"a": {"b": 1, "c": 2}, "keep": [1, 2], "gone": True})
+    await call(client, "save_checkpoint", mode="merge", state={"a": {"c": None, "d": 3}, "gone": None, "new": "x"})
+    state = (await call(client, "restore_state"))["state"]
+    assert state == {"a": {"b": 1, "d": 3}, "keep": [1, 2], "new": "x"}
+
+
+async def test_merge_onto_empty_thread_and_replace_of_non_object(client):
+    await call(client, "save_checkpoint", mode="merge", state={"a": {"b": None, "c": 1}})
+    assert (await call(client, "restore_state"))["state"] == {"a": {"c": 1}}
+    await call(client, "save_checkpoint", mode="merge", state={"a": [1, 2]})
+    assert (await call(client, "restore_state"))["state"] == {"a": [1, 2]}
+
+
+async def test_expected_version_optimistic_concurrency(client):
+    await call(client, "save_checkpoint", state={"n": 0}, expected_version=0)
+    err = await fail(client, "save_checkpoint", state={"n": 1}, expected_version=0)
+    assert err.code == "version_conflict"
+    assert "thread 'main' is at version 1, you expected 0" in err.text
+    ok = await call(client, "save_checkpoint", state={"n": 1}, expected_version=1)
+    assert ok["version"] == 2
+    assert (await call(client, "restore_state"))["state"] == {"n": 1}
+
+
+async def test_paths_return_only_requested_parts(client):
+    await call(
+        client, "save_checkpoint", state={"a": {"b": [10, 20, {"c": "x"}]}, "s/l": 1, "t~": 2, "big": "z" * 1000}
+    )
+    brief = await call(client, "restore_state", paths=["/a/b/2/c", "/s~1l", "/t~0", "/nope", "/a/b/9"])
+    assert brief["state"] == {"/a/b/2/c": "x", "/s~1l": 1, "/t~0": 2}
+    assert brief["missing_paths"] == ["/nope", "/a/b/9"]
+    err = await fail(client, "restore_state", paths=["a/b"])
+    assert err.code == "invalid_argument" and "must start with '/'" in err.text
+
+
+async def test_list_checkpoints_pages_newest_first(client):
+    for i in range(5):
+        await call(client, "save_checkpoint", state={"i": i}, metadata={"step": i})
+    page = await call(client, "list_checkpoints", limit=2)
+    assert [c["version"] for c in page["checkpoints"]] == [5, 4]
+    assert page["checkpoints"][0]["metadata"] == {"step": 4}
+    assert "state" not in page["checkpoints"][0]
+    page2 = await call(client, "list_checkpoints", limit=2, before_version=page["next_before_version"])
+    assert [c["version"] for c in page2["checkpoints"]] == [3, 2]
+    page3 = await call(client, "list_checkpoints", limit=2, before_version=page2["next_before_version"])
+    assert [c["version"] for c in page3["checkpoints"]] == [1]
+    assert page3["next_before_version"] is None
+
+
+async def test_nothing_saved_yet_is_not_an_error(client):
+    brief = await call(client, "restore_state")
+    assert brief["found"] is False and brief["state"] is None and brief["checkpoint"] is None
+    assert (await call(client, "list_checkpoints"))["checkpoints"] == []
+
+
+async def test_unknown_version_id_or_label_is_not_found(client):
+    await call(client, "save_checkpoint", state={"a": 1})
+    for args, words in (
+        ({"version": 7}, "version 7"),
+        ({"checkpoint_id": "ck_missing"}, "checkpoint_id 'ck_missing'"),
+        ({"label": "nope"}, "label 'nope'"),
+    ):
+        err = await fail(client, "restore_state", **args)
+        assert err.code == "not_found" and words in err.text
+
+
+async def test_size_limit_counts_the_merged_state_and_stores_nothing(db_url, workspace):
+    async with mcp_client(db_url, workspace, limits=_limits(max_state_bytes=200)) as client:
+        await call(client, "save_checkpoint", state={"a": "x" * 100})
+        err = await fail(client, "save_checkpoint", mode="merge", state={"b": "y" * 100})
+        assert err.code == "too_large" and "over the limit of 200 bytes" in err.text
+        err = await fail(client, "save_checkpoint", state={"c": "z" * 300})
+        assert err.code == "too_large"
+        listing = await call(client, "list_checkpoints")
+        assert [c["version"] for c in listing["checkpoints"]] == [1]
+
+
+async def test_idempotent_save_returns_first_result_and_stores_once(client):
+    first = await call(client, "save_checkpoint", state={"a": 1}, idempotency_key="k1")
+    again = await call(client, "save_checkpoint", state={"a": 1}, idempotency_key="k1")
+    assert again == first
+    assert len((await call(client, "list_checkpoints"))["checkpoints"]) == 1
+    err = await fail(client, "save_checkpoint", state={"a": 2}, idempotency_key="k1")
+    assert err.code == "invalid_argument" and "idempotency_key 'k1'" in err.text
+    # Keys are per agent: another agent's identical key is independent.
+
+
+async def test_idempotency_keys_are_scoped_per_agent(db_url, workspace):
+    async with mcp_client(db_url, workspace, agent="a") as a, mcp_client(db_url, workspace, agent="b") as b:
+        one = await call(a, "save_checkpoint", state={"x": 1}, idempotency_key="same")
+        two = await call(b, "save_checkpoint", state={"x": 1}, idempotency_key="same")
+        assert (one["version"], two["version"]) == (1, 2)
+
+
+async def test_failed_call_is_not_remembered(client):
+    await call(client, "save_checkpoint", state={"a": 1})
+    err = await fail(client, "save_checkpoint", state={"a": 2}, expected_version=5, idempotency_key="k")
+    assert err.code == "version_conflict"
+    ok = await call(client, "save_checkpoint", state={"a": 2}, expected_version=1, idempotency_key="k")
+    assert ok["version"] == 2
+
+
+async def test_storage_grows_with_what_changed(harness, workspace):
+    """A save that changes one key of three stores one new value, not a copy of the state."""
+    from mcp_harness.service import Identity
+
+    ident = Identity(workspace=workspace, agent="a")
+    big = {"docs": "d" * 20_000, "notes": "n" * 20_000, "counter": 0}
+    await harness.checkpoints.save(ident, state=big)
+    before = await _blob_bytes(harness, workspace)
+    for i in range(1, 11):
+        await harness.checkpoints.save(ident, state={**big, "counter": i})
+    grown = await _blob_bytes(harness, workspace) - before
+    assert grown < 200, f"10 one-key saves stored {grown} bytes of values"
+    brief = await harness.restore(ident)
+    assert brief.state == {**big, "counter": 10}
+
+
+async def test_results_are_compact_json_text(client):
+    result = await client.call_tool("save_checkpoint", {"state": {"a": 1}})
+    text = result.content[0].text
+    assert json.loads(text) == result.structured_content
+    assert "\n" not in text and ": " not in text
+
+
+def _limits(**kw):
+    from mcp_harness.config import Limits
+
+    return Limits(**{**Limits().__dict__, **kw})
+
+
+async def _blob_bytes(harness, workspace: str) -> int:
+    from sqlalchemy import func, select
+
+    from mcp_harness.store.checkpoints import blobs
+
+    async with harness.db.read() as conn:
+        stmt = select(func.coalesce(func.sum(func.length(blobs.c.data)), 0)).where(blobs.c.workspace == workspace)
+        return int((await conn.execute(stmt)).scalar_one())

@@ -1,0 +1,138 @@
+"""`mcp-harness serve` as a real subprocess over stdio, driven by the official MCP client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import anyio
+import pytest
+from conftest import call, fail, serve_command, subprocess_env
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_client(url: str, workspace: str, agent: str) -> Client:
+    cmd = serve_command(url, workspace, agent)
+    return Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env()), read_timeout_seconds=60)
+
+
+async def test_round_trip_over_stdio(sqlite_url, workspace):
+    async with stdio_client(sqlite_url, workspace, "stdio-agent") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {
+            "save_checkpoint", "restore_state", "list_checkpoints", "record_progress",
+            "add_tasks", "claim_task", "update_task", "list_tasks",
+        }  # fmt: skip
+        assert all(t.output_schema for t in tools.values())
+        saved = await call(client, "save_checkpoint", state={"hello": "world"}, label="first")
+        brief = await call(client, "restore_state")
+        assert brief["state"] == {"hello": "world"}
+        assert brief["checkpoint"]["checkpoint_id"] == saved["checkpoint_id"]
+        assert brief["checkpoint"]["agent"] == "stdio-agent"
+        err = await fail(client, "save_checkpoint", state={"a": 1}, expected_version=0)
+        assert err.text == "[version_conflict] thread 'main' is at version 1, you expected 0"
+
+
+async def test_tools_list_stays_small(sqlite_url, workspace):
+    async with stdio_client(sqlite_url, workspace, "a") as client:
+        listing = await client.list_tools()
+        size = len(listing.model_dump_json(by_alias=True, exclude_none=True))
+        assert size < 8000, f"tools/list is {size} bytes"
+
+
+async def test_state_survives_a_server_restart(sqlite_url, workspace):
+    async with stdio_client(sqlite_url, workspace, "a") as client:
+        await call(client, "save_checkpoint", state={"n": 1})
+    async with stdio_client(sqlite_url, workspace, "b") as client:
+        brief = await call(client, "restore_state")
+        assert brief["state"] == {"n": 1} and brief["checkpoint"]["agent"] == "a"
+
+
+def test_stdout_carries_only_the_protocol_and_nan_is_refused(sqlite_url, workspace):
+    """Raw JSON-RPC over a pipe: every stdout line is a JSON-RPC message; NaN in arguments is refused."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "save_checkpoint", "arguments": {"state": {"x": "NAN_HERE"}}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "restore_state", "arguments": {}}},
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        serve_command(sqlite_url, workspace, "raw"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=subprocess_env(MCP_HARNESS_LOG_LEVEL="INFO"),
+    )  # fmt: skip
+    replies = {}
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message).replace('"NAN_HERE"', "NaN") + "\n")
+            proc.stdin.flush()
+            if "id" not in message:
+                continue
+            while message["id"] not in replies:
+                line = proc.stdout.readline()
+                assert line, f"server closed stdout; stderr: {proc.stderr.read()}"
+                msg = json.loads(line)  # anything that is not JSON on stdout would corrupt the protocol
+                assert msg.get("jsonrpc") == "2.0"
+                if "id" in msg:
+                    replies[msg["id"]] = msg
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        rest = proc.stdout.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert rest.strip() == ""
+    save = replies[2]
+    if "error" in save:  # refused while parsing: also acceptable, as long as nothing is stored
+        assert save["error"]["code"] in (-32700, -32602, -32600)
+    else:
+        assert save["result"]["isError"] is True
+        assert save["result"]["content"][0]["text"].startswith("[invalid_argument]")
+    assert replies[3]["result"]["structuredContent"]["found"] is False
+
+
+async def test_two_server_processes_race_expected_version(sqlite_url, workspace):
+    """Exactly one winner per version; the loser gets [version_conflict]; never 'database is locked'."""
+    rounds = 25
+    wins: Counter[int] = Counter()
+    errors: list[str] = []
+
+    async with stdio_client(sqlite_url, workspace, "p1") as c1, stdio_client(sqlite_url, workspace, "p2") as c2:
+        for _ in range(rounds):
+            latest = (await call(c1, "restore_state", progress_limit=0))["checkpoint"]
+            version = latest["version"] if latest else 0
+
+            async def save(client, who: str, version: int = version) -> None:
+                result = await client.call_tool("save_checkpoint", {"state": {"by": who}, "expected_version": version})
+                if result.is_error:
+                    errors.append(result.content[0].text)
+                else:
+                    wins[result.structured_content["version"]] += 1
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(save, c1, "p1")
+                tg.start_soon(save, c2, "p2")
+        history = await call(c2, "list_checkpoints", limit=200)
+
+    assert len(history["checkpoints"]) == rounds
+    assert all(n == 1 for n in wins.values()) and sorted(wins) == list(range(1, rounds + 1))
+    assert len(errors) == rounds
+    assert all(e.startswith("[version_conflict]") for e in errors), errors
+    assert not any("locked" in e for e in errors)
+
+
+def test_cli_reports_unreachable_database_in_one_line():
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "status", "--db", "postgresql+asyncpg://postgres@127.0.0.1:1/none"],
+        capture_output=True, text=True, env=subprocess_env(), timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert proc.stderr.strip().startswith("mcp-harness: ")
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
