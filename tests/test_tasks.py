@@ -1,0 +1,266 @@
+"""The shared task list through the official MCP client, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from conftest import call, fail, mcp_client
+
+from mcp_harness import clock
+
+pytestmark = pytest.mark.anyio
+
+
+def t(key: str, **kw) -> dict:
+    return {"key": key, "title": kw.pop("title", f"task {key}"), **kw}
+
+
+async def claim(client, **kw) -> dict:
+    return await call(client, "claim_task", **kw)
+
+
+async def complete(client, task_key: str, token: str, **kw) -> dict:
+    return await call(
+        client, "update_task", task_key=task_key, action="complete", lease_token=token, verification="tested", **kw
+    )
+
+
+async def test_add_is_idempotent_and_never_edits(client):
+    first = await call(client, "add_tasks", tasks=[t("a", steps=["open page", "see title"]), t("b")])
+    assert first == {"created": ["a", "b"], "unchanged": []}
+    again = await call(client, "add_tasks", tasks=[t("a", steps=["open page", "see title"]), t("c")])
+    assert again == {"created": ["c"], "unchanged": ["a"]}
+    err = await fail(client, "add_tasks", tasks=[t("a", title="something else")])
+    assert err.code == "task_conflict" and "'a'" in err.text
+    err = await fail(client, "add_tasks", tasks=[t("d"), t("d")])
+    assert err.code == "invalid_argument" and "appears twice" in err.text
+    listing = await call(client, "list_tasks")
+    assert [r["key"] for r in listing["tasks"]] == ["a", "b", "c"]
+
+
+async def test_dependency_errors_store_nothing(client):
+    err = await fail(client, "add_tasks", tasks=[t("a", depends_on=["ghost"])])
+    assert err.code == "dependency_error" and "'ghost'" in err.text
+    err = await fail(
+        client, "add_tasks", tasks=[t("a", depends_on=["c"]), t("b", depends_on=["a"]), t("c", depends_on=["b"])]
+    )
+    assert err.code == "dependency_error" and "cycle" in err.text
+    err = await fail(client, "add_tasks", tasks=[t("self", depends_on=["self"])])
+    assert err.code == "dependency_error" and "cycle" in err.text
+    assert (await call(client, "list_tasks"))["tasks"] == []
+
+
+async def test_claim_order_priority_then_age(client):
+    await call(client, "add_tasks", tasks=[t("low"), t("high", priority=5), t("low2"), t("mid", priority=1)])
+    order = []
+    for _ in range(4):
+        got = await claim(client)
+        order.append(got["task"]["key"])
+    assert order == ["high", "mid", "low", "low2"]
+    assert (await claim(client))["reason"] == "all_claimed"
+
+
+async def test_dependencies_gate_claims(client):
+    await call(client, "add_tasks", tasks=[t("build"), t("test", depends_on=["build"], priority=10)])
+    got = await claim(client)
+    assert got["task"]["key"] == "build"
+    nothing = await claim(client)
+    assert nothing["task"] is None and nothing["reason"] == "blocked_by_dependencies"
+    await complete(client, "build", got["lease"]["token"], result={"artifact": "app.whl"})
+    nxt = await claim(client)
+    assert nxt["task"]["key"] == "test" and nxt["task"]["depends_on"] == ["build"]
+    await complete(client, "test", nxt["lease"]["token"])
+    assert (await claim(client))["reason"] == "all_done"
+
+
+async def test_failed_dependency_blocks_transitively_until_reopened(client):
+    await call(client, "add_tasks", tasks=[t("a", max_attempts=1), t("b", depends_on=["a"]), t("c", depends_on=["b"])])
+    got = await claim(client)
+    failed = await call(
+        client, "update_task", task_key="a", action="fail", lease_token=got["lease"]["token"], error="boom"
+    )
+    assert failed["status"] == "failed" and failed["last_error"] == "boom"
+    listing = await call(client, "list_tasks")
+    assert {r["key"]: r["status"] for r in listing["tasks"]} == {"a": "failed", "b": "blocked", "c": "blocked"}
+    assert listing["counts"] == {"pending": 0, "claimed": 0, "done": 0, "failed": 1, "blocked": 2}
+    assert (await claim(client))["reason"] == "blocked_by_dependencies"
+    blocked = await call(client, "list_tasks", status=["blocked"])
+    assert [r["key"] for r in blocked["tasks"]] == ["b", "c"]
+    reopened = await call(client, "update_task", task_key="a", action="reopen", reason="flaky network, retry")
+    assert reopened["status"] == "pending" and reopened["attempts"] == 0
+    counts = (await call(client, "list_tasks"))["counts"]
+    assert counts == {"pending": 3, "claimed": 0, "done": 0, "failed": 0, "blocked": 0}
+    log = (await call(client, "restore_state"))["recent_progress"]
+    assert log[0]["task_key"] == "a" and "flaky network, retry" in log[0]["summary"]
+
+
+async def test_lease_expiry_fencing(db_url, workspace):
+    """A claims with a short lease and stalls; B re-claims; A's heartbeat and complete get lease_lost."""
+    async with mcp_client(db_url, workspace, agent="A") as a, mcp_client(db_url, workspace, agent="B") as b:
+        await call(a, "add_tasks", tasks=[t("job")])
+        first = await claim(a, lease_seconds=10)
+        assert first["lease"]["attempt"] == 1
+        assert (await claim(b))["reason"] == "all_claimed"
+        clock.advance(11)
+        second = await claim(b)
+        assert second["task"]["key"] == "job" and second["lease"]["attempt"] == 2
+        assert second["lease"]["token"] != first["lease"]["token"]
+        for action in ("heartbeat", "complete", "release"):
+            err = await fail(
+                a, "update_task", task_key="job", action=action, lease_token=first["lease"]["token"], verification="x"
+            )
+            assert err.code == "lease_lost" and "'B'" in err.text, err.text
+        done = await complete(b, "job", second["lease"]["token"])
+        assert done["status"] == "done" and done["owner"] == "B"
+        err = await fail(a, "update_task", task_key="job", action="complete", lease_token=second["lease"]["token"],
+                         verification="again")  # fmt: skip
+        assert err.code == "lease_lost" and "done" in err.text
+
+
+async def test_expired_uncontested_lease_may_still_finish(client):
+    await call(client, "add_tasks", tasks=[t("slow")])
+    got = await claim(client, lease_seconds=10)
+    clock.advance(30)
+    brief = await call(client, "restore_state")
+    assert brief["my_tasks"][0]["key"] == "slow" and brief["my_tasks"][0]["lease"]["expired"] is True
+    beat = await call(client, "update_task", task_key="slow", action="heartbeat", lease_token=got["lease"]["token"],
+                      lease_seconds=60)  # fmt: skip
+    assert beat["lease"]["expired"] is False
+    done = await complete(client, "slow", got["lease"]["token"])
+    assert done["status"] == "done" and done["verification"] == "tested"
+
+
+async def test_fail_retries_with_backoff_then_fails(client):
+    await call(client, "add_tasks", tasks=[t("flaky", max_attempts=2)])
+    got = await claim(client)
+    back = await call(client, "update_task", task_key="flaky", action="fail", lease_token=got["lease"]["token"],
+                      error="timeout")  # fmt: skip
+    assert back["status"] == "pending" and back["available_at"] is not None
+    waiting = await claim(client)
+    assert waiting["task"] is None and waiting["reason"] == "none_pending"
+    assert 4 < waiting["retry_after"] <= 5.0  # the default base delay is 5 s
+    clock.advance(5.5)
+    again = await claim(client)
+    assert again["task"]["key"] == "flaky" and again["lease"]["attempt"] == 2
+    final = await call(client, "update_task", task_key="flaky", action="fail", lease_token=again["lease"]["token"],
+                       error="timeout again")  # fmt: skip
+    assert final["status"] == "failed" and final["attempts"] == 2
+
+
+async def test_fail_without_retry_and_release(client):
+    await call(client, "add_tasks", tasks=[t("x"), t("y")])
+    x = await claim(client, task_key="x")
+    assert x["task"]["key"] == "x"
+    out = await call(client, "update_task", task_key="x", action="fail", lease_token=x["lease"]["token"],
+                     error="impossible", retry=False)  # fmt: skip
+    assert out["status"] == "failed" and out["attempts"] == 1
+    y = await claim(client, task_key="y")
+    released = await call(client, "update_task", task_key="y", action="release", lease_token=y["lease"]["token"])
+    assert released["status"] == "pending" and released["attempts"] == 0 and released["owner"] is None
+    y2 = await claim(client, task_key="y")
+    assert y2["lease"]["attempt"] == 1
+
+
+async def test_expired_lease_with_no_attempts_left_fails(client):
+    await call(client, "add_tasks", tasks=[t("once", max_attempts=1), t("after", depends_on=["once"])])
+    await claim(client, lease_seconds=10)
+    clock.advance(20)
+    nothing = await claim(client)
+    assert nothing["task"] is None and nothing["reason"] == "blocked_by_dependencies"
+    rows = {r["key"]: r["status"] for r in (await call(client, "list_tasks"))["tasks"]}
+    assert rows == {"once": "failed", "after": "blocked"}
+
+
+async def test_update_rules(client):
+    await call(client, "add_tasks", tasks=[t("a")])
+    got = await claim(client)
+    token = got["lease"]["token"]
+    err = await fail(client, "update_task", task_key="a", action="complete", lease_token=token)
+    assert err.code == "invalid_argument" and "verification" in err.text
+    err = await fail(client, "update_task", task_key="a", action="heartbeat")
+    assert err.code == "invalid_argument" and "lease_token" in err.text
+    err = await fail(client, "update_task", task_key="a", action="reopen", reason="r")
+    assert err.code == "invalid_argument" and "claimed" in err.text
+    err = await fail(client, "update_task", task_key="a", action="reopen")
+    assert err.code == "invalid_argument" and "reason" in err.text
+    err = await fail(client, "update_task", task_key="ghost", action="heartbeat", lease_token=token)
+    assert err.code == "not_found" and "'ghost'" in err.text
+    err = await fail(client, "claim_task", task_key="ghost")
+    assert err.code == "not_found"
+    err = await fail(client, "update_task", task_key="a", action="explode", lease_token=token)
+    assert err.code == "invalid_argument" and err.text.startswith("[invalid_argument] action")
+    err = await fail(client, "claim_task", lease_seconds=5)
+    assert err.code == "invalid_argument" and "lease_seconds" in err.text
+    err = await fail(client, "claim_task", wait_seconds=61)
+    assert err.code == "invalid_argument" and "wait_seconds" in err.text
+
+
+async def test_list_tasks_pages_and_filters(client):
+    await call(client, "add_tasks", tasks=[t(f"k{i}", tags=["ui"] if i % 2 else ["api"]) for i in range(7)])
+    page = await call(client, "list_tasks", limit=3)
+    keys = [r["key"] for r in page["tasks"]]
+    while page["next_cursor"]:
+        page = await call(client, "list_tasks", limit=3, cursor=page["next_cursor"])
+        keys += [r["key"] for r in page["tasks"]]
+    assert keys == [f"k{i}" for i in range(7)]
+    ui = await call(client, "list_tasks", tag="ui")
+    assert [r["key"] for r in ui["tasks"]] == ["k1", "k3", "k5"]
+    assert ui["counts"]["pending"] == 7  # counts cover the whole workspace
+    got = await claim(client, tags=["api"])
+    assert got["task"]["key"] == "k0" and got["task"]["tags"] == ["api"]
+    err = await fail(client, "list_tasks", cursor="garbage!")
+    assert err.code == "invalid_argument" and "cursor" in err.text
+    err = await fail(client, "list_tasks", limit=501)
+    assert err.code == "invalid_argument"
+
+
+async def test_idempotent_claim_returns_the_same_lease(client):
+    await call(client, "add_tasks", tasks=[t("a"), t("b")])
+    first = await claim(client, idempotency_key="c1")
+    again = await claim(client, idempotency_key="c1")
+    assert again == first
+    assert (await call(client, "list_tasks", status=["claimed"]))["counts"]["claimed"] == 1
+
+
+async def test_racing_agents_one_winner(db_url, workspace):
+    async with mcp_client(db_url, workspace, agent="setup") as setup:
+        await call(setup, "add_tasks", tasks=[t("only")])
+    winners = []
+    async with (
+        mcp_client(db_url, workspace, agent="r1") as c1,
+        mcp_client(db_url, workspace, agent="r2") as c2,
+        mcp_client(db_url, workspace, agent="r3") as c3,
+    ):
+
+        async def race(client):
+            got = await claim(client)
+            if got["task"]:
+                winners.append(got["task"]["key"])
+
+        async with anyio.create_task_group() as tg:
+            for c in (c1, c2, c3):
+                tg.start_soon(race, c)
+    assert winners == ["only"]
+
+
+async def test_wait_seconds_wakes_when_work_arrives(db_url, workspace):
+    async with mcp_client(db_url, workspace, agent="w") as worker, mcp_client(db_url, workspace, agent="p") as producer:
+        result = {}
+
+        async def wait_for_work():
+            result["claim"] = await claim(worker, wait_seconds=20)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_for_work)
+                await anyio.sleep(0.5)
+                assert "claim" not in result
+                await call(producer, "add_tasks", tasks=[t("late")])
+        assert result["claim"]["task"]["key"] == "late"
+
+
+async def test_wait_seconds_times_out_with_reason(client):
+    start = anyio.current_time()
+    got = await claim(client, wait_seconds=0.6)
+    assert got["task"] is None and got["reason"] == "none_pending"
+    assert anyio.current_time() - start >= 0.55
