@@ -1,0 +1,73 @@
+"""The command line for people: readable output, stable JSON, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import call, mcp_client, run_cli
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def seeded(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace, agent="coder") as c:
+        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API", "priority": 2},
+                                          {"key": "ui", "title": "Build the UI", "depends_on": ["api"]}])  # fmt: skip
+        await call(c, "claim_task", lease_seconds=600)
+        await call(c, "record_progress", summary="api routes drafted", status="in_progress", task_key="api",
+                   next_steps=["add validation"], artifacts={"commit": "abc123"})  # fmt: skip
+        await call(c, "record_progress", summary="docs note", thread="docs")
+        await call(c, "save_checkpoint", state={"phase": 1}, label="start")
+        await call(c, "save_checkpoint", state={"phase": 2})
+    return sqlite_url.split("///", 1)[1], workspace
+
+
+async def test_log_is_readable_and_filterable(seeded):
+    db, ws = seeded
+    out = run_cli("log", "--db", db, "--workspace", ws)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "docs note" in lines[1] and "api routes drafted" in out.stdout  # newest first
+    assert "IN_PROGRESS [api]" in out.stdout and "next: add validation" in out.stdout and "abc123" in out.stdout
+    only_api = run_cli("log", "--db", db, "--workspace", ws, "--task", "api")
+    assert "docs note" not in only_api.stdout and "api routes drafted" in only_api.stdout
+    as_json = json.loads(run_cli("log", "--db", db, "--workspace", ws, "--thread", "docs", "--json").stdout)
+    assert [e["summary"] for e in as_json] == ["docs note"]
+
+
+async def test_task_board(seeded):
+    db, ws = seeded
+    out = run_cli("tasks", "--db", db, "--workspace", ws)
+    assert out.returncode == 0, out.stderr
+    assert "pending 1  claimed 1" in out.stdout
+    api_line = next(line for line in out.stdout.splitlines() if line.startswith("api "))
+    assert "claimed" in api_line and "coder" in api_line and "s left" in api_line and "1/3" in api_line
+    board = json.loads(run_cli("tasks", "--db", db, "--workspace", ws, "--json").stdout)
+    assert board["counts"]["claimed"] == 1
+    assert all("token" not in (t["lease"] or {}) for t in board["tasks"]), "tokens never leave the server"
+
+
+async def test_history_show_and_status(seeded):
+    db, ws = seeded
+    history = run_cli("history", "main", "--db", db, "--workspace", ws)
+    assert history.returncode == 0 and history.stdout.startswith("v2") and "[start]" in history.stdout
+    shown = run_cli("show", "main", "--version", "1", "--db", db, "--workspace", ws)
+    assert json.loads(shown.stdout) == {"phase": 1}
+    status = json.loads(run_cli("status", "--db", db, "--workspace", ws, "--json").stdout)
+    assert status["threads"][0]["latest_version"] == 2 and status["task_counts"]["claimed"] == 1
+    assert status["live_leases"][0]["task"] == "api" and status["live_leases"][0]["owner"] == "coder"
+    assert status["database_bytes"] > 0
+    readable = run_cli("status", "--db", db, "--workspace", ws)
+    assert "live leases:" in readable.stdout and "api" in readable.stdout
+
+
+async def test_errors_are_one_line(seeded):
+    db, ws = seeded
+    missing = run_cli("show", "nothing-here", "--db", db, "--workspace", ws)
+    assert missing.returncode != 0 and missing.stderr.strip() == "mcp-harness: thread 'nothing-here' has no checkpoint"
+    bad = run_cli("log", "--db", db, "--workspace", "bad name")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "workspace" in bad.stderr
+    scheme = run_cli("log", "--db", "mysql://x/y")
+    assert scheme.returncode != 0 and "not supported" in scheme.stderr
