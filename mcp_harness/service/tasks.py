@@ -255,24 +255,20 @@ class TaskService(ServiceBase):
         seen: dict[str, Any],
     ) -> ClaimTaskResult:
         at = now()
+        row = await store.claim(
+            conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
+            lease_seconds=lease_seconds, tags=tags, task_key=task_key,
+        )  # fmt: skip
+        if row is not None:
+            view = task_view(row, at)
+            return ClaimTaskResult(task=view, lease=view.lease)
+        # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
+        # and work out why nothing was returned.
         if task_key is not None and await store.get(conn, ident.workspace, task_key) is None:
             raise NotFound(f"no task with key {task_key!r} in this workspace")
         failed = await store.fail_expired_exhausted(conn, ident.workspace, at)
         if failed:
             await store.propagate(conn, ident.workspace, failed)
-        row = await store.claim(
-            conn,
-            ident.workspace,
-            agent=ident.agent,
-            token=secrets.token_urlsafe(18),
-            now=at,
-            lease_seconds=lease_seconds,
-            tags=tags,
-            task_key=task_key,
-        )
-        if row is not None:
-            view = task_view(row, at)
-            return ClaimTaskResult(task=view, lease=view.lease)
         facts = await store.why_nothing(conn, ident.workspace, now=at, tags=tags, task_key=task_key)
         seen["epoch"] = await read_counter(conn, ident.workspace, "task_epoch")
         seen["due"] = min((t for t in (facts["next_available_at"], facts["next_lease_expiry"]) if t), default=None)
@@ -376,8 +372,9 @@ class TaskService(ServiceBase):
                     conn, ident, summary=f"reopened task {task_key}: {reason}", status="note", task_key=task_key
                 )
             else:
-                current = await store.get(conn, ws, task_key)
-                if current is None:
+                # complete needs nothing from the current row; the others derive values from it
+                current = None if action == "complete" else await store.get(conn, ws, task_key)
+                if current is None and action != "complete":
                     raise NotFound(f"no task with key {task_key!r} in this workspace")
                 values = self._leased_values(action, at, lease_seconds, result_json, verification, error, retry)
                 row = await store.update_leased(conn, ws, task_key, lease_token, values(current))
@@ -403,7 +400,7 @@ class TaskService(ServiceBase):
         error: str | None,
         retry: bool,
     ):
-        def values(row: RowMapping) -> dict[str, Any]:
+        def values(row: RowMapping | None) -> dict[str, Any]:
             if action == "heartbeat":
                 return {
                     "lease_expires_at": at + (lease_seconds or row["lease_seconds"] or 900),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, Update, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,13 +30,20 @@ async def ensure_workspace(conn: AsyncConnection, workspace: str) -> None:
     await insert_ignore(conn, workspaces, [{"name": workspace, "created_at": now()}])
 
 
+@cache
+def _bump(column: str) -> Update:
+    col = workspaces.c[column]
+    return update(workspaces).where(workspaces.c.name == bindparam("p_ws")).values({column: col + 1}).returning(col)
+
+
 async def bump_counter(conn: AsyncConnection, workspace: str, column: str) -> int:
     """Increment a workspace counter and return its new value. The row lock this takes (or SQLite's
     write lock) is held to commit, so values commit in the order they were handed out."""
-    await ensure_workspace(conn, workspace)
-    col = workspaces.c[column]
-    stmt = update(workspaces).where(workspaces.c.name == workspace).values({column: col + 1}).returning(col)
-    return int((await conn.execute(stmt)).scalar_one())
+    value = (await conn.execute(_bump(column), {"p_ws": workspace})).scalar()
+    if value is None:  # first write in this workspace
+        await ensure_workspace(conn, workspace)
+        value = (await conn.execute(_bump(column), {"p_ws": workspace})).scalar_one()
+    return int(value)
 
 
 async def read_counter(conn: AsyncConnection, workspace: str, column: str) -> int:

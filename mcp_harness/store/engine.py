@@ -1,23 +1,31 @@
 """Engines and transactions for SQLite and PostgreSQL; driver errors become `HarnessError`s here.
 
-SQLite: one writer connection per process (writes queue in-process instead of fighting for the file
-lock in SQLite's sleeping busy handler), every write transaction opened with `BEGIN IMMEDIATE` (no
-lock upgrades, so no "database is locked" from them), reads deferred on a small pool of their own,
-WAL with `synchronous=FULL` so an acknowledged write survives power loss.
+SQLite writes: one connection per process, used from the event-loop thread (a write transaction is
+a few microseconds of SQL plus one fsync; running it through aiosqlite costs several cross-thread
+hops per statement, which dominated the cost of a claim). Every write transaction opens with
+`BEGIN IMMEDIATE` (no lock upgrades, so no "database is locked" from them). The write lock is
+acquired with `busy_timeout=0` and retried with short jittered async sleeps, so a process waiting
+for another process's write neither blocks its event loop nor oversleeps in SQLite's busy handler.
+In-process writers queue on an `anyio.Lock`. Reads are deferred transactions on a small aiosqlite
+pool (threads: a long read never blocks the loop). WAL with `synchronous=FULL`: an acknowledged
+write survives power loss.
 
-PostgreSQL: one pooled engine; row locks (`FOR UPDATE`, `SKIP LOCKED`) do the ordering.
+PostgreSQL: one pooled asyncpg engine; row locks (`FOR UPDATE`, `SKIP LOCKED`) do the ordering.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import random
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
-from sqlalchemy import event
+import anyio
+from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool
+from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
@@ -27,7 +35,10 @@ log = logging.getLogger(__name__)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def _sqlite_engine(url: str, *, writer: bool, pool_size: int) -> AsyncEngine:
+PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL", "PRAGMA foreign_keys = ON")
+
+
+def _sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
     engine = create_async_engine(
         url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
     )
@@ -37,20 +48,58 @@ def _sqlite_engine(url: str, *, writer: bool, pool_size: int) -> AsyncEngine:
         # Turn off the sqlite3 module's own transaction handling: we emit BEGIN ourselves.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        for pragma in (
-            f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}",
-            "PRAGMA journal_mode = WAL",
-            "PRAGMA synchronous = FULL",
-            "PRAGMA foreign_keys = ON",
-        ):
+        for pragma in (f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", *PRAGMAS):
             cur.execute(pragma)
         cur.close()
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        conn.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def _sqlite_writer(url: str) -> Any:
+    """A synchronous pysqlite engine holding the process's one writer connection."""
+    engine = create_engine(
+        url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1),
+        poolclass=StaticPool,
+        connect_args={"check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
+        dbapi_conn.isolation_level = None
+        # Waiting here is fine (start-up); switching a new file to WAL needs the lock briefly.
+        dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        for pragma in PRAGMAS:
+            dbapi_conn.execute(pragma)
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # noqa: ANN001
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+class _SyncConnection:
+    """The subset of `AsyncConnection` the store uses, over a synchronous connection: awaiting it
+    never suspends, so a write transaction runs start to commit without yielding the loop."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.dialect = conn.dialect
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self._conn.execute(statement, parameters)
+
+    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(self._conn, *args)
+
+
+def _is_busy(exc: OperationalError) -> bool:
+    text = str(exc.orig if exc.orig is not None else exc).lower()
+    return "locked" in text or "busy" in text
 
 
 class Database:
@@ -60,13 +109,16 @@ class Database:
         self.url = url
         self.dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
         if self.dialect == "sqlite":
-            self._writer = _sqlite_engine(url, writer=True, pool_size=1)
-            self._reader = _sqlite_engine(url, writer=False, pool_size=max(2, pool_size))
+            self._sync_writer = _sqlite_writer(url)
+            self._sync_conn: Connection | None = None
+            self._write_lock = anyio.Lock()
+            self._async_engine = _sqlite_reader(url, max(2, pool_size))
         else:
             engine = create_async_engine(
                 url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_timeout=60
             )
-            self._writer = self._reader = engine
+            self._sync_writer = None
+            self._async_engine = engine
 
     @property
     def is_sqlite(self) -> bool:
@@ -78,20 +130,56 @@ class Database:
             await migrate(conn, self.dialect)
 
     async def close(self) -> None:
-        await self._writer.dispose()
-        if self._reader is not self._writer:
-            await self._reader.dispose()
+        if self._sync_writer is not None:
+            if self._sync_conn is not None:
+                self._sync_conn.close()
+                self._sync_conn = None
+            self._sync_writer.dispose()
+        await self._async_engine.dispose()
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed when the block ends, rolled back on any error."""
-        async with _wrap_errors(), self._writer.begin() as conn:
-            yield conn
+        if self._sync_writer is None:
+            async with _wrap_errors(), self._async_engine.begin() as conn:
+                yield conn
+            return
+        async with _wrap_errors(), self._write_lock:
+            conn = await self._begin_immediate()
+            try:
+                yield _SyncConnection(conn)  # type: ignore[misc]
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    async def _begin_immediate(self) -> Connection:
+        """Take SQLite's write lock without blocking the event loop while another process holds it."""
+        if self._sync_conn is None:
+            self._sync_conn = self._sync_writer.connect()
+        conn = self._sync_conn
+        raw = conn.connection.dbapi_connection
+        deadline = anyio.current_time() + SQLITE_BUSY_TIMEOUT_MS / 1000
+        delay = 0.0005
+        raw.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    conn.begin()
+                    return conn
+                except OperationalError as exc:
+                    if not _is_busy(exc) or anyio.current_time() > deadline:
+                        raise
+                await anyio.sleep(delay * random.uniform(0.5, 1.5))
+                delay = min(delay * 1.5, 0.005)
+        finally:
+            # Inside the transaction, let SQLite wait for the rare lock it still needs (WAL recovery).
+            raw.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A read transaction (deferred on SQLite: it takes no write lock)."""
-        async with _wrap_errors(), self._reader.begin() as conn:
+        async with _wrap_errors(), self._async_engine.begin() as conn:
             yield conn
 
 
@@ -103,8 +191,7 @@ async def _wrap_errors() -> AsyncIterator[None]:
     except HarnessError:
         raise
     except OperationalError as exc:
-        text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
-        if "locked" in text or "busy" in text:
+        if _is_busy(exc):
             raise Unavailable("the database is busy (locked by another writer); retry shortly") from exc
         log.error("database operational error: %s", exc)
         raise Unavailable("the database is not reachable right now; retry shortly") from exc

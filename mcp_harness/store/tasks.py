@@ -7,9 +7,10 @@ a dependency, so the claim scan only ever touches tasks that can run.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, false, func, or_, select, true, update
+from sqlalchemy import Update, and_, bindparam, false, func, or_, select, true, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -92,23 +93,26 @@ async def fail_expired_exhausted(conn: AsyncConnection, workspace: str, now: flo
     return list((await conn.execute(stmt)).scalars())
 
 
-async def claim(
-    conn: AsyncConnection,
-    workspace: str,
-    *,
-    agent: str,
-    token: str,
-    now: float,
-    lease_seconds: int,
-    tags: list[str] | None,
-    task_key: str | None,
-) -> RowMapping | None:
-    """Atomically take the best claimable task (or the named one): ONE statement."""
+@cache
+def _claim_statement(by_tags: bool, by_key: bool) -> Update:
+    """The claim, built once per shape: a prebuilt statement skips SQLAlchemy's per-call
+    construction and cache-key work, which cost more than the SQL itself on SQLite."""
+    now = bindparam("p_now")
+    where = [tasks.c.workspace == bindparam("p_ws"), tasks.c.ready == true()]
+    if by_tags:
+        where.append(
+            tasks.c.id.in_(
+                select(task_tags.c.task_id).where(
+                    task_tags.c.workspace == bindparam("p_ws"), task_tags.c.tag.in_(bindparam("p_tags", expanding=True))
+                )
+            )
+        )
+    if by_key:
+        where.append(tasks.c.key == bindparam("p_key"))
     candidate = (
         select(tasks.c.id)
         .where(
-            *_where(workspace, tags, task_key),
-            tasks.c.ready == true(),
+            *where,
             or_(
                 and_(tasks.c.status == "pending", tasks.c.available_at <= now),
                 and_(
@@ -122,39 +126,66 @@ async def claim(
         .limit(1)
         .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's BEGIN IMMEDIATE already excludes others
     )
-    stmt = (
+    return (
         update(tasks)
         .where(tasks.c.id == candidate.scalar_subquery())
         .values(
             status="claimed",
-            owner=agent,
-            lease_token=token,
-            lease_expires_at=now + lease_seconds,
-            lease_seconds=lease_seconds,
+            owner=bindparam("p_agent"),
+            lease_token=bindparam("p_token"),
+            lease_expires_at=bindparam("p_expires"),
+            lease_seconds=bindparam("p_lease"),
             attempts=tasks.c.attempts + 1,
             updated_at=now,
         )
         .returning(*tasks.c)
     )
-    return (await conn.execute(stmt)).mappings().first()
+
+
+async def claim(
+    conn: AsyncConnection,
+    workspace: str,
+    *,
+    agent: str,
+    token: str,
+    now: float,
+    lease_seconds: int,
+    tags: list[str] | None,
+    task_key: str | None,
+) -> RowMapping | None:
+    """Atomically take the best claimable task (or the named one): ONE statement."""
+    params = {"p_ws": workspace, "p_now": now, "p_agent": agent, "p_token": token,
+              "p_expires": now + lease_seconds, "p_lease": lease_seconds}  # fmt: skip
+    if tags:
+        params["p_tags"] = list(tags)
+    if task_key is not None:
+        params["p_key"] = task_key
+    stmt = _claim_statement(bool(tags), task_key is not None)
+    return (await conn.execute(stmt, params)).mappings().first()
+
+
+@cache
+def _leased_update(columns: tuple[str, ...]) -> Update:
+    return (
+        update(tasks)
+        .where(
+            tasks.c.workspace == bindparam("p_ws"),
+            tasks.c.key == bindparam("p_key"),
+            tasks.c.status == "claimed",
+            tasks.c.lease_token == bindparam("p_token"),
+        )
+        .values({c: bindparam(f"v_{c}") for c in columns})
+        .returning(*tasks.c)
+    )
 
 
 async def update_leased(
     conn: AsyncConnection, workspace: str, key: str, token: str, values: dict[str, Any]
 ) -> RowMapping | None:
     """Change a claimed task only if `token` is its current lease (the fence). None if it is not."""
-    stmt = (
-        update(tasks)
-        .where(
-            tasks.c.workspace == workspace,
-            tasks.c.key == key,
-            tasks.c.status == "claimed",
-            tasks.c.lease_token == token,
-        )
-        .values(**values)
-        .returning(*tasks.c)
-    )
-    return (await conn.execute(stmt)).mappings().first()
+    columns = tuple(sorted(values))
+    params = {"p_ws": workspace, "p_key": key, "p_token": token, **{f"v_{c}": values[c] for c in columns}}
+    return (await conn.execute(_leased_update(columns), params)).mappings().first()
 
 
 async def update_where_status(
@@ -169,19 +200,16 @@ async def update_where_status(
     return (await conn.execute(stmt)).mappings().first()
 
 
+_DEPENDENTS = select(deps.c.task_key).where(
+    deps.c.workspace == bindparam("p_ws"), deps.c.dep_key.in_(bindparam("p_keys", expanding=True))
+)
+
+
 async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -> None:
     """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively."""
     queue = list(changed)
     while queue:
-        dependents = list(
-            (
-                await conn.execute(
-                    select(deps.c.task_key).where(deps.c.workspace == workspace, deps.c.dep_key.in_(queue))
-                )
-            )
-            .scalars()
-            .unique()
-        )
+        dependents = list((await conn.execute(_DEPENDENTS, {"p_ws": workspace, "p_keys": queue})).scalars().unique())
         queue = []
         if not dependents:
             break
