@@ -349,6 +349,7 @@ class TaskService(ServiceBase):
             at = now()
             ws = ident.workspace
             if action == "reopen":
+                deps_done, _blocked = (await store.compute_flags(conn, ws, [task_key]))[task_key]
                 row = await store.update_where_status(
                     conn,
                     ws,
@@ -356,6 +357,7 @@ class TaskService(ServiceBase):
                     ("done", "failed"),
                     {
                         "status": "pending",
+                        "ready": deps_done,
                         "attempts": 0,
                         "owner": None,
                         "lease_token": None,
@@ -410,6 +412,7 @@ class TaskService(ServiceBase):
             if action == "complete":
                 return {
                     "status": "done",
+                    "ready": False,  # finished tasks leave the claim scan
                     "result": result_json,
                     "verification": verification,
                     "completed_at": at,
@@ -443,6 +446,7 @@ class TaskService(ServiceBase):
                 }
             return {
                 "status": "failed",
+                "ready": False,
                 "lease_token": None,
                 "lease_expires_at": None,
                 "last_error": error,

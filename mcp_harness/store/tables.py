@@ -97,14 +97,14 @@ class Progress(SQLModel, table=True):
 
 
 class Task(SQLModel, table=True):
-    """A task of the shared list. `ready` (all dependencies done) and `blocked` (a dependency failed,
-    transitively) are maintained in the transaction that changes a dependency, so claims scan only
-    tasks that can run."""
+    """A task of the shared list. `ready` (open, i.e. pending or claimed, with every dependency done)
+    and `blocked` (a dependency failed, transitively) are maintained by the statements that change a
+    task or its dependencies, so the claim scan walks only open, runnable tasks in claim order and
+    never the finished ones (see `ix_task_claim` below)."""
 
     __tablename__ = "tasks"
     __table_args__ = (
         UniqueConstraint("workspace", "key", name="uq_task_key"),
-        Index("ix_task_claim", "workspace", "ready", "status", "priority", "id"),
         Index("ix_task_owner", "workspace", "owner", "status"),
     )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
@@ -133,6 +133,11 @@ class Task(SQLModel, table=True):
     created_at: float
     updated_at: float
     completed_at: float | None = None
+
+
+_tasks = Task.__table__
+#: the claim's scan order: open runnable tasks of a workspace, highest priority first, then oldest
+Index("ix_task_claim", _tasks.c.workspace, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id)
 
 
 class TaskDep(SQLModel, table=True):

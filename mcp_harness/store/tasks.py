@@ -22,6 +22,7 @@ deps = TaskDep.__table__
 task_tags = TaskTag.__table__
 
 STATUSES = ("pending", "claimed", "done", "failed")
+OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 
 
 def _tag_filter(workspace: str, tags: list[str] | None):
@@ -84,6 +85,7 @@ async def fail_expired_exhausted(conn: AsyncConnection, workspace: str, now: flo
         )
         .values(
             status="failed",
+            ready=False,
             lease_token=None,
             last_error="the lease expired on the last allowed attempt",
             updated_at=now,
@@ -215,8 +217,9 @@ async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -
             break
         flags = await compute_flags(conn, workspace, dependents)
         current = await get_many(conn, workspace, dependents)
-        for key, (ready, blocked) in flags.items():
+        for key, (deps_done, blocked) in flags.items():
             row = current[key]
+            ready = deps_done and row["status"] in OPEN
             if bool(row["ready"]) != ready or bool(row["blocked"]) != blocked:
                 await conn.execute(
                     update(tasks)
@@ -228,7 +231,7 @@ async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -
 
 
 async def compute_flags(conn: AsyncConnection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
-    """(ready, blocked) for each task from its dependencies' current status."""
+    """(every dependency done, a dependency failed or is blocked) for each task."""
     dep_task = tasks.alias("dep_task")
     stmt = (
         select(deps.c.task_key, dep_task.c.status, dep_task.c.blocked)
