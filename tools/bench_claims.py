@@ -4,7 +4,7 @@ Each worker process opens its own harness (as a server process would) and loops 
 until the list is drained. Reports tasks/s per process count and checks that every task was
 completed exactly once (a duplicate accepted completion would fail the run).
 
-    python tools/bench_claims.py                       # SQLite file, 1, 4 and 8 processes, 2,000 tasks
+    python tools/bench_claims.py                       # SQLite file, 1, 4 and 8 processes, 4,000 tasks
     python tools/bench_claims.py --db postgresql+asyncpg://postgres@127.0.0.1:5432/bench --workers 32
 """
 
@@ -103,7 +103,7 @@ def main() -> int:
     parser.add_argument("--db", default=None, help="database URL or path (default: a new SQLite file)")
     parser.add_argument("--processes", type=int, nargs="+", default=None, help="process counts (default 1 4 8)")
     parser.add_argument("--workers", type=int, default=None, help="total concurrent workers, spread over processes")
-    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--tasks", type=int, default=4000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     db = args.db or str(Path(tempfile.mkdtemp()) / "bench.db")

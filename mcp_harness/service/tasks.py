@@ -190,6 +190,13 @@ class TaskService(ServiceBase):
                         "_tags": list(dict.fromkeys(spec.tags)),
                     }
                 )
+            fan_in: dict[str, int] = {}
+            for row in rows:
+                for dep in row["_deps"]:
+                    fan_in[dep] = fan_in.get(dep, 0) + 1
+            for row in rows:
+                row["dependents"] = fan_in.pop(row["key"], 0)
+            await store.add_dependents(conn, ident.workspace, fan_in)  # what is left names existing tasks
             # Insert in the caller's order so creation order (and claim age) follows the list given.
             position = {k: i for i, k in enumerate(specs)}
             rows.sort(key=lambda r: position[r["key"]])
@@ -383,7 +390,8 @@ class TaskService(ServiceBase):
                 if row is None:
                     await self._explain_lease_lost(conn, ws, task_key, action)
             if action != "heartbeat":
-                await store.propagate(conn, ws, [task_key])
+                if row["dependents"]:
+                    await store.propagate(conn, ws, [task_key])
                 await store.bump_epoch(conn, ws)
             return task_view(row, at)
 

@@ -74,6 +74,10 @@ def _sqlite_writer(url: str) -> Any:
         dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         for pragma in PRAGMAS:
             dbapi_conn.execute(pragma)
+        # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the loop.
+        # Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and commit
+        # (the automatic checkpoint after a commit is PASSIVE and never waits).
+        dbapi_conn.execute("PRAGMA busy_timeout = 0")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
@@ -158,23 +162,17 @@ class Database:
         if self._sync_conn is None:
             self._sync_conn = self._sync_writer.connect()
         conn = self._sync_conn
-        raw = conn.connection.dbapi_connection
         deadline = anyio.current_time() + SQLITE_BUSY_TIMEOUT_MS / 1000
         delay = 0.0005
-        raw.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    conn.begin()
-                    return conn
-                except OperationalError as exc:
-                    if not _is_busy(exc) or anyio.current_time() > deadline:
-                        raise
-                await anyio.sleep(delay * random.uniform(0.5, 1.5))
-                delay = min(delay * 1.5, 0.005)
-        finally:
-            # Inside the transaction, let SQLite wait for the rare lock it still needs (WAL recovery).
-            raw.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        while True:
+            try:
+                conn.begin()
+                return conn
+            except OperationalError as exc:
+                if not _is_busy(exc) or anyio.current_time() > deadline:
+                    raise
+            await anyio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 1.5, 0.005)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -117,6 +117,7 @@ class Task(SQLModel, table=True):
     depends_on: str = Field(sa_type=Text)  #: JSON list
     tags: str = Field(sa_type=Text)  #: JSON list
     max_attempts: int = 3
+    dependents: int = 0  #: tasks that depend on this one (edges only appear when tasks are added)
     content_hash: str
     status: str = "pending"
     ready: bool = False

@@ -73,6 +73,16 @@ async def insert(conn: AsyncConnection, workspace: str, rows: list[dict[str, Any
             )
 
 
+async def add_dependents(conn: AsyncConnection, workspace: str, counts: dict[str, int]) -> None:
+    """Existing tasks gained `counts[key]` new dependents."""
+    for key, n in counts.items():
+        await conn.execute(
+            update(tasks)
+            .where(tasks.c.workspace == workspace, tasks.c.key == key)
+            .values(dependents=tasks.c.dependents + n)
+        )
+
+
 async def fail_expired_exhausted(conn: AsyncConnection, workspace: str, now: float) -> list[str]:
     """Leases that ran out on their last attempt: the task fails. Returns the keys."""
     stmt = (
