@@ -1,0 +1,103 @@
+"""Concurrency with real processes: several `mcp-harness serve` over stdio on one database."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import anyio
+import pytest
+from conftest import call, serve_command, subprocess_env
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_client(url: str, workspace: str, agent: str) -> Client:
+    cmd = serve_command(url, workspace, agent)
+    return Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env()), read_timeout_seconds=120)
+
+
+async def drain(url: str, workspace: str, agents: list[str], tasks: int) -> tuple[Counter, list[str], dict]:
+    """Each agent has its own server process; all claim and complete until the list is done."""
+    accepted: Counter[str] = Counter()
+    errors: list[str] = []
+    async with stdio_client(url, workspace, "planner") as planner:
+        for start in range(0, tasks, 250):
+            specs = [{"key": f"t{i:04d}", "title": f"task {i}", "priority": random.randint(0, 3)}
+                     for i in range(start, min(tasks, start + 250))]  # fmt: skip
+            await call(planner, "add_tasks", tasks=specs)
+
+    async def worker(agent: str) -> None:
+        async with stdio_client(url, workspace, agent) as client:
+            while True:
+                got = await call(client, "claim_task", lease_seconds=300)
+                if got["task"] is None:
+                    if got["reason"] == "all_done":
+                        return
+                    await anyio.sleep(0.01)
+                    continue
+                result = await client.call_tool(
+                    "update_task",
+                    {"task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"],
+                     "verification": f"done by {agent}"},
+                )  # fmt: skip
+                if result.is_error:
+                    errors.append(result.content[0].text)
+                else:
+                    accepted[got["task"]["key"]] += 1
+
+    with anyio.fail_after(300):
+        async with anyio.create_task_group() as tg:
+            for agent in agents:
+                tg.start_soon(worker, agent)
+        async with stdio_client(url, workspace, "auditor") as auditor:
+            counts = (await call(auditor, "list_tasks", limit=1))["counts"]
+    return accepted, errors, counts
+
+
+async def test_eight_server_processes_drain_500_tasks(sqlite_url, workspace):
+    accepted, errors, counts = await drain(sqlite_url, workspace, [f"worker-{i}" for i in range(8)], 500)
+    assert errors == [], errors[:5]
+    assert len(accepted) == 500, f"{500 - len(accepted)} tasks never completed"
+    assert max(accepted.values()) == 1, "a task had two accepted completions"
+    assert counts == {"pending": 0, "claimed": 0, "done": 500, "failed": 0, "blocked": 0}
+
+
+async def test_progress_seq_is_unique_and_ordered_across_processes(sqlite_url, workspace):
+    seqs: list[int] = []
+
+    async def writer(agent: str) -> None:
+        async with stdio_client(sqlite_url, workspace, agent) as client:
+            for i in range(20):
+                seqs.append((await call(client, "record_progress", summary=f"{agent} {i}"))["seq"])
+
+    async with anyio.create_task_group() as tg:
+        for i in range(4):
+            tg.start_soon(writer, f"w{i}")
+    assert len(seqs) == 80 and len(set(seqs)) == 80
+    async with stdio_client(sqlite_url, workspace, "reader") as reader:
+        log = (await call(reader, "restore_state", progress_limit=100))["recent_progress"]
+    listed = [e["seq"] for e in log]
+    assert listed == sorted(listed, reverse=True) and set(listed) == set(seqs)
+
+
+async def test_wait_seconds_is_woken_by_another_server_process(sqlite_url, workspace):
+    """A long-polling claim in one process wakes soon after another process adds a task."""
+    async with (
+        stdio_client(sqlite_url, workspace, "waiter") as waiter,
+        stdio_client(sqlite_url, workspace, "producer") as producer,
+    ):
+        result: dict = {}
+
+        async def wait() -> None:
+            start = anyio.current_time()
+            result["claim"] = await call(waiter, "claim_task", wait_seconds=30)
+            result["waited"] = anyio.current_time() - start
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.sleep(1.0)
+            await call(producer, "add_tasks", tasks=[{"key": "wake", "title": "wake up"}])
+        assert result["claim"]["task"]["key"] == "wake"
+        assert 0.9 < result["waited"] < 5, result["waited"]

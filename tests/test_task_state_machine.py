@@ -1,0 +1,168 @@
+"""A Hypothesis state machine over add/claim/heartbeat/complete/fail/release/reopen/clock-advance.
+
+A model tracks who holds the current lease of each task and predicts which lease operations must
+succeed; after every step the invariants are checked against the database: at most one live lease
+per task, a claimed task's dependencies are all done, done is terminal except by reopen, attempts
+never exceed max_attempts, and the maintained ready/blocked flags equal a full recomputation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from mcp_harness import clock
+from mcp_harness.config import Settings
+from mcp_harness.errors import InvalidArgument, LeaseLost
+from mcp_harness.models import TaskSpec
+from mcp_harness.service import Harness, Identity
+from mcp_harness.store import tasks as task_store
+
+AGENTS = ["a", "b", "c"]
+WS = "sm"
+
+
+class TaskMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        clock.reset()
+        self.loop = asyncio.new_event_loop()
+        self.dir = tempfile.TemporaryDirectory()
+        url = f"sqlite+aiosqlite:///{Path(self.dir.name) / 'sm.db'}"
+        base = Settings.from_env(url)
+        self.settings = Settings(**{**base.__dict__, "backoff_base_seconds": 2.0, "backoff_cap_seconds": 8.0})
+        self.cm = Harness.open(self.settings)
+        self.h: Harness = self.run(self.cm.__aenter__())
+        self.keys: list[str] = []
+        self.holder: dict[str, tuple[str, str] | None] = {}  # key -> (agent, token) of the current lease
+        self.tokens: dict[tuple[str, str], str] = {}  # (agent, key) -> the last token that agent got
+        self.done_before: set[str] = set()
+        self.reopened: set[str] = set()
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        self.run(self.cm.__aexit__(None, None, None))
+        self.loop.close()
+        self.dir.cleanup()
+        clock.reset()
+
+    @initialize(
+        specs=st.lists(
+            st.tuples(st.integers(0, 3), st.integers(1, 3), st.sets(st.integers(0, 7), max_size=2)),
+            min_size=3,
+            max_size=8,
+        )
+    )
+    def add(self, specs) -> None:
+        tasks = []
+        for i, (priority, attempts, deps) in enumerate(specs):
+            depends = sorted(f"k{d}" for d in deps if d < i)  # a DAG: only earlier tasks
+            tasks.append(TaskSpec(key=f"k{i}", title=f"t{i}", priority=priority, max_attempts=attempts,
+                                  depends_on=depends))  # fmt: skip
+        self.run(self.h.tasks.add(Identity(WS, "planner"), tasks=tasks))
+        self.keys = [t.key for t in tasks]
+        self.holder = {k: None for k in self.keys}
+
+    @rule(agent=st.sampled_from(AGENTS))
+    def claim(self, agent: str) -> None:
+        got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10))
+        if got.task is None:
+            assert got.reason in ("none_pending", "blocked_by_dependencies", "all_claimed", "all_done")
+            return
+        key = got.task.key
+        self.holder[key] = (agent, got.lease.token)
+        self.tokens[(agent, key)] = got.lease.token
+
+    def _leased(self, agent: str, index: int, action: str, **kw) -> None:
+        if not self.keys:
+            return
+        key = self.keys[index % len(self.keys)]
+        token = self.tokens.get((agent, key))
+        if token is None:
+            return
+        expect_ok = self.holder[key] == (agent, token)
+        try:
+            self.run(self.h.tasks.update(Identity(WS, agent), task_key=key, action=action, lease_token=token, **kw))
+        except LeaseLost:
+            assert not expect_ok, f"{action} by {agent} on {key} with the current token was refused"
+            return
+        assert expect_ok, f"{action} by {agent} on {key} with a superseded token was accepted"
+        if action != "heartbeat":
+            self.holder[key] = None
+
+    @rule(agent=st.sampled_from(AGENTS), index=st.integers(0, 7))
+    def heartbeat(self, agent, index):
+        self._leased(agent, index, "heartbeat")
+
+    @rule(agent=st.sampled_from(AGENTS), index=st.integers(0, 7))
+    def complete(self, agent, index):
+        self._leased(agent, index, "complete", verification="checked")
+
+    @rule(agent=st.sampled_from(AGENTS), index=st.integers(0, 7), retry=st.booleans())
+    def fail(self, agent, index, retry):
+        self._leased(agent, index, "fail", error="boom", retry=retry)
+
+    @rule(agent=st.sampled_from(AGENTS), index=st.integers(0, 7))
+    def release(self, agent, index):
+        self._leased(agent, index, "release")
+
+    @precondition(lambda self: bool(self.keys))
+    @rule(index=st.integers(0, 7))
+    def reopen(self, index):
+        key = self.keys[index % len(self.keys)]
+        try:
+            self.run(self.h.tasks.update(Identity(WS, "human"), task_key=key, action="reopen", reason="regression"))
+        except InvalidArgument:
+            return  # not done or failed: nothing to reopen
+        self.reopened.add(key)
+        self.holder[key] = None
+
+    @rule(seconds=st.sampled_from([1, 5, 11, 30]))
+    def advance(self, seconds):
+        clock.advance(seconds)
+
+    def _rows(self):
+        async def read():
+            async with self.h.db.read() as conn:
+                rows = await task_store.get_many(conn, WS, self.keys)
+                flags = await task_store.compute_flags(conn, WS, self.keys)
+            return rows, flags
+
+        return self.run(read())
+
+    @invariant()
+    def invariants(self) -> None:
+        if not self.keys:
+            return
+        rows, flags = self._rows()
+        now = clock.now()
+        for key, row in rows.items():
+            assert row["attempts"] <= row["max_attempts"], f"{key} used {row['attempts']} attempts"
+            if row["status"] == "claimed":
+                assert row["lease_token"] is not None
+                for dep in __import__("json").loads(row["depends_on"]):
+                    assert rows[dep]["status"] == "done", f"{key} claimed while {dep} is {rows[dep]['status']}"
+                holder = self.holder[key]
+                if row["lease_expires_at"] > now:
+                    assert holder is not None and holder[1] == row["lease_token"], "a live lease nobody holds"
+            deps_done, blocked = flags[key]
+            assert bool(row["ready"]) == (deps_done and row["status"] in task_store.OPEN), key
+            assert bool(row["blocked"]) == blocked, key
+        now_done = {k for k, r in rows.items() if r["status"] == "done"}
+        lost = (self.done_before - now_done) - self.reopened
+        assert not lost, f"done tasks changed without reopen: {lost}"
+        self.done_before = now_done
+        self.reopened = set()
+
+
+TaskMachine.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_task_state_machine = TaskMachine.TestCase
