@@ -75,6 +75,11 @@ class TaskMachine(RuleBasedStateMachine):
         got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10))
         if got.task is None:
             assert got.reason in ("none_pending", "blocked_by_dependencies", "all_claimed", "all_done")
+            # A claim that finds no work fails the leases that ran out on their last attempt.
+            rows, _flags = self._rows()
+            for key, row in rows.items():
+                if row["status"] == "failed":
+                    self.holder[key] = None
             return
         key = got.task.key
         self.holder[key] = (agent, got.lease.token)
@@ -123,6 +128,10 @@ class TaskMachine(RuleBasedStateMachine):
             return  # not done or failed: nothing to reopen
         self.reopened.add(key)
         self.holder[key] = None
+        rows, _flags = self._rows()  # claims downstream of a reopened task are revoked
+        for other, row in rows.items():
+            if row["status"] == "pending":
+                self.holder[other] = None
 
     @rule(seconds=st.sampled_from([1, 5, 11, 30]))
     def advance(self, seconds):

@@ -264,3 +264,20 @@ async def test_wait_seconds_times_out_with_reason(client):
     got = await claim(client, wait_seconds=0.6)
     assert got["task"] is None and got["reason"] == "none_pending"
     assert anyio.current_time() - start >= 0.55
+
+
+async def test_reopening_a_dependency_revokes_claims_downstream(db_url, workspace):
+    async with mcp_client(db_url, workspace, agent="A") as a, mcp_client(db_url, workspace, agent="B") as b:
+        await call(a, "add_tasks", tasks=[t("base"), t("top", depends_on=["base"])])
+        base = await claim(a)
+        await complete(a, "base", base["lease"]["token"])
+        top = await claim(b)
+        assert top["task"]["key"] == "top"
+        await call(a, "update_task", task_key="base", action="reopen", reason="regression in base")
+        rows = {r["key"]: r for r in (await call(a, "list_tasks"))["tasks"]}
+        assert rows["top"]["status"] == "pending" and rows["top"]["owner"] is None and rows["top"]["attempts"] == 0
+        err = await fail(b, "update_task", task_key="top", action="complete", lease_token=top["lease"]["token"],
+                         verification="v")  # fmt: skip
+        assert err.code == "lease_lost" and "a dependency was reopened" in err.text
+        again = await claim(b)
+        assert again["task"]["key"] == "base", "the reopened dependency comes first; top waits for it"

@@ -26,7 +26,7 @@ from ..models import (
     TaskView,
 )
 from ..store import tasks as store
-from ..store.common import now, read_counter
+from ..store.common import now
 from .base import Identity, ServiceBase, iso
 from .progress import append_entry
 
@@ -201,8 +201,6 @@ class TaskService(ServiceBase):
             position = {k: i for i, k in enumerate(specs)}
             rows.sort(key=lambda r: position[r["key"]])
             await store.insert(conn, ident.workspace, rows)
-            if new:
-                await store.bump_epoch(conn, ident.workspace)
             return AddTasksResult(created=[k for k in specs if k in new], unchanged=unchanged)
 
         result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
@@ -229,12 +227,11 @@ class TaskService(ServiceBase):
             check_name("task_key", task_key)
         args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
         deadline = anyio.current_time() + wait_seconds
+
+        async def body(conn: AsyncConnection) -> ClaimTaskResult:
+            return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
+
         while True:
-            seen: dict[str, Any] = {}
-
-            async def body(conn: AsyncConnection, seen: dict[str, Any] = seen) -> ClaimTaskResult:
-                return await self._claim_once(conn, ident, lease_seconds, tags, task_key, seen)
-
             result = await self.exactly_once(
                 ident,
                 "claim_task",
@@ -245,9 +242,9 @@ class TaskService(ServiceBase):
                 remember=lambda r: r.task is not None,
             )
             remaining = deadline - anyio.current_time()
-            if result.task is not None or remaining <= 0 or "epoch" not in seen:
+            if result.task is not None or remaining <= 0:
                 return result
-            await self._wait_for_change(ident, seen, remaining)
+            await self._wait_for_work(ident, tags, task_key, remaining)
             if anyio.current_time() >= deadline:
                 # One last look: the change may have come in the final moment.
                 deadline = anyio.current_time()
@@ -259,7 +256,6 @@ class TaskService(ServiceBase):
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
-        seen: dict[str, Any],
     ) -> ClaimTaskResult:
         at = now()
         row = await store.claim(
@@ -277,8 +273,6 @@ class TaskService(ServiceBase):
         if failed:
             await store.propagate(conn, ident.workspace, failed)
         facts = await store.why_nothing(conn, ident.workspace, now=at, tags=tags, task_key=task_key)
-        seen["epoch"] = await read_counter(conn, ident.workspace, "task_epoch")
-        seen["due"] = min((t for t in (facts["next_available_at"], facts["next_lease_expiry"]) if t), default=None)
         retry_after = round(facts["next_available_at"] - at, 3) if facts["next_available_at"] else None
         if facts["waiting_on_deps"]:
             reason = "blocked_by_dependencies"
@@ -290,19 +284,21 @@ class TaskService(ServiceBase):
             reason = "none_pending"
         return ClaimTaskResult(task=None, lease=None, reason=reason, retry_after=retry_after)
 
-    async def _wait_for_change(self, ident: Identity, seen: dict[str, Any], remaining: float) -> None:
-        """Sleep until the task list may have changed: this process's own signal, another process's
-        epoch bump (polled cheaply), a backoff ending or a lease running out."""
+    async def _wait_for_work(
+        self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
+    ) -> None:
+        """Sleep until a claim may succeed: woken at once by this process's own changes, and by a
+        cheap read-only check every poll interval for what other processes (or the clock: a lease
+        running out, a backoff ending) made claimable. No shared counter is written for this, so
+        completes never contend on a hot row."""
         until = anyio.current_time() + remaining
-        if seen.get("due"):
-            until = min(until, anyio.current_time() + max(0.0, seen["due"] - now()) + 0.01)
         while anyio.current_time() < until:
             step = min(self.settings.poll_interval_seconds, until - anyio.current_time())
             with anyio.move_on_after(step):
                 await self._changed.wait()
                 return
             async with self.db.read() as conn:
-                if await read_counter(conn, ident.workspace, "task_epoch") != seen["epoch"]:
+                if await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key):
                     return
 
     # -- update ----------------------------------------------------------------------------------
@@ -389,10 +385,8 @@ class TaskService(ServiceBase):
                 row = await store.update_leased(conn, ws, task_key, lease_token, values(current))
                 if row is None:
                     await self._explain_lease_lost(conn, ws, task_key, action)
-            if action != "heartbeat":
-                if row["dependents"]:
-                    await store.propagate(conn, ws, [task_key])
-                await store.bump_epoch(conn, ws)
+            if action != "heartbeat" and row["dependents"]:
+                await store.propagate(conn, ws, [task_key])
             return task_view(row, at)
 
         view = await self.exactly_once(ident, "update_task", idempotency_key, args, TaskView, body)
@@ -472,7 +466,8 @@ class TaskService(ServiceBase):
                 f"cannot {action} task {key!r}: your lease was superseded (the task was claimed again, now by "
                 f"agent {row['owner']!r} on attempt {row['attempts']})"
             )
-        raise LeaseLost(f"cannot {action} task {key!r}: it is {_status(row)} now, your lease has ended")
+        why = f" ({row['last_error']})" if row["last_error"] == store.REVOKED_BY_REOPEN else ""
+        raise LeaseLost(f"cannot {action} task {key!r}: it is {_status(row)} now, your lease has ended{why}")
 
     async def _explain_not_reopenable(self, conn: AsyncConnection, ws: str, key: str) -> None:
         row = await store.get(conn, ws, key)

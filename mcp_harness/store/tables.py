@@ -26,7 +26,6 @@ class Workspace(SQLModel, table=True):
     __tablename__ = "workspaces"
     name: str = Field(primary_key=True)
     progress_seq: int = Field(default=0, sa_type=BigInteger)  #: last progress seq handed out
-    task_epoch: int = Field(default=0, sa_type=BigInteger)  #: bumped when tasks may have become claimable
     created_at: float
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Update, and_, bindparam, false, func, or_, select, true, update
+from sqlalchemy import Select, Update, and_, bindparam, false, func, or_, select, true, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .common import bump_counter
 from .tables import Task, TaskDep, TaskTag
 
 tasks = Task.__table__
@@ -106,9 +105,9 @@ async def fail_expired_exhausted(conn: AsyncConnection, workspace: str, now: flo
 
 
 @cache
-def _claim_statement(by_tags: bool, by_key: bool) -> Update:
-    """The claim, built once per shape: a prebuilt statement skips SQLAlchemy's per-call
-    construction and cache-key work, which cost more than the SQL itself on SQLite."""
+def _candidate(by_tags: bool, by_key: bool, lock: bool) -> Select:
+    """The best claimable task: open and runnable (ix_task_claim), pending past its backoff or
+    claimed with a lease that ran out and attempts left, highest priority first, then oldest."""
     now = bindparam("p_now")
     where = [tasks.c.workspace == bindparam("p_ws"), tasks.c.ready == true()]
     if by_tags:
@@ -121,7 +120,7 @@ def _claim_statement(by_tags: bool, by_key: bool) -> Update:
         )
     if by_key:
         where.append(tasks.c.key == bindparam("p_key"))
-    candidate = (
+    stmt = (
         select(tasks.c.id)
         .where(
             *where,
@@ -136,11 +135,19 @@ def _claim_statement(by_tags: bool, by_key: bool) -> Update:
         )
         .order_by(tasks.c.priority.desc(), tasks.c.id)
         .limit(1)
-        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite's BEGIN IMMEDIATE already excludes others
     )
+    # PostgreSQL: skip rows another claim holds; SQLite's BEGIN IMMEDIATE already excludes others.
+    return stmt.with_for_update(skip_locked=True) if lock else stmt
+
+
+@cache
+def _claim_statement(by_tags: bool, by_key: bool) -> Update:
+    """The claim, built once per shape: a prebuilt statement skips SQLAlchemy's per-call
+    construction and cache-key work, which cost more than the SQL itself on SQLite."""
+    now = bindparam("p_now")
     return (
         update(tasks)
-        .where(tasks.c.id == candidate.scalar_subquery())
+        .where(tasks.c.id == _candidate(by_tags, by_key, True).scalar_subquery())
         .values(
             status="claimed",
             owner=bindparam("p_agent"),
@@ -152,6 +159,23 @@ def _claim_statement(by_tags: bool, by_key: bool) -> Update:
         )
         .returning(*tasks.c)
     )
+
+
+def _filter_params(params: dict[str, Any], tags: list[str] | None, task_key: str | None) -> dict[str, Any]:
+    if tags:
+        params["p_tags"] = list(tags)
+    if task_key is not None:
+        params["p_key"] = task_key
+    return params
+
+
+async def claimable_exists(
+    conn: AsyncConnection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
+) -> bool:
+    """Whether a claim would get a task now: a cheap read that waiting claims poll."""
+    stmt = _candidate(bool(tags), task_key is not None, False)
+    params = _filter_params({"p_ws": workspace, "p_now": now}, tags, task_key)
+    return (await conn.execute(stmt, params)).first() is not None
 
 
 async def claim(
@@ -168,11 +192,8 @@ async def claim(
     """Atomically take the best claimable task (or the named one): ONE statement."""
     params = {"p_ws": workspace, "p_now": now, "p_agent": agent, "p_token": token,
               "p_expires": now + lease_seconds, "p_lease": lease_seconds}  # fmt: skip
-    if tags:
-        params["p_tags"] = list(tags)
-    if task_key is not None:
-        params["p_key"] = task_key
     stmt = _claim_statement(bool(tags), task_key is not None)
+    _filter_params(params, tags, task_key)
     return (await conn.execute(stmt, params)).mappings().first()
 
 
@@ -217,8 +238,15 @@ _DEPENDENTS = select(deps.c.task_key).where(
 )
 
 
+REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
+
+
 async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -> None:
-    """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively."""
+    """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively.
+
+    A claimed task whose dependency is no longer done (it was reopened) loses its lease: it goes
+    back to pending with the attempt given back, so no task is ever held while a dependency is not
+    done; its holder's next call gets `lease_lost`."""
     queue = list(changed)
     while queue:
         dependents = list((await conn.execute(_DEPENDENTS, {"p_ws": workspace, "p_keys": queue})).scalars().unique())
@@ -230,11 +258,15 @@ async def propagate(conn: AsyncConnection, workspace: str, changed: list[str]) -
         for key, (deps_done, blocked) in flags.items():
             row = current[key]
             ready = deps_done and row["status"] in OPEN
-            if bool(row["ready"]) != ready or bool(row["blocked"]) != blocked:
+            values: dict[str, Any] = {"ready": ready, "blocked": blocked}
+            if row["status"] == "claimed" and not deps_done:
+                values.update(
+                    status="pending", owner=None, lease_token=None, lease_expires_at=None,
+                    attempts=max(0, row["attempts"] - 1), last_error=REVOKED_BY_REOPEN,
+                )  # fmt: skip
+            if bool(row["ready"]) != ready or bool(row["blocked"]) != blocked or "status" in values:
                 await conn.execute(
-                    update(tasks)
-                    .where(tasks.c.workspace == workspace, tasks.c.key == key)
-                    .values(ready=ready, blocked=blocked)
+                    update(tasks).where(tasks.c.workspace == workspace, tasks.c.key == key).values(**values)
                 )
                 if bool(row["blocked"]) != blocked:
                     queue.append(key)
@@ -280,16 +312,14 @@ async def why_nothing(
         func.count().filter(tasks.c.status == "claimed"),
         func.count().filter(tasks.c.status.in_(("done", "failed"))),
         func.min(tasks.c.available_at).filter(and_(pending, tasks.c.ready == true(), tasks.c.available_at > now)),
-        func.min(tasks.c.lease_expires_at).filter(tasks.c.status == "claimed"),
     ).where(*where)
-    total, waiting, claimed, finished, next_available, next_expiry = (await conn.execute(stmt)).one()
+    total, waiting, claimed, finished, next_available = (await conn.execute(stmt)).one()
     return {
         "total": int(total),
         "waiting_on_deps": int(waiting),
         "claimed": int(claimed),
         "finished": int(finished),
         "next_available_at": next_available,
-        "next_lease_expiry": next_expiry,
     }
 
 
@@ -325,11 +355,6 @@ async def page(
                 ors.append(tasks.c.status == status)
         stmt = stmt.where(or_(*ors))
     return list((await conn.execute(stmt.order_by(tasks.c.id).limit(limit))).mappings())
-
-
-async def bump_epoch(conn: AsyncConnection, workspace: str) -> int:
-    """Signal waiting claimers (in any process) that something may have become claimable."""
-    return await bump_counter(conn, workspace, "task_epoch")
 
 
 async def all_edges(conn: AsyncConnection, workspace: str) -> list[tuple[str, str]]:
