@@ -119,7 +119,7 @@ class Database:
             self._async_engine = _sqlite_reader(url, max(2, pool_size))
         else:
             engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_timeout=60
+                url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60
             )
             self._sync_writer = None
             self._async_engine = engine
