@@ -65,6 +65,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", parents=[common, ws], help="threads, task board and leases at a glance")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("token", help="bearer tokens for the HTTP server")
+    tsub = p.add_subparsers(dest="token_command", required=True, metavar="SUBCOMMAND")
+    t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
+    t.add_argument("--workspace", required=True)
+    t.add_argument("--agent", required=True)
+    t.add_argument("--role", choices=["agent", "reader"], default="agent")
+    t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
+    t.add_argument("--workspace", default=None)
+    t.add_argument("--json", action="store_true")
+    t = tsub.add_parser("revoke", parents=[common], help="revoke a token, or all tokens of --workspace/--agent")
+    t.add_argument("token", nargs="?", default=None, help="the token text or its id (tk_...)")
+    t.add_argument("--workspace", default=None)
+    t.add_argument("--agent", default=None)
+
     p = sub.add_parser("schema", help="state schemas")
     ssub = p.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
     s = ssub.add_parser("set", parents=[common, ws], help="register a JSON Schema (Draft 2020-12) for a thread")
@@ -253,6 +267,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    async def run(h: Harness) -> int:
+        if args.token_command == "create":
+            token = await h.tokens.create(args.workspace, args.agent, args.role)
+            print(f"token for agent {args.agent!r} in workspace {args.workspace!r} (role {args.role}); "
+                  "it is shown only now:")  # fmt: skip
+            print(token)
+        elif args.token_command == "list":
+            rows = await h.tokens.list(args.workspace)
+            if args.json:
+                print(json.dumps([r.__dict__ for r in rows], indent=2))
+                return 0
+            if not rows:
+                print("no tokens")
+            for r in rows:
+                state = f"revoked {r.revoked_at[:19]}" if r.revoked_at else "live"
+                print(f"{r.token_id:<16} {r.workspace:<20} {r.agent:<20} {r.role:<7} {r.created_at[:19]}  {state}")
+        else:
+            count = await h.tokens.revoke(args.token, workspace=args.workspace, agent=args.agent)
+            print(f"revoked {count} token{'s' if count != 1 else ''}")
+        return 0
+
+    return with_harness(args, run)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "log": cmd_log,
@@ -261,4 +300,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "show": cmd_show,
     "status": cmd_status,
     "schema": cmd_schema,
+    "token": cmd_token,
 }

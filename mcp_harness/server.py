@@ -62,7 +62,7 @@ class HarnessServer(MCPServer[Harness]):
         super().__init__(**kwargs)
         self.fixed_identity = identity
         self.tool_info: dict[str, ToolInfo] = {}
-        self.harness: Harness | None = None  # set while the lifespan runs
+        self.harness: Harness | None = None  # set while the lifespan runs (HTTP: for the process)
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""
@@ -149,16 +149,23 @@ def error_result(exc: BaseException, tool: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.to_text())], is_error=True)
 
 
-def create_server(settings: Settings, identity: Identity | None, **server_kwargs: Any) -> HarnessServer:
-    """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens."""
+def create_server(
+    settings: Settings, identity: Identity | None, *, harness: Harness | None = None, **server_kwargs: Any
+) -> HarnessServer:
+    """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens.
+    Without `harness` the server opens (and closes) its own for the life of the connection."""
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Harness]) -> AsyncIterator[Harness]:
-        async with Harness.open(settings) as harness:
-            await harness.checkpoints.purge_idempotency_keys()
+        if harness is not None:
             server.harness = harness
+            yield harness
+            return
+        async with Harness.open(settings) as opened:
+            await opened.checkpoints.purge_idempotency_keys()
+            server.harness = opened
             try:
-                yield harness
+                yield opened
             finally:
                 server.harness = None
 
@@ -171,6 +178,7 @@ def create_server(settings: Settings, identity: Identity | None, **server_kwargs
         log_level="WARNING",
         **server_kwargs,
     )
+    server.harness = harness  # a shared harness serves requests (and token checks) from the start
 
     @server.harness_tool(read_only=False)
     async def save_checkpoint(

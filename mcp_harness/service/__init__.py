@@ -15,6 +15,7 @@ from .checkpoints import CheckpointService
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .tasks import TaskService
+from .tokens import TokenService
 
 __all__ = ["Harness", "Identity", "iso"]
 
@@ -29,6 +30,7 @@ class Harness:
         self.progress = ProgressService(db, settings)
         self.tasks = TaskService(db, settings)
         self.schemas = SchemaService(db, settings)
+        self.tokens = TokenService(db, settings)
 
     @classmethod
     @asynccontextmanager

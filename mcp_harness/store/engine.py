@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from sqlalchemy import Connection, create_engine, event
+from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
@@ -173,6 +173,11 @@ class Database:
                     raise
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.5, 0.005)
+
+    async def ping(self) -> None:
+        """Raise `Unavailable` unless the database answers a trivial query."""
+        async with self.read() as conn:
+            await conn.execute(text("SELECT 1"))
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -32,17 +32,19 @@ async def revoke(
     at: float,
     *,
     token_hash: str | None = None,
+    token_id: str | None = None,
     workspace: str | None = None,
     agent: str | None = None,
 ) -> int:
+    """Mark live tokens revoked: one by hash or id, or all of workspace + agent. Returns how many."""
     stmt = update(tokens).where(tokens.c.revoked_at.is_(None)).values(revoked_at=at)
     if token_hash is not None:
-        stmt = stmt.where(tokens.c.token_hash == token_hash)
+        stmt = stmt.where(or_(tokens.c.token_hash == token_hash, tokens.c.token_id == token_id))
     else:
         stmt = stmt.where(tokens.c.workspace == workspace, tokens.c.agent == agent)
     return int((await conn.execute(stmt)).rowcount or 0)
 
 
 async def count_active(conn: AsyncConnection) -> int:
-    rows = await conn.execute(select(tokens.c.token_hash).where(tokens.c.revoked_at.is_(None)))
-    return len(rows.all())
+    stmt = select(func.count()).select_from(tokens).where(tokens.c.revoked_at.is_(None))
+    return int((await conn.execute(stmt)).scalar_one())

@@ -1,0 +1,81 @@
+"""Bearer tokens for the shared HTTP server: shown once, stored as a SHA-256 hash, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from ..config import check_name
+from ..errors import InvalidArgument, NotFound
+from ..store import tokens as store
+from ..store.common import now
+from .base import Identity, Role, ServiceBase, iso
+
+TOKEN_PREFIX = "mcph_"
+ROLES = ("agent", "reader")
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    token_id: str
+    workspace: str
+    agent: str
+    role: str
+    created_at: str
+    revoked_at: str | None
+
+
+class TokenService(ServiceBase):
+    async def create(self, workspace: str, agent: str, role: Role = "agent") -> str:
+        """A new token for workspace + agent + role; the only time its text exists outside the client."""
+        check_name("workspace", workspace)
+        check_name("agent", agent)
+        if role not in ROLES:
+            raise InvalidArgument(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        async with self.db.write() as conn:
+            await store.insert(
+                conn, token_hash=token_hash(token), token_id="tk_" + secrets.token_hex(6), workspace=workspace,
+                agent=agent, role=role, created_at=now(),
+            )  # fmt: skip
+        return token
+
+    async def verify(self, token: str) -> Identity | None:
+        """The identity a live token names, or None (unknown or revoked: checked on every request)."""
+        if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+            return None
+        async with self.db.read() as conn:
+            row = await store.find(conn, token_hash(token))
+        if row is None:
+            return None
+        return Identity(workspace=row["workspace"], agent=row["agent"], role=row["role"])
+
+    async def list(self, workspace: str | None = None) -> list[TokenInfo]:
+        async with self.db.read() as conn:
+            rows = await store.list_all(conn, workspace)
+        return [
+            TokenInfo(r["token_id"], r["workspace"], r["agent"], r["role"], iso(r["created_at"]), iso(r["revoked_at"]))
+            for r in rows
+        ]
+
+    async def revoke(self, token: str | None = None, *, workspace: str | None = None, agent: str | None = None) -> int:
+        """Revoke one token (by its text or its id) or all tokens of workspace + agent."""
+        if token is None and not (workspace and agent):
+            raise InvalidArgument("give a token (or token id), or both --workspace and --agent")
+        async with self.db.write() as conn:
+            if token is not None:
+                count = await store.revoke(conn, now(), token_hash=token_hash(token), token_id=token)
+            else:
+                count = await store.revoke(conn, now(), workspace=workspace, agent=agent)
+        if count == 0:
+            raise NotFound("no live token matched")
+        return count
+
+    async def count_active(self) -> int:
+        async with self.db.read() as conn:
+            return await store.count_active(conn)

@@ -1,0 +1,230 @@
+"""The shared HTTP server: real uvicorn on a loopback port, the official client with bearer tokens."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from conftest import ToolFailed, call, fail, run_cli, settings_for, subprocess_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_harness.http import build_app
+from mcp_harness.service import Harness
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    def __init__(self, url: str, db: str) -> None:
+        self.url, self.db = url, db
+
+    def token(self, workspace: str, agent: str, role: str = "agent") -> str:
+        out = run_cli("token", "create", "--db", self.db, "--workspace", workspace, "--agent", agent, "--role", role)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[Served]:
+    """A real uvicorn serving the HTTP app on a loopback port, in a thread with its own event loop."""
+    db = str(tmp_path_factory.mktemp("http") / "harness.db")
+    port = free_port()
+    state: dict = {}
+
+    async def main() -> None:
+        settings = settings_for(db)
+        async with Harness.open(settings) as harness:
+            app = build_app(harness, settings, "127.0.0.1", port)
+            server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+            state["server"] = server
+            await server.serve()
+
+    thread = threading.Thread(target=anyio.run, args=(main,), daemon=True)
+    thread.start()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx2.HTTPError:
+            time.sleep(0.05)
+    else:
+        raise RuntimeError("the HTTP server did not start")
+    yield Served(f"http://127.0.0.1:{port}", db)
+    state["server"].should_exit = True
+    thread.join(timeout=20)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None, **headers: str):
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=30) as client,
+    ):
+        yield client
+
+
+def post_initialize(url: str, **headers: str) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **headers}
+    return httpx2.post(f"{url}/mcp", json=body, headers=headers, timeout=10)
+
+
+@pytest.mark.anyio
+async def test_several_agents_share_one_server(served):
+    ws = f"team-{secrets.token_hex(3)}"
+    tokens = {name: served.token(ws, name) for name in ("alice", "bob", "carol")}
+    async with http_client(served.url, tokens["alice"]) as alice:
+        await call(alice, "add_tasks", tasks=[{"key": f"t{i}", "title": f"T{i}"} for i in range(6)])
+    claimed: dict[str, list[str]] = {}
+
+    async def work(name: str) -> None:
+        async with http_client(served.url, tokens[name]) as client:
+            mine = claimed.setdefault(name, [])
+            while True:
+                got = await call(client, "claim_task")
+                if got["task"] is None:
+                    return
+                assert got["task"]["owner"] == name  # identity comes from the token
+                await call(client, "update_task", task_key=got["task"]["key"], action="complete",
+                           lease_token=got["lease"]["token"], verification="ok")  # fmt: skip
+                mine.append(got["task"]["key"])
+
+    async with anyio.create_task_group() as tg:
+        for name in tokens:
+            tg.start_soon(work, name)
+    done = sorted(k for keys in claimed.values() for k in keys)
+    assert done == [f"t{i}" for i in range(6)]
+
+
+def test_missing_bad_and_revoked_tokens_get_401(served):
+    response = post_initialize(served.url)
+    assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
+    assert post_initialize(served.url, authorization="Bearer mcph_not-a-real-token").status_code == 401
+    token = served.token("ws-revoke", "gone")
+    assert post_initialize(served.url, authorization=f"Bearer {token}").status_code == 200
+    out = run_cli("token", "revoke", token, "--db", served.db)
+    assert out.returncode == 0 and "revoked 1 token" in out.stdout
+    assert post_initialize(served.url, authorization=f"Bearer {token}").status_code == 401  # at once
+
+
+def test_bad_host_and_origin_are_refused(served):
+    token = served.token("ws-dns", "agent")
+    auth = {"authorization": f"Bearer {token}"}
+    assert post_initialize(served.url, host="evil.example:80", **auth).status_code == 421
+    assert post_initialize(served.url, origin="http://evil.example", **auth).status_code == 403
+    assert post_initialize(served.url, origin=served.url, **auth).status_code == 200
+
+
+def test_healthz_reveals_nothing(served):
+    response = httpx2.get(f"{served.url}/healthz", timeout=5)
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+@pytest.mark.anyio
+async def test_reader_role_is_read_only(served):
+    ws = f"ro-{secrets.token_hex(3)}"
+    async with http_client(served.url, served.token(ws, "writer")) as writer:
+        await call(writer, "save_checkpoint", state={"v": 1})
+    async with http_client(served.url, served.token(ws, "auditor", "reader")) as reader:
+        assert (await call(reader, "restore_state"))["state"] == {"v": 1}
+        assert (await call(reader, "list_tasks"))["tasks"] == []
+        for tool, args in (("save_checkpoint", {"state": {"v": 2}}), ("record_progress", {"summary": "x"}),
+                           ("add_tasks", {"tasks": [{"key": "k", "title": "t"}]}), ("claim_task", {})):  # fmt: skip
+            err = await fail(reader, tool, **args)
+            assert err.code == "forbidden" and "reader" in err.text, err.text
+        assert (await call(reader, "restore_state"))["checkpoint"]["version"] == 1
+
+
+def test_token_cli_lists_without_secrets(served):
+    token = served.token("ws-list", "lister", "reader")
+    out = run_cli("token", "list", "--db", served.db, "--workspace", "ws-list")
+    assert out.returncode == 0 and "lister" in out.stdout and "reader" in out.stdout
+    assert token not in out.stdout
+
+
+def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):
+    out = run_cli("serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(free_port()),
+                  "--db", str(tmp_path / "empty.db"), env=subprocess_env())  # fmt: skip
+    assert out.returncode != 0
+    assert "refusing to listen on 0.0.0.0: no token exists" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+# -- isolation: whatever the arguments say, workspace A never sees or changes workspace B ---------------
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["A", "B"]), st.sampled_from(["save", "progress", "task", "claim", "peek"])),
+    min_size=4,
+    max_size=12,
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_workspaces_are_isolated(served, ops):
+    ws = {side: f"iso-{side}-{secrets.token_hex(4)}" for side in "AB"}
+    tokens = {side: served.token(ws[side], f"agent-{side}") for side in "AB"}
+
+    async def scenario() -> None:
+        made: dict[str, dict[str, list]] = {s: {"ck": [], "tasks": [], "entries": []} for s in "AB"}
+        async with http_client(served.url, tokens["A"]) as a, http_client(served.url, tokens["B"]) as b:
+            clients = {"A": a, "B": b}
+            for side, op in ops:
+                c, other = clients[side], "B" if side == "A" else "A"
+                if op == "save":
+                    out = await call(c, "save_checkpoint", state={"owner": side}, thread="shared")
+                    made[side]["ck"].append(out["checkpoint_id"])
+                elif op == "progress":
+                    made[side]["entries"].append((await call(c, "record_progress", summary=f"by {side}"))["entry_id"])
+                elif op == "task":
+                    key = f"{side}-{len(made[side]['tasks'])}"
+                    await call(c, "add_tasks", tasks=[{"key": key, "title": f"of {side}"}])
+                    made[side]["tasks"].append(key)
+                elif op == "claim":
+                    got = await call(c, "claim_task")
+                    assert got["task"] is None or got["task"]["key"].startswith(f"{side}-")
+                else:  # peek: address the other side's things by id and key
+                    for ck in made[other]["ck"]:
+                        assert (await fail(c, "restore_state", thread="shared", checkpoint_id=ck)).code == "not_found"
+                    for key in made[other]["tasks"]:
+                        assert (await fail(c, "claim_task", task_key=key)).code == "not_found"
+                        err = await fail(c, "update_task", task_key=key, action="reopen", reason="x")
+                        assert err.code == "not_found"
+            for side, c in clients.items():
+                brief = await call(c, "restore_state", thread="shared", progress_limit=100)
+                if made[side]["ck"]:
+                    assert brief["state"] == {"owner": side}
+                    assert brief["checkpoint"]["version"] == len(made[side]["ck"])
+                else:
+                    assert brief["found"] is False
+                listed = [r["key"] for r in (await call(c, "list_tasks", limit=500))["tasks"]]
+                assert listed == made[side]["tasks"]
+                progress = await c.read_resource("harness://progress")
+                assert (
+                    "by A" not in progress.contents[0].text if side == "B" else "by B" not in progress.contents[0].text
+                )
+
+    try:
+        anyio.run(scenario)
+    except* ToolFailed as group:
+        raise group.exceptions[0] from None
