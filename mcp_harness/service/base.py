@@ -59,16 +59,22 @@ class ServiceBase:
         key: str | None,
         arguments: dict[str, Any],
         model: type[M],
-        body: Callable[[AsyncConnection], Awaitable[M]],
+        body: Callable[[AsyncConnection], Awaitable[Any]],
         *,
+        finish: Callable[[Any], M] | None = None,
         remember: Callable[[M], bool] = lambda _result: True,
     ) -> M:
         """Run `body` in one write transaction. With an idempotency key, a retry with the same arguments
         returns the first result and changes nothing; the same key with other arguments is refused. The
-        key is stored in the same transaction as the effect, so a failed call is never remembered."""
+        key is stored in the same transaction as the effect, so a failed call is never remembered.
+
+        `finish` turns what `body` returned into the result model; without a key it runs after the
+        commit, so building the result does not lengthen the time the write lock is held."""
+        finish = finish or (lambda raw: raw)
         if key is None:
             async with self.db.write() as conn:
-                return await body(conn)
+                raw = await body(conn)
+            return finish(raw)
         if not 1 <= len(key) <= 200:
             raise InvalidArgument(f"idempotency_key must be 1 to 200 characters, got {len(key)}")
         request_hash = value_hash(canonical(arguments, what="arguments"))
@@ -83,7 +89,7 @@ class ServiceBase:
                                 "arguments: use a new key for a new request"
                             )
                         return model.model_validate_json(found[1])
-                    result = await body(conn)
+                    result = finish(await body(conn))
                     if remember(result):
                         await idempotency.put(
                             conn, ident.workspace, ident.agent, tool, key, request_hash, result.model_dump_json(), now()

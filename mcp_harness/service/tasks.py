@@ -228,8 +228,14 @@ class TaskService(ServiceBase):
         args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
         deadline = anyio.current_time() + wait_seconds
 
-        async def body(conn: AsyncConnection) -> ClaimTaskResult:
+        async def body(conn: AsyncConnection) -> tuple[RowMapping, float] | ClaimTaskResult:
             return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
+
+        def finish(raw: tuple[RowMapping, float] | ClaimTaskResult) -> ClaimTaskResult:
+            if isinstance(raw, ClaimTaskResult):
+                return raw
+            view = task_view(*raw)
+            return ClaimTaskResult(task=view, lease=view.lease)
 
         while True:
             result = await self.exactly_once(
@@ -239,6 +245,7 @@ class TaskService(ServiceBase):
                 args,
                 ClaimTaskResult,
                 body,
+                finish=finish,
                 remember=lambda r: r.task is not None,
             )
             remaining = deadline - anyio.current_time()
@@ -256,15 +263,15 @@ class TaskService(ServiceBase):
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
-    ) -> ClaimTaskResult:
+    ) -> tuple[RowMapping, float] | ClaimTaskResult:
+        """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
         row = await store.claim(
             conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
             lease_seconds=lease_seconds, tags=tags, task_key=task_key,
         )  # fmt: skip
         if row is not None:
-            view = task_view(row, at)
-            return ClaimTaskResult(task=view, lease=view.lease)
+            return row, at
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
         # and work out why nothing was returned.
         if task_key is not None and await store.get(conn, ident.workspace, task_key) is None:
@@ -348,7 +355,7 @@ class TaskService(ServiceBase):
         }
         canonical(args, what="arguments")
 
-        async def body(conn: AsyncConnection) -> TaskView:
+        async def body(conn: AsyncConnection) -> tuple[RowMapping, float]:
             at = now()
             ws = ident.workspace
             if action == "reopen":
@@ -387,9 +394,11 @@ class TaskService(ServiceBase):
                     await self._explain_lease_lost(conn, ws, task_key, action)
             if action != "heartbeat" and row["dependents"]:
                 await store.propagate(conn, ws, [task_key])
-            return task_view(row, at)
+            return row, at
 
-        view = await self.exactly_once(ident, "update_task", idempotency_key, args, TaskView, body)
+        view = await self.exactly_once(
+            ident, "update_task", idempotency_key, args, TaskView, body, finish=lambda raw: task_view(*raw)
+        )
         if action != "heartbeat":
             self._notify()
         return view
