@@ -65,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", parents=[common, ws], help="threads, task board and leases at a glance")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
+    p.add_argument("--workspace", default=None)
+
+    p = sub.add_parser("import", parents=[common], help="read an export back (into workspaces with no data)")
+    p.add_argument("file", help="an export file, or - for stdin")
+
+    p = sub.add_parser("prune", parents=[common, ws], help="delete old unlabelled checkpoints, return disk space")
+    p.add_argument("--keep-last", type=int, required=True, help="checkpoints kept per thread (at least 1)")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only delete ones older than this")
+    p.add_argument("--all-workspaces", action="store_true", help="prune every workspace")
+
     p = sub.add_parser("token", help="bearer tokens for the HTTP server")
     tsub = p.add_subparsers(dest="token_command", required=True, metavar="SUBCOMMAND")
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
@@ -292,6 +303,60 @@ def cmd_token(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+def _terminal_progress(what: str, count: int) -> None:
+    """Long operations report progress on stderr when it is a terminal (stdout may be data)."""
+    if sys.stderr.isatty():
+        print(f"\r{what}: {count:,}", end="", file=sys.stderr, flush=True)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    async def run(h: Harness) -> int:
+        async for line in h.maintenance.export(args.workspace, progress=_terminal_progress):
+            sys.stdout.write(line + "\n")
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+
+    async def run(h: Harness) -> int:
+        counts = await h.maintenance.import_lines(stream, progress=_terminal_progress)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        print("imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+        return 0
+
+    try:
+        return with_harness(args, run)
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    workspace = None if args.all_workspaces else identity(args).workspace
+
+    async def run(h: Harness) -> int:
+        before = await h.db.size_bytes()
+        report = await h.maintenance.prune(
+            keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace,
+            progress=_terminal_progress,
+        )  # fmt: skip
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        after = await h.db.size_bytes()
+        freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
+        print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
+              f"in {report.workspaces} workspace(s){freed}")  # fmt: skip
+        return 0
+
+    return with_harness(args, run)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "log": cmd_log,
@@ -301,4 +366,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": cmd_status,
     "schema": cmd_schema,
     "token": cmd_token,
+    "export": cmd_export,
+    "import": cmd_import,
+    "prune": cmd_prune,
 }

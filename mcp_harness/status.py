@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .service import Harness, Identity
@@ -38,10 +37,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
                 "last_progress_at": iso(last_seen.get(t.owner or "")),
             }
         )
-    db_bytes = None
-    if h.db.is_sqlite:
-        path = h.db.url.split("///", 1)[1]
-        db_bytes = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    db_bytes = await h.db.size_bytes()
     return {
         "workspace": ident.workspace,
         "generated_at": iso(at),
@@ -65,8 +61,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
 
 def render_status(report: dict[str, Any]) -> str:
     lines = [f"workspace {report['workspace']}  ({report['generated_at'][:19].replace('T', ' ')} UTC)"]
-    if report["database_bytes"] is not None:
-        lines.append(f"database: {report['database_bytes'] / 1024:.1f} KiB")
+    lines.append(f"database: {report['database_bytes'] / 1024:.1f} KiB")
     lines.append(f"checkpoints: {report['checkpoints']}   progress entries: {report['progress_entries']}")
     lines.append("threads:" if report["threads"] else "threads: none")
     for t in report["threads"]:

@@ -12,6 +12,7 @@ from ..store import Database
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
+from .maintenance import MaintenanceService
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .tasks import TaskService
@@ -31,6 +32,7 @@ class Harness:
         self.tasks = TaskService(db, settings)
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
+        self.maintenance = MaintenanceService(db, settings)
 
     @classmethod
     @asynccontextmanager

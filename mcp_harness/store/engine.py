@@ -16,6 +16,7 @@ PostgreSQL: one pooled asyncpg engine; row locks (`FOR UPDATE`, `SKIP LOCKED`) d
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -173,6 +174,33 @@ class Database:
                     raise
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.5, 0.005)
+
+    async def vacuum(self) -> None:
+        """Give freed pages back to the file system (SQLite: checkpoint the WAL, then VACUUM;
+        PostgreSQL: VACUUM the tables prune shrinks). Runs outside any transaction."""
+        if self._sync_writer is not None:
+            async with _wrap_errors(), self._write_lock:
+                if self._sync_conn is None:
+                    self._sync_conn = self._sync_writer.connect()
+                raw = self._sync_conn.connection.dbapi_connection
+                raw.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")  # maintenance may wait
+                try:
+                    raw.execute("VACUUM")
+                    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    raw.execute("PRAGMA busy_timeout = 0")
+            return
+        async with _wrap_errors(), self._async_engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text("VACUUM (ANALYZE) blobs, checkpoints"))
+
+    async def size_bytes(self) -> int:
+        """Bytes the database takes on disk (SQLite: the file and its WAL)."""
+        if self._sync_writer is not None:
+            path = self._sync_writer.url.database
+            return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        async with self.read() as conn:
+            return int((await conn.execute(text("SELECT pg_database_size(current_database())"))).scalar_one())
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers a trivial query."""

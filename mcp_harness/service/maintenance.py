@@ -1,0 +1,128 @@
+"""Backup and retention: JSON Lines export/import that round-trips exactly, and prune."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import check_name
+from ..errors import InvalidArgument
+from ..store import backup as store
+from ..store.common import list_workspaces, now
+from ..store.migrations import SCHEMA_VERSION
+from .base import ServiceBase
+
+FORMAT = "mcp-harness-export"
+FORMAT_VERSION = 1
+
+Progress = Callable[[str, int], None]
+
+
+def _quiet(_what: str, _count: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    workspaces: int
+    checkpoints_deleted: int
+    values_deleted: int
+
+
+class MaintenanceService(ServiceBase):
+    async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
+        """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
+        async with self.db.read() as conn:
+            names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
+            yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
+                              "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip
+            count = 0
+            for name in names:
+                async for kind, row in store.export_rows(conn, name):
+                    yield json.dumps({"type": kind, **row}, ensure_ascii=False, separators=(",", ":"))
+                    count += 1
+                    if count % 1000 == 0:
+                        progress("exported rows", count)
+            progress("exported rows", count)
+
+    async def import_lines(self, lines: Iterable[str], progress: Progress = _quiet) -> dict[str, int]:
+        """Read an export back in one transaction: all of it lands, or (on any error) none of it.
+        A workspace that already holds data in this database is refused, never merged."""
+        rows = iter(enumerate(lines, start=1))
+        header = _parse(next(rows, (1, ""))[1], 1)
+        if header.get("type") != "header" or header.get("format") != FORMAT:
+            raise InvalidArgument("line 1 is not an mcp-harness export header")
+        if header.get("format_version", 0) > FORMAT_VERSION:
+            raise InvalidArgument(f"this export uses format version {header['format_version']}; upgrade mcp-harness")
+        counts: dict[str, int] = {}
+        checked: set[str] = set()
+        task_ids: dict[tuple[str, str], int] = {}
+        async with self.db.write() as conn:
+            for number, line in rows:
+                if not line.strip():
+                    continue
+                record = _parse(line, number)
+                kind = record.pop("type", None)
+                if kind not in store.KINDS and kind != "task_tag":
+                    raise InvalidArgument(f"line {number}: unknown record type {kind!r}")
+                ws = record.get("name") if kind == "workspace" else record.get("workspace")
+                if not isinstance(ws, str):
+                    raise InvalidArgument(f"line {number}: the record names no workspace")
+                if ws not in checked:
+                    check_name("workspace", ws)
+                    if await store.workspace_has_data(conn, ws):
+                        raise InvalidArgument(
+                            f"workspace {ws!r} already has data in this database: import into a fresh database "
+                            "(imports never merge into existing data)"
+                        )
+                    checked.add(ws)
+                try:
+                    await store.import_row(conn, kind, record, task_ids)
+                except (KeyError, TypeError) as exc:
+                    raise InvalidArgument(f"line {number}: a {kind} record is incomplete ({exc})") from exc
+                counts[kind] = counts.get(kind, 0) + 1
+                if number % 1000 == 0:
+                    progress("imported rows", number)
+        progress("imported rows", sum(counts.values()))
+        return counts
+
+    async def prune(
+        self, *, keep_last: int, older_than_days: float | None = None, workspace: str | None = None,
+        progress: Progress = _quiet,
+    ) -> PruneReport:  # fmt: skip
+        """Delete old checkpoints (never the last `keep_last` of a thread, never a labelled one) and the
+        values only they used, then return the space to the file system."""
+        if keep_last < 1:
+            raise InvalidArgument(
+                f"--keep-last must be at least 1 (the latest checkpoint is always kept), got {keep_last}"
+            )
+        if older_than_days is not None and older_than_days < 0:
+            raise InvalidArgument(f"--older-than must be zero or more days, got {older_than_days}")
+        cutoff = now() - older_than_days * 86400 if older_than_days is not None else None
+        deleted = values = 0
+        async with self.db.read() as conn:
+            names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
+        for name in names:
+            async with self.db.write() as conn:
+                ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
+                await store.delete_checkpoints(conn, ids)
+                referenced: set[str] = set()
+                async for manifest in store.manifests(conn, name):
+                    referenced.update(store.manifest_hashes(manifest))
+                values += await store.delete_unreferenced_blobs(conn, name, referenced)
+            deleted += len(ids)
+            progress("pruned checkpoints", deleted)
+        await self.db.vacuum()
+        return PruneReport(workspaces=len(names), checkpoints_deleted=deleted, values_deleted=values)
+
+
+def _parse(line: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"line {number} is not JSON: {exc.msg}") from None
+    if not isinstance(record, dict):
+        raise InvalidArgument(f"line {number} is not a JSON object")
+    return record

@@ -1,0 +1,135 @@
+"""Rows out and in for export/import, and the deletes behind prune: all of their SQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sqlalchemy import Table, delete, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .tables import Blob, Checkpoint, Progress, StateSchema, Task, TaskDep, TaskTag, Thread, Workspace
+
+blobs = Blob.__table__
+checkpoints = Checkpoint.__table__
+tasks = Task.__table__
+
+#: what a workspace export holds, in the order an import must insert it (internal ids are left out:
+#: task and progress row ids are renumbered by the target database; tags follow their task by key)
+EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
+    ("workspace", Workspace.__table__, ()),
+    ("thread", Thread.__table__, ()),
+    ("blob", blobs, ()),
+    ("checkpoint", checkpoints, ()),
+    ("progress", Progress.__table__, ("id",)),
+    ("task", tasks, ("id",)),
+    ("task_dep", TaskDep.__table__, ()),
+    ("state_schema", StateSchema.__table__, ()),
+]
+KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
+
+
+def _ws_column(table: Table):
+    return table.c.name if table is Workspace.__table__ else table.c.workspace
+
+
+async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """Every row of one workspace as (kind, JSON-able columns), in import order."""
+    for kind, table, skip in EXPORTED:
+        order = [c for c in table.primary_key.columns]
+        stmt = select(table).where(_ws_column(table) == workspace).order_by(*order)
+        for row in (await conn.execute(stmt)).mappings():
+            out = {k: v for k, v in row.items() if k not in skip}
+            if kind == "blob":
+                out["data"] = bytes(out["data"]).decode()
+            yield kind, out
+        if kind == "task":
+            tag_stmt = (
+                select(TaskTag.__table__.c.tag, tasks.c.key)
+                .join(tasks, tasks.c.id == TaskTag.__table__.c.task_id)
+                .where(TaskTag.__table__.c.workspace == workspace)
+                .order_by(tasks.c.key, TaskTag.__table__.c.tag)
+            )
+            for tag, key in await conn.execute(tag_stmt):
+                yield "task_tag", {"workspace": workspace, "tag": tag, "task_key": key}
+
+
+async def workspace_has_data(conn: AsyncConnection, workspace: str) -> bool:
+    for table in (checkpoints, tasks, Progress.__table__):
+        stmt = select(func.count()).select_from(table).where(table.c.workspace == workspace)
+        if (await conn.execute(stmt)).scalar_one():
+            return True
+    return False
+
+
+async def import_row(
+    conn: AsyncConnection, kind: str, row: dict[str, Any], task_ids: dict[tuple[str, str], int]
+) -> None:
+    """Insert one exported row (tags are matched to their task by key)."""
+    if kind == "task_tag":
+        task_id = task_ids[(row["workspace"], row["task_key"])]
+        await conn.execute(
+            TaskTag.__table__.insert().values(workspace=row["workspace"], tag=row["tag"], task_id=task_id)
+        )
+        return
+    table, _skip = KINDS[kind]
+    values = dict(row)
+    if kind == "blob":
+        values["data"] = values["data"].encode()
+    if kind == "workspace":
+        # the workspace row may exist already (empty workspace, or created by a token): take the counters
+        await conn.execute(delete(table).where(table.c.name == values["name"]))
+    if kind == "task":
+        new_id = (await conn.execute(table.insert().values(**values).returning(table.c.id))).scalar_one()
+        task_ids[(values["workspace"], values["key"])] = new_id
+        return
+    await conn.execute(table.insert().values(**values))
+
+
+async def prunable(conn: AsyncConnection, workspace: str, *, keep_last: int, older_than: float | None) -> list[str]:
+    """Checkpoint ids that prune may delete: older than each thread's last `keep_last`, unlabelled,
+    and (with `older_than`) created before it."""
+    latest = (
+        select(checkpoints.c.thread, func.max(checkpoints.c.version).label("top"))
+        .where(checkpoints.c.workspace == workspace)
+        .group_by(checkpoints.c.thread)
+        .subquery()
+    )
+    stmt = (
+        select(checkpoints.c.id)
+        .join(latest, latest.c.thread == checkpoints.c.thread)
+        .where(
+            checkpoints.c.workspace == workspace,
+            checkpoints.c.label.is_(None),
+            checkpoints.c.version <= latest.c.top - keep_last,
+        )
+    )
+    if older_than is not None:
+        stmt = stmt.where(checkpoints.c.created_at < older_than)
+    return list((await conn.execute(stmt)).scalars())
+
+
+async def delete_checkpoints(conn: AsyncConnection, ids: list[str]) -> None:
+    for start in range(0, len(ids), 500):
+        await conn.execute(delete(checkpoints).where(checkpoints.c.id.in_(ids[start : start + 500])))
+
+
+async def manifests(conn: AsyncConnection, workspace: str) -> AsyncIterator[str]:
+    stmt = select(checkpoints.c.manifest).where(checkpoints.c.workspace == workspace)
+    for (manifest,) in await conn.execute(stmt):
+        yield manifest
+
+
+async def delete_unreferenced_blobs(conn: AsyncConnection, workspace: str, referenced: set[str]) -> int:
+    """Delete the workspace's values that no remaining checkpoint references; returns how many."""
+    stored = list((await conn.execute(select(blobs.c.hash).where(blobs.c.workspace == workspace))).scalars())
+    garbage = [h for h in stored if h not in referenced]
+    for start in range(0, len(garbage), 500):
+        chunk = garbage[start : start + 500]
+        await conn.execute(delete(blobs).where(blobs.c.workspace == workspace, blobs.c.hash.in_(chunk)))
+    return len(garbage)
+
+
+def manifest_hashes(manifest: str) -> list[str]:
+    return [entry[1] for entry in json.loads(manifest)]
