@@ -220,7 +220,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        page = await h.checkpoints.list(ident, thread=args.thread, limit=min(max(args.limit, 1), 200))
+        page = await h.checkpoints.list(ident, thread=args.thread, limit=args.limit)
         if args.json:
             print(json.dumps([c.model_dump(mode="json") for c in page.checkpoints], indent=2))
             return 0

@@ -14,6 +14,16 @@ NAME_RE = re.compile(NAME_PATTERN)
 
 ENV_PREFIX = "MCP_HARNESS_"
 
+#: the largest integer every JSON client represents exactly; larger versions are refused, not stored
+MAX_INT = 2**53 - 1
+
+
+def check_int(name: str, value: int | None, low: int) -> int | None:
+    """Refuse an optional whole-number argument outside low..MAX_INT."""
+    if value is not None and not low <= value <= MAX_INT:
+        raise InvalidArgument(f"{name} must be between {low} and {MAX_INT}, got {value}")
+    return value
+
 
 def check_name(kind: str, value: str) -> str:
     """Validate a workspace, agent or thread name against the contract's pattern."""

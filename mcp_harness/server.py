@@ -16,7 +16,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import __version__
-from .config import NAME_PATTERN, Settings
+from .config import MAX_INT, NAME_PATTERN, Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
 from .models import (
@@ -187,7 +187,7 @@ def create_server(
         mode: Literal["replace", "merge"] = "replace",
         label: Annotated[str | None, Field(max_length=200)] = None,
         metadata: dict[str, Any] | None = None,
-        expected_version: Annotated[int | None, Field(ge=0)] = None,
+        expected_version: Annotated[int | None, Field(ge=0, le=MAX_INT)] = None,
         idempotency_key: IdemKey = None,
     ) -> SaveCheckpointResult:
         """Save state as the thread's next version. mode=merge: RFC 7396 merge patch onto the latest state.
@@ -207,7 +207,7 @@ def create_server(
     @server.harness_tool(read_only=True)
     async def restore_state(
         thread: Thread = "main",
-        version: Annotated[int | None, Field(ge=1)] = None,
+        version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
         checkpoint_id: str | None = None,
         label: Annotated[str | None, Field(max_length=200)] = None,
         paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None,
@@ -230,7 +230,7 @@ def create_server(
     async def list_checkpoints(
         thread: Thread = "main",
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
-        before_version: Annotated[int | None, Field(ge=1)] = None,
+        before_version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
     ) -> ListCheckpointsResult:
         """Checkpoint metadata, newest first; page with before_version=next_before_version."""
         h, ident = server.current()

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import check_name
+from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
 from ..jsonvalue import (
     canonical,
@@ -72,6 +72,7 @@ class CheckpointService(ServiceBase):
         idempotency_key: str | None = None,
     ) -> SaveCheckpointResult:
         check_name("thread", thread)
+        check_int("expected_version", expected_version, 0)
         if not isinstance(state, dict):
             raise InvalidArgument("state must be a JSON object")
         check_depth(state, self.limits.max_depth, what="state")
@@ -203,6 +204,7 @@ class CheckpointService(ServiceBase):
         ]
         if len(chosen) > 1:
             raise InvalidArgument(f"give at most one of version, checkpoint_id, label (got {', '.join(chosen)})")
+        check_int("version", version, 1)
         pointers = [(p, parse_pointer(p)) for p in paths] if paths is not None else None
         row = await store.get_checkpoint(
             conn, ident.workspace, thread, version=version, checkpoint_id=checkpoint_id, label=label
@@ -238,6 +240,9 @@ class CheckpointService(ServiceBase):
         self, ident: Identity, *, thread: str = "main", limit: int = 20, before_version: int | None = None
     ) -> ListCheckpointsResult:
         check_name("thread", thread)
+        check_int("before_version", before_version, 1)
+        if not 1 <= limit <= 200:
+            raise InvalidArgument(f"limit must be between 1 and 200, got {limit}")
         async with self.db.read() as conn:
             rows = await store.list_checkpoints(
                 conn, ident.workspace, thread, limit=limit + 1, before_version=before_version

@@ -1,0 +1,114 @@
+"""Hostile input: thousands of malformed calls to every tool through the official MCP client.
+
+The server stays up; every error starts with a contract code and none is `[internal]`; a failed call
+changes nothing; another workspace's data is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import anyio
+from conftest import settings_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+
+from mcp_harness.errors import ALL_CODES
+from mcp_harness.server import create_server
+from mcp_harness.service import Harness, Identity
+
+TOOLS = {
+    "save_checkpoint": ["state", "thread", "mode", "label", "metadata", "expected_version", "idempotency_key"],
+    "restore_state": ["thread", "version", "checkpoint_id", "label", "paths", "progress_limit"],
+    "list_checkpoints": ["thread", "limit", "before_version"],
+    "record_progress": ["summary", "thread", "status", "details", "next_steps", "task_key", "artifacts",
+                        "idempotency_key"],
+    "add_tasks": ["tasks", "idempotency_key"],
+    "claim_task": ["lease_seconds", "tags", "task_key", "idempotency_key"],  # no waiting in a fuzz run
+    "update_task": ["task_key", "action", "lease_token", "lease_seconds", "result", "verification", "error",
+                    "retry", "reason", "idempotency_key"],
+    "list_tasks": ["status", "tag", "limit", "cursor"],
+}  # fmt: skip
+
+odd_text = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=()) | st.sampled_from(["\u0000", "\u202e", "/", "~", "."]),
+    max_size=40,
+)
+leaf = (
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | odd_text
+)  # fmt: skip
+json_value = st.recursive(
+    leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(odd_text, inner, max_size=4), max_leaves=12
+)
+
+
+def deep(n: int):
+    value: object = "bottom"
+    for _ in range(n):
+        value = {"d": value}
+    return value
+
+
+hostile = (
+    json_value
+    # up to what a client can serialise: the SDK refuses deeper values before sending (and its stdio
+    # transport drops deeper messages unanswered), so 65-250 levels must get [invalid_argument] here
+    | st.integers(min_value=65, max_value=250).map(deep)
+    | st.sampled_from(["", "x" * 300, "main/../../etc", "a" * 129, "/", "~2", "/a~", "NaN", "-1", "9" * 40])
+    | st.lists(odd_text.map(lambda s: "/" + s) | odd_text, max_size=4)
+    | st.just("z" * 1_200_000)
+    | st.lists(st.fixed_dictionaries({"key": odd_text, "title": odd_text}, optional={"depends_on": st.lists(odd_text)}),
+               max_size=3)
+)  # fmt: skip
+
+
+@st.composite
+def calls(draw):
+    tool = draw(st.sampled_from(sorted(TOOLS)))
+    names = draw(st.lists(st.sampled_from(TOOLS[tool]) | odd_text, max_size=5, unique=True))
+    return tool, {name: draw(hostile) for name in names}
+
+
+async def fingerprint(h: Harness, ident: Identity) -> str:
+    """Everything a workspace holds, as exported: equal fingerprints mean nothing changed."""
+    lines = [line async for line in h.maintenance.export(ident.workspace)]
+    return "\n".join(lines[1:])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=st.lists(calls(), min_size=20, max_size=40))
+def test_malformed_calls_never_crash_or_corrupt(batch):
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite+aiosqlite:///{Path(tmp) / 'fuzz.db'}"
+
+        async def scenario() -> None:
+            settings_ = settings_for(url)
+            async with Harness.open(settings_) as h:
+                bystander = Identity("bystander", "b")
+                fuzzer = Identity("fuzz", "f")
+                await h.checkpoints.save(bystander, state={"precious": [1, 2, 3]}, label="keep")
+                await h.progress.record(bystander, summary="do not touch")
+                await h.checkpoints.save(fuzzer, state={"seed": True})
+                before_bystander = await fingerprint(h, bystander)
+                server = create_server(settings_, fuzzer, harness=h)
+                async with Client(server) as client:
+                    for tool, arguments in batch:
+                        before = await fingerprint(h, fuzzer)
+                        result = await client.call_tool(tool, arguments)
+                        text = result.content[0].text if result.content else ""
+                        if result.is_error:
+                            assert text.startswith("["), text[:200]
+                            code = text[1 : text.index("]")]
+                            assert code in ALL_CODES and code != "internal", text[:300]
+                            assert await fingerprint(h, fuzzer) == before, f"failed {tool} changed data: {text}"
+                        else:
+                            json.loads(text)  # compact JSON text for a successful call
+                    # the server is still up and serving
+                    assert not (await client.call_tool("restore_state", {})).is_error
+                assert await fingerprint(h, bystander) == before_bystander
+
+        anyio.run(scenario)
