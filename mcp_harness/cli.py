@@ -76,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only delete ones older than this")
     p.add_argument("--all-workspaces", action="store_true", help="prune every workspace")
 
+    p = sub.add_parser("config", help="print a ready configuration for an MCP client")
+    p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor"])
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--db", default=None, help="database the stdio server uses (default: this machine's)")
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--agent", default=None)
+    p.add_argument("--url", default=None, help="http: the server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
+
     p = sub.add_parser("token", help="bearer tokens for the HTTP server")
     tsub = p.add_subparsers(dest="token_command", required=True, metavar="SUBCOMMAND")
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
@@ -357,6 +366,21 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from .clientconfig import snippet
+    from .config import resolve_db_url
+
+    db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"))
+    if db.startswith("sqlite+aiosqlite:///"):
+        db = db.removeprefix("sqlite+aiosqlite:///")  # a plain path reads better in a config file
+    ident = identity(args, with_agent=True)
+    agent = args.agent or _env("AGENT", args.client)
+    print(snippet(args.client, args.transport, db=db, workspace=ident.workspace, agent=agent,
+                  url=args.url or f"http://127.0.0.1:{_env('PORT', '8765')}/mcp",
+                  token=args.token or "PASTE-TOKEN-FROM-mcp-harness-token-create"))  # fmt: skip
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "log": cmd_log,
@@ -369,4 +393,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "import": cmd_import,
     "prune": cmd_prune,
+    "config": cmd_config,
 }

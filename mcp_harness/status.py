@@ -18,6 +18,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
         checkpoints = await checkpoint_store.count_checkpoints(conn, ident.workspace)
         entries = await progress_store.count(conn, ident.workspace)
         last = await progress_store.recent(conn, ident.workspace, limit=200)
+        largest = await checkpoint_store.largest(conn, ident.workspace)
     tasks, counts = await h.tasks.board(ident, statuses=["claimed"])
     at = now()
     last_seen: dict[str, float] = {}
@@ -55,6 +56,10 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
         "task_counts": counts.model_dump(),
         "live_leases": [lease for lease in leases if not lease["expired"]],
         "stuck": [lease for lease in leases if lease["expired"]],
+        "largest_checkpoints": [
+            {"thread": r["thread"], "version": r["version"], "size_bytes": r["size_bytes"], "label": r["label"]}
+            for r in largest
+        ],
         "database_bytes": db_bytes,
     }
 
@@ -71,7 +76,8 @@ def render_status(report: dict[str, Any]) -> str:
         f"tasks: pending {c['pending']}  claimed {c['claimed']}  done {c['done']}  failed {c['failed']}  "
         f"blocked {c['blocked']}"
     )
-    for title, key in (("live leases:", "live_leases"), ("STUCK (lease expired, not re-claimed):", "stuck")):
+    stuck_title = "STUCK (lease ran out without a heartbeat; not re-claimed yet):"
+    for title, key in (("live leases:", "live_leases"), (stuck_title, "stuck")):
         if report[key]:
             lines.append(title)
             for lease in report[key]:
@@ -79,4 +85,8 @@ def render_status(report: dict[str, Any]) -> str:
                     f"  {lease['task']:<28} {lease['owner']:<16} attempt {lease['attempt']}  "
                     f"expires {lease['expires_at'][:19].replace('T', ' ')}"
                 )
+    if report["largest_checkpoints"]:
+        lines.append("largest checkpoints:")
+        for c in report["largest_checkpoints"]:
+            lines.append(f"  {c['thread']:<30} v{c['version']:<6} {c['size_bytes']:>9} B")
     return "\n".join(lines)

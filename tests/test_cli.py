@@ -71,3 +71,39 @@ async def test_errors_are_one_line(seeded):
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "workspace" in bad.stderr
     scheme = run_cli("log", "--db", "mysql://x/y")
     assert scheme.returncode != 0 and "not supported" in scheme.stderr
+
+
+async def test_status_shows_stuck_agents_and_largest_checkpoints(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace, agent="sleepy") as c:
+        await call(c, "add_tasks", tasks=[{"key": "nap", "title": "Nap"}])
+        await call(c, "claim_task", lease_seconds=10)
+        await call(c, "save_checkpoint", state={"big": "b" * 5000}, thread="heavy")
+    db = sqlite_url.split("///", 1)[1]  # the CLI is another process: age the lease in the file itself
+    import sqlite3
+
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE tasks SET lease_expires_at = lease_expires_at - 3600")
+    status = json.loads(run_cli("status", "--db", db, "--workspace", workspace, "--json").stdout)
+    assert status["stuck"][0]["task"] == "nap" and status["stuck"][0]["owner"] == "sleepy"
+    assert status["live_leases"] == []
+    assert status["largest_checkpoints"][0]["thread"] == "heavy"
+    assert "STUCK" in run_cli("status", "--db", db, "--workspace", workspace).stdout
+
+
+def test_config_snippets(tmp_path):
+    db = str(tmp_path / "cfg.db")
+    desktop = run_cli("config", "claude-desktop", "--db", db, "--workspace", "proj")
+    config = json.loads(desktop.stdout)["mcpServers"]["harness"]
+    assert config["args"][:3] == ["serve", "--db", db] or config["args"][2:5] == ["serve", "--db", db]
+    assert "--workspace" in config["args"] and "proj" in config["args"]
+    code = run_cli("config", "claude-code", "--db", db, "--agent", "cc")
+    assert code.stdout.startswith("claude mcp add harness -- ") and "--agent cc" in code.stdout
+    remote = run_cli("config", "claude-code", "--transport", "http", "--url", "http://h:1/mcp", "--token", "mcph_x")
+    assert (
+        remote.stdout.strip()
+        == "claude mcp add --transport http harness http://h:1/mcp --header 'Authorization: Bearer mcph_x'"
+    )
+    cursor = json.loads(run_cli("config", "cursor", "--transport", "http", "--token", "mcph_y").stdout)
+    assert cursor["mcpServers"]["harness"]["headers"] == {"Authorization": "Bearer mcph_y"}
+    bridge = json.loads(run_cli("config", "claude-desktop", "--transport", "http", "--token", "mcph_z").stdout)
+    assert bridge["mcpServers"]["harness"]["env"] == {"HARNESS_TOKEN": "mcph_z"}

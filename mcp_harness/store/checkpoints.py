@@ -114,3 +114,13 @@ async def list_threads(conn: AsyncConnection, workspace: str) -> list[RowMapping
 async def count_checkpoints(conn: AsyncConnection, workspace: str) -> int:
     stmt = select(func.count()).select_from(checkpoints).where(checkpoints.c.workspace == workspace)
     return int((await conn.execute(stmt)).scalar_one())
+
+
+async def largest(conn: AsyncConnection, workspace: str, limit: int = 5) -> list[RowMapping]:
+    stmt = (
+        select(*META_COLUMNS)
+        .where(checkpoints.c.workspace == workspace)
+        .order_by(checkpoints.c.size_bytes.desc(), checkpoints.c.created_at.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(stmt)).mappings())
