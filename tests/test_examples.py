@@ -37,3 +37,13 @@ def test_resume_after_crash(tmp_path):
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert integrity.stdout.strip() == "ok"
+
+
+def test_http_team():
+    """Three agents over one HTTP server: a killed agent's task is finished by a teammate once its
+    lease runs out, and every task completes after its dependencies."""
+    out, facts = run_example("http_team.py")
+    assert "killed agent bo" in out
+    assert facts["killed_holding"] and facts["finished_by"] in ("ann", "cy")
+    assert facts["counts"] == {"pending": 0, "claimed": 0, "done": 10, "failed": 0, "blocked": 0}
+    assert facts["order_ok"] and len(facts["completed"]) == 10
