@@ -1,7 +1,10 @@
-"""Resume after a crash: a scripted agent (no LLM) loses its server to SIGKILL and carries on.
+"""Initializer + coding agent, with a crash in the middle: a scripted agent (no LLM) following the
+server's own prompts loses its server to SIGKILL and carries on.
 
-Session 1 plans five tasks, finishes two, starts the third, and while it is saving, its server
-process is killed with SIGKILL. Session 2 starts a fresh server on the same database, calls
+Session 1 reads the `initialize_project` prompt and does what it says (restore, plan five tasks with
+acceptance steps, a checkpoint labelled "initialized", a progress entry naming the first tasks), then
+reads `resume_session` and works: it finishes two tasks, starts the third, and while it is saving, its
+server process is killed with SIGKILL. Session 2 starts a fresh server on the same database, calls
 `restore_state` once, and continues exactly where session 1 stopped: same task, same lease, the
 next step named by the last progress entry. Every acknowledged write of session 1 is checked.
 
@@ -52,7 +55,21 @@ async def session_one(db: str, pidfile: Path) -> dict[str, Any]:
     acked: dict[str, Any] = {"progress": [], "checkpoints": []}
     try:
         async with Client(server_params(db, pidfile), read_timeout_seconds=30) as client:
+            # Phase 1, the initializer, step by step as the prompt says.
+            prompt = await client.get_prompt("initialize_project", {"goal": "a small web shop"})
+            print("session 1: initializer prompt:", prompt.messages[0].content.text.splitlines()[0])
+            brief = await call(client, "restore_state")
+            assert not any(brief["task_counts"].values()), "already initialized"
             await call(client, "add_tasks", tasks=PLAN, idempotency_key="plan-v1")
+            saved = await call(client, "save_checkpoint", state={"goal": "a small web shop", "done": {}},
+                               label="initialized")  # fmt: skip
+            acked["checkpoints"].append(saved["version"])
+            entry = await call(client, "record_progress", summary="planned 5 tasks", status="done",
+                               next_steps=[t["key"] for t in PLAN[:2]])  # fmt: skip
+            acked["progress"].append(entry["seq"])
+            # Phase 2, a working session: restore, ONE task at a time, verify, record, save.
+            prompt = await client.get_prompt("resume_session", {"thread": "main"})
+            print("session 1: working-session prompt:", prompt.messages[0].content.text.splitlines()[0])
             for _ in range(2):
                 got = await call(client, "claim_task")
                 key, token = got["task"]["key"], got["lease"]["token"]
