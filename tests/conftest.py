@@ -10,11 +10,13 @@ import os
 import secrets
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -137,6 +139,26 @@ async def fail(client: Client, tool: str, **arguments: Any) -> ToolFailed:
     except ToolFailed as exc:
         return exc
     raise AssertionError(f"{tool} should have failed but returned {result}")
+
+
+async def drain(client: Client, agent: str, accepted: Counter, errors: list[str], *, lease_seconds: int = 300,
+                idle: float = 0.01) -> None:  # fmt: skip
+    """A worker: claim and complete until the list is all done, counting accepted completions per key
+    and collecting refused ones (a second accepted completion of one key would be a double claim)."""
+    while True:
+        got = await call(client, "claim_task", lease_seconds=lease_seconds)
+        if got["task"] is None:
+            if got["reason"] == "all_done":
+                return
+            await anyio.sleep(idle)
+            continue
+        result = await client.call_tool("update_task", {
+            "task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"],
+            "verification": f"done by {agent}"})  # fmt: skip
+        if result.is_error:
+            errors.append(result.content[0].text)
+        else:
+            accepted[got["task"]["key"]] += 1
 
 
 def serve_command(url: str, workspace: str, agent: str) -> list[str]:

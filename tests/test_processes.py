@@ -7,7 +7,7 @@ from collections import Counter
 
 import anyio
 import pytest
-from conftest import call, serve_command, subprocess_env
+from conftest import call, drain, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -18,7 +18,9 @@ def stdio_client(url: str, workspace: str, agent: str) -> Client:
     return Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env()), read_timeout_seconds=120)
 
 
-async def drain(url: str, workspace: str, agents: list[str], tasks: int) -> tuple[Counter, list[str], dict]:
+async def drain_with_processes(
+    url: str, workspace: str, agents: list[str], tasks: int
+) -> tuple[Counter, list[str], dict]:
     """Each agent has its own server process; all claim and complete until the list is done."""
     accepted: Counter[str] = Counter()
     errors: list[str] = []
@@ -30,22 +32,7 @@ async def drain(url: str, workspace: str, agents: list[str], tasks: int) -> tupl
 
     async def worker(agent: str) -> None:
         async with stdio_client(url, workspace, agent) as client:
-            while True:
-                got = await call(client, "claim_task", lease_seconds=300)
-                if got["task"] is None:
-                    if got["reason"] == "all_done":
-                        return
-                    await anyio.sleep(0.01)
-                    continue
-                result = await client.call_tool(
-                    "update_task",
-                    {"task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"],
-                     "verification": f"done by {agent}"},
-                )  # fmt: skip
-                if result.is_error:
-                    errors.append(result.content[0].text)
-                else:
-                    accepted[got["task"]["key"]] += 1
+            await drain(client, agent, accepted, errors)
 
     with anyio.fail_after(300):
         async with anyio.create_task_group() as tg:
@@ -57,7 +44,7 @@ async def drain(url: str, workspace: str, agents: list[str], tasks: int) -> tupl
 
 
 async def test_eight_server_processes_drain_500_tasks(sqlite_url, workspace):
-    accepted, errors, counts = await drain(sqlite_url, workspace, [f"worker-{i}" for i in range(8)], 500)
+    accepted, errors, counts = await drain_with_processes(sqlite_url, workspace, [f"worker-{i}" for i in range(8)], 500)
     assert errors == [], errors[:5]
     assert len(accepted) == 500, f"{500 - len(accepted)} tasks never completed"
     assert max(accepted.values()) == 1, "a task had two accepted completions"

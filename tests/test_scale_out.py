@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 import anyio
 import httpx2
 import pytest
-from conftest import call, run_cli, subprocess_env
+from conftest import call, drain, run_cli, subprocess_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from test_http import free_port
@@ -94,20 +94,7 @@ async def test_three_servers_sixteen_agents_two_thousand_tasks(postgres_url, htt
 
     async def agent(i: int) -> None:
         async with agent_client(http_servers[i % SERVERS], tokens[i]) as client:
-            while True:
-                got = await call(client, "claim_task", lease_seconds=600)
-                if got["task"] is None:
-                    if got["reason"] == "all_done":
-                        return
-                    await anyio.sleep(0.05)
-                    continue
-                result = await client.call_tool("update_task", {
-                    "task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"],
-                    "verification": f"agent-{i}"})  # fmt: skip
-                if result.is_error:
-                    errors.append(result.content[0].text)
-                else:
-                    accepted[got["task"]["key"]] += 1
+            await drain(client, f"agent-{i}", accepted, errors, lease_seconds=600, idle=0.05)
 
     with anyio.fail_after(600):
         async with anyio.create_task_group() as tg:
