@@ -15,7 +15,7 @@ from .tables import Workspace
 workspaces = Workspace.__table__
 
 
-__all__ = ["bump_counter", "ensure_workspace", "insert_ignore", "list_workspaces", "now", "read_counter"]
+__all__ = ["bump_counter", "ensure_workspace", "insert_ignore", "list_workspaces", "now"]
 
 
 async def insert_ignore(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
@@ -44,11 +44,6 @@ async def bump_counter(conn: AsyncConnection, workspace: str, column: str) -> in
         await ensure_workspace(conn, workspace)
         value = (await conn.execute(_bump(column), {"p_ws": workspace})).scalar_one()
     return int(value)
-
-
-async def read_counter(conn: AsyncConnection, workspace: str, column: str) -> int:
-    value = (await conn.execute(select(workspaces.c[column]).where(workspaces.c.name == workspace))).scalar()
-    return int(value or 0)
 
 
 async def list_workspaces(conn: AsyncConnection) -> list[str]:

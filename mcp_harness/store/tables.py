@@ -193,6 +193,3 @@ class StateSchema(SQLModel, table=True):
     version: int = Field(primary_key=True)
     document: str = Field(sa_type=Text)  #: the JSON Schema
     created_at: float
-
-
-T = {t.name: t for t in metadata.sorted_tables}

@@ -20,7 +20,6 @@ tasks = Task.__table__
 deps = TaskDep.__table__
 task_tags = TaskTag.__table__
 
-STATUSES = ("pending", "claimed", "done", "failed")
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 
 
@@ -355,8 +354,3 @@ async def page(
                 ors.append(tasks.c.status == status)
         stmt = stmt.where(or_(*ors))
     return list((await conn.execute(stmt.order_by(tasks.c.id).limit(limit))).mappings())
-
-
-async def all_edges(conn: AsyncConnection, workspace: str) -> list[tuple[str, str]]:
-    stmt = select(deps.c.task_key, deps.c.dep_key).where(deps.c.workspace == workspace)
-    return [(a, b) for a, b in await conn.execute(stmt)]
