@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import secrets
 from typing import Any, Literal
 
@@ -12,101 +10,25 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..config import check_name
-from ..errors import DependencyError, InvalidArgument, LeaseLost, NotFound, TaskConflict, TooLarge
+from ..errors import InvalidArgument, LeaseLost, NotFound, TaskConflict, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps, value_hash
 from ..models import (
     AddTasksResult,
     ClaimTaskResult,
     HeldTask,
-    Lease,
     ListTasksResult,
     TaskCounts,
-    TaskRow,
     TaskSpec,
     TaskView,
 )
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity, ServiceBase, iso
+from .base import Identity, ServiceBase
 from .progress import append_entry
+from .task_graph import topological_order
+from .task_views import decode_cursor, encode_cursor, held_task, status_of, task_row, task_view
 
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
-
-
-def _status(row: RowMapping) -> str:
-    return "blocked" if row["status"] == "pending" and row["blocked"] else row["status"]
-
-
-def _lease(row: RowMapping, at: float) -> Lease | None:
-    if row["status"] != "claimed" or row["lease_token"] is None:
-        return None
-    return Lease(
-        token=row["lease_token"],
-        expires_at=iso(row["lease_expires_at"]),
-        attempt=row["attempts"],
-        expired=row["lease_expires_at"] <= at,
-    )
-
-
-def task_view(row: RowMapping, at: float) -> TaskView:
-    return TaskView(
-        key=row["key"],
-        title=row["title"],
-        description=row["description"],
-        steps=json.loads(row["steps"]),
-        priority=row["priority"],
-        depends_on=json.loads(row["depends_on"]),
-        tags=json.loads(row["tags"]),
-        status=_status(row),
-        owner=row["owner"],
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        lease=_lease(row, at),
-        available_at=iso(row["available_at"]) if row["status"] == "pending" and row["available_at"] > at else None,
-        result=json.loads(row["result"]) if row["result"] is not None else None,
-        verification=row["verification"],
-        last_error=row["last_error"],
-        created_at=iso(row["created_at"]),
-        updated_at=iso(row["updated_at"]),
-        completed_at=iso(row["completed_at"]),
-    )
-
-
-def task_row(row: RowMapping) -> TaskRow:
-    return TaskRow(
-        key=row["key"],
-        title=row["title"],
-        status=_status(row),
-        owner=row["owner"],
-        priority=row["priority"],
-        attempts=row["attempts"],
-        depends_on=json.loads(row["depends_on"]),
-    )
-
-
-def held_task(row: RowMapping, at: float) -> HeldTask:
-    return HeldTask(
-        key=row["key"],
-        title=row["title"],
-        description=row["description"],
-        steps=json.loads(row["steps"]),
-        lease=_lease(row, at),
-    )
-
-
-def _encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"t:{last_id}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        prefix, value = raw.split(":", 1)
-        if prefix != "t":
-            raise ValueError(prefix)
-        return int(value)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidArgument("cursor is not one that list_tasks returned") from None
 
 
 class TaskService(ServiceBase):
@@ -153,7 +75,7 @@ class TaskService(ServiceBase):
                     unchanged.append(key)
                 else:
                     new[key] = spec
-            order = _topological(new, existing)
+            order = topological_order(new, existing)
             at = now()
             flags: dict[str, tuple[bool, bool]] = {}
             rows = []
@@ -476,13 +398,13 @@ class TaskService(ServiceBase):
                 f"agent {row['owner']!r} on attempt {row['attempts']})"
             )
         why = f" ({row['last_error']})" if row["last_error"] == store.REVOKED_BY_REOPEN else ""
-        raise LeaseLost(f"cannot {action} task {key!r}: it is {_status(row)} now, your lease has ended{why}")
+        raise LeaseLost(f"cannot {action} task {key!r}: it is {status_of(row)} now, your lease has ended{why}")
 
     async def _explain_not_reopenable(self, conn: AsyncConnection, ws: str, key: str) -> None:
         row = await store.get(conn, ws, key)
         if row is None:
             raise NotFound(f"no task with key {key!r} in this workspace")
-        raise InvalidArgument(f"reopen works on done or failed tasks; task {key!r} is {_status(row)}")
+        raise InvalidArgument(f"reopen works on done or failed tasks; task {key!r} is {status_of(row)}")
 
     # -- read ------------------------------------------------------------------------------------
     async def list(
@@ -496,7 +418,7 @@ class TaskService(ServiceBase):
     ) -> ListTasksResult:
         if not 1 <= limit <= 500:
             raise InvalidArgument(f"limit must be between 1 and 500, got {limit}")
-        after = _decode_cursor(cursor) if cursor else 0
+        after = decode_cursor(cursor) if cursor else 0
         async with self.db.read() as conn:
             rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
             counts = await store.counts(conn, ident.workspace)
@@ -505,7 +427,7 @@ class TaskService(ServiceBase):
         return ListTasksResult(
             tasks=[task_row(r) for r in rows],
             counts=TaskCounts(**counts),
-            next_cursor=_encode_cursor(rows[-1]["id"]) if more else None,
+            next_cursor=encode_cursor(rows[-1]["id"]) if more else None,
         )
 
     async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskView], TaskCounts]:
@@ -526,44 +448,3 @@ class TaskService(ServiceBase):
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
         return held, TaskCounts(**await store.counts(conn, ident.workspace))
-
-
-def _topological(new: dict[str, TaskSpec], existing: dict[str, RowMapping]) -> list[str]:
-    """New task keys ordered dependencies first; unknown dependencies and cycles are refused."""
-    for key, spec in new.items():
-        for dep in spec.depends_on:
-            if dep not in new and dep not in existing:
-                raise DependencyError(
-                    f"task {key!r} depends on {dep!r}, which does not exist (add it first or in the same call)"
-                )
-    order: list[str] = []
-    state: dict[str, int] = {}  # 1 = visiting, 2 = done
-    for root in new:
-        if state.get(root) == 2:
-            continue
-        stack: list[tuple[str, int]] = [(root, 0)]
-        path: list[str] = []
-        while stack:
-            key, index = stack.pop()
-            if index == 0:
-                if state.get(key) == 1:
-                    cycle = path[path.index(key) :] + [key]
-                    raise DependencyError(f"dependencies form a cycle: {' -> '.join(cycle)}")
-                if state.get(key) == 2:
-                    continue
-                state[key] = 1
-                path.append(key)
-            deps = [d for d in new[key].depends_on if d in new]
-            if index < len(deps):
-                stack.append((key, index + 1))
-                dep = deps[index]
-                if state.get(dep) == 1:
-                    cycle = path[path.index(dep) :] + [dep]
-                    raise DependencyError(f"dependencies form a cycle: {' -> '.join(cycle)}")
-                if state.get(dep) != 2:
-                    stack.append((dep, 0))
-            else:
-                state[key] = 2
-                path.pop()
-                order.append(key)
-    return order
