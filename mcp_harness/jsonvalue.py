@@ -76,11 +76,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def parse_pointer(pointer: str) -> list[str]:
-    """Split an RFC 6901 JSON Pointer into unescaped tokens; `""` is the whole document."""
-    if pointer == "":
-        return []
+    """Split an RFC 6901 JSON Pointer into unescaped tokens. The contract asks for pointers into the
+    state, so each must start with `/` (omit `paths` for the whole state)."""
     if not pointer.startswith("/"):
-        raise InvalidArgument(f"JSON Pointer {pointer!r} must start with '/' (or be '' for the whole state)")
+        raise InvalidArgument(f"JSON Pointer {pointer!r} must start with '/' (omit paths for the whole state)")
     tokens = pointer[1:].split("/")
     for token in tokens:
         rest = token.replace("~0", "").replace("~1", "")

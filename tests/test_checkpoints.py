@@ -72,8 +72,9 @@ async def test_paths_return_only_requested_parts(client):
     brief = await call(client, "restore_state", paths=["/a/b/2/c", "/s~1l", "/t~0", "/nope", "/a/b/9"])
     assert brief["state"] == {"/a/b/2/c": "x", "/s~1l": 1, "/t~0": 2}
     assert brief["missing_paths"] == ["/nope", "/a/b/9"]
-    err = await fail(client, "restore_state", paths=["a/b"])
-    assert err.code == "invalid_argument" and "must start with '/'" in err.text
+    for bad in ("a/b", ""):
+        err = await fail(client, "restore_state", paths=[bad])
+        assert err.code == "invalid_argument" and "must start with '/'" in err.text
 
 
 async def test_list_checkpoints_pages_newest_first(client):

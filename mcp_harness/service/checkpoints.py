@@ -222,9 +222,8 @@ class CheckpointService(ServiceBase):
         manifest: Manifest = json.loads(row["manifest"])
         if pointers is None:
             return checkpoint_meta(row), await self._materialise(conn, ident.workspace, manifest), None
-        wanted_keys = {tokens[0] for _p, tokens in pointers if tokens}
-        whole = any(not tokens for _p, tokens in pointers)
-        part = manifest if whole else [e for e in manifest if e[0] in wanted_keys]
+        wanted_keys = {tokens[0] for _p, tokens in pointers}
+        part = [e for e in manifest if e[0] in wanted_keys]  # only the top-level values asked for
         document = await self._materialise(conn, ident.workspace, part)
         out: dict[str, Any] = {}
         missing: list[str] = []
