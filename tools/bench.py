@@ -1,0 +1,237 @@
+"""Side by side with LangGraph's AsyncSqliteSaver: the same workloads, one table of ratios.
+
+    pip install -e '.[bench]' && python tools/bench.py [--history 100000] [--out docs/benchmarks.md]
+
+Both stores write to files with synchronous=FULL. Workloads:
+- one-key: a state of three keys (two 20 KB texts and a counter) where each save changes the counter;
+- growing list: a message list that grows by one ~300-byte message per save.
+Measured: write ops/s, restore-latest p50, listing 2,000 history entries, bytes stored per checkpoint
+(file growth after a WAL checkpoint), our restore-latest p50 at --history checkpoints vs at 1,000, and
+`save_checkpoint` over stdio vs a no-op tool on the same MCP SDK in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mcp_harness.config import Settings  # noqa: E402
+from mcp_harness.service import Harness, Identity  # noqa: E402
+
+TEXT = "lorem ipsum dolor sit amet " * 760  # ~20 KB
+MESSAGE = {"role": "assistant", "content": "word " * 56}  # ~300 bytes as JSON
+IDENT = Identity("bench", "bench")
+
+
+def file_bytes(path: str) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+def one_key_state(i: int) -> dict:
+    return {"docs": TEXT, "notes": TEXT[::-1], "counter": i}
+
+
+def growing_state(i: int) -> dict:
+    return {"messages": [{**MESSAGE, "n": n} for n in range(i + 1)]}
+
+
+# -- ours ------------------------------------------------------------------------------------------
+
+
+async def ours_writes(path: str, states, n: int) -> tuple[float, int]:
+    async with Harness.open(Settings.from_env(path)) as h:
+        await h.checkpoints.save(IDENT, state=states(0), thread="w")
+        before = file_bytes(path)
+        start = time.perf_counter()
+        for i in range(1, n + 1):
+            await h.checkpoints.save(IDENT, state=states(i), thread="w")
+        elapsed = time.perf_counter() - start
+    return n / elapsed, (file_bytes(path) - before) // n
+
+
+async def ours_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
+    async with Harness.open(Settings.from_env(path)) as h:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            await h.restore(IDENT, thread=thread, progress_limit=0)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def ours_listing(path: str, entries: int) -> float:
+    async with Harness.open(Settings.from_env(path)) as h:
+        for i in range(entries):
+            await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
+        start = time.perf_counter()
+        seen, before = 0, None
+        while True:
+            page = await h.checkpoints.list(IDENT, thread="hist", limit=200, before_version=before)
+            seen += len(page.checkpoints)
+            if page.next_before_version is None:
+                break
+            before = page.next_before_version
+        assert seen == entries
+        return time.perf_counter() - start
+
+
+async def ours_history_restore(path: str, history: int) -> tuple[float, float]:
+    """Restore-latest p50 with 1,000 checkpoints in the thread, then with `history`."""
+    async with Harness.open(Settings.from_env(path)) as h:
+        for i in range(1000):
+            await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
+    small = await ours_restore_p50(path, "deep")
+    async with Harness.open(Settings.from_env(path)) as h:
+        for i in range(1000, history):
+            await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
+    return small, await ours_restore_p50(path, "deep")
+
+
+# -- LangGraph -------------------------------------------------------------------------------------
+
+
+async def lg_saver(path: str):
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    cm = AsyncSqliteSaver.from_conn_string(path)
+    saver = await cm.__aenter__()
+    await saver.setup()
+    await saver.conn.execute("PRAGMA synchronous = FULL")
+    return cm, saver
+
+
+def lg_checkpoint(state: dict, step: int):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    cp = empty_checkpoint()
+    cp["channel_values"] = dict(state)
+    cp["channel_versions"] = {k: step for k in state}
+    return cp
+
+
+async def lg_writes(path: str, states, n: int, thread: str = "w") -> tuple[float, int]:
+    cm, saver = await lg_saver(path)
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    config = await saver.aput(config, lg_checkpoint(states(0), 0), {"step": 0}, {})
+    before = file_bytes(path)
+    start = time.perf_counter()
+    for i in range(1, n + 1):
+        config = await saver.aput(config, lg_checkpoint(states(i), i), {"step": i}, {})
+    elapsed = time.perf_counter() - start
+    await cm.__aexit__(None, None, None)
+    return n / elapsed, (file_bytes(path) - before) // n
+
+
+async def lg_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
+    cm, saver = await lg_saver(path)
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await saver.aget_tuple(config)
+        times.append(time.perf_counter() - start)
+    await cm.__aexit__(None, None, None)
+    return statistics.median(times)
+
+
+async def lg_listing(path: str, entries: int) -> float:
+    cm, saver = await lg_saver(path)
+    config = {"configurable": {"thread_id": "hist", "checkpoint_ns": ""}}
+    for i in range(entries):
+        config = await saver.aput(config, lg_checkpoint({"i": i}, i), {"step": i}, {})
+    start = time.perf_counter()
+    seen = 0
+    async for _item in saver.alist({"configurable": {"thread_id": "hist"}}):
+        seen += 1
+    elapsed = time.perf_counter() - start
+    await cm.__aexit__(None, None, None)
+    assert seen == entries
+    return elapsed
+
+
+# -- stdio round trip -------------------------------------------------------------------------------
+
+
+async def stdio_p50(command: list[str], tool: str, arguments: dict, n: int = 200) -> float:
+    from mcp import Client, StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "HOME", "PYTHON", "VIRTUAL", "LANG"))}
+    async with Client(StdioServerParameters(command=command[0], args=command[1:], env=env)) as client:
+        for _ in range(20):  # warm up
+            await client.call_tool(tool, arguments)
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            result = await client.call_tool(tool, arguments)
+            times.append(time.perf_counter() - start)
+            assert not result.is_error, result.content
+    return statistics.median(times)
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def row(name: str, ours: float, theirs: float, ratio: float, target: str, ok: bool, unit: str) -> str:
+    return f"| {name} | {ours:,.4g} {unit} | {theirs:,.4g} {unit} | {ratio:.2f}x | {target} | {'yes' if ok else 'NO'} |"
+
+
+async def main(args: argparse.Namespace) -> str:
+    work = Path(tempfile.mkdtemp())
+    db = lambda name: str(work / f"{name}.db")  # noqa: E731
+    n = args.saves
+    ours_w, ours_b1 = await ours_writes(db("o1"), one_key_state, n)
+    lg_w, lg_b1 = await lg_writes(db("l1"), one_key_state, n)
+    ours_r, lg_r = await ours_restore_p50(db("o1")), await lg_restore_p50(db("l1"))
+    _, ours_b2 = await ours_writes(db("o2"), growing_state, n)
+    _, lg_b2 = await lg_writes(db("l2"), growing_state, n)
+    ours_l, lg_l = await ours_listing(db("o3"), 2000), await lg_listing(db("l3"), 2000)
+    small, big = await ours_history_restore(db("o4"), args.history)
+    harness_cmd = [sys.executable, "-m", "mcp_harness", "serve", "--db", db("o5")]
+    save_p50 = await stdio_p50(harness_cmd, "save_checkpoint", {"state": {"counter": 1}, "mode": "merge"})
+    noop_p50 = await stdio_p50([sys.executable, str(Path(__file__).with_name("noop_server.py"))], "noop", {})
+    message_bytes = len(json.dumps(MESSAGE)) + 8
+    rows = [
+        "| metric | mcp-harness | LangGraph / baseline | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+        row("write ops/s (one-key workload)", ours_w, lg_w, ours_w / lg_w, ">= 1.5x LangGraph", ours_w >= 1.5 * lg_w,
+            "/s"),
+        row("restore-latest p50", ours_r * 1000, lg_r * 1000, lg_r / ours_r, "(faster is better)", True, "ms"),
+        row("list 2,000 history entries", ours_l * 1000, lg_l * 1000, lg_l / ours_l, ">= 20x faster",
+            lg_l >= 20 * ours_l, "ms"),
+        row("bytes per checkpoint, one key of three changes", ours_b1, lg_b1, ours_b1 / lg_b1, "<= 0.25x LangGraph",
+            ours_b1 <= 0.25 * lg_b1, "B"),
+        row("bytes per checkpoint, list grows by one message", ours_b2, lg_b2, ours_b2 / lg_b2,
+            f"<= 2x message ({2 * message_bytes} B)", ours_b2 <= 2 * message_bytes, "B"),
+        row(f"restore-latest p50 at {args.history:,} vs 1,000 checkpoints", big * 1000, small * 1000, big / small,
+            "<= 1.2x", big <= 1.2 * small, "ms"),
+        row("stdio round trip: save_checkpoint vs no-op tool", save_p50 * 1000, noop_p50 * 1000, save_p50 / noop_p50,
+            "<= 1.25x", save_p50 <= 1.25 * noop_p50, "ms"),
+    ]  # fmt: skip
+    versions = (f"mcp-harness {version('mcp-harness')}, langgraph-checkpoint-sqlite "
+                f"{version('langgraph-checkpoint-sqlite')}, mcp {version('mcp')}, Python {platform.python_version()}, "
+                f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs")  # fmt: skip
+    return "\n".join([f"{n} saves per workload; {versions}", "", *rows])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--saves", type=int, default=300, help="saves per write workload")
+    parser.add_argument("--history", type=int, default=100_000, help="checkpoints for the deep-history restore")
+    parser.add_argument("--out", default=None, help="also write the table to this Markdown file")
+    table = anyio.run(main, parser.parse_args())
+    print(table)
