@@ -78,7 +78,14 @@ async def test_server_sigkilled_while_clients_write(tmp_path):
         assert sorted(versions) == list(range(1, max(versions) + 1)), "versions have no holes"
         log = await call(client, "restore_state", progress_limit=100)
         listed = {e["entry_id"] for e in log["recent_progress"]}
-        tasks = {r["key"]: r["status"] for r in (await call(client, "list_tasks", limit=500))["tasks"]}
+        tasks: dict[str, str] = {}
+        listing = {"next_cursor": None}
+        while True:
+            args = {"limit": 500, **({"cursor": listing["next_cursor"]} if listing["next_cursor"] else {})}
+            listing = await call(client, "list_tasks", **args)
+            tasks.update({r["key"]: r["status"] for r in listing["tasks"]})
+            if listing["next_cursor"] is None:
+                break
         assert all(tasks.get(k) == "done" for k in acked_done), "an acknowledged completion was lost"
         assert await call(client, "save_checkpoint", state={"after": "crashes"})  # it restarts and serves
     with sqlite3.connect(db) as raw:

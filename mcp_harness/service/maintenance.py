@@ -34,7 +34,7 @@ class PruneReport:
 class MaintenanceService(ServiceBase):
     async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
-        async with self.db.read() as conn:
+        async with self.db.read_long() as conn:
             names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
             yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip

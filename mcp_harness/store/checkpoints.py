@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Select, bindparam, func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -19,19 +20,30 @@ blobs = Blob.__table__
 META_COLUMNS = [c for c in checkpoints.c if c.name != "manifest"]
 
 
+_LOCK_THREAD = (
+    select(threads.c.latest_version, threads.c.latest_id)
+    .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
+    .with_for_update()
+)
+_INSERT_CHECKPOINT = checkpoints.insert()
+_ADVANCE_THREAD = (
+    update(threads)
+    .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
+    .values(latest_version=bindparam("p_version"), latest_id=bindparam("p_id"), updated_at=bindparam("p_at"))
+)
+
+
 async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tuple[int, str | None]:
-    """Create the thread row if needed and lock it until commit; returns (latest version, latest id).
+    """Lock the thread row until commit (creating it on the first save); returns (latest version, latest id).
 
     On PostgreSQL the row lock orders concurrent saves to one thread across hosts; on SQLite the
     write transaction (BEGIN IMMEDIATE) already does."""
-    await ensure_workspace(conn, workspace)
-    await insert_ignore(conn, threads, [{"workspace": workspace, "name": thread, "updated_at": now()}])
-    stmt = (
-        select(threads.c.latest_version, threads.c.latest_id)
-        .where(threads.c.workspace == workspace, threads.c.name == thread)
-        .with_for_update()
-    )
-    row = (await conn.execute(stmt)).one()
+    params = {"p_ws": workspace, "p_thread": thread}
+    row = (await conn.execute(_LOCK_THREAD, params)).first()
+    if row is None:
+        await ensure_workspace(conn, workspace)
+        await insert_ignore(conn, threads, [{"workspace": workspace, "name": thread, "updated_at": now()}])
+        row = (await conn.execute(_LOCK_THREAD, params)).one()
     return int(row.latest_version), row.latest_id
 
 
@@ -40,12 +52,22 @@ async def insert_checkpoint(conn: AsyncConnection, row: dict[str, Any], new_blob
     await insert_ignore(
         conn, blobs, [{"workspace": row["workspace"], "hash": h, "data": d} for h, d in new_blobs.items()]
     )
-    await conn.execute(checkpoints.insert().values(**row))
-    await conn.execute(
-        update(threads)
-        .where(threads.c.workspace == row["workspace"], threads.c.name == row["thread"])
-        .values(latest_version=row["version"], latest_id=row["id"], updated_at=row["created_at"])
-    )
+    await conn.execute(_INSERT_CHECKPOINT, row)
+    advance = {"p_ws": row["workspace"], "p_thread": row["thread"], "p_version": row["version"], "p_id": row["id"]}
+    await conn.execute(_ADVANCE_THREAD, {**advance, "p_at": row["created_at"]})
+
+
+@cache
+def _get_checkpoint(by: str) -> Select:
+    stmt = select(checkpoints).where(checkpoints.c.workspace == bindparam("p_ws"))
+    if by == "id":
+        return stmt.where(checkpoints.c.id == bindparam("p_id"))
+    stmt = stmt.where(checkpoints.c.thread == bindparam("p_thread"))
+    if by == "version":
+        stmt = stmt.where(checkpoints.c.version == bindparam("p_version"))
+    elif by == "label":
+        stmt = stmt.where(checkpoints.c.label == bindparam("p_label"))
+    return stmt.order_by(checkpoints.c.version.desc()).limit(1)
 
 
 async def get_checkpoint(
@@ -58,17 +80,14 @@ async def get_checkpoint(
     label: str | None = None,
 ) -> RowMapping | None:
     """One checkpoint with its manifest: by version, id, label (newest with it) or the latest."""
-    stmt = select(checkpoints).where(checkpoints.c.workspace == workspace)
+    params = {"p_ws": workspace, "p_thread": thread, "p_id": checkpoint_id, "p_version": version, "p_label": label}
     if checkpoint_id is not None:
-        stmt = stmt.where(checkpoints.c.id == checkpoint_id)
+        by = "id"
+    elif version is not None:
+        by = "version"
     else:
-        stmt = stmt.where(checkpoints.c.thread == thread)
-        if version is not None:
-            stmt = stmt.where(checkpoints.c.version == version)
-        elif label is not None:
-            stmt = stmt.where(checkpoints.c.label == label)
-        stmt = stmt.order_by(checkpoints.c.version.desc()).limit(1)
-    return (await conn.execute(stmt)).mappings().first()
+        by = "label" if label is not None else "latest"
+    return (await conn.execute(_get_checkpoint(by), params)).mappings().first()
 
 
 async def load_values(conn: AsyncConnection, workspace: str, hashes: list[str]) -> dict[str, bytes]:

@@ -60,8 +60,9 @@ def _sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
     return engine
 
 
-def _sqlite_writer(url: str) -> Any:
-    """A synchronous pysqlite engine holding the process's one writer connection."""
+def _sqlite_sync(url: str, *, writer: bool) -> Any:
+    """A synchronous pysqlite engine holding one connection: the process's writer (BEGIN IMMEDIATE)
+    or its short-read connection (deferred BEGIN)."""
     engine = create_engine(
         url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1),
         poolclass=StaticPool,
@@ -75,14 +76,15 @@ def _sqlite_writer(url: str) -> Any:
         dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         for pragma in PRAGMAS:
             dbapi_conn.execute(pragma)
-        # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the loop.
-        # Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and commit
-        # (the automatic checkpoint after a commit is PASSIVE and never waits).
-        dbapi_conn.execute("PRAGMA busy_timeout = 0")
+        if writer:
+            # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the
+            # loop. Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and
+            # commit (the automatic checkpoint after a commit is PASSIVE and never waits).
+            dbapi_conn.execute("PRAGMA busy_timeout = 0")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
 
     return engine
 
@@ -114,7 +116,10 @@ class Database:
         self.url = url
         self.dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
         if self.dialect == "sqlite":
-            self._sync_writer = _sqlite_writer(url)
+            self._sync_writer = _sqlite_sync(url, writer=True)
+            self._sync_reader = _sqlite_sync(url, writer=False)
+            self._read_conn: Connection | None = None
+            self._read_lock = anyio.Lock()
             self._sync_conn: Connection | None = None
             self._write_lock = anyio.Lock()
             self._async_engine = _sqlite_reader(url, max(2, pool_size))
@@ -140,6 +145,10 @@ class Database:
                 self._sync_conn.close()
                 self._sync_conn = None
             self._sync_writer.dispose()
+            if self._read_conn is not None:
+                self._read_conn.close()
+                self._read_conn = None
+            self._sync_reader.dispose()
         await self._async_engine.dispose()
 
     @asynccontextmanager
@@ -209,7 +218,26 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        """A read transaction (deferred on SQLite: it takes no write lock)."""
+        """A short read transaction (deferred on SQLite: it takes no lock a writer waits for). On
+        SQLite it runs on the loop thread like writes do; a read that streams for long, or that
+        awaits anything but the store inside, belongs in `read_long()`."""
+        if self._sync_writer is None:
+            async with _wrap_errors(), self._async_engine.begin() as conn:
+                yield conn
+            return
+        async with _wrap_errors(), self._read_lock:
+            if self._read_conn is None:
+                self._read_conn = self._sync_reader.connect()
+            conn = self._read_conn
+            conn.begin()
+            try:
+                yield _SyncConnection(conn)  # type: ignore[misc]
+            finally:
+                conn.rollback()  # nothing to keep: end the read snapshot
+
+    @asynccontextmanager
+    async def read_long(self) -> AsyncIterator[AsyncConnection]:
+        """A read transaction on a worker-thread connection, for reads that stream or run long."""
         async with _wrap_errors(), self._async_engine.begin() as conn:
             yield conn
 
