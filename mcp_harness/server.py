@@ -62,7 +62,7 @@ class HarnessServer(MCPServer[Harness]):
         super().__init__(**kwargs)
         self.fixed_identity = identity
         self.tool_info: dict[str, ToolInfo] = {}
-        self.harness: Harness | None = None  # set while the lifespan runs (HTTP: for the process)
+        self.harness: Harness | None = None  # stdio: set while the lifespan runs; HTTP: at construction
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""
@@ -98,7 +98,7 @@ class HarnessServer(MCPServer[Harness]):
             if tool.fn_metadata.output_schema is not None:
                 shallow = shallow_output_schema(tool.fn_metadata.output_schema)
                 tool.fn_metadata.output_schema = compact_schema(shallow, output=True)
-            params = frozenset(p for p in fn.__annotations__ if p not in ("return", "ctx"))
+            params = frozenset(p for p in fn.__annotations__ if p != "return")
             self.tool_info[name] = ToolInfo(params=params, read_only=read_only)
             return fn
 
