@@ -88,3 +88,26 @@ async def test_wait_seconds_is_woken_by_another_server_process(sqlite_url, works
             await call(producer, "add_tasks", tasks=[{"key": "wake", "title": "wake up"}])
         assert result["claim"]["task"]["key"] == "wake"
         assert 0.9 < result["waited"] < 5, result["waited"]
+
+
+def test_processes_opening_a_new_database_together(tmp_path):
+    """Eight processes create, migrate and write one brand-new file at the same moment: none fails
+    (switching a new file to WAL answers BUSY at once; the connection set-up retries)."""
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "new.db")
+    code = (
+        "import anyio, sys\nfrom mcp_harness.config import Settings\n"
+        "from mcp_harness.service import Harness, Identity\n"
+        "async def m():\n"
+        "    async with Harness.open(Settings.from_env(sys.argv[1])) as h:\n"
+        "        await h.progress.record(Identity('w', sys.argv[2]), summary='hello')\n"
+        "anyio.run(m)"
+    )
+    for _round in range(3):
+        fresh = f"{db}.{_round}"
+        procs = [subprocess.Popen([sys.executable, "-c", code, fresh, f"p{i}"], env=subprocess_env(),
+                                  stderr=subprocess.PIPE, text=True) for i in range(8)]  # fmt: skip
+        failures = [p.communicate(timeout=120)[1] for p in procs if p.wait(timeout=120) != 0]
+        assert failures == [], failures[0][-800:]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -39,6 +40,23 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 PRAGMAS = ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL", "PRAGMA foreign_keys = ON")
 
 
+def _apply_pragmas(dbapi_conn: Any) -> None:
+    """Set up a new connection. Switching a brand-new file to WAL needs an exclusive lock, and SQLite
+    answers BUSY at once (without its busy handler) when several processes open the file together:
+    retry briefly. Blocking here is fine: it happens once, when a connection is made."""
+    dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    for pragma in PRAGMAS:
+        while True:
+            try:
+                dbapi_conn.execute(pragma)
+                break
+            except Exception as exc:  # noqa: BLE001 - sqlite3's or the aiosqlite adapter's OperationalError
+                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.02))
+
+
 def _sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
     engine = create_async_engine(
         url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
@@ -48,10 +66,7 @@ def _sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature
         # Turn off the sqlite3 module's own transaction handling: we emit BEGIN ourselves.
         dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        for pragma in (f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}", *PRAGMAS):
-            cur.execute(pragma)
-        cur.close()
+        _apply_pragmas(dbapi_conn)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
@@ -72,10 +87,7 @@ def _sqlite_sync(url: str, *, writer: bool) -> Any:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001
         dbapi_conn.isolation_level = None
-        # Waiting here is fine (start-up); switching a new file to WAL needs the lock briefly.
-        dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        for pragma in PRAGMAS:
-            dbapi_conn.execute(pragma)
+        _apply_pragmas(dbapi_conn)
         if writer:
             # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the
             # loop. Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and
