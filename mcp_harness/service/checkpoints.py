@@ -97,14 +97,13 @@ class CheckpointService(ServiceBase):
         }
 
         async def body(conn: AsyncConnection) -> SaveCheckpointResult:
-            latest, latest_id = await store.lock_thread(conn, ident.workspace, thread)
+            latest, latest_id, latest_manifest = await store.lock_thread(conn, ident.workspace, thread)
             if expected_version is not None and expected_version != latest:
                 raise VersionConflict(
                     f"thread {thread!r} is at version {latest}, you expected {expected_version}"
                     + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
                 )
-            parent = await store.get_checkpoint(conn, ident.workspace, thread, version=latest) if latest else None
-            parent_manifest: Manifest = json.loads(parent["manifest"]) if parent else []
+            parent_manifest: Manifest = json.loads(latest_manifest) if latest_manifest else []
             manifest, new_blobs = await self._build_manifest(
                 conn, ident.workspace, parent_manifest, state, encoded, mode
             )

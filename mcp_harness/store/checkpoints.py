@@ -21,9 +21,10 @@ META_COLUMNS = [c for c in checkpoints.c if c.name != "manifest"]
 
 
 _LOCK_THREAD = (
-    select(threads.c.latest_version, threads.c.latest_id)
+    select(threads.c.latest_version, threads.c.latest_id, checkpoints.c.manifest)
+    .select_from(threads.outerjoin(checkpoints, checkpoints.c.id == threads.c.latest_id))
     .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
-    .with_for_update()
+    .with_for_update(of=threads)
 )
 _INSERT_CHECKPOINT = checkpoints.insert()
 _ADVANCE_THREAD = (
@@ -33,8 +34,9 @@ _ADVANCE_THREAD = (
 )
 
 
-async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tuple[int, str | None]:
-    """Lock the thread row until commit (creating it on the first save); returns (latest version, latest id).
+async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tuple[int, str | None, str | None]:
+    """Lock the thread row until commit (creating it on the first save); returns the latest version,
+    its checkpoint id and its manifest (one statement: a save needs all three).
 
     On PostgreSQL the row lock orders concurrent saves to one thread across hosts; on SQLite the
     write transaction (BEGIN IMMEDIATE) already does."""
@@ -44,7 +46,7 @@ async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tup
         await ensure_workspace(conn, workspace)
         await insert_ignore(conn, threads, [{"workspace": workspace, "name": thread, "updated_at": now()}])
         row = (await conn.execute(_LOCK_THREAD, params)).one()
-    return int(row.latest_version), row.latest_id
+    return int(row.latest_version), row.latest_id, row.manifest
 
 
 async def insert_checkpoint(conn: AsyncConnection, row: dict[str, Any], new_blobs: dict[str, bytes]) -> None:
