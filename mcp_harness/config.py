@@ -16,12 +16,13 @@ ENV_PREFIX = "MCP_HARNESS_"
 
 #: the largest integer every JSON client represents exactly; larger versions are refused, not stored
 MAX_INT = 2**53 - 1
+LEASE_SECONDS = (10, 86400)  #: allowed lease lengths, for claims and heartbeats
 
 
-def check_int(name: str, value: int | None, low: int) -> int | None:
-    """Refuse an optional whole-number argument outside low..MAX_INT."""
-    if value is not None and not low <= value <= MAX_INT:
-        raise InvalidArgument(f"{name} must be between {low} and {MAX_INT}, got {value}")
+def check_int(name: str, value: float | None, low: float, high: float = MAX_INT) -> float | None:
+    """Refuse an optional number outside low..high: over a maximum is an error, never clamped."""
+    if value is not None and not low <= value <= high:
+        raise InvalidArgument(f"{name} must be between {low} and {high}, got {value}")
     return value
 
 

@@ -16,7 +16,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import __version__
-from .config import MAX_INT, NAME_PATTERN, Settings
+from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
 from .models import (
@@ -273,7 +273,7 @@ def create_server(
 
     @server.harness_tool(read_only=False)
     async def claim_task(
-        lease_seconds: Annotated[int, Field(ge=10, le=86400)] = 900,
+        lease_seconds: Annotated[int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = 900,
         tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32)] = None,
         task_key: Key | None = None,
         wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0,
@@ -296,7 +296,7 @@ def create_server(
         task_key: Key,
         action: Literal["heartbeat", "complete", "fail", "release", "reopen"],
         lease_token: str | None = None,
-        lease_seconds: Annotated[int | None, Field(ge=10, le=86400)] = None,
+        lease_seconds: Annotated[int | None, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = None,
         result: Any = None,
         verification: str | None = None,
         error: str | None = None,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..config import Settings, check_name
-from ..errors import InvalidArgument
+from ..config import Settings, check_int, check_name
 from ..models import RestoreStateResult
 from ..store import Database
 from ..store import progress as progress_store
@@ -59,8 +58,7 @@ class Harness:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
         all read in one consistent transaction."""
         check_name("thread", thread)
-        if not 0 <= progress_limit <= 100:
-            raise InvalidArgument(f"progress_limit must be between 0 and 100, got {progress_limit}")
+        check_int("progress_limit", progress_limit, 0, 100)
         async with self.db.read() as conn:
             meta, state, missing = await self.checkpoints.load(
                 conn, ident, thread=thread, version=version, checkpoint_id=checkpoint_id, label=label, paths=paths

@@ -239,8 +239,7 @@ class CheckpointService(ServiceBase):
     ) -> ListCheckpointsResult:
         check_name("thread", thread)
         check_int("before_version", before_version, 1)
-        if not 1 <= limit <= 200:
-            raise InvalidArgument(f"limit must be between 1 and 200, got {limit}")
+        check_int("limit", limit, 1, 200)
         async with self.db.read() as conn:
             rows = await store.list_checkpoints(
                 conn, ident.workspace, thread, limit=limit + 1, before_version=before_version

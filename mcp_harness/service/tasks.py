@@ -9,7 +9,7 @@ import anyio
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import check_name
+from ..config import LEASE_SECONDS, check_int, check_name
 from ..errors import InvalidArgument, LeaseLost, NotFound, TaskConflict, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps, value_hash
 from ..models import (
@@ -141,10 +141,8 @@ class TaskService(ServiceBase):
         wait_seconds: float = 0,
         idempotency_key: str | None = None,
     ) -> ClaimTaskResult:
-        if not 10 <= lease_seconds <= 86400:
-            raise InvalidArgument(f"lease_seconds must be between 10 and 86400, got {lease_seconds}")
-        if not 0 <= wait_seconds <= 60:
-            raise InvalidArgument(f"wait_seconds must be between 0 and 60, got {wait_seconds}")
+        check_int("lease_seconds", lease_seconds, *LEASE_SECONDS)
+        check_int("wait_seconds", wait_seconds, 0, 60)
         if task_key is not None:
             check_name("task_key", task_key)
         args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
@@ -253,8 +251,7 @@ class TaskService(ServiceBase):
             raise InvalidArgument("complete needs verification: say how the result was verified")
         if action == "reopen" and not (reason or "").strip():
             raise InvalidArgument("reopen needs a reason (it is recorded in the progress log)")
-        if lease_seconds is not None and not 10 <= lease_seconds <= 86400:
-            raise InvalidArgument(f"lease_seconds must be between 10 and 86400, got {lease_seconds}")
+        check_int("lease_seconds", lease_seconds, *LEASE_SECONDS)
         result_json = None
         if result is not None:
             check_depth(result, self.limits.max_depth, what="result")
@@ -416,8 +413,7 @@ class TaskService(ServiceBase):
         limit: int = 50,
         cursor: str | None = None,
     ) -> ListTasksResult:
-        if not 1 <= limit <= 500:
-            raise InvalidArgument(f"limit must be between 1 and 500, got {limit}")
+        check_int("limit", limit, 1, 500)
         after = decode_cursor(cursor) if cursor else 0
         async with self.db.read() as conn:
             rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
