@@ -23,9 +23,8 @@ task_tags = TaskTag.__table__
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 
 
-def _tag_filter(workspace: str, tags: list[str] | None):
-    if not tags:
-        return None
+def _tagged(workspace: Any, tags: Any):
+    """Tasks carrying one of `tags` (values, or bind parameters in prebuilt statements)."""
     return tasks.c.id.in_(
         select(task_tags.c.task_id).where(task_tags.c.workspace == workspace, task_tags.c.tag.in_(tags))
     )
@@ -33,9 +32,8 @@ def _tag_filter(workspace: str, tags: list[str] | None):
 
 def _where(workspace: str, tags: list[str] | None, task_key: str | None) -> list[Any]:
     clauses: list[Any] = [tasks.c.workspace == workspace]
-    tag_clause = _tag_filter(workspace, tags)
-    if tag_clause is not None:
-        clauses.append(tag_clause)
+    if tags:
+        clauses.append(_tagged(workspace, tags))
     if task_key is not None:
         clauses.append(tasks.c.key == task_key)
     return clauses
@@ -110,13 +108,7 @@ def _candidate(by_tags: bool, by_key: bool, lock: bool) -> Select:
     now = bindparam("p_now")
     where = [tasks.c.workspace == bindparam("p_ws"), tasks.c.ready == true()]
     if by_tags:
-        where.append(
-            tasks.c.id.in_(
-                select(task_tags.c.task_id).where(
-                    task_tags.c.workspace == bindparam("p_ws"), task_tags.c.tag.in_(bindparam("p_tags", expanding=True))
-                )
-            )
-        )
+        where.append(_tagged(bindparam("p_ws"), bindparam("p_tags", expanding=True)))
     if by_key:
         where.append(tasks.c.key == bindparam("p_key"))
     stmt = (
