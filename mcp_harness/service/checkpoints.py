@@ -83,9 +83,12 @@ class CheckpointService(ServiceBase):
             if len(raw) > self.limits.max_value_bytes:
                 raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
             metadata_json = dumps(metadata)
-        # Encode the incoming values once, before any lock is taken.
+        # Encode, before any lock is taken, the values stored as given (a merge's object patches are
+        # encoded after merging, null patches delete).
         encoded = {
-            k: canonical(v, what=f"state[{k!r}]") for k, v in state.items() if v is not None or mode == "replace"
+            k: canonical(v, what=f"state[{k!r}]")
+            for k, v in state.items()
+            if mode == "replace" or not (v is None or isinstance(v, dict))
         }
         args = {
             "state": state,
