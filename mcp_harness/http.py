@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse
 
 from .config import Settings
 from .errors import HarnessError, InvalidArgument
-from .server import HarnessServer, create_server
+from .server import create_server
 from .service import Harness
 
 log = logging.getLogger("mcp_harness.http")
@@ -38,15 +38,12 @@ def is_loopback(host: str) -> bool:
 class HarnessTokenVerifier(TokenVerifier):
     """Looks every bearer token up on every request, so a revocation takes effect at once."""
 
-    def __init__(self, server: HarnessServer) -> None:
-        self.server = server
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        harness = self.server.harness
-        if harness is None:
-            return None
         try:
-            ident = await harness.tokens.verify(token)
+            ident = await self.harness.tokens.verify(token)
         except HarnessError:
             log.warning("token check failed: database unavailable")
             return None
@@ -75,13 +72,11 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
               extra_origins: list[str] | None = None) -> Starlette:  # fmt: skip
     """The ASGI app for an already-open harness (tests mount it in their own uvicorn)."""
     base = f"http://{'localhost' if is_loopback(host) else host}:{port}"
-    verifier = _LateVerifier()
     server = create_server(
-        settings, None, harness=harness, token_verifier=verifier,
+        settings, None, harness=harness, token_verifier=HarnessTokenVerifier(harness),
         # Tokens are opaque and scoped to one workspace by our own table, not audience-bound JWTs.
         auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
     )  # fmt: skip
-    verifier.bind(HarnessTokenVerifier(server))
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
@@ -97,19 +92,6 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
         transport_security=security_settings(host, port, extra_hosts or [], extra_origins or []),
         host=host,
     )
-
-
-class _LateVerifier(TokenVerifier):
-    """The server needs a verifier at construction; the verifier needs the server: bind it after."""
-
-    def __init__(self) -> None:
-        self._inner: TokenVerifier | None = None
-
-    def bind(self, inner: TokenVerifier) -> None:
-        self._inner = inner
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        return await self._inner.verify_token(token) if self._inner else None
 
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:
