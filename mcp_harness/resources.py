@@ -11,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from .errors import HarnessError, NotFound
 from .jsonvalue import dumps
+from .service import iso
 from .store import checkpoints as checkpoint_store
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ def register_resources(server: HarnessServer) -> None:
         async def read() -> Any:
             async with h.db.read() as conn:
                 rows = await checkpoint_store.list_threads(conn, ident.workspace)
-            from .service import iso
-
             return {
                 "threads": [
                     {
