@@ -29,10 +29,12 @@ from ..jsonvalue import (
 from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
 from ..store import checkpoints as store
 from ..store.common import now
+from . import lists
 from .base import Identity, ServiceBase, iso, new_id
 from .schemas import validate_state
 
-#: a manifest entry: [top-level key, value hash, value bytes]
+#: manifest entries: [top-level key, value hash, value bytes] for a value stored whole (a blob), or
+#: [key, hash, bytes, tail segment, skip, count] for a long array stored as a chain (see lists.py)
 Manifest = list[list[Any]]
 
 
@@ -40,7 +42,7 @@ def state_size(manifest: Manifest) -> int:
     """Bytes of the stored state's compact JSON, from the manifest alone."""
     if not manifest:
         return 2
-    return 2 + sum(key_bytes(k) + 1 + size for k, _h, size in manifest) + len(manifest) - 1
+    return 2 + sum(key_bytes(e[0]) + 1 + e[2] for e in manifest) + len(manifest) - 1
 
 
 def checkpoint_meta(row: RowMapping) -> CheckpointMeta:
@@ -107,7 +109,7 @@ class CheckpointService(ServiceBase):
                     + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
                 )
             parent_manifest: Manifest = json.loads(latest_manifest) if latest_manifest else []
-            manifest, new_blobs = await self._build_manifest(
+            manifest, new_blobs, fresh = await self._build_manifest(
                 conn, ident.workspace, parent_manifest, state, encoded, mode
             )
             size = state_size(manifest)
@@ -117,7 +119,7 @@ class CheckpointService(ServiceBase):
                     + (" (measured after the merge)" if mode == "merge" else "")
                 )
             schema_version = await validate_state(
-                conn, ident.workspace, thread, lambda: self._materialise(conn, ident.workspace, manifest, new_blobs)
+                conn, ident.workspace, thread, lambda: self._materialise(conn, ident.workspace, manifest, fresh)
             )
             created = now()
             row = {
@@ -134,7 +136,7 @@ class CheckpointService(ServiceBase):
                 "schema_version": schema_version,
                 "created_at": created,
             }
-            known = {h for _k, h, _s in parent_manifest}
+            known = {e[1] for e in parent_manifest}
             await store.insert_checkpoint(conn, row, {h: d for h, d in new_blobs.items() if h not in known})
             return SaveCheckpointResult(
                 checkpoint_id=row["id"],
@@ -155,37 +157,51 @@ class CheckpointService(ServiceBase):
         state: dict[str, Any],
         encoded: dict[str, bytes],
         mode: str,
-    ) -> tuple[Manifest, dict[str, bytes]]:
+    ) -> tuple[Manifest, dict[str, bytes], dict[str, bytes]]:
+        """(manifest, values to store as blobs, every new value's bytes by hash)."""
         new_blobs: dict[str, bytes] = {}
+        fresh: dict[str, bytes] = {}
+        by_key = {e[0]: e for e in parent}
 
-        def entry(key: str, data: bytes) -> list[Any]:
+        async def entry(key: str, data: bytes, value: Any) -> list[Any]:
+            if isinstance(value, list) and len(data) >= lists.CHAIN_MIN_BYTES:
+                made = await lists.store_array(conn, workspace, key, data, len(value), by_key.get(key))
+                fresh[made[1]] = data
+                return made
             h = value_hash(data)
-            new_blobs[h] = data
+            new_blobs[h] = fresh[h] = data
             return [key, h, len(data)]
 
         if mode == "replace":
-            return [entry(k, encoded[k]) for k in state], new_blobs
-        by_key = {k: [k, h, s] for k, h, s in parent}
+            return [await entry(k, encoded[k], v) for k, v in state.items()], new_blobs, fresh
         # Only keys whose patch is an object merge into an old value: read just those.
-        to_read = [by_key[k][1] for k, v in state.items() if isinstance(v, dict) and k in by_key]
-        old_values = await store.load_values(conn, workspace, to_read) if to_read else {}
+        merging = [by_key[k] for k, v in state.items() if isinstance(v, dict) and k in by_key]
+        old_values = await self._materialise(conn, workspace, merging)
+        out = dict(by_key)
         for key, patch in state.items():
             if patch is None:
-                by_key.pop(key, None)
+                out.pop(key, None)
             elif isinstance(patch, dict):
-                old = json.loads(old_values[by_key[key][1]]) if key in by_key else None
-                by_key[key] = entry(key, canonical(merge_patch(old, patch), what=f"state[{key!r}]"))
+                merged = merge_patch(old_values.get(key), patch)
+                out[key] = await entry(key, canonical(merged, what=f"state[{key!r}]"), merged)
             else:
-                by_key[key] = entry(key, encoded[key])
-        return list(by_key.values()), new_blobs
+                out[key] = await entry(key, encoded[key], patch)
+        return list(out.values()), new_blobs, fresh
 
     async def _materialise(
         self, conn: AsyncConnection, workspace: str, manifest: Manifest, fresh: dict[str, bytes] | None = None
     ) -> dict[str, Any]:
+        """The values of these manifest entries, by key (`fresh`: bytes of values not stored yet)."""
         fresh = fresh or {}
-        missing = [h for _k, h, _s in manifest if h not in fresh]
-        values = {**(await store.load_values(conn, workspace, missing) if missing else {}), **fresh}
-        return {k: json.loads(values[h]) for k, h, _s in manifest}
+        wanted = [e[1] for e in manifest if e[1] not in fresh and not lists.is_chain(e)]
+        values = {**(await store.load_values(conn, workspace, wanted) if wanted else {}), **fresh}
+        out: dict[str, Any] = {}
+        for e in manifest:
+            if e[1] in values:
+                out[e[0]] = json.loads(values[e[1]])
+            else:
+                out[e[0]] = await lists.load(conn, workspace, e)
+        return out
 
     async def load(
         self,

@@ -9,13 +9,16 @@ from typing import Any
 
 from ..config import check_name
 from ..errors import InvalidArgument
+from ..jsonvalue import dumps
 from ..store import backup as store
+from ..store import segments
 from ..store.common import list_workspaces, now
 from ..store.migrations import SCHEMA_VERSION
+from . import lists
 from .base import ServiceBase
 
 FORMAT = "mcp-harness-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
 
 Progress = Callable[[str, int], None]
 
@@ -58,7 +61,7 @@ class MaintenanceService(ServiceBase):
             raise InvalidArgument(f"this export uses format version {header['format_version']}; upgrade mcp-harness")
         counts: dict[str, int] = {}
         checked: set[str] = set()
-        task_ids: dict[tuple[str, str], int] = {}
+        ids = store.ImportIds()
         async with self.db.write() as conn:
             for number, line in rows:
                 if not line.strip():
@@ -79,8 +82,10 @@ class MaintenanceService(ServiceBase):
                         )
                     checked.add(ws)
                 try:
-                    await store.import_row(conn, kind, record, task_ids)
-                except (KeyError, TypeError) as exc:
+                    if kind == "checkpoint":
+                        record["manifest"] = dumps(lists.remap(json.loads(record["manifest"]), ids.segments))
+                    await store.import_row(conn, kind, record, ids)
+                except (KeyError, TypeError, ValueError) as exc:
                     raise InvalidArgument(f"line {number}: a {kind} record is incomplete ({exc})") from exc
                 counts[kind] = counts.get(kind, 0) + 1
                 if number % 1000 == 0:
@@ -109,9 +114,19 @@ class MaintenanceService(ServiceBase):
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
                 referenced: set[str] = set()
+                tails: set[int] = set()
                 async for manifest in store.manifests(conn, name):
-                    referenced.update(store.manifest_hashes(manifest))
+                    for entry in json.loads(manifest):
+                        if lists.is_chain(entry):
+                            tails.add(entry[3])
+                        else:
+                            referenced.add(entry[1])
                 values += await store.delete_unreferenced_blobs(conn, name, referenced)
+                links = await segments.links(conn, name)
+                live = lists.reachable(tails, links)
+                dead = [i for i in links if i not in live]
+                await segments.delete_ids(conn, name, dead)
+                values += len(dead)
             deleted += len(ids)
             progress("pruned checkpoints", deleted)
         await self.db.vacuum()

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Table, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .tables import Blob, Checkpoint, Progress, StateSchema, Task, TaskDep, TaskTag, Thread, Workspace
+from .tables import Blob, Checkpoint, Progress, Segment, StateSchema, Task, TaskDep, TaskTag, Thread, Workspace
 
 blobs = Blob.__table__
 checkpoints = Checkpoint.__table__
 tasks = Task.__table__
 
 #: what a workspace export holds, in the order an import must insert it (internal ids are left out:
-#: task and progress row ids are renumbered by the target database; tags follow their task by key)
+#: task and progress row ids are renumbered by the target database; tags follow their task by key;
+#: segment ids are exported, and renumbered on import along with the manifests that name them)
 EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("workspace", Workspace.__table__, ()),
     ("thread", Thread.__table__, ()),
     ("blob", blobs, ()),
+    ("segment", Segment.__table__, ()),
     ("checkpoint", checkpoints, ()),
     ("progress", Progress.__table__, ("id",)),
     ("task", tasks, ("id",)),
@@ -41,7 +43,7 @@ async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tu
         stmt = select(table).where(_ws_column(table) == workspace).order_by(*order)
         for row in (await conn.execute(stmt)).mappings():
             out = {k: v for k, v in row.items() if k not in skip}
-            if kind == "blob":
+            if kind in ("blob", "segment"):
                 out["data"] = bytes(out["data"]).decode()
             yield kind, out
         if kind == "task":
@@ -63,26 +65,39 @@ async def workspace_has_data(conn: AsyncConnection, workspace: str) -> bool:
     return False
 
 
-async def import_row(
-    conn: AsyncConnection, kind: str, row: dict[str, Any], task_ids: dict[tuple[str, str], int]
-) -> None:
-    """Insert one exported row (tags are matched to their task by key)."""
+@dataclass
+class ImportIds:
+    """Ids the target database gave to imported rows that other rows refer to."""
+
+    tasks: dict[tuple[str, str], int] = field(default_factory=dict)  #: (workspace, key) -> task id
+    segments: dict[int, int] = field(default_factory=dict)  #: exported segment id -> new id
+
+
+async def import_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids: ImportIds) -> None:
+    """Insert one exported row (tags are matched to their task by key; segments are renumbered, and
+    the caller renumbers the segment ids inside checkpoint manifests with `ids.segments`)."""
     if kind == "task_tag":
-        task_id = task_ids[(row["workspace"], row["task_key"])]
+        task_id = ids.tasks[(row["workspace"], row["task_key"])]
         await conn.execute(
             TaskTag.__table__.insert().values(workspace=row["workspace"], tag=row["tag"], task_id=task_id)
         )
         return
     table, _skip = KINDS[kind]
     values = dict(row)
-    if kind == "blob":
+    if kind in ("blob", "segment"):
         values["data"] = values["data"].encode()
+    if kind == "segment":
+        old_id = values.pop("id")
+        if values.get("prev") is not None:
+            values["prev"] = ids.segments[values["prev"]]
+        ids.segments[old_id] = (await conn.execute(table.insert().values(**values).returning(table.c.id))).scalar_one()
+        return
     if kind == "workspace":
         # the workspace row may exist already (empty workspace, or created by a token): take the counters
         await conn.execute(delete(table).where(table.c.name == values["name"]))
     if kind == "task":
         new_id = (await conn.execute(table.insert().values(**values).returning(table.c.id))).scalar_one()
-        task_ids[(values["workspace"], values["key"])] = new_id
+        ids.tasks[(values["workspace"], values["key"])] = new_id
         return
     await conn.execute(table.insert().values(**values))
 
@@ -129,7 +144,3 @@ async def delete_unreferenced_blobs(conn: AsyncConnection, workspace: str, refer
         chunk = garbage[start : start + 500]
         await conn.execute(delete(blobs).where(blobs.c.workspace == workspace, blobs.c.hash.in_(chunk)))
     return len(garbage)
-
-
-def manifest_hashes(manifest: str) -> list[str]:
-    return [entry[1] for entry in json.loads(manifest)]

@@ -14,7 +14,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import Unavailable
-from .tables import Meta, metadata
+from .tables import Checkpoint, Meta, Segment, metadata
 
 #: any fixed 64-bit number; it names the lock every mcp-harness server takes while migrating
 ADVISORY_LOCK_ID = 0x6D63_7068_6172_6E73
@@ -24,9 +24,20 @@ async def _m1_initial(conn: AsyncConnection) -> None:
     await conn.run_sync(metadata.create_all)
 
 
+async def _m2_segments(conn: AsyncConnection) -> None:
+    """Array segments (long lists stored as append chains), and a label index that holds only the
+    checkpoints that have a label. On a database created by this version's `_m1_initial` both exist
+    already; rebuilding the (empty) index then costs nothing."""
+    await conn.run_sync(lambda sync: Segment.__table__.create(sync, checkfirst=True))
+    await conn.execute(text("DROP INDEX IF EXISTS ix_checkpoint_label"))
+    label_index = next(i for i in Checkpoint.__table__.indexes if i.name == "ix_checkpoint_label")
+    await conn.run_sync(lambda sync: label_index.create(sync))
+
+
 #: (version, what it does, function). Append only; never edit a released migration.
 MIGRATIONS: list[tuple[int, str, Callable[[AsyncConnection], Awaitable[None]]]] = [
     (1, "initial schema", _m1_initial),
+    (2, "array segments; partial label index", _m2_segments),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

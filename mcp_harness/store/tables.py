@@ -3,7 +3,7 @@ backends keep them byte-for-byte; times are float seconds since the epoch (UTC).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 metadata = SQLModel.metadata
@@ -46,8 +46,12 @@ class Checkpoint(SQLModel, table=True):
     __tablename__ = "checkpoints"
     __table_args__ = (
         UniqueConstraint("workspace", "thread", "version", name="uq_checkpoint_version"),
-        Index("ix_checkpoint_label", "workspace", "thread", "label", "version"),
-    )
+        # most checkpoints have no label: index only those that do (the label lookup implies it)
+        Index(
+            "ix_checkpoint_label", "workspace", "thread", "label", "version",
+            sqlite_where=text("label IS NOT NULL"), postgresql_where=text("label IS NOT NULL"),
+        ),
+    )  # fmt: skip
     id: str = Field(primary_key=True)
     workspace: str
     thread: str
@@ -55,7 +59,7 @@ class Checkpoint(SQLModel, table=True):
     parent_id: str | None = None
     label: str | None = None
     metadata_json: str | None = Field(default=None, sa_type=Text)
-    manifest: str = Field(sa_type=Text)  #: JSON list of [key, value hash, value bytes]
+    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/checkpoints.py and service/lists.py
     size_bytes: int
     agent: str
     schema_version: int | None = None
@@ -69,6 +73,18 @@ class Blob(SQLModel, table=True):
     workspace: str = Field(primary_key=True)
     hash: str = Field(primary_key=True)
     data: bytes = Field(sa_type=LargeBinary)  #: canonical JSON, UTF-8
+
+
+class Segment(SQLModel, table=True):
+    """A run of elements of a long array (their canonical JSON joined by commas) and the segment
+    before it: an array that grows by appends is a chain of these, so each save stores only what it
+    appended (see service/lists.py). Ids only grow, so a segment's `prev` is always a smaller id."""
+
+    __tablename__ = "segments"
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    workspace: str
+    prev: int | None = Field(default=None, sa_type=BigInteger)
+    data: bytes = Field(sa_type=LargeBinary)
 
 
 class Progress(SQLModel, table=True):

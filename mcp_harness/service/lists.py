@@ -1,0 +1,136 @@
+"""Long arrays stored as append chains, so a save that appends to a list stores only the new elements.
+
+A top-level array value of at least `CHAIN_MIN_BYTES` is kept as a chain of segments (store/segments.py):
+each segment holds a run of elements (their canonical JSON joined by commas) and names the segment
+before it. Its manifest entry is `[key, hash, size, tail, skip, count]`: the value is the chain that
+ends at segment `tail`, minus its first `skip` elements, `count` elements in all; `hash` and `size`
+are those of the value's canonical JSON, as for any other value.
+
+A save compares the new array with the parent checkpoint's value under the same key:
+- appended to (the old value is a prefix of the new one, checked by hashing the new bytes up to the
+  old size: nothing is read): one new segment holding the new elements, after the old tail;
+- rolled (elements dropped from the front, others maybe appended): the old chain is read once and
+  `skip` grows by what was dropped, plus a segment for what was appended;
+- anything else: a new chain of one segment.
+Bounds that keep a restore proportional to the value and never to the history: a chain is rewritten
+when it would skip more elements than it keeps, and an appended run under `SEGMENT_MIN_BYTES` is folded
+into a small tail segment (copying less than that), so a chain has at most about
+2 * size / SEGMENT_MIN_BYTES + 1 segments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import Internal
+from ..jsonvalue import value_hash
+from ..store import segments as store
+
+#: arrays whose canonical JSON is shorter than this are stored as one value
+CHAIN_MIN_BYTES = 2048
+#: an appended run shorter than this joins the tail segment when that one is short too
+SEGMENT_MIN_BYTES = 256
+#: how many leading bytes of the new array are searched for in the old chain to find a roll
+_PROBE = 32
+
+
+def is_chain(entry: list[Any]) -> bool:
+    return len(entry) > 3
+
+
+async def store_array(
+    conn: AsyncConnection, workspace: str, key: str, data: bytes, count: int, parent: list[Any] | None
+) -> list[Any]:
+    """The manifest entry for array `data` (canonical JSON, `count` elements), storing the segments
+    it needs. `parent` is the previous checkpoint's entry for the same key, if any."""
+    digest = value_hash(data)
+    if parent is not None and is_chain(parent):
+        _key, old_hash, old_size, tail, skip, _old_count = parent
+        if old_hash == digest:
+            return [key, digest, len(data), tail, skip, count]
+        if _extends(data, old_hash, old_size):
+            return [key, digest, len(data), await _append(conn, workspace, tail, data[old_size:-1]), skip, count]
+        rolled = await _roll(conn, workspace, tail, data, count)
+        if rolled is not None:
+            new_tail, new_skip = rolled
+            return [key, digest, len(data), new_tail, new_skip, count]
+    return [key, digest, len(data), await store.add(conn, workspace, None, data[1:-1]), 0, count]
+
+
+def _extends(data: bytes, old_hash: str, old_size: int) -> bool:
+    """Whether `data` is the old array with elements appended: its bytes up to the old array's
+    closing bracket are the old array's, and a comma (a new element) stands where that bracket was."""
+    if len(data) <= old_size or data[old_size - 1 : old_size] != b",":
+        return False
+    h = hashlib.blake2b(memoryview(data)[: old_size - 1], digest_size=16)
+    h.update(b"]")
+    return h.hexdigest() == old_hash
+
+
+async def _append(conn: AsyncConnection, workspace: str, tail: int, run: bytes) -> int:
+    if len(run) < SEGMENT_MIN_BYTES:
+        prev, last = await store.get(conn, workspace, tail)
+        if len(last) < SEGMENT_MIN_BYTES:
+            return await store.add(conn, workspace, prev, last + b"," + run)
+    return await store.add(conn, workspace, tail, run)
+
+
+async def _roll(conn: AsyncConnection, workspace: str, tail: int, data: bytes, count: int) -> tuple[int, int] | None:
+    """(tail, skip) when `data` is the old chain minus some leading elements, plus maybe appended
+    ones; None when it is not, or when the chain would then hold more dropped elements than kept."""
+    old = b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]"
+    body_end = len(old) - 1
+    # a candidate is where the kept part of the old chain starts: right after "[" or a comma, with
+    # the rest of the old chain a prefix of the new array, followed there by a comma or the end (a
+    # kept part shorter than the probe is not found: that array is then stored as a new chain)
+    for start in _find_all(old, data[1 : 1 + _PROBE], 1):
+        if old[start - 1 : start] not in (b"[", b","):
+            continue
+        kept = body_end - start
+        if kept <= 0 or data[1 + kept : 2 + kept] not in (b",", b"]") or data[1 : 1 + kept] != old[start:body_end]:
+            continue
+        try:  # the dropped part must be whole elements (a comma inside a string or object is not a boundary)
+            skip = 0 if start == 1 else len(json.loads(old[: start - 1] + b"]"))
+        except ValueError:
+            continue
+        if skip > count:
+            return None
+        run = data[2 + kept : -1]
+        return (await _append(conn, workspace, tail, run) if run else tail), skip
+    return None
+
+
+def _find_all(haystack: bytes, needle: bytes, start: int):
+    at = haystack.find(needle, start)
+    while at != -1:
+        yield at
+        at = haystack.find(needle, at + 1)
+
+
+async def load(conn: AsyncConnection, workspace: str, entry: list[Any]) -> list[Any]:
+    """The array a chain entry stands for."""
+    _key, _hash, _size, tail, skip, count = entry
+    value = json.loads(b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]")[skip:]
+    if len(value) != count:
+        raise Internal(f"stored array {_key!r} has {len(value)} elements where its checkpoint recorded {count}")
+    return value
+
+
+def reachable(tails: set[int], links: dict[int, int | None]) -> set[int]:
+    """Every segment on a chain that ends at one of `tails` (for prune)."""
+    seen: set[int] = set()
+    for tail in tails:
+        node: int | None = tail
+        while node is not None and node not in seen:
+            seen.add(node)
+            node = links.get(node)
+    return seen
+
+
+def remap(manifest: list[list[Any]], ids: dict[int, int]) -> list[list[Any]]:
+    """A manifest with its segment ids renumbered (import into another database)."""
+    return [[*e[:3], ids[e[3]], *e[4:]] if is_chain(e) else e for e in manifest]
