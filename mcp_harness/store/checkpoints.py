@@ -10,6 +10,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .common import ensure_workspace, insert_ignore, now
+from .raw import prebuilt
 from .tables import Blob, Checkpoint, Thread
 
 threads = Thread.__table__
@@ -20,14 +21,14 @@ blobs = Blob.__table__
 META_COLUMNS = [c for c in checkpoints.c if c.name != "manifest"]
 
 
-_LOCK_THREAD = (
+_LOCK_THREAD = prebuilt(
     select(threads.c.latest_version, threads.c.latest_id, checkpoints.c.manifest)
     .select_from(threads.outerjoin(checkpoints, checkpoints.c.id == threads.c.latest_id))
     .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
     .with_for_update(of=threads)
 )
-_INSERT_CHECKPOINT = checkpoints.insert()
-_ADVANCE_THREAD = (
+_INSERT_CHECKPOINT = prebuilt(checkpoints.insert())
+_ADVANCE_THREAD = prebuilt(
     update(threads)
     .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
     .values(latest_version=bindparam("p_version"), latest_id=bindparam("p_id"), updated_at=bindparam("p_at"))
@@ -69,7 +70,7 @@ def _get_checkpoint(by: str) -> Select:
         stmt = stmt.where(checkpoints.c.version == bindparam("p_version"))
     elif by == "label":
         stmt = stmt.where(checkpoints.c.label == bindparam("p_label"))
-    return stmt.order_by(checkpoints.c.version.desc()).limit(1)
+    return prebuilt(stmt.order_by(checkpoints.c.version.desc()).limit(1))
 
 
 async def get_checkpoint(
@@ -108,11 +109,18 @@ async def list_checkpoints(
     conn: AsyncConnection, workspace: str, thread: str, *, limit: int, before_version: int | None
 ) -> list[RowMapping]:
     """Checkpoint metadata, newest first, one page (one query, no states loaded)."""
-    stmt = select(*META_COLUMNS).where(checkpoints.c.workspace == workspace, checkpoints.c.thread == thread)
-    if before_version is not None:
-        stmt = stmt.where(checkpoints.c.version < before_version)
-    stmt = stmt.order_by(checkpoints.c.version.desc()).limit(limit)
-    return list((await conn.execute(stmt)).mappings())
+    params = {"p_ws": workspace, "p_thread": thread, "p_before": before_version, "p_limit": limit}
+    return list((await conn.execute(_list_statement(before_version is not None), params)).mappings())
+
+
+@cache
+def _list_statement(paged: bool) -> Select:
+    stmt = select(*META_COLUMNS).where(
+        checkpoints.c.workspace == bindparam("p_ws"), checkpoints.c.thread == bindparam("p_thread")
+    )
+    if paged:
+        stmt = stmt.where(checkpoints.c.version < bindparam("p_before"))
+    return prebuilt(stmt.order_by(checkpoints.c.version.desc()).limit(bindparam("p_limit")))
 
 
 async def list_threads(conn: AsyncConnection, workspace: str) -> list[RowMapping]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, Update, bindparam, select, update
+from sqlalchemy import Insert, Table, Update, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..clock import now  # the one source of time (re-exported for the store and services)
+from .raw import prebuilt
 from .tables import Workspace
 
 workspaces = Workspace.__table__
@@ -20,10 +21,14 @@ __all__ = ["bump_counter", "ensure_workspace", "insert_ignore", "list_workspaces
 
 async def insert_ignore(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
     """Insert rows, skipping any whose primary key already exists (content-addressed values)."""
-    if not rows:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    await conn.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
+    if rows:
+        await conn.execute(_insert_ignore(table, conn.dialect.name), rows[0] if len(rows) == 1 else rows)
+
+
+@cache
+def _insert_ignore(table: Table, dialect_name: str) -> Insert:
+    dialect = postgresql if dialect_name == "postgresql" else sqlite
+    return prebuilt(dialect.insert(table).on_conflict_do_nothing())
 
 
 async def ensure_workspace(conn: AsyncConnection, workspace: str) -> None:
@@ -33,7 +38,9 @@ async def ensure_workspace(conn: AsyncConnection, workspace: str) -> None:
 @cache
 def _bump(column: str) -> Update:
     col = workspaces.c[column]
-    return update(workspaces).where(workspaces.c.name == bindparam("p_ws")).values({column: col + 1}).returning(col)
+    return prebuilt(
+        update(workspaces).where(workspaces.c.name == bindparam("p_ws")).values({column: col + 1}).returning(col)
+    )
 
 
 async def bump_counter(conn: AsyncConnection, workspace: str, column: str) -> int:

@@ -31,6 +31,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
+from .raw import raw_sql
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +104,21 @@ def _sqlite_sync(url: str, *, writer: bool) -> Any:
 
 class _SyncConnection:
     """The subset of `AsyncConnection` the store uses, over a synchronous connection: awaiting it
-    never suspends, so a write transaction runs start to commit without yielding the loop."""
+    never suspends, so a write transaction runs start to commit without yielding the loop.
+
+    Statements the store marked `prebuilt` run straight on the sqlite3 connection with SQL compiled
+    once (SQLAlchemy's per-execution work costs ~15 us, the SQL itself often ~2 us)."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self.dialect = conn.dialect
+        self._raw = conn.connection.dbapi_connection
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        if isinstance(parameters, dict):
+            compiled = raw_sql(statement, self.dialect)
+            if compiled is not None and compiled.accepts(parameters):
+                return compiled.run(self._raw, parameters)
         return self._conn.execute(statement, parameters)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:

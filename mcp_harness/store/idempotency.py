@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .raw import prebuilt
 from .tables import IdempotencyKey
 
 keys = IdempotencyKey.__table__
+_GET = prebuilt(
+    select(keys.c.request_hash, keys.c.result).where(
+        keys.c.workspace == bindparam("p_ws"),
+        keys.c.agent == bindparam("p_agent"),
+        keys.c.tool == bindparam("p_tool"),
+        keys.c.key == bindparam("p_key"),
+    )
+)
 
 
 async def get(conn: AsyncConnection, workspace: str, agent: str, tool: str, key: str) -> tuple[str, str] | None:
     """(request hash, stored result JSON) of an earlier successful call with this key, if any."""
-    stmt = select(keys.c.request_hash, keys.c.result).where(
-        keys.c.workspace == workspace, keys.c.agent == agent, keys.c.tool == tool, keys.c.key == key
-    )
-    row = (await conn.execute(stmt)).first()
+    params = {"p_ws": workspace, "p_agent": agent, "p_tool": tool, "p_key": key}
+    row = (await conn.execute(_GET, params)).first()
     return (row.request_hash, row.result) if row else None
 
 

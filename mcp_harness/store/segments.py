@@ -5,13 +5,20 @@ from __future__ import annotations
 from sqlalchemy import bindparam, delete, literal, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .raw import prebuilt
 from .tables import Segment
 
 segments = Segment.__table__
 
-_INSERT = segments.insert().returning(segments.c.id)
-_ONE = select(segments.c.prev, segments.c.data).where(
-    segments.c.workspace == bindparam("p_ws"), segments.c.id == bindparam("p_id")
+_INSERT = prebuilt(
+    segments.insert()
+    .values(workspace=bindparam("p_ws"), prev=bindparam("p_prev"), data=bindparam("p_data"))
+    .returning(segments.c.id)
+)
+_ONE = prebuilt(
+    select(segments.c.prev, segments.c.data).where(
+        segments.c.workspace == bindparam("p_ws"), segments.c.id == bindparam("p_id")
+    )
 )
 
 
@@ -25,7 +32,7 @@ def _chain_statement():
         segments.c.workspace == bindparam("p_ws"), segments.c.id == start.c.prev
     )
     chain = start.union_all(step)
-    return select(chain.c.data).order_by(chain.c.depth.desc())
+    return prebuilt(select(chain.c.data).order_by(chain.c.depth.desc()))
 
 
 _CHAIN = _chain_statement()
@@ -33,7 +40,7 @@ _CHAIN = _chain_statement()
 
 async def add(conn: AsyncConnection, workspace: str, prev: int | None, data: bytes) -> int:
     """Store one segment after `prev` (None starts a chain); returns its id."""
-    return int((await conn.execute(_INSERT, {"workspace": workspace, "prev": prev, "data": data})).scalar_one())
+    return int((await conn.execute(_INSERT, {"p_ws": workspace, "p_prev": prev, "p_data": data})).scalar_one())
 
 
 async def get(conn: AsyncConnection, workspace: str, segment_id: int) -> tuple[int | None, bytes]:

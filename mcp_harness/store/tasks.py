@@ -14,6 +14,7 @@ from sqlalchemy import Select, Update, and_, bindparam, false, func, or_, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .raw import prebuilt
 from .tables import Task, TaskDep, TaskTag
 
 tasks = Task.__table__
@@ -39,9 +40,11 @@ def _where(workspace: str, tags: list[str] | None, task_key: str | None) -> list
     return clauses
 
 
+_GET = prebuilt(select(tasks).where(tasks.c.workspace == bindparam("p_ws"), tasks.c.key == bindparam("p_key")))
+
+
 async def get(conn: AsyncConnection, workspace: str, key: str) -> RowMapping | None:
-    stmt = select(tasks).where(tasks.c.workspace == workspace, tasks.c.key == key)
-    return (await conn.execute(stmt)).mappings().first()
+    return (await conn.execute(_GET, {"p_ws": workspace, "p_key": key})).mappings().first()
 
 
 async def get_many(conn: AsyncConnection, workspace: str, keys: list[str]) -> dict[str, RowMapping]:
@@ -128,7 +131,7 @@ def _candidate(by_tags: bool, by_key: bool, lock: bool) -> Select:
         .limit(1)
     )
     # PostgreSQL: skip rows another claim holds; SQLite's BEGIN IMMEDIATE already excludes others.
-    return stmt.with_for_update(skip_locked=True) if lock else stmt
+    return prebuilt(stmt.with_for_update(skip_locked=True) if lock else stmt)
 
 
 @cache
@@ -136,7 +139,7 @@ def _claim_statement(by_tags: bool, by_key: bool) -> Update:
     """The claim, built once per shape: a prebuilt statement skips SQLAlchemy's per-call
     construction and cache-key work, which cost more than the SQL itself on SQLite."""
     now = bindparam("p_now")
-    return (
+    return prebuilt(
         update(tasks)
         .where(tasks.c.id == _candidate(by_tags, by_key, True).scalar_subquery())
         .values(
@@ -190,7 +193,7 @@ async def claim(
 
 @cache
 def _leased_update(columns: tuple[str, ...]) -> Update:
-    return (
+    return prebuilt(
         update(tasks)
         .where(
             tasks.c.workspace == bindparam("p_ws"),
