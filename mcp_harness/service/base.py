@@ -39,7 +39,7 @@ def iso(ts: float | None) -> str | None:
     """ISO 8601 UTC with microseconds and a `Z`."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def new_id(prefix: str) -> str:
