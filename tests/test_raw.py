@@ -21,8 +21,8 @@ TASK = raw.prebuilt(
 TASK_SLOW = select(tasks).where(tasks.c.workspace == bindparam("p_ws")).order_by(tasks.c.id)
 
 
-async def test_fast_rows_equal_sqlalchemy_rows(sqlite_url, workspace):
-    async with Harness.open(settings_for(sqlite_url)) as h:
+async def test_fast_rows_equal_sqlalchemy_rows(db_url, workspace):
+    async with Harness.open(settings_for(db_url)) as h:
         await h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="a", title="A"), TaskSpec(key="b", title="B")])
         async with h.db.read() as conn:
             fast = (await conn.execute(TASK, {"p_ws": workspace})).mappings().all()
@@ -44,11 +44,17 @@ async def test_missing_parameters_fall_back_to_column_defaults(sqlite_url):
             assert (await conn.execute(stmt)).scalar_one() == 0
 
 
-async def test_driver_errors_keep_sqlalchemy_types(sqlite_url):
-    insert = raw.prebuilt(workspaces.insert().values(name=bindparam("p_n"), progress_seq=0, created_at=1.0))
-    async with Harness.open(settings_for(sqlite_url)) as h:
+INSERT_WORKSPACE = raw.prebuilt(workspaces.insert().values(name=bindparam("p_n"), progress_seq=0, created_at=1.0))
+
+
+async def test_driver_errors_keep_sqlalchemy_types(db_url, workspace):
+    async with Harness.open(settings_for(db_url)) as h:
         async with h.db.write() as conn:
-            await conn.execute(insert, {"p_n": "dup"})
+            await conn.execute(INSERT_WORKSPACE, {"p_n": workspace})
         with pytest.raises(IntegrityError):
             async with h.db.write() as conn:
-                await conn.execute(insert, {"p_n": "dup"})
+                await conn.execute(INSERT_WORKSPACE, {"p_n": workspace + "-rolled-back"})
+                await conn.execute(INSERT_WORKSPACE, {"p_n": workspace})
+        async with h.db.read() as conn:  # the failed transaction left nothing behind
+            stmt = select(workspaces.c.name).where(workspaces.c.name.like(workspace + "%"))
+            assert (await conn.execute(stmt)).scalars().all() == [workspace]

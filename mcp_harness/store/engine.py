@@ -31,7 +31,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
-from .raw import raw_sql
+from .raw import pg_error, raw_sql
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,27 @@ class _SyncConnection:
         return fn(self._conn, *args)
 
 
+class _PgConnection:
+    """A PostgreSQL transaction: an `AsyncConnection` in autocommit mode whose asyncpg connection
+    is inside a transaction we opened, so SQLAlchemy statements and prebuilt statements run straight
+    on asyncpg (compiled once, no per-execution SQLAlchemy work) share it."""
+
+    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+        self._conn = conn
+        self._driver = driver
+        self.dialect = conn.dialect
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        if isinstance(parameters, dict):
+            compiled = raw_sql(statement, self.dialect)
+            if compiled is not None and compiled.accepts(parameters):
+                return await compiled.run_async(self._driver, parameters)
+        return await self._conn.execute(statement, parameters)
+
+    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self._conn.run_sync(fn, *args)
+
+
 def _is_busy(exc: OperationalError) -> bool:
     text = str(exc.orig if exc.orig is not None else exc).lower()
     return "locked" in text or "busy" in text
@@ -176,7 +197,7 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction: committed when the block ends, rolled back on any error."""
         if self._sync_writer is None:
-            async with _wrap_errors(), self._async_engine.begin() as conn:
+            async with _wrap_errors(), self._pg_transaction() as conn:
                 yield conn
             return
         async with _wrap_errors(), self._write_lock:
@@ -187,6 +208,23 @@ class Database:
                 conn.rollback()
                 raise
             conn.commit()
+
+    @asynccontextmanager
+    async def _pg_transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One PostgreSQL transaction, opened and committed on asyncpg itself (see `_PgConnection`)."""
+        async with self._async_engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            driver = (await conn.get_raw_connection()).driver_connection
+            try:
+                async with driver.transaction():
+                    yield _PgConnection(conn, driver)  # type: ignore[misc]
+            except DBAPIError:
+                raise
+            except Exception as exc:  # BEGIN/COMMIT failures arrive as asyncpg's own exceptions
+                converted = pg_error(exc)
+                if converted is exc:
+                    raise
+                raise converted from exc
 
     async def _begin_immediate(self) -> Connection:
         """Take SQLite's write lock without blocking the event loop while another process holds it."""
@@ -243,7 +281,7 @@ class Database:
         SQLite it runs on the loop thread like writes do; a read that streams for long, or that
         awaits anything but the store inside, belongs in `read_long()`."""
         if self._sync_writer is None:
-            async with _wrap_errors(), self._async_engine.begin() as conn:
+            async with _wrap_errors(), self._pg_transaction() as conn:
                 yield conn
             return
         async with _wrap_errors(), self._read_lock:

@@ -1,11 +1,12 @@
-"""Prebuilt statements run on the sqlite3 connection directly, with SQL compiled once.
+"""Prebuilt statements run on the driver directly (sqlite3 or asyncpg), with SQL compiled once.
 
 A statement built once at import (or by a cached builder) is registered with `prebuilt()`. On the
-SQLite write and short-read connections it is compiled the first time it runs and afterwards
-executed straight on the driver: SQLAlchemy's per-execution work (cache key, parameter and result
-set-up, events) costs ~15 us, several times the SQL of a small statement. Anything this module is
-not sure to reproduce exactly (IN lists expanded per call, a parameter it was not given, a column
-type whose values need converting other than booleans) runs through SQLAlchemy as before.
+SQLite write and short-read connections, and in PostgreSQL transactions, it is compiled the first
+time it runs and afterwards executed straight on the driver: SQLAlchemy's per-execution work (cache
+key, parameter and result set-up, events) costs ~15 us, several times the SQL of a small statement.
+Anything this module is not sure to reproduce exactly (IN lists expanded per call, a parameter it
+was not given, a column type whose values need converting other than booleans) runs through
+SQLAlchemy as before.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import Any
 
 from sqlalchemy import Boolean, Float, Integer, LargeBinary, String
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.types import NullType, TypeDecorator
 
 #: id -> statement; holding the statement keeps its id from being reused by another object
 _PREBUILT: dict[int, Any] = {}
-_COMPILED: dict[int, RawStatement | None] = {}
+_COMPILED: dict[tuple[int, str], RawStatement | None] = {}
 _PLAIN_TYPES = (Boolean, Float, Integer, LargeBinary, String)
 
 
@@ -33,9 +34,9 @@ def prebuilt(statement: Any) -> Any:
 
 
 def raw_sql(statement: Any, dialect: Dialect) -> RawStatement | None:
-    key = id(statement)
-    if key not in _PREBUILT:
+    if id(statement) not in _PREBUILT:
         return None
+    key = (id(statement), dialect.name)
     try:
         return _COMPILED[key]
     except KeyError:
@@ -102,6 +103,32 @@ class RawStatement:
         if self.bools and rows:
             rows = [_fix_bools(r, self.bools) for r in rows]
         return RawResult(self, rows, cursor.rowcount)
+
+    async def run_async(self, driver: Any, parameters: dict[str, Any]) -> RawResult:
+        """The same on an asyncpg connection (which prepares and caches the statement itself)."""
+        args = [parameters[n] if n in parameters else self.constants[n] for n in self.names]
+        try:
+            if self.keys:
+                rows = [tuple(r) for r in await driver.fetch(self.sql, *args)]
+                return RawResult(self, rows, len(rows))
+            status = await driver.execute(self.sql, *args)
+        except Exception as exc:
+            raise pg_error(exc, self.sql, args) from exc
+        count = status.rsplit(" ", 1)[-1]
+        return RawResult(self, [], int(count) if count.isdigit() else -1)
+
+
+def pg_error(exc: Exception, sql: str | None = None, args: Any = None) -> Exception:
+    """An asyncpg (or socket) error as the SQLAlchemy exception the same failure raises there."""
+    import asyncpg
+
+    if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
+        return IntegrityError(sql, args, exc)
+    if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)):
+        return OperationalError(sql, args, exc)
+    if isinstance(exc, asyncpg.PostgresError):
+        return DBAPIError(sql, args, exc)
+    return exc
 
 
 def _fix_bools(row: tuple, indexes: list[int]) -> tuple:
