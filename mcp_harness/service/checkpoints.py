@@ -46,9 +46,7 @@ def state_size(manifest: Manifest) -> int:
 
 
 def checkpoint_meta(row: RowMapping) -> CheckpointMeta:
-    """A stored row as result metadata (the row's types are the model's: no validation needed, and
-    skipping it is most of the cost of a long listing)."""
-    return CheckpointMeta.model_construct(
+    return CheckpointMeta(
         checkpoint_id=row["id"],
         thread=row["thread"],
         version=row["version"],
