@@ -166,9 +166,12 @@ class Database:
             self._write_lock = anyio.Lock()
             self._async_engine = _sqlite_reader(url, max(2, pool_size))
         else:
+            # Autocommit at the SQLAlchemy level: transactions are opened on asyncpg itself
+            # (`_pg_transaction`), and `single()` runs without one.
             engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60
-            )
+                url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60,
+                isolation_level="AUTOCOMMIT",
+            )  # fmt: skip
             self._sync_writer = None
             self._async_engine = engine
 
@@ -210,13 +213,24 @@ class Database:
             conn.commit()
 
     @asynccontextmanager
-    async def _pg_transaction(self) -> AsyncIterator[AsyncConnection]:
+    async def single(self) -> AsyncIterator[AsyncConnection]:
+        """For work that is ONE statement (atomic by itself): on PostgreSQL it runs without
+        BEGIN/COMMIT, two round trips fewer; on SQLite it is a write transaction like any other."""
+        if self._sync_writer is not None:
+            async with self.write() as conn:
+                yield conn
+            return
+        async with _wrap_errors(), self._async_engine.connect() as conn:
+            driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
+            yield _PgConnection(conn, driver)  # type: ignore[misc]
+
+    @asynccontextmanager
+    async def _pg_transaction(self, **options: Any) -> AsyncIterator[AsyncConnection]:
         """One PostgreSQL transaction, opened and committed on asyncpg itself (see `_PgConnection`)."""
         async with self._async_engine.connect() as conn:
-            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            driver = (await conn.get_raw_connection()).driver_connection
+            driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
             try:
-                async with driver.transaction():
+                async with driver.transaction(**options):
                     yield _PgConnection(conn, driver)  # type: ignore[misc]
             except DBAPIError:
                 raise
@@ -296,7 +310,12 @@ class Database:
 
     @asynccontextmanager
     async def read_long(self) -> AsyncIterator[AsyncConnection]:
-        """A read transaction on a worker-thread connection, for reads that stream or run long."""
+        """A read transaction on a worker-thread connection, for reads that stream or run long
+        (PostgreSQL: one repeatable-read snapshot, so an export is consistent)."""
+        if self._sync_writer is None:
+            async with _wrap_errors(), self._pg_transaction(isolation="repeatable_read", readonly=True) as conn:
+                yield conn
+            return
         async with _wrap_errors(), self._async_engine.begin() as conn:
             yield conn
 

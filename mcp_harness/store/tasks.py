@@ -192,27 +192,26 @@ async def claim(
 
 
 @cache
-def _leased_update(columns: tuple[str, ...]) -> Update:
-    return prebuilt(
-        update(tasks)
-        .where(
-            tasks.c.workspace == bindparam("p_ws"),
-            tasks.c.key == bindparam("p_key"),
-            tasks.c.status == "claimed",
-            tasks.c.lease_token == bindparam("p_token"),
-        )
-        .values({c: bindparam(f"v_{c}") for c in columns})
-        .returning(*tasks.c)
-    )
+def _leased_update(columns: tuple[str, ...], leaf_only: bool) -> Update:
+    where = [
+        tasks.c.workspace == bindparam("p_ws"),
+        tasks.c.key == bindparam("p_key"),
+        tasks.c.status == "claimed",
+        tasks.c.lease_token == bindparam("p_token"),
+    ]
+    if leaf_only:
+        where.append(tasks.c.dependents == 0)
+    return prebuilt(update(tasks).where(*where).values({c: bindparam(f"v_{c}") for c in columns}).returning(*tasks.c))
 
 
 async def update_leased(
-    conn: AsyncConnection, workspace: str, key: str, token: str, values: dict[str, Any]
+    conn: AsyncConnection, workspace: str, key: str, token: str, values: dict[str, Any], *, leaf_only: bool = False
 ) -> RowMapping | None:
-    """Change a claimed task only if `token` is its current lease (the fence). None if it is not."""
+    """Change a claimed task only if `token` is its current lease (the fence). None if it is not
+    (with `leaf_only`, also None if other tasks depend on it)."""
     columns = tuple(sorted(values))
     params = {"p_ws": workspace, "p_key": key, "p_token": token, **{f"v_{c}": values[c] for c in columns}}
-    return (await conn.execute(_leased_update(columns), params)).mappings().first()
+    return (await conn.execute(_leased_update(columns, leaf_only), params)).mappings().first()
 
 
 async def update_where_status(
