@@ -12,6 +12,7 @@ from ..errors import InvalidArgument
 from ..jsonvalue import dumps
 from ..store import backup as store
 from ..store import segments
+from ..store import tasks as tasks_store
 from ..store.common import list_workspaces, now
 from ..store.migrations import SCHEMA_VERSION
 from . import lists
@@ -91,6 +92,9 @@ class MaintenanceService(ServiceBase):
                 if number % 1000 == 0:
                     progress("imported rows", number)
         progress("imported rows", sum(counts.values()))
+        if counts.get("task", 0):
+            async with self.db.single() as conn:
+                await tasks_store.refresh_statistics(conn)
         return counts
 
     async def prune(

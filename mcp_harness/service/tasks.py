@@ -31,10 +31,15 @@ from .task_views import decode_cursor, encode_cursor, held_task, status_of, task
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
 
 
+#: adding this many tasks (through this process, since the last time) refreshes planner statistics
+STATISTICS_BATCH = 50
+
+
 class TaskService(ServiceBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._changed = anyio.Event()  # wakes this process's waiting claims at once
+        self._added_since_statistics = 0
 
     def _notify(self) -> None:
         self._changed.set()
@@ -128,6 +133,12 @@ class TaskService(ServiceBase):
         result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
         if result.created:
             self._notify()
+        self._added_since_statistics += len(result.created)
+        if self._added_since_statistics >= STATISTICS_BATCH:
+            # many new tasks change what the planner should expect of a claim (see refresh_statistics)
+            self._added_since_statistics = 0
+            async with self.db.single() as conn:
+                await store.refresh_statistics(conn)
         return result
 
     # -- claim -----------------------------------------------------------------------------------

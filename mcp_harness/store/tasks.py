@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Update, and_, bindparam, false, func, or_, select, true, update
+from sqlalchemy import Select, Update, and_, bindparam, false, func, or_, select, text, true, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -70,6 +70,15 @@ async def insert(conn: AsyncConnection, workspace: str, rows: list[dict[str, Any
             await conn.execute(
                 task_tags.insert(), [{"workspace": workspace, "tag": t, "task_id": task_id} for t in tag_list]
             )
+
+
+async def refresh_statistics(conn: AsyncConnection) -> None:
+    """PostgreSQL: ANALYZE the task tables. Without statistics (autovacuum off, or not run yet) the
+    planner takes the task list for tiny and answers a claim with a bitmap scan over every pending
+    task plus a sort, instead of reading the first entry of `ix_task_claim`: O(n) per claim. SQLite
+    plans by its indexes without statistics and needs nothing here."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("ANALYZE tasks, task_deps, task_tags"))
 
 
 async def add_dependents(conn: AsyncConnection, workspace: str, counts: dict[str, int]) -> None:
