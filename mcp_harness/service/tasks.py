@@ -197,6 +197,8 @@ class TaskService(ServiceBase):
         """The common case, a task is there to take, as the claim statement alone (atomic by itself,
         so on PostgreSQL it skips the BEGIN and COMMIT round trips). None when nothing was taken:
         the caller's transaction then works out why."""
+        if tags:
+            return None  # the tag filter expands to a list per call: not a statement single() runs
         at = now()
         async with self.db.single() as conn:
             row = await store.claim(

@@ -24,14 +24,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from sqlalchemy import Connection, create_engine, event, text
+from sqlalchemy import Connection, create_engine, event, make_url, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
-from .raw import pg_error, raw_sql
+from .raw import asyncpg_errors, pg_error, raw_sql
 
 log = logging.getLogger(__name__)
 
@@ -128,22 +128,32 @@ class _SyncConnection:
 class _PgConnection:
     """A PostgreSQL transaction: an `AsyncConnection` in autocommit mode whose asyncpg connection
     is inside a transaction we opened, so SQLAlchemy statements and prebuilt statements run straight
-    on asyncpg (compiled once, no per-execution SQLAlchemy work) share it."""
+    on asyncpg (compiled once, no per-execution SQLAlchemy work) share it. Without an
+    `AsyncConnection` (`single()`, on asyncpg's own pool) only prebuilt statements may run."""
 
-    def __init__(self, conn: AsyncConnection, driver: Any) -> None:
+    def __init__(self, conn: AsyncConnection | None, driver: Any, dialect: Any) -> None:
         self._conn = conn
         self._driver = driver
-        self.dialect = conn.dialect
+        self.dialect = dialect
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
         if isinstance(parameters, dict):
             compiled = raw_sql(statement, self.dialect)
             if compiled is not None and compiled.accepts(parameters):
                 return await compiled.run_async(self._driver, parameters)
+        if self._conn is None:
+            raise Internal("a statement that single() cannot run without SQLAlchemy reached it")
         return await self._conn.execute(statement, parameters)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._conn is None:
+            raise Internal("run_sync needs a transaction, not single()")
         return await self._conn.run_sync(fn, *args)
+
+
+async def _keep_session(_connection: Any) -> None:
+    """On release to asyncpg's pool: nothing to undo (`single()` sets no session state: no SET,
+    LISTEN, cursors or advisory locks), so skip the reset query, a round trip per statement."""
 
 
 def _is_busy(exc: OperationalError) -> bool:
@@ -174,6 +184,9 @@ class Database:
             )  # fmt: skip
             self._sync_writer = None
             self._async_engine = engine
+            self._pool_size = pool_size
+            self._driver_pool: Any = None  # asyncpg's own pool, for `single()`: made on first use
+            self._driver_pool_lock = anyio.Lock()
 
     @property
     def is_sqlite(self) -> bool:
@@ -194,6 +207,9 @@ class Database:
                 self._read_conn.close()
                 self._read_conn = None
             self._sync_reader.dispose()
+        elif self._driver_pool is not None:
+            await self._driver_pool.close()
+            self._driver_pool = None
         await self._async_engine.dispose()
 
     @asynccontextmanager
@@ -220,9 +236,30 @@ class Database:
             async with self.write() as conn:
                 yield conn
             return
-        async with _wrap_errors(), self._async_engine.connect() as conn:
-            driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
-            yield _PgConnection(conn, driver)  # type: ignore[misc]
+        async with _wrap_errors():
+            pool = self._driver_pool or await self._make_driver_pool()
+            try:
+                async with pool.acquire() as driver:
+                    yield _PgConnection(None, driver, self._async_engine.dialect)  # type: ignore[misc]
+            except (OSError, asyncpg_errors()) as exc:  # acquiring: the server is unreachable
+                raise pg_error(exc) from exc
+
+    async def _make_driver_pool(self) -> Any:
+        """asyncpg's pool, next to SQLAlchemy's: a statement that needs no transaction skips the
+        SQLAlchemy pool's check-out and check-in (greenlet hops: a third of a claim's Python time)."""
+        import asyncpg
+
+        async with self._driver_pool_lock:
+            if self._driver_pool is None:
+                url = make_url(self.url)
+                query = dict(url.query)
+                cache = query.pop("prepared_statement_cache_size", None)  # SQLAlchemy's name for it
+                dsn = url.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
+                self._driver_pool = await asyncpg.create_pool(
+                    dsn, min_size=1, max_size=self._pool_size, max_inactive_connection_lifetime=1800,
+                    statement_cache_size=int(cache) if cache is not None else 100, reset=_keep_session,
+                )  # fmt: skip
+        return self._driver_pool
 
     @asynccontextmanager
     async def _pg_transaction(self, **options: Any) -> AsyncIterator[AsyncConnection]:
@@ -231,7 +268,7 @@ class Database:
             driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
             try:
                 async with driver.transaction(**options):
-                    yield _PgConnection(conn, driver)  # type: ignore[misc]
+                    yield _PgConnection(conn, driver, conn.dialect)  # type: ignore[misc]
             except DBAPIError:
                 raise
             except Exception as exc:  # BEGIN/COMMIT failures arrive as asyncpg's own exceptions

@@ -118,6 +118,12 @@ class RawStatement:
         return RawResult(self, [], int(count) if count.isdigit() else -1)
 
 
+def asyncpg_errors() -> type[Exception]:
+    import asyncpg
+
+    return asyncpg.PostgresError
+
+
 def pg_error(exc: Exception, sql: str | None = None, args: Any = None) -> Exception:
     """An asyncpg (or socket) error as the SQLAlchemy exception the same failure raises there."""
     import asyncpg

@@ -78,7 +78,10 @@ async def refresh_statistics(conn: AsyncConnection) -> None:
     task plus a sort, instead of reading the first entry of `ix_task_claim`: O(n) per claim. SQLite
     plans by its indexes without statistics and needs nothing here."""
     if conn.dialect.name == "postgresql":
-        await conn.execute(text("ANALYZE tasks, task_deps, task_tags"))
+        await conn.execute(_ANALYZE, {})
+
+
+_ANALYZE = prebuilt(text("ANALYZE tasks, task_deps, task_tags"))
 
 
 async def add_dependents(conn: AsyncConnection, workspace: str, counts: dict[str, int]) -> None:
