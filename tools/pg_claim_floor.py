@@ -1,0 +1,120 @@
+"""The floor under `bench_claims.py --db postgresql+...`: the same claim and complete SQL that the
+harness runs, sent straight through bare asyncpg (no harness, no SQLAlchemy, no result models), with
+the same processes x connections. What the harness reaches relative to this is its own overhead;
+what this reaches is what the machine and PostgreSQL allow.
+
+    python tools/pg_claim_floor.py --db postgresql+asyncpg://postgres@127.0.0.1:5432/bench --processes 8 --workers 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+from sqlalchemy import make_url
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mcp_harness.store import Database  # noqa: E402
+from mcp_harness.store.tasks import _claim_statement, _leased_update  # noqa: E402
+
+DONE_COLUMNS = ("completed_at", "lease_expires_at", "ready", "result", "status", "updated_at", "verification")
+
+
+def _sql(statement) -> tuple[str, tuple[str, ...], dict]:
+    compiled = statement.compile(dialect=asyncpg_dialect.dialect())
+    return compiled.string, compiled.positiontup, {n: compiled.binds[n].value for n in compiled.positiontup}
+
+
+def _args(spec, values: dict) -> list:
+    _sql_text, names, constants = spec
+    return [values[n] if n in values else constants[n] for n in names]
+
+
+def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
+    claim, done = _sql(_claim_statement(False, False)), _sql(_leased_update(DONE_COLUMNS, True))
+
+    async def main() -> int:
+        pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)
+        ready.put(1)
+        while not go.is_set():
+            await asyncio.sleep(0.001)
+        count = 0
+
+        async def loop() -> None:
+            nonlocal count
+            while True:
+                at = time.time()
+                values = {"p_ws": workspace, "p_now": at, "p_agent": "floor", "p_token": secrets.token_urlsafe(18),
+                          "p_expires": at + 300, "p_lease": 300}  # fmt: skip
+                async with pool.acquire() as conn:
+                    rows = await conn.fetch(claim[0], *_args(claim, values))
+                if not rows:
+                    return
+                values = {"p_ws": workspace, "p_key": rows[0]["key"], "p_token": rows[0]["lease_token"],
+                          "v_status": "done", "v_ready": False, "v_result": None, "v_verification": "floor",
+                          "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at}  # fmt: skip
+                async with pool.acquire() as conn:
+                    await conn.fetch(done[0], *_args(done, values))
+                count += 1
+
+        await asyncio.gather(*(loop() for _ in range(connections)))
+        await pool.close()
+        return count
+
+    out.put(asyncio.run(main()))
+
+
+async def _setup(url: str, dsn: str, workspace: str, tasks: int) -> None:
+    db = Database(url)
+    await db.open()  # the harness's schema
+    await db.close()
+    conn = await asyncpg.connect(dsn)
+    await conn.executemany(
+        "INSERT INTO tasks (workspace, key, title, steps, priority, depends_on, tags, max_attempts, dependents, "
+        "content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at) "
+        "VALUES ($1, $2, 't', '[]', 0, '[]', '[]', 3, 0, 'h', 'pending', true, false, 0, 0, 0, 0)",
+        [(workspace, f"t{i}") for i in range(tasks)],
+    )
+    await conn.execute("ANALYZE tasks")
+    await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="postgresql+asyncpg://... URL")
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=32, help="total connections, spread over processes")
+    parser.add_argument("--tasks", type=int, default=4000)
+    args = parser.parse_args()
+    dsn = make_url(args.db).set(drivername="postgresql").render_as_string(hide_password=False)
+    workspace = f"floor-{secrets.token_hex(4)}"
+    asyncio.run(_setup(args.db, dsn, workspace, args.tasks))
+    ready, out, go = mp.Queue(), mp.Queue(), mp.Event()
+    per = max(1, args.workers // args.processes)
+    procs = [mp.Process(target=_worker, args=(dsn, workspace, per, ready, go, out)) for _ in range(args.processes)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get()
+    start = time.perf_counter()
+    go.set()
+    total = sum(out.get() for _ in procs)
+    elapsed = time.perf_counter() - start
+    for p in procs:
+        p.join()
+    print(f"{args.processes} processes x {per} connections: {total / elapsed:,.0f} claim+complete/s "
+          f"({total}/{args.tasks} in {elapsed:.2f} s)")  # fmt: skip
+    if total != args.tasks:
+        raise SystemExit(f"expected {args.tasks} completions, got {total}")
+
+
+if __name__ == "__main__":
+    main()
