@@ -58,3 +58,19 @@ async def test_driver_errors_keep_sqlalchemy_types(db_url, workspace):
         async with h.db.read() as conn:  # the failed transaction left nothing behind
             stmt = select(workspaces.c.name).where(workspaces.c.name.like(workspace + "%"))
             assert (await conn.execute(stmt)).scalars().all() == [workspace]
+
+
+async def test_single_statements_honour_the_prepared_statement_cache_setting(db_url, workspace):
+    """`?prepared_statement_cache_size=0` (for PgBouncer in transaction mode) reaches asyncpg's own pool
+    too; claims and completes (the single-statement path) work with it."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a PostgreSQL URL setting")
+    url = db_url + ("&" if "?" in db_url else "?") + "prepared_statement_cache_size=0"
+    ident = Identity(workspace, "a")
+    async with Harness.open(settings_for(url)) as h:
+        await h.tasks.add(ident, tasks=[TaskSpec(key="a", title="A")])
+        got = await h.tasks.claim(ident)
+        done = await h.tasks.update(ident, task_key="a", action="complete", lease_token=got.lease.token,
+                                    verification="checked")  # fmt: skip
+        assert done.status == "done"
+        assert h.db._driver_pool._connect_kwargs["statement_cache_size"] == 0

@@ -193,8 +193,9 @@ async def stdio_p50(command: list[str], tool: str, arguments: dict, n: int = 200
 # -- report -----------------------------------------------------------------------------------------
 
 
-def row(name: str, ours: float, theirs: float, ratio: float, target: str, ok: bool, unit: str) -> str:
-    return f"| {name} | {ours:,.4g} {unit} | {theirs:,.4g} {unit} | {ratio:.2f}x | {target} | {'yes' if ok else 'NO'} |"
+def row(name: str, ours: float, theirs: float, ratio: float, target: str, ok: bool | None, unit: str) -> str:
+    met = "-" if ok is None else "yes" if ok else "NO"
+    return f"| {name} | {ours:,.4g} {unit} | {theirs:,.4g} {unit} | {ratio:.2f}x | {target} | {met} |"
 
 
 async def main(args: argparse.Namespace) -> str:
@@ -217,9 +218,10 @@ async def main(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|",
         row("write ops/s (one-key workload)", ours_w, lg_w, ours_w / lg_w, ">= 1.5x LangGraph", ours_w >= 1.5 * lg_w,
             "/s"),
-        row("restore-latest p50", ours_r * 1000, lg_r * 1000, lg_r / ours_r, "(faster is better)", True, "ms"),
-        row("list 2,000 history entries", ours_l * 1000, lg_l * 1000, lg_l / ours_l, ">= 20x faster",
-            lg_l >= 20 * ours_l, "ms"),
+        row("restore-latest p50 (ratio: times faster)", ours_r * 1000, lg_r * 1000, lg_r / ours_r, "(no target)",
+            None, "ms"),
+        row("list 2,000 history entries (ratio: times faster)", ours_l * 1000, lg_l * 1000, lg_l / ours_l,
+            ">= 20x faster", lg_l >= 20 * ours_l, "ms"),
         row("bytes per checkpoint, one key of three changes", ours_b1, lg_b1, ours_b1 / lg_b1, "<= 0.25x LangGraph",
             ours_b1 <= 0.25 * lg_b1, "B"),
         row("bytes per checkpoint, list grows by one message", ours_b2, lg_b2, ours_b2 / lg_b2,

@@ -28,6 +28,9 @@ _LOCK_THREAD = prebuilt(
     .with_for_update(of=threads)
 )
 _INSERT_CHECKPOINT = prebuilt(checkpoints.insert())
+_VALUE = prebuilt(
+    select(blobs.c.data).where(blobs.c.workspace == bindparam("p_ws"), blobs.c.hash == bindparam("p_hash"))
+)
 _ADVANCE_THREAD = prebuilt(
     update(threads)
     .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
@@ -94,9 +97,15 @@ async def get_checkpoint(
 
 
 async def load_values(conn: AsyncConnection, workspace: str, hashes: list[str]) -> dict[str, bytes]:
-    """Canonical bytes of the given value hashes."""
+    """Canonical bytes of the given value hashes (a few: one prebuilt lookup each; many: IN lists)."""
     out: dict[str, bytes] = {}
     unique = list(dict.fromkeys(hashes))
+    if len(unique) <= 16:
+        for h in unique:
+            row = (await conn.execute(_VALUE, {"p_ws": workspace, "p_hash": h})).first()
+            if row is not None:
+                out[h] = bytes(row[0])
+        return out
     for start in range(0, len(unique), 500):
         chunk = unique[start : start + 500]
         stmt = select(blobs.c.hash, blobs.c.data).where(blobs.c.workspace == workspace, blobs.c.hash.in_(chunk))

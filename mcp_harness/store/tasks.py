@@ -292,15 +292,17 @@ async def compute_flags(conn: AsyncConnection, workspace: str, keys: list[str]) 
     return flags
 
 
+_COUNTS = prebuilt(
+    select(tasks.c.status, tasks.c.blocked, func.count())
+    .where(tasks.c.workspace == bindparam("p_ws"))
+    .group_by(tasks.c.status, tasks.c.blocked)
+)
+
+
 async def counts(conn: AsyncConnection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`."""
     out = {"pending": 0, "claimed": 0, "done": 0, "failed": 0, "blocked": 0}
-    stmt = (
-        select(tasks.c.status, tasks.c.blocked, func.count())
-        .where(tasks.c.workspace == workspace)
-        .group_by(tasks.c.status, tasks.c.blocked)
-    )
-    for status, blocked, n in await conn.execute(stmt):
+    for status, blocked, n in await conn.execute(_COUNTS, {"p_ws": workspace}):
         out["blocked" if status == "pending" and blocked else status] += int(n)
     return out
 
@@ -328,14 +330,16 @@ async def why_nothing(
     }
 
 
+_HELD_BY = prebuilt(
+    select(tasks)
+    .where(tasks.c.workspace == bindparam("p_ws"), tasks.c.owner == bindparam("p_agent"), tasks.c.status == "claimed")
+    .order_by(tasks.c.id)
+)
+
+
 async def held_by(conn: AsyncConnection, workspace: str, agent: str) -> list[RowMapping]:
     """Tasks this agent holds a lease on now (expired but not re-claimed included)."""
-    stmt = (
-        select(tasks)
-        .where(tasks.c.workspace == workspace, tasks.c.owner == agent, tasks.c.status == "claimed")
-        .order_by(tasks.c.id)
-    )
-    return list((await conn.execute(stmt)).mappings())
+    return list((await conn.execute(_HELD_BY, {"p_ws": workspace, "p_agent": agent})).mappings())
 
 
 async def page(
