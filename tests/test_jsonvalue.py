@@ -1,0 +1,37 @@
+"""Canonical encoding and hashing, with the memo for long values."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from mcp_harness import jsonvalue
+from mcp_harness.errors import InvalidArgument
+
+
+def test_memoised_results_equal_fresh_ones():
+    text = "ünïcode text, " * 1000
+    first = jsonvalue.canonical(text)
+    again = jsonvalue.canonical("".join(list(text)))  # an equal string, another object
+    assert first == again == json.dumps(text, ensure_ascii=False).encode()
+    assert jsonvalue.value_hash(first) == jsonvalue.value_hash(bytes(again))
+    assert jsonvalue.value_hash(first) == hashlib.blake2b(first, digest_size=16).hexdigest()
+
+
+def test_invalid_long_strings_are_refused_every_time():
+    bad = "x" * 5000 + "\ud800"
+    for _ in range(2):  # a failure is never remembered as a result
+        with pytest.raises(InvalidArgument, match="lone surrogate"):
+            jsonvalue.canonical(bad)
+
+
+def test_the_memo_stays_within_its_bound():
+    memo = jsonvalue._Memo(100_000)
+    for i in range(200):
+        memo.put(f"{i}" * 10, i, 2_000)
+    assert memo._total <= 100_000 and len(memo._items) == 50
+    assert memo.get("199" * 10) == 199 and memo.get("0" * 10) is None  # the oldest went first
+    memo.put("big", 1, 60_000)  # over a quarter of the bound: not kept
+    assert memo.get("big") is None
