@@ -74,3 +74,22 @@ async def test_single_statements_honour_the_prepared_statement_cache_setting(db_
                                     verification="checked")  # fmt: skip
         assert done.status == "done"
         assert h.db._driver_pool._connect_kwargs["statement_cache_size"] == 0
+
+
+@pytest.mark.parametrize("through", ["driver", "sqlalchemy"])
+async def test_a_failed_write_leaves_nothing_whichever_path_its_statements_took(db_url, workspace, through):
+    """Writer transactions begin on the driver; a statement through SQLAlchemy joins them. Either way
+    an error rolls back everything, and a success commits everything."""
+    plain = workspaces.insert().values(name=bindparam("p_n"), progress_seq=0, created_at=1.0)
+    stmt = INSERT_WORKSPACE if through == "driver" else plain
+    async with Harness.open(settings_for(db_url)) as h:
+        with pytest.raises(RuntimeError):
+            async with h.db.write() as conn:
+                await conn.execute(stmt, {"p_n": workspace + "-gone"})
+                raise RuntimeError("the body failed")
+        async with h.db.write() as conn:
+            await conn.execute(stmt, {"p_n": workspace + "-kept"})
+            await conn.execute(INSERT_WORKSPACE, {"p_n": workspace + "-kept-too"})
+        async with h.db.read() as conn:
+            names = select(workspaces.c.name).where(workspaces.c.name.like(workspace + "%")).order_by(workspaces.c.name)
+            assert (await conn.execute(names)).scalars().all() == [workspace + "-kept", workspace + "-kept-too"]

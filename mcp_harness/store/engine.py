@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -97,7 +98,10 @@ def _sqlite_sync(url: str, *, writer: bool) -> Any:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        # The writer's transactions are opened on the driver (`_begin_immediate`); SQLAlchemy's own
+        # begin, when a statement it runs starts one, then joins that transaction.
+        if not conn.connection.dbapi_connection.in_transaction:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
 
     return engine
 
@@ -156,8 +160,18 @@ async def _keep_session(_connection: Any) -> None:
     LISTEN, cursors or advisory locks), so skip the reset query, a round trip per statement."""
 
 
-def _is_busy(exc: OperationalError) -> bool:
-    text = str(exc.orig if exc.orig is not None else exc).lower()
+def _end(conn: Connection, *, commit: bool) -> None:
+    """End a writer transaction begun on the driver, and SQLAlchemy's view of it if a statement
+    that went through SQLAlchemy made it begin one."""
+    if conn.in_transaction():
+        conn.commit() if commit else conn.rollback()
+    else:
+        raw = conn.connection.dbapi_connection
+        raw.commit() if commit else raw.rollback()
+
+
+def _is_busy(exc: Exception) -> bool:
+    text = str(getattr(exc, "orig", None) or exc).lower()
     return "locked" in text or "busy" in text
 
 
@@ -224,9 +238,9 @@ class Database:
             try:
                 yield _SyncConnection(conn)  # type: ignore[misc]
             except BaseException:
-                conn.rollback()
+                _end(conn, commit=False)
                 raise
-            conn.commit()
+            _end(conn, commit=True)
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[AsyncConnection]:
@@ -282,15 +296,16 @@ class Database:
         if self._sync_conn is None:
             self._sync_conn = self._sync_writer.connect()
         conn = self._sync_conn
+        raw = conn.connection.dbapi_connection
         deadline = anyio.current_time() + SQLITE_BUSY_TIMEOUT_MS / 1000
         delay = 0.0005
         while True:
             try:
-                conn.begin()
+                raw.execute("BEGIN IMMEDIATE")  # on the driver: SQLAlchemy's begin costs ~20 us more
                 return conn
-            except OperationalError as exc:
+            except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or anyio.current_time() > deadline:
-                    raise
+                    raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.5, 0.005)
 
