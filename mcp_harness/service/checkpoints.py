@@ -176,7 +176,7 @@ class CheckpointService(ServiceBase):
             return [await entry(k, encoded[k], v) for k, v in state.items()], new_blobs, fresh
         # Only keys whose patch is an object merge into an old value: read just those.
         merging = [by_key[k] for k, v in state.items() if isinstance(v, dict) and k in by_key]
-        old_values = await self._materialise(conn, workspace, merging)
+        old_values = await self._materialise(conn, workspace, merging) if merging else {}
         out = dict(by_key)
         for key, patch in state.items():
             if patch is None:
