@@ -181,3 +181,20 @@ async def _blob_bytes(harness, workspace: str) -> int:
     async with harness.db.read() as conn:
         stmt = select(func.coalesce(func.sum(func.length(blobs.c.data)), 0)).where(blobs.c.workspace == workspace)
         return int((await conn.execute(stmt)).scalar_one())
+
+
+async def test_small_values_live_in_the_manifest(harness, workspace):
+    """A counter or a status is kept inline in the checkpoint's manifest: no value row per save, and
+    every version, merge and pointer read still sees it."""
+    from mcp_harness.service import Identity
+
+    ident = Identity(workspace, "a")
+    for i in range(20):
+        await harness.checkpoints.save(ident, state={"n": i, "status": "running", "tags": ["a", i]})
+    await harness.checkpoints.save(ident, state={"n": None, "extra": {"k": 1}}, mode="merge")
+    assert await _blob_bytes(harness, workspace) == 0
+    assert (await harness.restore(ident, version=7)).state == {"n": 6, "status": "running", "tags": ["a", 6]}
+    latest = await harness.restore(ident, paths=["/tags/1", "/extra/k", "/n"])
+    assert latest.state == {"/tags/1": 19, "/extra/k": 1} and latest.missing_paths == ["/n"]
+    await harness.checkpoints.save(ident, state={"extra": {"j": 2}}, mode="merge")
+    assert (await harness.restore(ident)).state == {"status": "running", "tags": ["a", 19], "extra": {"k": 1, "j": 2}}

@@ -33,9 +33,13 @@ from . import lists
 from .base import Identity, ServiceBase, iso, new_id
 from .schemas import validate_state
 
-#: manifest entries: [top-level key, value hash, value bytes] for a value stored whole (a blob), or
+#: manifest entries: [top-level key, value hash, value bytes] for a value stored whole (a blob);
+#: [key, null, bytes, canonical JSON] for a small value kept in the manifest itself (a counter, a
+#: status: a blob row and its index entry would cost more than the value); or
 #: [key, hash, bytes, tail segment, skip, count] for a long array stored as a chain (see lists.py)
 Manifest = list[list[Any]]
+#: values whose canonical JSON is at most this long are kept inline in the manifest
+INLINE_MAX_BYTES = 64
 
 
 def state_size(manifest: Manifest) -> int:
@@ -136,7 +140,7 @@ class CheckpointService(ServiceBase):
                 "schema_version": schema_version,
                 "created_at": created,
             }
-            known = {e[1] for e in parent_manifest}
+            known = {e[1] for e in parent_manifest if len(e) == 3}
             await store.insert_checkpoint(conn, row, {h: d for h, d in new_blobs.items() if h not in known})
             return SaveCheckpointResult(
                 checkpoint_id=row["id"],
@@ -168,6 +172,8 @@ class CheckpointService(ServiceBase):
                 made = await lists.store_array(conn, workspace, key, data, len(value), by_key.get(key))
                 fresh[made[1]] = data
                 return made
+            if len(data) <= INLINE_MAX_BYTES:
+                return [key, None, len(data), data.decode()]
             h = value_hash(data)
             new_blobs[h] = fresh[h] = data
             return [key, h, len(data)]
@@ -193,11 +199,13 @@ class CheckpointService(ServiceBase):
     ) -> dict[str, Any]:
         """The values of these manifest entries, by key (`fresh`: bytes of values not stored yet)."""
         fresh = fresh or {}
-        wanted = [e[1] for e in manifest if e[1] not in fresh and not lists.is_chain(e)]
+        wanted = [e[1] for e in manifest if len(e) == 3 and e[1] not in fresh]
         values = {**(await store.load_values(conn, workspace, wanted) if wanted else {}), **fresh}
         out: dict[str, Any] = {}
         for e in manifest:
-            if e[1] in values:
+            if len(e) == 4:  # inline
+                out[e[0]] = json.loads(e[3])
+            elif e[1] in values:
                 out[e[0]] = json.loads(values[e[1]])
             else:
                 out[e[0]] = await lists.load(conn, workspace, e)

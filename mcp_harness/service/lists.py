@@ -39,7 +39,7 @@ _PROBE = 32
 
 
 def is_chain(entry: list[Any]) -> bool:
-    return len(entry) > 3
+    return len(entry) == 6
 
 
 async def store_array(

@@ -123,7 +123,7 @@ class MaintenanceService(ServiceBase):
                     for entry in json.loads(manifest):
                         if lists.is_chain(entry):
                             tails.add(entry[3])
-                        else:
+                        elif entry[1] is not None:  # not a value kept inline
                             referenced.add(entry[1])
                 values += await store.delete_unreferenced_blobs(conn, name, referenced)
                 links = await segments.links(conn, name)
