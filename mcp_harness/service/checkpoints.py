@@ -42,6 +42,15 @@ Manifest = list[list[Any]]
 INLINE_MAX_BYTES = 64
 
 
+def blob_of(entry: list[Any]) -> str | None:
+    """The hash of the blob a manifest entry points at; None for an inline value or a chain."""
+    return entry[1] if len(entry) == 3 else None
+
+
+def is_inline(entry: list[Any]) -> bool:
+    return len(entry) == 4
+
+
 def state_size(manifest: Manifest) -> int:
     """Bytes of the stored state's compact JSON, from the manifest alone."""
     if not manifest:
@@ -140,7 +149,7 @@ class CheckpointService(ServiceBase):
                 "schema_version": schema_version,
                 "created_at": created,
             }
-            known = {e[1] for e in parent_manifest if len(e) == 3}
+            known = {blob_of(e) for e in parent_manifest}
             await store.insert_checkpoint(conn, row, {h: d for h, d in new_blobs.items() if h not in known})
             return SaveCheckpointResult(
                 checkpoint_id=row["id"],
@@ -199,11 +208,11 @@ class CheckpointService(ServiceBase):
     ) -> dict[str, Any]:
         """The values of these manifest entries, by key (`fresh`: bytes of values not stored yet)."""
         fresh = fresh or {}
-        wanted = [e[1] for e in manifest if len(e) == 3 and e[1] not in fresh]
+        wanted = [h for h in map(blob_of, manifest) if h is not None and h not in fresh]
         values = {**(await store.load_values(conn, workspace, wanted) if wanted else {}), **fresh}
         out: dict[str, Any] = {}
         for e in manifest:
-            if len(e) == 4:  # inline
+            if is_inline(e):
                 out[e[0]] = json.loads(e[3])
             elif e[1] in values:
                 out[e[0]] = json.loads(values[e[1]])

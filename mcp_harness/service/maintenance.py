@@ -17,6 +17,7 @@ from ..store.common import list_workspaces, now
 from ..store.migrations import SCHEMA_VERSION
 from . import lists
 from .base import ServiceBase
+from .checkpoints import blob_of
 
 FORMAT = "mcp-harness-export"
 FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
@@ -123,8 +124,8 @@ class MaintenanceService(ServiceBase):
                     for entry in json.loads(manifest):
                         if lists.is_chain(entry):
                             tails.add(entry[3])
-                        elif entry[1] is not None:  # not a value kept inline
-                            referenced.add(entry[1])
+                        elif (blob := blob_of(entry)) is not None:
+                            referenced.add(blob)
                 values += await store.delete_unreferenced_blobs(conn, name, referenced)
                 links = await segments.links(conn, name)
                 live = lists.reachable(tails, links)

@@ -32,7 +32,7 @@ from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
-from .raw import asyncpg_errors, pg_error, raw_sql
+from .raw import asyncpg_errors, pg_error, runnable
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +128,9 @@ class _SyncConnection:
         self._raw = conn.connection.dbapi_connection
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        if isinstance(parameters, dict):
-            compiled = raw_sql(statement, self.dialect)
-            if compiled is not None and compiled.accepts(parameters):
-                return compiled.run(self._raw, parameters)
+        compiled = runnable(statement, parameters, self.dialect)
+        if compiled is not None:
+            return compiled.run(self._raw, parameters)
         return self._conn.execute(statement, parameters)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -150,10 +149,9 @@ class _PgConnection:
         self.dialect = dialect
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        if isinstance(parameters, dict):
-            compiled = raw_sql(statement, self.dialect)
-            if compiled is not None and compiled.accepts(parameters):
-                return await compiled.run_async(self._driver, parameters)
+        compiled = runnable(statement, parameters, self.dialect)
+        if compiled is not None:
+            return await compiled.run_async(self._driver, parameters)
         if self._conn is None:
             raise Internal("a statement that single() cannot run without SQLAlchemy reached it")
         return await self._conn.execute(statement, parameters)

@@ -44,6 +44,15 @@ def raw_sql(statement: Any, dialect: Dialect) -> RawStatement | None:
         return compiled
 
 
+def runnable(statement: Any, parameters: Any, dialect: Dialect) -> RawStatement | None:
+    """The compiled form of a prebuilt statement when it can run on the driver with `parameters`
+    (one dict, holding every parameter it names), else None: run it through SQLAlchemy."""
+    if not isinstance(parameters, dict):
+        return None
+    compiled = raw_sql(statement, dialect)
+    return compiled if compiled is not None and compiled.accepts(parameters) else None
+
+
 def _compile(statement: Any, dialect: Dialect) -> RawStatement | None:
     compiled = statement.compile(dialect=dialect)
     if "POSTCOMPILE" in compiled.string or compiled.positiontup is None:
