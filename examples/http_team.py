@@ -56,7 +56,7 @@ def run_agent(url: str, token: str, name: str, log: str) -> None:
                     continue
                 key = got["task"]["key"]
                 with open(log, "a") as f:
-                    f.write(f"claimed {key} {name} attempt {got['lease']['attempt']}\n")
+                    f.write(f"claimed {key} {name} attempt {got['lease']['attempt']} at {time.time()}\n")
                 await anyio.sleep(0.4)  # the work
                 result = await client.call_tool("update_task", {
                     "task_key": key, "action": "complete", "lease_token": got["lease"]["token"],
@@ -94,18 +94,24 @@ def main() -> dict:
         print(f"plan of {len(plan)} tasks added; three agents start")
         agents = {name: subprocess.Popen([sys.executable, __file__, "agent", url, token, name, log])
                   for name, token in tokens.items()}  # fmt: skip
-        victim, killed_holding = "bo", None
+        # Once two tasks are done, kill an agent in the middle of its work: it claimed a task less
+        # than 0.2 s ago and works 0.4 s, so it surely holds the lease (someone always is working
+        # while tasks remain: a task's dependencies only wait for work in progress).
+        victim, killed_holding = None, None
         deadline = time.time() + 30
         while time.time() < deadline and killed_holding is None:
-            time.sleep(0.1)
+            time.sleep(0.02)
             lines = Path(log).read_text().splitlines() if Path(log).exists() else []
-            claimed = [line.split()[1] for line in lines if line.startswith("claimed") and line.split()[2] == victim]
             completed = {line.split()[1] for line in lines if line.startswith("completed")}
-            holding = [k for k in claimed if k not in completed]
-            if len(completed) >= 2 and holding:
-                os.kill(agents[victim].pid, signal.SIGKILL)
-                killed_holding = holding[-1]
-                print(f"killed agent {victim} while it held {killed_holding}; its lease will run out")
+            if len(completed) < 2:
+                continue
+            for name in agents:
+                claims = [line.split() for line in lines if line.startswith("claimed") and line.split()[2] == name]
+                if claims and claims[-1][1] not in completed and time.time() - float(claims[-1][-1]) < 0.2:
+                    os.kill(agents[name].pid, signal.SIGKILL)
+                    victim, killed_holding = name, claims[-1][1]
+                    print(f"killed agent {victim} while it held {killed_holding}; its lease will run out")
+                    break
         for proc in agents.values():
             proc.wait(timeout=120)
         lines = Path(log).read_text().splitlines()
@@ -115,6 +121,7 @@ def main() -> dict:
                                             "team", "--json"], capture_output=True, text=True).stdout)  # fmt: skip
         print(f"{killed_holding} was finished by {finisher}; board: {status['task_counts']}")
         return {
+            "victim": victim,
             "killed_holding": killed_holding,
             "finished_by": finisher,
             "completed": sorted(completions),
