@@ -10,7 +10,9 @@ In-process writers queue on an `anyio.Lock`. Reads are deferred transactions on 
 pool (threads: a long read never blocks the loop). WAL with `synchronous=FULL`: an acknowledged
 write survives power loss.
 
-PostgreSQL: one pooled asyncpg engine; row locks (`FOR UPDATE`, `SKIP LOCKED`) do the ordering.
+PostgreSQL: transactions are opened on asyncpg under an autocommit SQLAlchemy engine, and work that
+is one statement runs on asyncpg's own pool (`single()`); row locks (`FOR UPDATE`, `SKIP LOCKED`) do
+the ordering. Connection set-up and wrappers: `sqlite.py`, `postgres.py`.
 """
 
 from __future__ import annotations
@@ -19,167 +21,22 @@ import logging
 import os
 import random
 import sqlite3
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from sqlalchemy import Connection, create_engine, event, make_url, text
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from ..errors import HarnessError, Internal, Unavailable
 from .migrations import migrate
-from .raw import asyncpg_errors, pg_error, runnable
+from .postgres import PgConnection, driver_pool
+from .raw import asyncpg_errors, pg_error
+from .sqlite import SQLITE_BUSY_TIMEOUT_MS, SyncConnection, end_transaction, is_busy, sqlite_reader, sqlite_sync
 
 log = logging.getLogger(__name__)
-
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-
-#: `wal_autocheckpoint` 300 pages (~1.2 MB): a freshly opened database appends to a growing WAL
-#: file until the first checkpoint rewinds it, and a commit that grows the file costs nearly twice
-#: one that reuses it (saves measured ~450 us vs ~250 us here); SQLite's default of 1,000 pages
-#: kept a new server in that phase for its first ~200 saves. Checkpointing 300 pages costs little.
-PRAGMAS = (
-    "PRAGMA journal_mode = WAL",
-    "PRAGMA synchronous = FULL",
-    "PRAGMA foreign_keys = ON",
-    "PRAGMA wal_autocheckpoint = 300",
-)
-
-
-def _apply_pragmas(dbapi_conn: Any) -> None:
-    """Set up a new connection. Switching a brand-new file to WAL needs an exclusive lock, and SQLite
-    answers BUSY at once (without its busy handler) when several processes open the file together:
-    retry briefly. Blocking here is fine: it happens once, when a connection is made."""
-    dbapi_conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    for pragma in PRAGMAS:
-        while True:
-            try:
-                dbapi_conn.execute(pragma)
-                break
-            except Exception as exc:  # noqa: BLE001 - sqlite3's or the aiosqlite adapter's OperationalError
-                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise
-                time.sleep(random.uniform(0.005, 0.02))
-
-
-def _sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
-    engine = create_async_engine(
-        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
-    )
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature
-        # Turn off the sqlite3 module's own transaction handling: we emit BEGIN ourselves.
-        dbapi_conn.isolation_level = None
-        _apply_pragmas(dbapi_conn)
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN")
-
-    return engine
-
-
-def _sqlite_sync(url: str, *, writer: bool) -> Any:
-    """A synchronous pysqlite engine holding one connection: the process's writer (BEGIN IMMEDIATE)
-    or its short-read connection (deferred BEGIN)."""
-    engine = create_engine(
-        url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1),
-        poolclass=StaticPool,
-        connect_args={"check_same_thread": False},
-    )
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
-        dbapi_conn.isolation_level = None
-        _apply_pragmas(dbapi_conn)
-        if writer:
-            # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the
-            # loop. Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and
-            # commit (the automatic checkpoint after a commit is PASSIVE and never waits).
-            dbapi_conn.execute("PRAGMA busy_timeout = 0")
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
-        # The writer's transactions are opened on the driver (`_begin_immediate`); SQLAlchemy's own
-        # begin, when a statement it runs starts one, then joins that transaction.
-        if not conn.connection.dbapi_connection.in_transaction:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
-
-    return engine
-
-
-class _SyncConnection:
-    """The subset of `AsyncConnection` the store uses, over a synchronous connection: awaiting it
-    never suspends, so a write transaction runs start to commit without yielding the loop.
-
-    Statements the store marked `prebuilt` run straight on the sqlite3 connection with SQL compiled
-    once (SQLAlchemy's per-execution work costs ~15 us, the SQL itself often ~2 us)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.dialect = conn.dialect
-        self._raw = conn.connection.dbapi_connection
-
-    async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        compiled = runnable(statement, parameters, self.dialect)
-        if compiled is not None:
-            return compiled.run(self._raw, parameters)
-        return self._conn.execute(statement, parameters)
-
-    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(self._conn, *args)
-
-
-class _PgConnection:
-    """A PostgreSQL transaction: an `AsyncConnection` in autocommit mode whose asyncpg connection
-    is inside a transaction we opened, so SQLAlchemy statements and prebuilt statements run straight
-    on asyncpg (compiled once, no per-execution SQLAlchemy work) share it. Without an
-    `AsyncConnection` (`single()`, on asyncpg's own pool) only prebuilt statements may run."""
-
-    def __init__(self, conn: AsyncConnection | None, driver: Any, dialect: Any) -> None:
-        self._conn = conn
-        self._driver = driver
-        self.dialect = dialect
-
-    async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        compiled = runnable(statement, parameters, self.dialect)
-        if compiled is not None:
-            return await compiled.run_async(self._driver, parameters)
-        if self._conn is None:
-            raise Internal("a statement that single() cannot run without SQLAlchemy reached it")
-        return await self._conn.execute(statement, parameters)
-
-    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._conn is None:
-            raise Internal("run_sync needs a transaction, not single()")
-        return await self._conn.run_sync(fn, *args)
-
-
-async def _keep_session(_connection: Any) -> None:
-    """On release to asyncpg's pool: nothing to undo (`single()` sets no session state: no SET,
-    LISTEN, cursors or advisory locks), so skip the reset query, a round trip per statement."""
-
-
-def _end(conn: Connection, *, commit: bool) -> None:
-    """End a writer transaction begun on the driver, and SQLAlchemy's view of it if a statement
-    that went through SQLAlchemy made it begin one."""
-    if conn.in_transaction():
-        conn.commit() if commit else conn.rollback()
-    else:
-        raw = conn.connection.dbapi_connection
-        raw.commit() if commit else raw.rollback()
-
-
-def _is_busy(exc: Exception) -> bool:
-    text = str(getattr(exc, "orig", None) or exc).lower()
-    return "locked" in text or "busy" in text
 
 
 class Database:
@@ -189,13 +46,13 @@ class Database:
         self.url = url
         self.dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
         if self.dialect == "sqlite":
-            self._sync_writer = _sqlite_sync(url, writer=True)
-            self._sync_reader = _sqlite_sync(url, writer=False)
+            self._sync_writer = sqlite_sync(url, writer=True)
+            self._sync_reader = sqlite_sync(url, writer=False)
             self._read_conn: Connection | None = None
             self._read_lock = anyio.Lock()
             self._sync_conn: Connection | None = None
             self._write_lock = anyio.Lock()
-            self._async_engine = _sqlite_reader(url, max(2, pool_size))
+            self._async_engine = sqlite_reader(url, max(2, pool_size))
         else:
             # Autocommit at the SQLAlchemy level: transactions are opened on asyncpg itself
             # (`_pg_transaction`), and `single()` runs without one.
@@ -243,11 +100,11 @@ class Database:
         async with _wrap_errors(), self._write_lock:
             conn = await self._begin_immediate()
             try:
-                yield _SyncConnection(conn)  # type: ignore[misc]
+                yield SyncConnection(conn)  # type: ignore[misc]
             except BaseException:
-                _end(conn, commit=False)
+                end_transaction(conn, commit=False)
                 raise
-            _end(conn, commit=True)
+            end_transaction(conn, commit=True)
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[AsyncConnection]:
@@ -261,35 +118,26 @@ class Database:
             pool = self._driver_pool or await self._make_driver_pool()
             try:
                 async with pool.acquire() as driver:
-                    yield _PgConnection(None, driver, self._async_engine.dialect)  # type: ignore[misc]
+                    yield PgConnection(None, driver, self._async_engine.dialect)  # type: ignore[misc]
             except (OSError, asyncpg_errors()) as exc:  # acquiring: the server is unreachable
                 raise pg_error(exc) from exc
 
     async def _make_driver_pool(self) -> Any:
         """asyncpg's pool, next to SQLAlchemy's: a statement that needs no transaction skips the
         SQLAlchemy pool's check-out and check-in (greenlet hops: a third of a claim's Python time)."""
-        import asyncpg
-
         async with self._driver_pool_lock:
             if self._driver_pool is None:
-                url = make_url(self.url)
-                query = dict(url.query)
-                cache = query.pop("prepared_statement_cache_size", None)  # SQLAlchemy's name for it
-                dsn = url.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
-                self._driver_pool = await asyncpg.create_pool(
-                    dsn, min_size=1, max_size=self._pool_size, max_inactive_connection_lifetime=1800,
-                    statement_cache_size=int(cache) if cache is not None else 100, reset=_keep_session,
-                )  # fmt: skip
+                self._driver_pool = await driver_pool(self.url, self._pool_size)
         return self._driver_pool
 
     @asynccontextmanager
     async def _pg_transaction(self, **options: Any) -> AsyncIterator[AsyncConnection]:
-        """One PostgreSQL transaction, opened and committed on asyncpg itself (see `_PgConnection`)."""
+        """One PostgreSQL transaction, opened and committed on asyncpg itself (see `PgConnection`)."""
         async with self._async_engine.connect() as conn:
             driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
             try:
                 async with driver.transaction(**options):
-                    yield _PgConnection(conn, driver, conn.dialect)  # type: ignore[misc]
+                    yield PgConnection(conn, driver, conn.dialect)  # type: ignore[misc]
             except DBAPIError:
                 raise
             except Exception as exc:  # BEGIN/COMMIT failures arrive as asyncpg's own exceptions
@@ -311,7 +159,7 @@ class Database:
                 raw.execute("BEGIN IMMEDIATE")  # on the driver: SQLAlchemy's begin costs ~20 us more
                 return conn
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or anyio.current_time() > deadline:
+                if not is_busy(exc) or anyio.current_time() > deadline:
                     raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.5, 0.005)
@@ -363,7 +211,7 @@ class Database:
             conn = self._read_conn
             conn.begin()
             try:
-                yield _SyncConnection(conn)  # type: ignore[misc]
+                yield SyncConnection(conn)  # type: ignore[misc]
             finally:
                 conn.rollback()  # nothing to keep: end the read snapshot
 
@@ -387,7 +235,7 @@ async def _wrap_errors() -> AsyncIterator[None]:
     except HarnessError:
         raise
     except OperationalError as exc:
-        if _is_busy(exc):
+        if is_busy(exc):
             raise Unavailable("the database is busy (locked by another writer); retry shortly") from exc
         log.error("database operational error: %s", exc)
         raise Unavailable("the database is not reachable right now; retry shortly") from exc
