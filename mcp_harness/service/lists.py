@@ -82,7 +82,7 @@ async def _append(conn: AsyncConnection, workspace: str, tail: int, run: bytes) 
 async def _roll(conn: AsyncConnection, workspace: str, tail: int, data: bytes, count: int) -> tuple[int, int] | None:
     """(tail, skip) when `data` is the old chain minus some leading elements, plus maybe appended
     ones; None when it is not, or when the chain would then hold more dropped elements than kept."""
-    old = b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]"
+    old = await _chain_json(conn, workspace, tail)
     body_end = len(old) - 1
     # a candidate is where the kept part of the old chain starts: right after "[" or a comma, with
     # the rest of the old chain a prefix of the new array, followed there by a comma or the end (a
@@ -111,10 +111,15 @@ def _find_all(haystack: bytes, needle: bytes, start: int):
         at = haystack.find(needle, at + 1)
 
 
+async def _chain_json(conn: AsyncConnection, workspace: str, tail: int) -> bytes:
+    """The JSON array of every element on the chain that ends at `tail` (skipped ones included)."""
+    return b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]"
+
+
 async def load(conn: AsyncConnection, workspace: str, entry: list[Any]) -> list[Any]:
     """The array a chain entry stands for."""
     _key, _hash, _size, tail, skip, count = entry
-    value = json.loads(b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]")[skip:]
+    value = json.loads(await _chain_json(conn, workspace, tail))[skip:]
     if len(value) != count:
         raise Internal(f"stored array {_key!r} has {len(value)} elements where its checkpoint recorded {count}")
     return value
