@@ -35,6 +35,16 @@ Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
 STATISTICS_BATCH = 50
 
 
+async def _take(
+    conn: AsyncConnection, ident: Identity, at: float, lease_seconds: int, tags: list[str] | None, task_key: str | None
+) -> RowMapping | None:
+    """The claim statement with a new lease token: the claimed row, or None."""
+    return await store.claim(
+        conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
+        lease_seconds=lease_seconds, tags=tags, task_key=task_key,
+    )  # fmt: skip
+
+
 class TaskService(ServiceBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -201,10 +211,7 @@ class TaskService(ServiceBase):
             return None  # the tag filter expands to a list per call: not a statement single() runs
         at = now()
         async with self.db.single() as conn:
-            row = await store.claim(
-                conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
-                lease_seconds=lease_seconds, tags=tags, task_key=task_key,
-            )  # fmt: skip
+            row = await _take(conn, ident, at, lease_seconds, tags, task_key)
         if row is None:
             return None
         view = task_view(row, at)
@@ -220,10 +227,7 @@ class TaskService(ServiceBase):
     ) -> tuple[RowMapping, float] | ClaimTaskResult:
         """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
-        row = await store.claim(
-            conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
-            lease_seconds=lease_seconds, tags=tags, task_key=task_key,
-        )  # fmt: skip
+        row = await _take(conn, ident, at, lease_seconds, tags, task_key)
         if row is not None:
             return row, at
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
