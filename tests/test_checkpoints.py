@@ -198,3 +198,13 @@ async def test_small_values_live_in_the_manifest(harness, workspace):
     assert latest.state == {"/tags/1": 19, "/extra/k": 1} and latest.missing_paths == ["/n"]
     await harness.checkpoints.save(ident, state={"extra": {"j": 2}}, mode="merge")
     assert (await harness.restore(ident)).state == {"status": "running", "tags": ["a", 19], "extra": {"k": 1, "j": 2}}
+
+
+async def test_object_arguments_sent_as_json_text_are_accepted(client):
+    # Some clients (Claude Desktop among them) send object and list arguments as JSON strings.
+    saved = await client.call_tool("save_checkpoint", {"state": '{"plan": ["a", "b"]}', "metadata": '{"by": "x"}'})
+    assert not saved.is_error, saved.content
+    restored = await client.call_tool("restore_state", {"paths": '["/plan/1"]'})
+    assert restored.structured_content["state"] == {"/plan/1": "b"}
+    bad = await client.call_tool("save_checkpoint", {"state": "[1, 2]"})
+    assert bad.is_error and bad.content[0].text.startswith("[invalid_argument] state:")
