@@ -71,6 +71,19 @@ class HarnessServer(MCPServer[Harness]):
             raise Unavailable("the server is starting or stopping; retry shortly")
         return self.harness, self.identity()
 
+    async def run_stdio_async(self) -> None:
+        """Serve stdio on the event loop when stdin and stdout are pipes (see `stdio`), else as the SDK does."""
+        from .stdio import loop_transport_usable, pipe_stdio
+
+        if not loop_transport_usable():
+            log.info("stdio served on the SDK's threads")
+            await super().run_stdio_async()
+            return
+        log.info("stdio served on the event loop")
+        lowlevel = self._lowlevel_server  # the SDK's own `run_stdio_async` serves it the same way
+        async with pipe_stdio() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
     def identity(self) -> Identity:
         """stdio: the identity given on the command line. HTTP: the one the bearer token names."""
         if self.fixed_identity is not None:
