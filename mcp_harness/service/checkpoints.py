@@ -115,7 +115,7 @@ class CheckpointService(ServiceBase):
         }
 
         async def body(conn: AsyncConnection) -> SaveCheckpointResult:
-            latest, latest_id, latest_manifest = await store.lock_thread(conn, ident.workspace, thread)
+            latest, latest_id, latest_manifest, schema = await store.lock_thread(conn, ident.workspace, thread)
             if expected_version is not None and expected_version != latest:
                 raise VersionConflict(
                     f"thread {thread!r} is at version {latest}, you expected {expected_version}"
@@ -132,7 +132,7 @@ class CheckpointService(ServiceBase):
                     + (" (measured after the merge)" if mode == "merge" else "")
                 )
             schema_version = await validate_state(
-                conn, ident.workspace, thread, lambda: self._materialise(conn, ident.workspace, manifest, fresh)
+                schema, thread, lambda: self._materialise(conn, ident.workspace, manifest, fresh)
             )
             created = now()
             row = {

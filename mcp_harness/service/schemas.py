@@ -8,7 +8,6 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..config import check_name
 from ..errors import InvalidArgument, SchemaViolation
@@ -25,22 +24,20 @@ def _pointer(path: Any) -> str:
 
 
 async def validate_state(
-    conn: AsyncConnection, workspace: str, thread: str, load: Callable[[], Awaitable[dict[str, Any]]]
+    schema: tuple[int, str] | None, thread: str, load: Callable[[], Awaitable[dict[str, Any]]]
 ) -> int | None:
-    """Validate the state `load()` gives against the thread's schema, if one is registered.
-    Returns the schema version validated against (None without a schema)."""
-    row = await store.latest(conn, workspace, thread)
-    if row is None:
+    """Validate the state `load()` gives against the thread's newest schema, (version, document), if it
+    has one. Returns the schema version validated against (None without a schema)."""
+    if schema is None:
         return None
-    validator = Draft202012Validator(json.loads(row["document"]))
+    version, document = schema
+    validator = Draft202012Validator(json.loads(document))
     errors = sorted(validator.iter_errors(await load()), key=lambda e: list(e.absolute_path))
     if errors:
         shown = "; ".join(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors[:MAX_REPORTED])
         more = f" (and {len(errors) - MAX_REPORTED} more)" if len(errors) > MAX_REPORTED else ""
-        raise SchemaViolation(
-            f"state does not match schema version {row['version']} of thread {thread!r}: {shown}{more}"
-        )
-    return int(row["version"])
+        raise SchemaViolation(f"state does not match schema version {version} of thread {thread!r}: {shown}{more}")
+    return version
 
 
 class SchemaService(ServiceBase):

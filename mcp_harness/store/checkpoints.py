@@ -3,30 +3,49 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Select, bindparam, func, select, update
+from sqlalchemy import Select, and_, bindparam, func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .common import ensure_workspace, insert_ignore, now
 from .raw import prebuilt
-from .tables import Blob, Checkpoint, Thread
+from .tables import Blob, Checkpoint, StateSchema, Thread
 
 threads = Thread.__table__
 checkpoints = Checkpoint.__table__
 blobs = Blob.__table__
+schemas = StateSchema.__table__
 
 #: checkpoint columns without the manifest: what listings need
 META_COLUMNS = [c for c in checkpoints.c if c.name != "manifest"]
 
 
+_NEWEST_SCHEMA = (
+    select(func.max(schemas.c.version))
+    .where(schemas.c.workspace == threads.c.workspace, schemas.c.thread == threads.c.name)
+    .correlate(threads)
+    .scalar_subquery()
+)
 _LOCK_THREAD = prebuilt(
-    select(threads.c.latest_version, threads.c.latest_id, checkpoints.c.manifest)
-    .select_from(threads.outerjoin(checkpoints, checkpoints.c.id == threads.c.latest_id))
+    select(
+        threads.c.latest_version, threads.c.latest_id, checkpoints.c.manifest,
+        schemas.c.version.label("schema_version"), schemas.c.document.label("schema_document"),
+    )
+    .select_from(
+        threads.outerjoin(checkpoints, checkpoints.c.id == threads.c.latest_id).outerjoin(
+            schemas,
+            and_(
+                schemas.c.workspace == threads.c.workspace,
+                schemas.c.thread == threads.c.name,
+                schemas.c.version == _NEWEST_SCHEMA,
+            ),
+        )
+    )
     .where(threads.c.workspace == bindparam("p_ws"), threads.c.name == bindparam("p_thread"))
     .with_for_update(of=threads)
-)
+)  # fmt: skip
 _INSERT_CHECKPOINT = prebuilt(checkpoints.insert())
 _VALUE = prebuilt(
     select(blobs.c.data).where(blobs.c.workspace == bindparam("p_ws"), blobs.c.hash == bindparam("p_hash"))
@@ -38,9 +57,16 @@ _ADVANCE_THREAD = prebuilt(
 )
 
 
-async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tuple[int, str | None, str | None]:
-    """Lock the thread row until commit (creating it on the first save); returns the latest version,
-    its checkpoint id and its manifest (one statement: a save needs all three).
+class ThreadHead(NamedTuple):
+    version: int  #: latest version, 0 before the first checkpoint
+    checkpoint_id: str | None
+    manifest: str | None  #: the latest checkpoint's manifest (JSON)
+    schema: tuple[int, str] | None  #: the thread's newest JSON Schema: (version, document)
+
+
+async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> ThreadHead:
+    """Lock the thread row until commit (creating it on the first save); returns what a save needs,
+    in one statement: the latest version, its checkpoint id and manifest, the newest state schema.
 
     On PostgreSQL the row lock orders concurrent saves to one thread across hosts; on SQLite the
     write transaction (BEGIN IMMEDIATE) already does."""
@@ -50,7 +76,8 @@ async def lock_thread(conn: AsyncConnection, workspace: str, thread: str) -> tup
         await ensure_workspace(conn, workspace)
         await insert_ignore(conn, threads, [{"workspace": workspace, "name": thread, "updated_at": now()}])
         row = (await conn.execute(_LOCK_THREAD, params)).one()
-    return int(row.latest_version), row.latest_id, row.manifest
+    schema = (int(row.schema_version), row.schema_document) if row.schema_version is not None else None
+    return ThreadHead(int(row.latest_version), row.latest_id, row.manifest, schema)
 
 
 async def insert_checkpoint(conn: AsyncConnection, row: dict[str, Any], new_blobs: dict[str, bytes]) -> None:

@@ -49,9 +49,12 @@ class Database:
             self._sync_writer = sqlite_sync(url, writer=True)
             self._sync_reader = sqlite_sync(url, writer=False)
             self._read_conn: Connection | None = None
-            self._read_lock = anyio.Lock()
+            # fast_acquire: a free lock is taken without a trip round the event loop (anyio's default
+            # yields on every acquire: ~0.1 ms per call on a 2-core VM, a tenth of a stdio round trip).
+            # Waiting for a held lock is unchanged; a transaction never yields until it ends anyway.
+            self._read_lock = anyio.Lock(fast_acquire=True)
             self._sync_conn: Connection | None = None
-            self._write_lock = anyio.Lock()
+            self._write_lock = anyio.Lock(fast_acquire=True)
             self._async_engine = sqlite_reader(url, max(2, pool_size))
         else:
             # Autocommit at the SQLAlchemy level: transactions are opened on asyncpg itself
