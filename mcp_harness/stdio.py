@@ -7,6 +7,10 @@ can wait on them directly: this transport does, and answers a tool call about a 
 on a small machine. Anything else (a terminal, a file, Windows) uses the SDK's transport unchanged,
 as does `MCP_HARNESS_STDIO_TRANSPORT=sdk`.
 
+The pipes' asyncio protocols are themselves the read and write streams the SDK's session takes (its
+`ReadStream` / `WriteStream` protocols): a message read wakes the session's own task, and a message
+sent is written by the task that sends it, with no task in between.
+
 Like the SDK's, it keeps stray output off the wire while it serves: fd 0 reads the null device and
 fd 1 writes to stderr, and both are restored when it ends.
 """
@@ -21,10 +25,10 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 import anyio
 import mcp_types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 from .config import ENV_PREFIX
@@ -55,9 +59,10 @@ def loop_transport_usable() -> bool:
     return all(stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) for mode in modes)
 
 
-class _Input(asyncio.Protocol):
-    """Read side of stdin: splits the bytes into lines, drops (and logs) a line over the limit whole,
-    and stops reading while many lines wait (a client that writes faster than we answer)."""
+class StdinStream(asyncio.Protocol):
+    """stdin as the session's read stream: splits the bytes into lines, parses each as a JSON-RPC
+    message (a line that is not one is handed on as the exception, as the SDK's transport does), drops
+    a line over the limit whole (logged), and stops reading while many lines wait."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -68,6 +73,8 @@ class _Input(asyncio.Protocol):
         self._eof = False
         self._transport: asyncio.ReadTransport | None = None
         self._paused = False
+
+    # -- asyncio protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -92,7 +99,7 @@ class _Input(asyncio.Protocol):
         if not self._discarding:
             self._partial += piece
         if line_ends:
-            if not self._discarding:
+            if not self._discarding and self._partial.strip():
                 self._lines.append(bytes(self._partial))
             self._partial.clear()
             self._discarding = False
@@ -102,32 +109,66 @@ class _Input(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if not self._eof and self._partial and not self._discarding:
+        if not self._eof and self._partial.strip() and not self._discarding:
             self._lines.append(bytes(self._partial))  # a last message without its newline
         self._eof = True
         self._more.set()
 
-    async def next_line(self) -> bytes | None:
-        """The next line (without its newline), or None at the end of input."""
+    # -- the SDK's ReadStream ---------------------------------------------------------------------
+
+    async def receive(self) -> SessionMessage | Exception:
         while not self._lines:
             if self._eof:
-                return None
+                raise anyio.EndOfStream
             self._more.clear()
             await self._more.wait()
         if self._paused and len(self._lines) <= MAX_WAITING_LINES // 2 and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()
-        return self._lines.popleft()
+        line = self._lines.popleft()
+        try:
+            text = line.decode("utf-8", errors="replace")
+            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+        except Exception as exc:  # noqa: BLE001 - the session logs it and reads on
+            return exc
+
+    def __aiter__(self) -> StdinStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def __aenter__(self) -> StdinStream:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
 
 
-class _Output(asyncio.Protocol):
-    """Write side of stdout: flow control and the news that the reader went away."""
+class StdoutStream(asyncio.Protocol):
+    """stdout as the session's write stream: each message is written as it is sent, one line each
+    (asyncio keeps the order of writes), waiting only while the pipe is full."""
 
     def __init__(self) -> None:
+        self._transport: asyncio.WriteTransport | None = None
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._lost: BaseException | None = None
-        self.closed = asyncio.Event()
+        self._closed = False
+        self._warned = False
+        self.gone = asyncio.Event()  #: set when the pipe is closed (by either end)
+
+    # -- asyncio protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -138,19 +179,45 @@ class _Output(asyncio.Protocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._lost = exc or BrokenPipeError("stdout was closed")
-        self.closed.set()
+        self.gone.set()
         self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def drain(self) -> None:
+    # -- the SDK's WriteStream --------------------------------------------------------------------
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._lost is not None or self._transport is None or self._transport.is_closing():
+            raise self._broken()
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._transport.write(data.encode() + b"\n")
         while self._paused and self._lost is None:
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         if self._lost is not None:
-            raise self._lost
+            raise self._broken()
+
+    def _broken(self) -> anyio.BrokenResourceError:
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "the client stopped reading stdout (%s); answers are dropped until stdin ends",
+                self._lost or "the pipe is closing",
+            )
+        return anyio.BrokenResourceError()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> StdoutStream:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
 
 
 def _claim(fd: int, diversion: int) -> int:
@@ -163,9 +230,7 @@ def _claim(fd: int, diversion: int) -> int:
 
 
 @asynccontextmanager
-async def pipe_stdio() -> AsyncIterator[
-    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-]:
+async def pipe_stdio() -> AsyncIterator[tuple[StdinStream, StdoutStream]]:
     """(read stream, write stream) of MCP messages over the process's stdin and stdout."""
     loop = asyncio.get_running_loop()
     sys.stdout.flush()
@@ -176,53 +241,19 @@ async def pipe_stdio() -> AsyncIterator[
         os.close(devnull)
     wire_out = _claim(1, 2)
     blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
-    in_transport, reader = await loop.connect_read_pipe(
-        lambda: _Input(MAX_MESSAGE_BYTES), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
+    in_transport, stdin = await loop.connect_read_pipe(
+        lambda: StdinStream(MAX_MESSAGE_BYTES), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
     )
-    out_transport, output = await loop.connect_write_pipe(
-        _Output, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
+    out_transport, stdout = await loop.connect_write_pipe(
+        StdoutStream, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
     )
-    inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def read_messages() -> None:
-        async with inbound_send:
-            while (line := await reader.next_line()) is not None:  # None: the client closed stdin
-                if not line.strip():
-                    continue
-                try:
-                    text = line.decode("utf-8", errors="replace")
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-                except Exception as exc:  # noqa: BLE001 - handed to the session, as the SDK's transport does
-                    await inbound_send.send(exc)
-                    continue
-                await inbound_send.send(SessionMessage(message))
-
-    async def write_messages() -> None:
-        async with outbound_receive:
-            async for session_message in outbound_receive:
-                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    out_transport.write(data.encode() + b"\n")
-                    await output.drain()
-                except (ConnectionError, RuntimeError) as exc:  # the client stopped reading
-                    log.warning("the client stopped reading stdout (%s); answers are dropped until stdin ends", exc)
-                    return
-
     try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(read_messages)
-            tasks.start_soon(write_messages)
-            try:
-                yield inbound, outbound
-            finally:
-                await outbound.aclose()  # lets the writer finish what is queued, then end
-                tasks.cancel_scope.cancel()
+        yield stdin, stdout
     finally:
         in_transport.close()
         out_transport.close()  # writes out what it still holds, then reports the connection lost
         with anyio.move_on_after(CLOSE_TIMEOUT_SECONDS, shield=True):
-            await output.closed.wait()
+            await stdout.gone.wait()
         sys.stdout.flush()  # anything printed while serving belongs to stderr, not the wire
         for fd, private, was_blocking in ((0, wire_in, blocking[0]), (1, wire_out, blocking[1])):
             with suppress(OSError):

@@ -153,3 +153,64 @@ def test_an_unknown_transport_choice_is_refused_in_one_line(sqlite_url):
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip() == "mcp-harness: MCP_HARNESS_STDIO_TRANSPORT is 'threads'; allowed: auto, sdk"
+
+
+def test_a_client_that_stops_reading_does_not_crash_the_server(sqlite_url, workspace):
+    proc = subprocess.Popen(
+        serve_command(sqlite_url, workspace, "raw"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=subprocess_env(),
+    )  # fmt: skip
+    for message in _initialize():
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        if "id" in message:
+            assert json.loads(proc.stdout.readline())["id"] == 0
+    proc.stdout.close()  # the client stops reading; the server's answers now have nowhere to go
+    for i in range(1, 6):
+        request = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                   "params": {"name": "save_checkpoint", "arguments": {"state": {"n": i}}}}  # fmt: skip
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert "the client stopped reading stdout" in stderr and "Traceback" not in stderr
+
+
+def test_a_burst_of_requests_is_answered_in_full(sqlite_url, workspace):
+    """More requests than the transport reads ahead, written without waiting: stdin is paused and
+    resumed, stdout fills and drains, and every request gets exactly one answer."""
+    import threading
+
+    proc = subprocess.Popen(
+        serve_command(sqlite_url, workspace, "burst"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=subprocess_env(),
+    )  # fmt: skip
+    total = 600
+    requests = [json.dumps(m) for m in _initialize()] + [
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "save_checkpoint", "arguments": {"state": {"n": i, "pad": "x" * 400}}}})
+        for i in range(1, total + 1)
+    ]  # fmt: skip
+
+    def write_all() -> None:
+        proc.stdin.write(("\n".join(requests) + "\n").encode())
+        proc.stdin.flush()
+
+    writer = threading.Thread(target=write_all)
+    writer.start()
+    answers: dict[int, dict] = {}
+    while len(answers) < total + 1:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode()
+        message = json.loads(line)
+        assert message["id"] not in answers
+        answers[message["id"]] = message
+    writer.join()
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    proc.stdout.close()
+    proc.stderr.close()
+    versions = sorted(answers[i]["result"]["structuredContent"]["version"] for i in range(1, total + 1))
+    assert versions == list(range(1, total + 1))
