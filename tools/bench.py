@@ -6,7 +6,7 @@ Both stores write to files with synchronous=FULL. Workloads:
 - one-key: a state of three keys (two 20 KB texts and a counter) where each save changes the counter;
 - growing list: a message list that grows by one ~300-byte message per save.
 Measured: write ops/s (median of 5 alternating runs), restore-latest p50, listing 2,000 history entries
-(median of 5), bytes stored per checkpoint
+(median of 9, the two stores taking turns), bytes stored per checkpoint
 (file growth after a WAL checkpoint), our restore-latest p50 at --history checkpoints vs at 1,000, and
 `save_checkpoint` over stdio vs a no-op tool on the same MCP SDK in the same run (1,000 calls each,
 taking turns; also shown: our server on the SDK's own threaded stdio transport).
@@ -37,9 +37,11 @@ from mcp_harness.service import Harness, Identity  # noqa: E402
 TEXT = "lorem ipsum dolor sit amet " * 760  # ~20 KB
 MESSAGE = {"role": "assistant", "content": "word " * 56}  # ~300 bytes as JSON
 IDENT = Identity("bench", "bench")
-#: listings and write runs are timed this many times each, median kept (one pass can land on a
+#: write runs are timed this many times per side, median kept (one pass can land on a
 #: garbage collection, and fsync latency swings)
 REPEATS = 5
+#: listings alternate between the two stores this many times, median kept
+LISTING_ROUNDS = 9
 
 
 def file_bytes(path: str) -> int:
@@ -78,25 +80,6 @@ async def ours_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
             await h.restore(IDENT, thread=thread, progress_limit=0)
             times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-async def ours_listing(path: str, entries: int) -> float:
-    async with Harness.open(Settings.from_env(path)) as h:
-        for i in range(entries):
-            await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
-        times = []
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            seen, before = 0, None
-            while True:
-                page = await h.checkpoints.list(IDENT, thread="hist", limit=200, before_version=before)
-                seen += len(page.checkpoints)
-                if page.next_before_version is None:
-                    break
-                before = page.next_before_version
-            times.append(time.perf_counter() - start)
-            assert seen == entries
-        return statistics.median(times)
 
 
 async def ours_history_restore(path: str, history: int) -> tuple[float, float]:
@@ -158,21 +141,36 @@ async def lg_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
     return statistics.median(times)
 
 
-async def lg_listing(path: str, entries: int) -> float:
-    cm, saver = await lg_saver(path)
-    config = {"configurable": {"thread_id": "hist", "checkpoint_ns": ""}}
-    for i in range(entries):
-        config = await saver.aput(config, lg_checkpoint({"i": i}, i), {"step": i}, {})
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        seen = 0
-        async for _item in saver.alist({"configurable": {"thread_id": "hist"}}):
-            seen += 1
-        times.append(time.perf_counter() - start)
-        assert seen == entries
-    await cm.__aexit__(None, None, None)
-    return statistics.median(times)
+async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, float]:
+    """Median time to list `entries` history entries: ours (pages of 200, the maximum) and LangGraph's
+    `alist`, the two timed in turn so that a slow patch of a shared machine falls on both."""
+    async with Harness.open(Settings.from_env(ours_path)) as h:
+        for i in range(entries):
+            await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
+        cm, saver = await lg_saver(lg_path)
+        config = {"configurable": {"thread_id": "hist", "checkpoint_ns": ""}}
+        for i in range(entries):
+            config = await saver.aput(config, lg_checkpoint({"i": i}, i), {"step": i}, {})
+        ours, theirs = [], []
+        for _ in range(LISTING_ROUNDS):
+            start = time.perf_counter()
+            seen, before = 0, None
+            while True:
+                page = await h.checkpoints.list(IDENT, thread="hist", limit=200, before_version=before)
+                seen += len(page.checkpoints)
+                if page.next_before_version is None:
+                    break
+                before = page.next_before_version
+            ours.append(time.perf_counter() - start)
+            assert seen == entries
+            start = time.perf_counter()
+            seen = 0
+            async for _item in saver.alist({"configurable": {"thread_id": "hist"}}):
+                seen += 1
+            theirs.append(time.perf_counter() - start)
+            assert seen == entries
+        await cm.__aexit__(None, None, None)
+    return statistics.median(ours), statistics.median(theirs)
 
 
 # -- stdio round trip -------------------------------------------------------------------------------
@@ -234,7 +232,7 @@ async def main(args: argparse.Namespace) -> str:
     ours_r, lg_r = await ours_restore_p50(db("o1")), await lg_restore_p50(db("l1"))
     _, ours_b2 = await ours_writes(db("o2"), growing_state, n)
     _, lg_b2 = await lg_writes(db("l2"), growing_state, n)
-    ours_l, lg_l = await ours_listing(db("o3"), 2000), await lg_listing(db("l3"), 2000)
+    ours_l, lg_l = await listings(db("o3"), db("l3"), 2000)
     small, big = await ours_history_restore(db("o4"), args.history)
     save_p50, save_sdk_p50, noop_p50 = await stdio_round_trips(db("o5"))
     message_bytes = len(json.dumps(MESSAGE)) + 8

@@ -58,24 +58,19 @@ def state_size(manifest: Manifest) -> int:
     return 2 + sum(key_bytes(e[0]) + 1 + e[2] for e in manifest) + len(manifest) - 1
 
 
-def checkpoint_fields(row: RowMapping) -> dict[str, Any]:
-    """A checkpoint row as the fields of `CheckpointMeta`."""
-    return {
-        "checkpoint_id": row["id"],
-        "thread": row["thread"],
-        "version": row["version"],
-        "parent_id": row["parent_id"],
-        "label": row["label"],
-        "metadata": json.loads(row["metadata_json"]) if row["metadata_json"] else None,
-        "created_at": iso(row["created_at"]),
-        "size_bytes": row["size_bytes"],
-        "agent": row["agent"],
-        "schema_version": row["schema_version"],
-    }
-
-
 def checkpoint_meta(row: RowMapping) -> CheckpointMeta:
-    return CheckpointMeta(**checkpoint_fields(row))
+    return CheckpointMeta(
+        checkpoint_id=row["id"],
+        thread=row["thread"],
+        version=row["version"],
+        parent_id=row["parent_id"],
+        label=row["label"],
+        metadata=json.loads(row["metadata_json"]) if row["metadata_json"] else None,
+        created_at=iso(row["created_at"]),
+        size_bytes=row["size_bytes"],
+        agent=row["agent"],
+        schema_version=row["schema_version"],
+    )
 
 
 class CheckpointService(ServiceBase):
@@ -287,10 +282,10 @@ class CheckpointService(ServiceBase):
             )
         more = len(rows) > limit
         rows = rows[:limit]
+        for row in rows:  # rows come named as the fields are: convert the two stored encodings
+            row["created_at"] = iso(row["created_at"])
+            row["metadata"] = json.loads(row["metadata"]) if row["metadata"] else None
         # One validation of the whole page in pydantic-core: half the cost of a model per row.
         return ListCheckpointsResult.model_validate(
-            {
-                "checkpoints": [checkpoint_fields(r) for r in rows],
-                "next_before_version": rows[-1]["version"] if more and rows else None,
-            }
+            {"checkpoints": rows, "next_before_version": rows[-1]["version"] if more and rows else None}
         )

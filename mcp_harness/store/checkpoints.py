@@ -141,17 +141,35 @@ async def load_values(conn: AsyncConnection, workspace: str, hashes: list[str]) 
     return out
 
 
+#: a listing row's columns, named as a checkpoint's metadata is presented, so a page of rows becomes
+#: the listing with no renaming (`created_at` is still a timestamp, `metadata` still JSON text)
+LISTING_COLUMNS = [
+    checkpoints.c.id.label("checkpoint_id"),
+    checkpoints.c.thread,
+    checkpoints.c.version,
+    checkpoints.c.parent_id,
+    checkpoints.c.label,
+    checkpoints.c.metadata_json.label("metadata"),
+    checkpoints.c.created_at,
+    checkpoints.c.size_bytes,
+    checkpoints.c.agent,
+    checkpoints.c.schema_version,
+]
+
+
 async def list_checkpoints(
     conn: AsyncConnection, workspace: str, thread: str, *, limit: int, before_version: int | None
-) -> list[RowMapping]:
-    """Checkpoint metadata, newest first, one page (one query, no states loaded)."""
+) -> list[dict[str, Any]]:
+    """Checkpoint metadata (`LISTING_COLUMNS`), newest first, one page (one query, no states loaded),
+    as dicts the caller may change."""
     params = {"p_ws": workspace, "p_thread": thread, "p_before": before_version, "p_limit": limit}
-    return list((await conn.execute(_list_statement(before_version is not None), params)).mappings())
+    rows = (await conn.execute(_list_statement(before_version is not None), params)).mappings()
+    return [r if type(r) is dict else dict(r) for r in rows]
 
 
 @cache
 def _list_statement(paged: bool) -> Select:
-    stmt = select(*META_COLUMNS).where(
+    stmt = select(*LISTING_COLUMNS).where(
         checkpoints.c.workspace == bindparam("p_ws"), checkpoints.c.thread == bindparam("p_thread")
     )
     if paged:
