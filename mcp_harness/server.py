@@ -75,12 +75,13 @@ class HarnessServer(MCPServer[Harness]):
         """Serve stdio on the event loop when stdin and stdout are pipes (see `stdio`), else as the SDK does."""
         from .stdio import loop_transport_usable, pipe_stdio
 
-        if not loop_transport_usable():
+        # The SDK's own `run_stdio_async` serves this (private) low-level server the same way.
+        lowlevel = getattr(self, "_lowlevel_server", None)
+        if lowlevel is None or not loop_transport_usable():
             log.info("stdio served on the SDK's threads")
             await super().run_stdio_async()
             return
         log.info("stdio served on the event loop")
-        lowlevel = self._lowlevel_server  # the SDK's own `run_stdio_async` serves it the same way
         async with pipe_stdio() as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
