@@ -241,19 +241,22 @@ async def pipe_stdio() -> AsyncIterator[tuple[StdinStream, StdoutStream]]:
         os.close(devnull)
     wire_out = _claim(1, 2)
     blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
-    in_transport, stdin = await loop.connect_read_pipe(
-        lambda: StdinStream(MAX_MESSAGE_BYTES), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
-    )
-    out_transport, stdout = await loop.connect_write_pipe(
-        StdoutStream, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
-    )
-    try:
+    in_transport = out_transport = None
+    try:  # from here on, whatever fails, fd 0 and fd 1 get the wire back
+        in_transport, stdin = await loop.connect_read_pipe(
+            lambda: StdinStream(MAX_MESSAGE_BYTES), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
+        )
+        out_transport, stdout = await loop.connect_write_pipe(
+            StdoutStream, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
+        )
         yield stdin, stdout
     finally:
-        in_transport.close()
-        out_transport.close()  # writes out what it still holds, then reports the connection lost
-        with anyio.move_on_after(CLOSE_TIMEOUT_SECONDS, shield=True):
-            await stdout.gone.wait()
+        if in_transport is not None:
+            in_transport.close()
+        if out_transport is not None:
+            out_transport.close()  # writes out what it still holds, then reports the connection lost
+            with anyio.move_on_after(CLOSE_TIMEOUT_SECONDS, shield=True):
+                await stdout.gone.wait()
         sys.stdout.flush()  # anything printed while serving belongs to stderr, not the wire
         for fd, private, was_blocking in ((0, wire_in, blocking[0]), (1, wire_out, blocking[1])):
             with suppress(OSError):

@@ -11,12 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .common import ensure_workspace, insert_ignore, now
 from .raw import prebuilt
-from .tables import Blob, Checkpoint, StateSchema, Thread
+from .schemas import schemas
+from .tables import Blob, Checkpoint, Thread
 
 threads = Thread.__table__
 checkpoints = Checkpoint.__table__
 blobs = Blob.__table__
-schemas = StateSchema.__table__
 
 #: checkpoint columns without the manifest: what listings need
 META_COLUMNS = [c for c in checkpoints.c if c.name != "manifest"]
