@@ -212,11 +212,11 @@ class Database:
             if self._read_conn is None:
                 self._read_conn = self._sync_reader.connect()
             conn = self._read_conn
-            conn.begin()
+            conn.connection.dbapi_connection.execute("BEGIN")  # on the driver, as writes are begun
             try:
                 yield SyncConnection(conn)  # type: ignore[misc]
             finally:
-                conn.rollback()  # nothing to keep: end the read snapshot
+                end_transaction(conn, commit=False)  # nothing to keep: end the read snapshot
 
     @asynccontextmanager
     async def read_long(self) -> AsyncIterator[AsyncConnection]:
