@@ -231,7 +231,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         page = await h.checkpoints.list(ident, thread=args.thread, limit=args.limit)
         if args.json:
-            print(json.dumps([c.model_dump(mode="json") for c in page.checkpoints], indent=2))
+            print(json.dumps(page.model_dump(mode="json")["checkpoints"], indent=2))
             return 0
         if not page.checkpoints:
             print(f"thread {args.thread!r} has no checkpoints")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +19,13 @@ class Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CheckpointMeta(Result):
+#: A checkpoint's metadata, without its state. A slotted dataclass, not a model: a listing makes one
+#: per row from columns the store has typed already (~0.5 us a row here, against ~2 us to validate a
+#: model from a dict); pydantic-core still publishes its JSON schema and serialises it.
+@dataclass(slots=True)
+class CheckpointMeta:
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
     checkpoint_id: str
     thread: str
     version: int

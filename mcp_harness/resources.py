@@ -69,7 +69,7 @@ def register_resources(server: HarnessServer) -> None:
             brief = await h.restore(ident, thread=unquote(thread), progress_limit=0)
             if not brief.found:
                 raise NotFound(f"thread {unquote(thread)!r} has no checkpoint")
-            return {"checkpoint": brief.checkpoint.model_dump(mode="json"), "state": brief.state}
+            return brief.model_dump(mode="json", include={"checkpoint", "state"})
 
         return await guarded(read)
 
@@ -85,7 +85,7 @@ def register_resources(server: HarnessServer) -> None:
 
         async def read() -> Any:
             brief = await h.restore(ident, thread=unquote(thread), version=version, progress_limit=0)
-            return {"checkpoint": brief.checkpoint.model_dump(mode="json"), "state": brief.state}
+            return brief.model_dump(mode="json", include={"checkpoint", "state"})
 
         return await guarded(read)
 

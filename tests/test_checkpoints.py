@@ -91,6 +91,27 @@ async def test_list_checkpoints_pages_newest_first(client):
     assert page3["next_before_version"] is None
 
 
+async def test_listing_rows_are_exactly_what_validation_would_build(harness, workspace):
+    """A listing is built from the store's typed columns without validating each row: every field
+    must still have its declared type and match what a restore by version says."""
+    from mcp_harness.models import ListCheckpointsResult
+    from mcp_harness.service import Identity
+
+    ident = Identity(workspace=workspace, agent="a")
+    saved = [await harness.checkpoints.save(ident, state={"i": 0}, label='quote " back\\ é\u2028')]
+    await harness.schemas.set_schema(ident, "main", {"type": "object"})
+    for i in range(1, 4):
+        metadata = {"step": i, "nested": {"xs": [1.5, None, "s"]}} if i % 2 else None
+        saved.append(await harness.checkpoints.save(ident, state={"i": i}, metadata=metadata))
+    page = await harness.checkpoints.list(ident, limit=200)
+    # strict: an int that came back as a float, or a str as bytes, fails here
+    assert ListCheckpointsResult.model_validate_json(page.model_dump_json(), strict=True) == page
+    assert [c.created_at for c in page.checkpoints] == [s.created_at for s in reversed(saved)]
+    assert [c.schema_version for c in page.checkpoints] == [1, 1, 1, None]
+    for listed in page.checkpoints:
+        assert (await harness.restore(ident, version=listed.version)).checkpoint == listed
+
+
 async def test_nothing_saved_yet_is_not_an_error(client):
     brief = await call(client, "restore_state")
     assert brief["found"] is False and brief["state"] is None and brief["checkpoint"] is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -43,13 +42,15 @@ def iso(ts: float | None) -> str | None:
     a timestamp per row: the date and time of day are formatted once per second."""
     if ts is None:
         return None
-    fraction, whole = math.modf(ts)
-    second, micro = int(whole), round(fraction * 1e6)
+    second = int(ts)  # ts - int(ts) is exactly math.modf's fraction, which datetime rounds
+    micro = round((ts - second) * 1e6)
+    if 0 <= micro < 1_000_000:
+        return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031 (%-format is the fastest here)
+    if micro < 0:  # before 1970: the fraction is negative
+        second, micro = second - 1, micro + 1_000_000
     if micro >= 1_000_000:
         second, micro = second + 1, micro - 1_000_000
-    elif micro < 0:
-        second, micro = second - 1, micro + 1_000_000
-    return f"{_iso_second(second)}.{micro:06d}Z"
+    return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031
 
 
 @lru_cache(maxsize=4096)

@@ -90,9 +90,25 @@ async def insert_checkpoint(conn: AsyncConnection, row: dict[str, Any], new_blob
     await conn.execute(_ADVANCE_THREAD, {**advance, "p_at": row["created_at"]})
 
 
+#: a checkpoint's metadata columns, in the order of `CheckpointMeta`'s fields (`created_at` is still
+#: a timestamp, `metadata` still JSON text): reads of metadata return rows of these, as tuples
+META_COLUMNS = (
+    checkpoints.c.id,
+    checkpoints.c.thread,
+    checkpoints.c.version,
+    checkpoints.c.parent_id,
+    checkpoints.c.label,
+    checkpoints.c.metadata_json,
+    checkpoints.c.created_at,
+    checkpoints.c.size_bytes,
+    checkpoints.c.agent,
+    checkpoints.c.schema_version,
+)
+
+
 @cache
 def _get_checkpoint(by: str) -> Select:
-    stmt = select(checkpoints).where(checkpoints.c.workspace == bindparam("p_ws"))
+    stmt = select(*META_COLUMNS, checkpoints.c.manifest).where(checkpoints.c.workspace == bindparam("p_ws"))
     if by == "id":
         return stmt.where(checkpoints.c.id == bindparam("p_id"))
     stmt = stmt.where(checkpoints.c.thread == bindparam("p_thread"))
@@ -111,8 +127,9 @@ async def get_checkpoint(
     version: int | None = None,
     checkpoint_id: str | None = None,
     label: str | None = None,
-) -> RowMapping | None:
-    """One checkpoint with its manifest: by version, id, label (newest with it) or the latest."""
+) -> tuple[Any, ...] | None:
+    """One checkpoint: its `META_COLUMNS` then its manifest, by version, id, label (newest with it)
+    or the latest."""
     params = {"p_ws": workspace, "p_thread": thread, "p_id": checkpoint_id, "p_version": version, "p_label": label}
     if checkpoint_id is not None:
         by = "id"
@@ -120,7 +137,7 @@ async def get_checkpoint(
         by = "version"
     else:
         by = "label" if label is not None else "latest"
-    return (await conn.execute(_get_checkpoint(by), params)).mappings().first()
+    return (await conn.execute(_get_checkpoint(by), params)).first()
 
 
 async def load_values(conn: AsyncConnection, workspace: str, hashes: list[str]) -> dict[str, bytes]:
@@ -141,35 +158,17 @@ async def load_values(conn: AsyncConnection, workspace: str, hashes: list[str]) 
     return out
 
 
-#: a listing row's columns, named as a checkpoint's metadata is presented, so a page of rows becomes
-#: the listing with no renaming (`created_at` is still a timestamp, `metadata` still JSON text)
-LISTING_COLUMNS = [
-    checkpoints.c.id.label("checkpoint_id"),
-    checkpoints.c.thread,
-    checkpoints.c.version,
-    checkpoints.c.parent_id,
-    checkpoints.c.label,
-    checkpoints.c.metadata_json.label("metadata"),
-    checkpoints.c.created_at,
-    checkpoints.c.size_bytes,
-    checkpoints.c.agent,
-    checkpoints.c.schema_version,
-]
-
-
 async def list_checkpoints(
     conn: AsyncConnection, workspace: str, thread: str, *, limit: int, before_version: int | None
-) -> list[dict[str, Any]]:
-    """Checkpoint metadata (`LISTING_COLUMNS`), newest first, one page (one query, no states loaded),
-    as dicts the caller may change."""
+) -> list[tuple[Any, ...]]:
+    """Checkpoint metadata (`META_COLUMNS`), newest first, one page (one query, no states loaded)."""
     params = {"p_ws": workspace, "p_thread": thread, "p_before": before_version, "p_limit": limit}
-    rows = (await conn.execute(_list_statement(before_version is not None), params)).mappings()
-    return [r if type(r) is dict else dict(r) for r in rows]
+    return (await conn.execute(_list_statement(before_version is not None), params)).tuples().all()
 
 
 @cache
 def _list_statement(paged: bool) -> Select:
-    stmt = select(*LISTING_COLUMNS).where(
+    stmt = select(*META_COLUMNS).where(
         checkpoints.c.workspace == bindparam("p_ws"), checkpoints.c.thread == bindparam("p_thread")
     )
     if paged:

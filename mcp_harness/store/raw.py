@@ -186,18 +186,24 @@ class RawResult:
     def scalars(self) -> list[Any]:
         return [r[0] for r in self._rows]
 
-    def mappings(self) -> _Mappings:
-        return _Mappings([dict(zip(self._statement.keys, r, strict=True)) for r in self._rows])
+    def mappings(self) -> _Rows:
+        return _Rows([dict(zip(self._statement.keys, r, strict=True)) for r in self._rows])
+
+    def tuples(self) -> _Rows:
+        """The rows as plain tuples: the cheapest form, for reads of many rows."""
+        return _Rows(self._rows)
 
 
-class _Mappings(list):
-    def first(self) -> dict[str, Any] | None:
+class _Rows(list):
+    """Rows (dicts or tuples) with the accessors of SQLAlchemy's `MappingResult` / `TupleResult`."""
+
+    def first(self) -> Any:
         return self[0] if self else None
 
-    def one(self) -> dict[str, Any]:
+    def one(self) -> Any:
         if len(self) != 1:
             raise LookupError(f"expected one row, got {len(self)}")
         return self[0]
 
-    def all(self) -> list[dict[str, Any]]:
-        return list(self)
+    def all(self) -> list[Any]:
+        return self
