@@ -5,11 +5,12 @@
 Both stores write to files with synchronous=FULL. Workloads:
 - one-key: a state of three keys (two 20 KB texts and a counter) where each save changes the counter;
 - growing list: a message list that grows by one ~300-byte message per save.
-Measured: write ops/s (median of 5 alternating runs), restore-latest p50, listing 2,000 history entries
-(median of 9, the two stores taking turns), bytes stored per checkpoint
-(file growth after a WAL checkpoint), our restore-latest p50 at --history checkpoints vs at 1,000, and
-`save_checkpoint` over stdio vs a no-op tool on the same MCP SDK in the same run (1,000 calls each,
-taking turns; also shown: our server on the SDK's own threaded stdio transport).
+Both stores stay open side by side and take turns in every comparison. Measured: write ops/s
+(median of 5 blocks of --saves per side), restore-latest p50 (400 each), listing 2,000 history
+entries (median of 9), bytes stored per checkpoint (file growth after a WAL checkpoint), our
+restore-latest p50 on a thread of --history checkpoints vs one of 1,000 (two databases, 400
+restores each), and `save_checkpoint` over stdio vs a no-op tool on the same MCP SDK in the same run
+(1,000 calls each, taking turns; also shown: our server on the SDK's own threaded stdio transport).
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ from mcp_harness.service import Harness, Identity  # noqa: E402
 TEXT = "lorem ipsum dolor sit amet " * 760  # ~20 KB
 MESSAGE = {"role": "assistant", "content": "word " * 56}  # ~300 bytes as JSON
 IDENT = Identity("bench", "bench")
-#: write runs are timed this many times per side, median kept (one pass can land on a
-#: garbage collection, and fsync latency swings)
-REPEATS = 5
+#: the one-key write workload runs this many blocks of --saves per side, the two sides taking turns;
+#: the median block rate is kept (a block can land on a garbage collection; fsync latency swings)
+WRITE_BLOCKS = 5
 #: listings alternate between the two stores this many times, median kept
 LISTING_ROUNDS = 9
 
@@ -51,50 +52,18 @@ def file_bytes(path: str) -> int:
 
 
 def one_key_state(i: int) -> dict:
-    return {"docs": TEXT, "notes": TEXT[::-1], "counter": i}
+    # fresh string objects each time, as a state parsed from a client's JSON has
+    return {"docs": TEXT[:-1] + TEXT[-1], "notes": TEXT[::-1], "counter": i}
 
 
 def growing_state(i: int) -> dict:
     return {"messages": [{**MESSAGE, "n": n} for n in range(i + 1)]}
 
 
-# -- ours ------------------------------------------------------------------------------------------
-
-
-async def ours_writes(path: str, states, n: int) -> tuple[float, int]:
-    async with Harness.open(Settings.from_env(path)) as h:
-        await h.checkpoints.save(IDENT, state=states(0), thread="w")
-        before = file_bytes(path)
-        start = time.perf_counter()
-        for i in range(1, n + 1):
-            await h.checkpoints.save(IDENT, state=states(i), thread="w")
-        elapsed = time.perf_counter() - start
-    return n / elapsed, (file_bytes(path) - before) // n
-
-
-async def ours_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
-    async with Harness.open(Settings.from_env(path)) as h:
-        times = []
-        for _ in range(n):
-            start = time.perf_counter()
-            await h.restore(IDENT, thread=thread, progress_limit=0)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-async def ours_history_restore(path: str, history: int) -> tuple[float, float]:
-    """Restore-latest p50 with 1,000 checkpoints in the thread, then with `history`."""
-    async with Harness.open(Settings.from_env(path)) as h:
-        for i in range(1000):
-            await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
-    small = await ours_restore_p50(path, "deep")
-    async with Harness.open(Settings.from_env(path)) as h:
-        for i in range(1000, history):
-            await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
-    return small, await ours_restore_p50(path, "deep")
-
-
-# -- LangGraph -------------------------------------------------------------------------------------
+# -- the two stores side by side ---------------------------------------------------------------------
+#
+# Every comparison keeps both stores open and takes turns between them, so that the drift of a shared
+# machine (fsync latency, CPU steal) falls on both sides alike rather than on whichever ran second.
 
 
 async def lg_saver(path: str):
@@ -116,29 +85,81 @@ def lg_checkpoint(state: dict, step: int):
     return cp
 
 
-async def lg_writes(path: str, states, n: int, thread: str = "w") -> tuple[float, int]:
-    cm, saver = await lg_saver(path)
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    config = await saver.aput(config, lg_checkpoint(states(0), 0), {"step": 0}, {})
-    before = file_bytes(path)
-    start = time.perf_counter()
-    for i in range(1, n + 1):
-        config = await saver.aput(config, lg_checkpoint(states(i), i), {"step": i}, {})
-    elapsed = time.perf_counter() - start
-    await cm.__aexit__(None, None, None)
-    return n / elapsed, (file_bytes(path) - before) // n
+class LangGraphThread:
+    """One LangGraph thread written the way a graph writes it: each checkpoint the child of the last."""
+
+    def __init__(self, saver: Any, thread: str) -> None:
+        self.saver = saver
+        self.config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+    async def put(self, state: dict, step: int) -> None:
+        self.config = await self.saver.aput(self.config, lg_checkpoint(state, step), {"step": step}, {})
 
 
-async def lg_restore_p50(path: str, thread: str = "w", n: int = 200) -> float:
-    cm, saver = await lg_saver(path)
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await saver.aget_tuple(config)
-        times.append(time.perf_counter() - start)
-    await cm.__aexit__(None, None, None)
-    return statistics.median(times)
+async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) -> tuple[float, float, int, int]:
+    """Saves of `states(1..n)` on each side, in `blocks` turns: (our median rate over the blocks,
+    LangGraph's, our bytes per checkpoint, LangGraph's)."""
+    async with Harness.open(Settings.from_env(ours_path)) as h:
+        cm, saver = await lg_saver(lg_path)
+        theirs = LangGraphThread(saver, "w")
+        await h.checkpoints.save(IDENT, state=states(0), thread="w")
+        await theirs.put(states(0), 0)
+        ours_before, lg_before = file_bytes(ours_path), file_bytes(lg_path)
+        ours_rates, lg_rates = [], []
+        size = n // blocks
+        for first in range(1, size * blocks + 1, size):
+            steps = range(first, first + size)
+            batch = [states(i) for i in steps]  # made before the clock starts, for each side
+            start = time.perf_counter()
+            for state in batch:
+                await h.checkpoints.save(IDENT, state=state, thread="w")
+            ours_rates.append(size / (time.perf_counter() - start))
+            batch = [states(i) for i in steps]
+            start = time.perf_counter()
+            for i, state in zip(steps, batch, strict=True):
+                await theirs.put(state, i)
+            lg_rates.append(size / (time.perf_counter() - start))
+        await cm.__aexit__(None, None, None)
+    saves = size * blocks
+    return (
+        statistics.median(ours_rates),
+        statistics.median(lg_rates),
+        (file_bytes(ours_path) - ours_before) // saves,
+        (file_bytes(lg_path) - lg_before) // saves,
+    )
+
+
+async def restores(ours_path: str, lg_path: str, n: int = 400) -> tuple[float, float]:
+    """p50 of restoring the latest checkpoint of thread `w`: ours, LangGraph's `aget_tuple`, in turn."""
+    async with Harness.open(Settings.from_env(ours_path)) as h:
+        cm, saver = await lg_saver(lg_path)
+        config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
+        ours, theirs = [], []
+        for _ in range(n):
+            start = time.perf_counter()
+            await h.restore(IDENT, thread="w", progress_limit=0)
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            await saver.aget_tuple(config)
+            theirs.append(time.perf_counter() - start)
+        await cm.__aexit__(None, None, None)
+    return statistics.median(ours), statistics.median(theirs)
+
+
+async def history_restores(small_path: str, deep_path: str, history: int, n: int = 400) -> tuple[float, float]:
+    """Our restore-latest p50 on a database holding a thread of 1,000 checkpoints and on one holding
+    a thread of `history`, both open, restores taking turns."""
+    async with Harness.open(Settings.from_env(small_path)) as small, Harness.open(Settings.from_env(deep_path)) as deep:
+        for h, count in ((small, 1000), (deep, history)):
+            for i in range(count):
+                await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
+        times: tuple[list[float], list[float]] = ([], [])
+        for _ in range(n):
+            for h, out in zip((small, deep), times, strict=True):
+                start = time.perf_counter()
+                await h.restore(IDENT, thread="deep", progress_limit=0)
+                out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, float]:
@@ -148,9 +169,9 @@ async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, f
         for i in range(entries):
             await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
         cm, saver = await lg_saver(lg_path)
-        config = {"configurable": {"thread_id": "hist", "checkpoint_ns": ""}}
+        theirs_thread = LangGraphThread(saver, "hist")
         for i in range(entries):
-            config = await saver.aput(config, lg_checkpoint({"i": i}, i), {"step": i}, {})
+            await theirs_thread.put({"i": i}, i)
         ours, theirs = [], []
         for _ in range(LISTING_ROUNDS):
             start = time.perf_counter()
@@ -221,20 +242,12 @@ async def main(args: argparse.Namespace) -> str:
     work = Path(tempfile.mkdtemp())
     db = lambda name: str(work / f"{name}.db")  # noqa: E731
     n = args.saves
-    ours_w, ours_b1 = await ours_writes(db("o1"), one_key_state, n)
-    lg_w, lg_b1 = await lg_writes(db("l1"), one_key_state, n)
-    # write rates swing with the disk's fsync latency: alternate more rounds, keep each side's median
-    ours_rates, lg_rates = [ours_w], [lg_w]
-    for i in range(REPEATS - 1):
-        ours_rates.append((await ours_writes(db(f"o1-{i}"), one_key_state, n))[0])
-        lg_rates.append((await lg_writes(db(f"l1-{i}"), one_key_state, n))[0])
-    ours_w, lg_w = statistics.median(ours_rates), statistics.median(lg_rates)
-    ours_r, lg_r = await ours_restore_p50(db("o1")), await lg_restore_p50(db("l1"))
-    _, ours_b2 = await ours_writes(db("o2"), growing_state, n)
-    _, lg_b2 = await lg_writes(db("l2"), growing_state, n)
+    ours_w, lg_w, ours_b1, lg_b1 = await writes(db("o1"), db("l1"), one_key_state, n * WRITE_BLOCKS, WRITE_BLOCKS)
+    ours_r, lg_r = await restores(db("o1"), db("l1"))
+    _, _, ours_b2, lg_b2 = await writes(db("o2"), db("l2"), growing_state, n)
     ours_l, lg_l = await listings(db("o3"), db("l3"), 2000)
-    small, big = await ours_history_restore(db("o4"), args.history)
-    save_p50, save_sdk_p50, noop_p50 = await stdio_round_trips(db("o5"))
+    small, big = await history_restores(db("o4"), db("o5"), args.history)
+    save_p50, save_sdk_p50, noop_p50 = await stdio_round_trips(db("o6"))
     message_bytes = len(json.dumps(MESSAGE)) + 8
     rows = [
         "| metric | mcp-harness | LangGraph / baseline | ratio | target | met |",
