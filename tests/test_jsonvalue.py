@@ -20,6 +20,24 @@ def test_memoised_results_equal_fresh_ones():
     assert jsonvalue.value_hash(first) == hashlib.blake2b(first, digest_size=16).hexdigest()
 
 
+def test_strings_that_share_a_fingerprint_keep_their_own_encodings():
+    """The memo is keyed by length and three short samples: a string differing elsewhere must
+    still be encoded afresh, however the two alternate."""
+    base = "a" * 3000 + "b" * 3000
+    edited = base[:1000] + '"quoted"' + base[1008:]  # same length, head, middle and tail
+    assert jsonvalue._fingerprint(base) == jsonvalue._fingerprint(edited)
+    for _ in range(3):
+        for text in (base, edited):
+            assert jsonvalue.canonical(text) == json.dumps(text, ensure_ascii=False).encode()
+
+
+def test_a_replaced_memo_entry_keeps_the_bound():
+    memo = jsonvalue._Memo(10_000)
+    for i in range(10):
+        memo.put("same", i, 1_000)
+    assert memo.get("same") == 9 and memo._total == 1_000
+
+
 def test_invalid_long_strings_are_refused_every_time():
     bad = "x" * 5000 + "\ud800"
     for _ in range(2):  # a failure is never remembered as a result
