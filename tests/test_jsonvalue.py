@@ -53,3 +53,9 @@ def test_the_memo_stays_within_its_bound():
     assert memo.get("199" * 10) == 199 and memo.get("0" * 10) is None  # the oldest went first
     memo.put("big", 1, 60_000)  # over a quarter of the bound: not kept
     assert memo.get("big") is None
+
+
+def test_key_bytes_counts_what_json_writes_for_every_ascii_character():
+    keys = [chr(c) for c in range(128)] + ["plain_key", 'a"b', "a\\b", "é", "\u2028", ""]
+    for key in keys:
+        assert jsonvalue.key_bytes(key) == len(json.dumps(key, ensure_ascii=False).encode()), repr(key)

@@ -95,12 +95,13 @@ class RawStatement:
         self.sql = sql
         self.names = names
         self.constants = constants
+        self._required = frozenset(names) - constants.keys()  #: what `parameters` must hold
         self.keys = keys
         self.bools = bools
         self.row_type = namedtuple("Row", keys, rename=True) if keys else None  # type: ignore[misc]  # noqa: PYI024
 
     def accepts(self, parameters: dict[str, Any]) -> bool:
-        return all(n in parameters or n in self.constants for n in self.names)
+        return self._required <= parameters.keys()
 
     def run(self, raw: Any, parameters: dict[str, Any]) -> RawResult:
         args = [parameters[n] if n in parameters else self.constants[n] for n in self.names]
