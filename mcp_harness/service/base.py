@@ -44,13 +44,10 @@ def iso(ts: float | None) -> str | None:
         return None
     second = int(ts)  # ts - int(ts) is exactly math.modf's fraction, which datetime rounds
     micro = round((ts - second) * 1e6)
-    if 0 <= micro < 1_000_000:
-        return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031 (%-format is the fastest here)
-    if micro < 0:  # before 1970: the fraction is negative
-        second, micro = second - 1, micro + 1_000_000
-    if micro >= 1_000_000:
-        second, micro = second + 1, micro - 1_000_000
-    return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031
+    if not 0 <= micro < 1_000_000:  # before 1970 (a negative fraction), or rounded up to a second
+        carry = micro // 1_000_000
+        second, micro = second + carry, micro - carry * 1_000_000
+    return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031 (%-format is the fastest here)
 
 
 @lru_cache(maxsize=4096)
