@@ -24,6 +24,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -66,14 +68,15 @@ def growing_state(i: int) -> dict:
 # machine (fsync latency, CPU steal) falls on both sides alike rather than on whichever ran second.
 
 
-async def lg_saver(path: str):
+@asynccontextmanager
+async def side_by_side(ours_path: str, lg_path: str) -> AsyncIterator[tuple[Harness, Any]]:
+    """Our store and LangGraph's `AsyncSqliteSaver`, each on its own file with synchronous=FULL."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    cm = AsyncSqliteSaver.from_conn_string(path)
-    saver = await cm.__aenter__()
-    await saver.setup()
-    await saver.conn.execute("PRAGMA synchronous = FULL")
-    return cm, saver
+    async with Harness.open(Settings.from_env(ours_path)) as h, AsyncSqliteSaver.from_conn_string(lg_path) as saver:
+        await saver.setup()
+        await saver.conn.execute("PRAGMA synchronous = FULL")
+        yield h, saver
 
 
 def lg_checkpoint(state: dict, step: int):
@@ -99,8 +102,7 @@ class LangGraphThread:
 async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) -> tuple[float, float, int, int]:
     """Saves of `states(1..n)` on each side, in `blocks` turns: (our median rate over the blocks,
     LangGraph's, our bytes per checkpoint, LangGraph's)."""
-    async with Harness.open(Settings.from_env(ours_path)) as h:
-        cm, saver = await lg_saver(lg_path)
+    async with side_by_side(ours_path, lg_path) as (h, saver):
         theirs = LangGraphThread(saver, "w")
         await h.checkpoints.save(IDENT, state=states(0), thread="w")
         await theirs.put(states(0), 0)
@@ -119,7 +121,6 @@ async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) 
             for i, state in zip(steps, batch, strict=True):
                 await theirs.put(state, i)
             lg_rates.append(size / (time.perf_counter() - start))
-        await cm.__aexit__(None, None, None)
     saves = size * blocks
     return (
         statistics.median(ours_rates),
@@ -131,8 +132,7 @@ async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) 
 
 async def restores(ours_path: str, lg_path: str, n: int = 400) -> tuple[float, float]:
     """p50 of restoring the latest checkpoint of thread `w`: ours, LangGraph's `aget_tuple`, in turn."""
-    async with Harness.open(Settings.from_env(ours_path)) as h:
-        cm, saver = await lg_saver(lg_path)
+    async with side_by_side(ours_path, lg_path) as (h, saver):
         config = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
         ours, theirs = [], []
         for _ in range(n):
@@ -142,7 +142,6 @@ async def restores(ours_path: str, lg_path: str, n: int = 400) -> tuple[float, f
             start = time.perf_counter()
             await saver.aget_tuple(config)
             theirs.append(time.perf_counter() - start)
-        await cm.__aexit__(None, None, None)
     return statistics.median(ours), statistics.median(theirs)
 
 
@@ -165,10 +164,9 @@ async def history_restores(small_path: str, deep_path: str, history: int, n: int
 async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, float]:
     """Median time to list `entries` history entries: ours (pages of 200, the maximum) and LangGraph's
     `alist`, the two timed in turn so that a slow patch of a shared machine falls on both."""
-    async with Harness.open(Settings.from_env(ours_path)) as h:
+    async with side_by_side(ours_path, lg_path) as (h, saver):
         for i in range(entries):
             await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
-        cm, saver = await lg_saver(lg_path)
         theirs_thread = LangGraphThread(saver, "hist")
         for i in range(entries):
             await theirs_thread.put({"i": i}, i)
@@ -190,7 +188,6 @@ async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, f
                 seen += 1
             theirs.append(time.perf_counter() - start)
             assert seen == entries
-        await cm.__aexit__(None, None, None)
     return statistics.median(ours), statistics.median(theirs)
 
 
