@@ -53,6 +53,9 @@ async def test_history_show_and_status(seeded):
     db, ws = seeded
     history = run_cli("history", "main", "--db", db, "--workspace", ws)
     assert history.returncode == 0 and history.stdout.startswith("v2") and "[start]" in history.stdout
+    listed = json.loads(run_cli("history", "main", "--json", "--db", db, "--workspace", ws).stdout)
+    assert [c["version"] for c in listed] == [2, 1] and listed[1]["label"] == "start"
+    assert listed[0]["parent_id"] == listed[1]["checkpoint_id"] and listed[0]["created_at"].endswith("Z")
     shown = run_cli("show", "main", "--version", "1", "--db", db, "--workspace", ws)
     assert json.loads(shown.stdout) == {"phase": 1}
     status = json.loads(run_cli("status", "--db", db, "--workspace", ws, "--json").stdout)
