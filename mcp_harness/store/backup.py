@@ -1,4 +1,6 @@
-"""Rows out and in for export/import, and the deletes behind prune: all of their SQL."""
+"""The cold paths' SQL, through SQLAlchemy over the declared tables: rows out and in for
+export/import, and the reads and deletes behind prune. Run inside `Database.cold_read()` /
+`cold_write()`."""
 
 from __future__ import annotations
 
@@ -13,16 +15,18 @@ from .tables import Blob, Checkpoint, Progress, Segment, StateSchema, Task, Task
 
 blobs = Blob.__table__
 checkpoints = Checkpoint.__table__
+segments = Segment.__table__
 tasks = Task.__table__
+workspaces = Workspace.__table__
 
 #: what a workspace export holds, in the order an import must insert it (internal ids are left out:
 #: task and progress row ids are renumbered by the target database; tags follow their task by key;
 #: segment ids are exported, and renumbered on import along with the manifests that name them)
 EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
-    ("workspace", Workspace.__table__, ()),
+    ("workspace", workspaces, ()),
     ("thread", Thread.__table__, ()),
     ("blob", blobs, ()),
-    ("segment", Segment.__table__, ()),
+    ("segment", segments, ()),
     ("checkpoint", checkpoints, ()),
     ("progress", Progress.__table__, ("id",)),
     ("task", tasks, ("id",)),
@@ -33,7 +37,7 @@ KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
 
 
 def _ws_column(table: Table):
-    return table.c.name if table is Workspace.__table__ else table.c.workspace
+    return table.c.name if table is workspaces else table.c.workspace
 
 
 async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
@@ -144,3 +148,19 @@ async def delete_unreferenced_blobs(conn: AsyncConnection, workspace: str, refer
         chunk = garbage[start : start + 500]
         await conn.execute(delete(blobs).where(blobs.c.workspace == workspace, blobs.c.hash.in_(chunk)))
     return len(garbage)
+
+
+async def list_workspaces(conn: AsyncConnection) -> list[str]:
+    return list((await conn.execute(select(workspaces.c.name).order_by(workspaces.c.name))).scalars())
+
+
+async def segment_links(conn: AsyncConnection, workspace: str) -> dict[int, int | None]:
+    """id -> prev for every segment of a workspace (what prune walks)."""
+    stmt = select(segments.c.id, segments.c.prev).where(segments.c.workspace == workspace)
+    return {i: p for i, p in await conn.execute(stmt)}
+
+
+async def delete_segments(conn: AsyncConnection, workspace: str, ids: list[int]) -> None:
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        await conn.execute(delete(segments).where(segments.c.workspace == workspace, segments.c.id.in_(part)))

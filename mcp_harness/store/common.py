@@ -1,57 +1,23 @@
-"""Small statements every store module uses."""
+"""Workspace rows, which every store module that writes a workspace's first row needs."""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
-
-from sqlalchemy import Insert, Table, Update, bindparam, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..clock import now  # the one source of time (re-exported for the store and services)
-from .raw import prebuilt
-from .tables import Workspace
+from . import queries as q
+from .connection import Connection
 
-workspaces = Workspace.__table__
-
-
-__all__ = ["bump_counter", "ensure_workspace", "insert_ignore", "list_workspaces", "now"]
+__all__ = ["ensure_workspace", "next_progress_seq", "now"]
 
 
-async def insert_ignore(conn: AsyncConnection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """Insert rows, skipping any whose primary key already exists (content-addressed values)."""
-    if rows:
-        await conn.execute(_insert_ignore(table, conn.dialect.name), rows[0] if len(rows) == 1 else rows)
+async def ensure_workspace(conn: Connection, workspace: str) -> None:
+    await conn.execute(q.ENSURE_WORKSPACE, {"ws": workspace, "at": now()})
 
 
-@cache
-def _insert_ignore(table: Table, dialect_name: str) -> Insert:
-    dialect = postgresql if dialect_name == "postgresql" else sqlite
-    return prebuilt(dialect.insert(table).on_conflict_do_nothing())
-
-
-async def ensure_workspace(conn: AsyncConnection, workspace: str) -> None:
-    await insert_ignore(conn, workspaces, [{"name": workspace, "created_at": now()}])
-
-
-@cache
-def _bump(column: str) -> Update:
-    col = workspaces.c[column]
-    return prebuilt(
-        update(workspaces).where(workspaces.c.name == bindparam("p_ws")).values({column: col + 1}).returning(col)
-    )
-
-
-async def bump_counter(conn: AsyncConnection, workspace: str, column: str) -> int:
-    """Increment a workspace counter and return its new value. The row lock this takes (or SQLite's
-    write lock) is held to commit, so values commit in the order they were handed out."""
-    value = (await conn.execute(_bump(column), {"p_ws": workspace})).scalar()
+async def next_progress_seq(conn: Connection, workspace: str) -> int:
+    """Hand out the workspace's next progress `seq`. The row lock this takes (or SQLite's write lock)
+    is held to commit, so values commit in the order they were handed out."""
+    value = await conn.fetch_value(q.NEXT_PROGRESS_SEQ, {"ws": workspace})
     if value is None:  # first write in this workspace
         await ensure_workspace(conn, workspace)
-        value = (await conn.execute(_bump(column), {"p_ws": workspace})).scalar_one()
+        value = await conn.fetch_value(q.NEXT_PROGRESS_SEQ, {"ws": workspace})
     return int(value)
-
-
-async def list_workspaces(conn: AsyncConnection) -> list[str]:
-    return list((await conn.execute(select(workspaces.c.name).order_by(workspaces.c.name))).scalars())

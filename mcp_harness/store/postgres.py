@@ -1,41 +1,48 @@
-"""PostgreSQL connections: the transaction wrapper over asyncpg, and asyncpg's own pool for work
+"""PostgreSQL: the `Connection` over asyncpg that hot paths run on, and asyncpg's own pool for work
 that is one statement."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..errors import Internal
-from .raw import runnable
+from .connection import NO_PARAMS, Params, Query
 
 
 class PgConnection:
-    """A PostgreSQL transaction: an `AsyncConnection` in autocommit mode whose asyncpg connection
-    is inside a transaction we opened, so SQLAlchemy statements and prebuilt statements run straight
-    on asyncpg (compiled once, no per-execution SQLAlchemy work) share it. Without an
-    `AsyncConnection` (`single()`, on asyncpg's own pool) only prebuilt statements may run."""
+    """`Connection` over one asyncpg connection: inside a transaction `Database` opened on it, or
+    (`single()`) in autocommit. asyncpg prepares each statement once per connection and caches it."""
 
-    def __init__(self, conn: AsyncConnection | None, driver: Any, dialect: Any) -> None:
-        self._conn = conn
+    dialect = "postgresql"
+    __slots__ = ("_driver",)
+
+    def __init__(self, driver: Any) -> None:
         self._driver = driver
-        self.dialect = dialect
 
-    async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        compiled = runnable(statement, parameters, self.dialect)
-        if compiled is not None:
-            return await compiled.run_async(self._driver, parameters)
-        if self._conn is None:
-            raise Internal("a statement that single() cannot run without SQLAlchemy reached it")
-        return await self._conn.execute(statement, parameters)
+    async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
+        status = await self._driver.execute(query.postgresql, *[params[n] for n in query.pg_names])
+        count = status.rsplit(" ", 1)[-1]  # "UPDATE 3", "INSERT 0 1"
+        return int(count) if count.isdigit() else -1
 
-    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._conn is None:
-            raise Internal("run_sync needs a transaction, not single()")
-        return await self._conn.run_sync(fn, *args)
+    async def execute_many(self, query: Query, rows: Sequence[Params]) -> None:
+        names = query.pg_names
+        await self._driver.executemany(query.postgresql, [[row[n] for n in names] for row in rows])
+
+    async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
+        records = await self._driver.fetch(query.postgresql, *[params[n] for n in query.pg_names])
+        if not records:
+            return records
+        make = query.maker("postgresql", records[0].keys)
+        return list(map(make, records))
+
+    async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
+        rows = await self.fetch_all(query, params)
+        return rows[0] if rows else None
+
+    async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
+        return await self._driver.fetchval(query.postgresql, *[params[n] for n in query.pg_names])
 
 
 async def keep_session(_connection: Any) -> None:
@@ -43,15 +50,22 @@ async def keep_session(_connection: Any) -> None:
     LISTEN, cursors or advisory locks), so skip the reset query, a round trip per statement."""
 
 
-async def driver_pool(url: str, size: int) -> Any:
-    """asyncpg's pool for the SQLAlchemy URL `url` (its `prepared_statement_cache_size` honoured)."""
-    import asyncpg
-
+def dsn(url: str) -> tuple[str, int]:
+    """asyncpg's DSN for the SQLAlchemy URL `url`, and its prepared-statement cache size (SQLAlchemy's
+    `prepared_statement_cache_size` query parameter; 0 for PgBouncer in transaction mode)."""
     parsed = make_url(url)
     query = dict(parsed.query)
-    cache = query.pop("prepared_statement_cache_size", None)  # SQLAlchemy's name for it
-    dsn = parsed.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
+    cache = query.pop("prepared_statement_cache_size", None)
+    rendered = parsed.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
+    return rendered, int(cache) if cache is not None else 100
+
+
+async def driver_pool(url: str, size: int) -> Any:
+    """asyncpg's pool for the SQLAlchemy URL `url`."""
+    import asyncpg
+
+    address, cache = dsn(url)
     return await asyncpg.create_pool(
-        dsn, min_size=1, max_size=size, max_inactive_connection_lifetime=1800,
-        statement_cache_size=int(cache) if cache is not None else 100, reset=keep_session,
+        address, min_size=1, max_size=size, max_inactive_connection_lifetime=1800,
+        statement_cache_size=cache, reset=keep_session,
     )  # fmt: skip

@@ -1,23 +1,14 @@
-"""Per-thread JSON Schemas: all of their SQL."""
+"""Per-thread JSON Schemas."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from .tables import StateSchema
-
-schemas = StateSchema.__table__
+from . import queries as q
+from .connection import Connection
 
 
-async def add(conn: AsyncConnection, workspace: str, thread: str, schema_json: str, at: float) -> int:
-    stmt = select(func.coalesce(func.max(schemas.c.version), 0)).where(
-        schemas.c.workspace == workspace, schemas.c.thread == thread
-    )
-    version = int((await conn.execute(stmt)).scalar_one()) + 1
-    await conn.execute(
-        schemas.insert().values(
-            workspace=workspace, thread=thread, version=version, document=schema_json, created_at=at
-        )
-    )
+async def add(conn: Connection, workspace: str, thread: str, schema_json: str, at: float) -> int:
+    """Register a schema as the thread's next version; returns the version."""
+    version = int(await conn.fetch_value(q.NEXT_SCHEMA_VERSION, {"ws": workspace, "thread": thread}))
+    params = {"ws": workspace, "thread": thread, "version": version, "document": schema_json, "at": at}
+    await conn.execute(q.INSERT_SCHEMA, params)
     return version

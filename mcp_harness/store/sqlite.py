@@ -1,18 +1,18 @@
-"""SQLite connections: set-up (WAL, synchronous=FULL), the process's writer and short-read
-connections, and the connection wrapper the store runs statements through."""
+"""SQLite: connection set-up (WAL, synchronous=FULL), the `Connection` over sqlite3 that hot paths
+run on, and the aiosqlite engine behind the cold paths (SQLAlchemy on a worker thread)."""
 
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
-from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, event
+from sqlalchemy import event, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
+from sqlalchemy.pool import AsyncAdaptedQueuePool
 
-from .raw import runnable
+from .connection import NO_PARAMS, Params, Query
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -46,7 +46,81 @@ def apply_pragmas(dbapi_conn: Any) -> None:
                 time.sleep(random.uniform(0.005, 0.02))
 
 
-def sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
+def connect(url: str, *, writer: bool) -> sqlite3.Connection:
+    """The process's writer connection (it never waits inside SQLite: `Database` retries BEGIN
+    IMMEDIATE without blocking the loop) or its short-read connection. Transactions are begun and
+    ended by `Database` itself (`isolation_level=None`: the sqlite3 module opens none)."""
+    conn = sqlite3.connect(
+        make_url(url).database or ":memory:", isolation_level=None, check_same_thread=False, cached_statements=256
+    )
+    try:
+        apply_pragmas(conn)
+        if writer:
+            # Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and commit
+            # (the automatic checkpoint after a commit is PASSIVE and never waits).
+            conn.execute("PRAGMA busy_timeout = 0")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def end_transaction(conn: sqlite3.Connection, *, commit: bool) -> None:
+    """Commit or roll back; a commit that fails is rolled back, so the connection is never left
+    inside a transaction (which would refuse the next BEGIN)."""
+    if not commit:
+        conn.rollback()
+        return
+    try:
+        conn.commit()
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+def is_busy(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SqliteConnection:
+    """`Connection` over one sqlite3 connection: awaiting it never suspends, so a write transaction
+    runs from BEGIN to COMMIT without yielding the loop (a statement is microseconds of SQL)."""
+
+    dialect = "sqlite"
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
+        return self._db.execute(query.sqlite, params).rowcount
+
+    async def execute_many(self, query: Query, rows: Any) -> None:
+        self._db.executemany(query.sqlite, rows)
+
+    async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
+        cursor = self._db.execute(query.sqlite, params)
+        rows = cursor.fetchall()  # all of them: a statement left unfinished would hold its lock
+        if not rows:
+            return rows
+        make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
+        return list(map(make, rows))
+
+    async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
+        rows = await self.fetch_all(query, params)
+        return rows[0] if rows else None
+
+    async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
+        rows = self._db.execute(query.sqlite, params).fetchall()
+        return rows[0][0] if rows else None
+
+
+def cold_engine(url: str, pool_size: int) -> AsyncEngine:
+    """SQLAlchemy over aiosqlite (a worker thread per connection) for the cold paths: reads that
+    stream or run long never block the loop. A connection with the execution option `write=True`
+    begins with BEGIN IMMEDIATE (and waits for the lock in SQLite's busy handler, on its thread)."""
     engine = create_async_engine(
         url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
     )
@@ -59,72 +133,6 @@ def sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
 
     return engine
-
-
-def sqlite_sync(url: str, *, writer: bool) -> Any:
-    """A synchronous pysqlite engine holding one connection: the process's writer (BEGIN IMMEDIATE)
-    or its short-read connection (deferred BEGIN)."""
-    engine = create_engine(
-        url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1),
-        poolclass=StaticPool,
-        connect_args={"check_same_thread": False},
-    )
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # noqa: ANN001
-        dbapi_conn.isolation_level = None
-        apply_pragmas(dbapi_conn)
-        if writer:
-            # From now on never wait inside SQLite: `_begin_immediate` retries without blocking the
-            # loop. Once BEGIN IMMEDIATE holds the write lock, WAL needs no other lock to write and
-            # commit (the automatic checkpoint after a commit is PASSIVE and never waits).
-            dbapi_conn.execute("PRAGMA busy_timeout = 0")
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
-        # The writer's transactions are opened on the driver (`_begin_immediate`); SQLAlchemy's own
-        # begin, when a statement it runs starts one, then joins that transaction.
-        if not conn.connection.dbapi_connection.in_transaction:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
-
-    return engine
-
-
-class SyncConnection:
-    """The subset of `AsyncConnection` the store uses, over a synchronous connection: awaiting it
-    never suspends, so a write transaction runs start to commit without yielding the loop.
-
-    Statements the store marked `prebuilt` run straight on the sqlite3 connection with SQL compiled
-    once (SQLAlchemy's per-execution work costs ~15 us, the SQL itself often ~2 us)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.dialect = conn.dialect
-        self._raw = conn.connection.dbapi_connection
-
-    async def execute(self, statement: Any, parameters: Any = None) -> Any:
-        compiled = runnable(statement, parameters, self.dialect)
-        if compiled is not None:
-            return compiled.run(self._raw, parameters)
-        return self._conn.execute(statement, parameters)
-
-    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(self._conn, *args)
-
-
-def end_transaction(conn: Connection, *, commit: bool) -> None:
-    """End a writer transaction begun on the driver, and SQLAlchemy's view of it if a statement
-    that went through SQLAlchemy made it begin one."""
-    if conn.in_transaction():
-        conn.commit() if commit else conn.rollback()
-    else:
-        raw = conn.connection.dbapi_connection
-        raw.commit() if commit else raw.rollback()
-
-
-def is_busy(exc: Exception) -> bool:
-    text = str(getattr(exc, "orig", None) or exc).lower()
-    return "locked" in text or "busy" in text

@@ -2,33 +2,32 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from .tables import ApiToken
-
-tokens = ApiToken.__table__
+from . import queries as q
+from .connection import Connection
+from .records import TokenRow
 
 
-async def insert(conn: AsyncConnection, **row: object) -> None:
-    await conn.execute(tokens.insert().values(**row))
+async def insert(
+    conn: Connection, *, token_hash: str, token_id: str, workspace: str, agent: str, role: str, created_at: float
+) -> None:
+    params = {"token_hash": token_hash, "token_id": token_id, "workspace": workspace, "agent": agent,
+              "role": role, "created_at": created_at}  # fmt: skip
+    await conn.execute(q.INSERT_TOKEN, params)
 
 
-async def find(conn: AsyncConnection, token_hash: str) -> RowMapping | None:
-    stmt = select(tokens).where(tokens.c.token_hash == token_hash, tokens.c.revoked_at.is_(None))
-    return (await conn.execute(stmt)).mappings().first()
+async def find(conn: Connection, token_hash: str) -> TokenRow | None:
+    """The live (not revoked) token with this hash."""
+    return await conn.fetch_one(q.LIVE_TOKEN, {"hash": token_hash})
 
 
-async def list_all(conn: AsyncConnection, workspace: str | None) -> list[RowMapping]:
-    stmt = select(tokens).order_by(tokens.c.created_at)
-    if workspace is not None:
-        stmt = stmt.where(tokens.c.workspace == workspace)
-    return list((await conn.execute(stmt)).mappings())
+async def list_all(conn: Connection, workspace: str | None) -> list[TokenRow]:
+    if workspace is None:
+        return await conn.fetch_all(q.TOKENS)
+    return await conn.fetch_all(q.WORKSPACE_TOKENS, {"ws": workspace})
 
 
 async def revoke(
-    conn: AsyncConnection,
+    conn: Connection,
     at: float,
     *,
     token_hash: str | None = None,
@@ -37,14 +36,10 @@ async def revoke(
     agent: str | None = None,
 ) -> int:
     """Mark live tokens revoked: one by hash or id, or all of workspace + agent. Returns how many."""
-    stmt = update(tokens).where(tokens.c.revoked_at.is_(None)).values(revoked_at=at)
     if token_hash is not None:
-        stmt = stmt.where(or_(tokens.c.token_hash == token_hash, tokens.c.token_id == token_id))
-    else:
-        stmt = stmt.where(tokens.c.workspace == workspace, tokens.c.agent == agent)
-    return int((await conn.execute(stmt)).rowcount or 0)
+        return await conn.execute(q.REVOKE_TOKEN, {"at": at, "hash": token_hash, "id": token_id})
+    return await conn.execute(q.REVOKE_AGENT_TOKENS, {"at": at, "ws": workspace, "agent": agent})
 
 
-async def count_active(conn: AsyncConnection) -> int:
-    stmt = select(func.count()).select_from(tokens).where(tokens.c.revoked_at.is_(None))
-    return int((await conn.execute(stmt)).scalar_one())
+async def count_active(conn: Connection) -> int:
+    return int(await conn.fetch_value(q.COUNT_LIVE_TOKENS))

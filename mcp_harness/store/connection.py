@@ -1,0 +1,141 @@
+"""The one small interface the store's queries run on, and the statements they run.
+
+A `Query` is literal SQL with `:name` parameters (written once, or once per dialect where SQLite and
+PostgreSQL differ); asyncpg's `$1, $2 ...` form is derived from it once, when the query is made.
+`Connection` runs queries and hands rows back as named tuples: the query's own record type (a
+`NamedTuple` whose field names must equal the columns the query selects, checked on the first
+rows) or, without one, a tuple type named after the columns. Implementations: `sqlite.py`
+(sqlite3) and `postgres.py` (asyncpg). SQLAlchemy never runs here; it serves the cold paths (see
+`Database.cold_read()` and `cold_write()`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache, partial
+from typing import Any, Literal, Protocol
+
+Dialect = Literal["sqlite", "postgresql"]
+Params = Mapping[str, Any]
+NO_PARAMS: Params = {}
+
+#: a quoted string (skipped), a `::` cast (skipped) or a `:name` parameter
+_PARAMETER = re.compile(r"'(?:[^']|'')*'|::|:([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class StorageError(Exception):
+    """A database error that is not the caller's doing (not a `HarnessError`: the server logs it
+    and answers `internal` with an incident id, as for any unexpected error)."""
+
+
+class UniqueViolation(StorageError):
+    """A write collided with a row another transaction committed first (a unique constraint);
+    the transaction was rolled back."""
+
+
+class Query:
+    """One SQL statement. `row`: the record type its rows become; `name`: set by `queries.py`."""
+
+    __slots__ = ("name", "sqlite", "postgresql", "pg_names", "row", "_makers")
+
+    def __init__(self, sql: str, *, postgresql: str | None = None, row: type | None = None, name: str = "") -> None:
+        self.name = name
+        self.sqlite = sql.strip()
+        self.postgresql, self.pg_names = numbered((postgresql or sql).strip())
+        self.row = row
+        self._makers: dict[str, Callable[[Sequence[Any]], Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"<Query {self.name or self.sqlite[:40]!r}>"
+
+    def maker(self, dialect: str, columns: Callable[[], Sequence[str]]) -> Callable[[Sequence[Any]], Any]:
+        """How a driver row (a tuple of this query's columns) becomes a named row, made on the
+        first rows: `columns()` names what the driver returned."""
+        try:
+            return self._makers[dialect]
+        except KeyError:
+            pass
+        names = tuple(columns())
+        if self.row is None:
+            make = partial(tuple.__new__, row_type(names))
+        else:
+            if names != self.row._fields:
+                raise StorageError(f"query {self.name} returns columns {names}, its row type {self.row._fields}")
+            make = partial(tuple.__new__, self.row)
+            bools = bool_fields(self.row) if dialect == "sqlite" else ()
+            if bools:  # SQLite has no boolean type: it returns 0 and 1
+                make = partial(_with_bools, make, bools)
+        self._makers[dialect] = make
+        return make
+
+
+def numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with `:name` parameters written as asyncpg's `$1, $2 ...`, and the names in order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return match.group(0)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return _PARAMETER.sub(number, sql), tuple(names)
+
+
+@cache
+def row_type(names: tuple[str, ...]) -> type:
+    """A named tuple type for rows of these columns (names that are not identifiers become `_0`...)."""
+    return namedtuple("Row", names, rename=True)  # noqa: PYI024
+
+
+@cache
+def bool_fields(record: type) -> tuple[int, ...]:
+    """Positions of the fields a record declares `bool`."""
+    hints = typing.get_type_hints(record)
+    return tuple(i for i, name in enumerate(record._fields) if hints.get(name) is bool)
+
+
+def _with_bools(make: Callable[[Sequence[Any]], Any], bools: tuple[int, ...], values: Sequence[Any]) -> Any:
+    fixed = list(values)
+    for i in bools:
+        if fixed[i] is not None:
+            fixed[i] = bool(fixed[i])
+    return make(fixed)
+
+
+def array(dialect: str, values: Iterable[Any]) -> Any:
+    """A list as one parameter: what `queries.in_array()` reads (JSON text on SQLite, where
+    `json_each` unpacks it; a list on PostgreSQL, for `= ANY(...)`)."""
+    return json.dumps(list(values)) if dialect == "sqlite" else list(values)
+
+
+class Connection(Protocol):
+    """A transaction (or, from `Database.single()` on PostgreSQL, one autocommit statement)."""
+
+    dialect: Dialect
+
+    async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
+        """Run a statement; returns how many rows it changed."""
+        ...
+
+    async def execute_many(self, query: Query, rows: Sequence[Params]) -> None:
+        """Run a statement once per parameter set."""
+        ...
+
+    async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
+        """Every row, as named tuples."""
+        ...
+
+    async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
+        """The first row, or None."""
+        ...
+
+    async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
+        """The first column of the first row, or None."""
+        ...

@@ -1,0 +1,83 @@
+"""The store's edge: driver and SQLAlchemy errors become the contract's errors here, so nothing above
+the store ever sees sqlite3, asyncpg or SQLAlchemy types.
+
+- the database cannot be reached, is busy or its connection broke: `Unavailable` (retry shortly);
+- a unique constraint refused a write (a concurrent writer won): `UniqueViolation`;
+- any other database error: `StorageError` (the server logs it and answers `internal` with an id).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+
+from ..errors import HarnessError, Internal, Unavailable
+from .connection import StorageError, UniqueViolation
+from .sqlite import is_busy
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def wrap_errors() -> AsyncIterator[None]:
+    """Callers never see driver or SQLAlchemy types: map them to the contract's errors."""
+    try:
+        yield
+    except (HarnessError, StorageError):
+        raise
+    except Exception as exc:
+        mapped = storage_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def storage_error(exc: Exception) -> Exception | None:
+    """The error to raise for `exc`, or None when it is not a database error (raise it as it is)."""
+    driver = _driver_error(exc)
+    if isinstance(exc, OperationalError) or isinstance(driver, sqlite3.OperationalError) or _pg_unreachable(driver):
+        if is_busy(exc):
+            return Unavailable("the database is busy (locked by another writer); retry shortly")
+        log.error("database operational error: %s", exc)
+        return Unavailable("the database is not reachable right now; retry shortly")
+    if _unique_violation(driver):
+        return UniqueViolation("a concurrent write got there first (a unique constraint)")
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return Unavailable("the database connection was lost; retry shortly")
+    if isinstance(exc, OSError):
+        return Unavailable(f"the database is not reachable: {exc.strerror or exc}")
+    if isinstance(exc, DBAPIError) or isinstance(driver, sqlite3.Error) or _pg_error(driver):
+        return StorageError(f"a database error happened ({type(driver).__name__})")
+    if isinstance(exc, SQLAlchemyError):
+        return Internal("a storage error happened")
+    return None
+
+
+def _driver_error(exc: Exception) -> BaseException:
+    """The driver's own exception: SQLAlchemy keeps it as `orig` (its asyncpg adapter wraps asyncpg's
+    error once more, as the adapter error's cause)."""
+    if not isinstance(exc, DBAPIError) or exc.orig is None:
+        return exc
+    return exc.orig.__cause__ or exc.orig
+
+
+def _unique_violation(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.IntegrityError):
+        return str(exc).startswith("UNIQUE constraint failed")
+    asyncpg = sys.modules.get("asyncpg")  # not imported: the error cannot be one of its
+    return asyncpg is not None and isinstance(exc, asyncpg.UniqueViolationError)
+
+
+def _pg_unreachable(exc: BaseException) -> bool:
+    asyncpg = sys.modules.get("asyncpg")
+    return asyncpg is not None and isinstance(exc, (asyncpg.InterfaceError, asyncpg.PostgresConnectionError))
+
+
+def _pg_error(exc: BaseException) -> bool:
+    asyncpg = sys.modules.get("asyncpg")
+    return asyncpg is not None and isinstance(exc, asyncpg.PostgresError)
