@@ -1,0 +1,140 @@
+"""Adding tasks: checks, dependency flags, fan-in counts, and the exactly-once insert."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..errors import InvalidArgument, TaskConflict, TooLarge
+from ..jsonvalue import canonical, dumps, value_hash
+from ..models import AddTasksResult, TaskSpec
+from ..store import tasks as store
+from ..store.common import now
+from .base import Identity
+from .task_graph import topological_order
+from .task_wait import WaitingClaims
+
+#: adding this many tasks (through this process, since the last time) refreshes planner statistics
+STATISTICS_BATCH = 50
+
+
+class AddingTasks(WaitingClaims):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._added_since_statistics = 0
+
+    async def add(
+        self, ident: Identity, *, tasks: list[TaskSpec], idempotency_key: str | None = None
+    ) -> AddTasksResult:
+        specs = self._check_specs(tasks)
+        hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
+        args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
+
+        async def body(conn: AsyncConnection) -> AddTasksResult:
+            return await self._insert(conn, ident, specs, hashes)
+
+        result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
+        if result.created:
+            self._notify()
+        self._added_since_statistics += len(result.created)
+        if self._added_since_statistics >= STATISTICS_BATCH:
+            # many new tasks change what the planner should expect of a claim (see refresh_statistics)
+            self._added_since_statistics = 0
+            async with self.db.single() as conn:
+                await store.refresh_statistics(conn)
+        return result
+
+    def _check_specs(self, tasks: list[TaskSpec]) -> dict[str, TaskSpec]:
+        """The tasks by key, refusing an empty or over-long list, a key given twice, an over-long description."""
+        if not tasks:
+            raise InvalidArgument("tasks must hold at least one task")
+        if len(tasks) > self.limits.max_tasks_per_call:
+            raise InvalidArgument(f"at most {self.limits.max_tasks_per_call} tasks per call, got {len(tasks)}")
+        specs = {}
+        for spec in tasks:
+            if spec.key in specs:
+                raise InvalidArgument(f"task key {spec.key!r} appears twice in this call")
+            if spec.description is not None and len(spec.description) > self.limits.max_text_chars:
+                raise TooLarge(
+                    f"task {spec.key!r}: description is {len(spec.description)} characters, "
+                    f"over the limit of {self.limits.max_text_chars}"
+                )
+            specs[spec.key] = spec
+        return specs
+
+    async def _insert(
+        self, conn: AsyncConnection, ident: Identity, specs: dict[str, TaskSpec], hashes: dict[str, str]
+    ) -> AddTasksResult:
+        """Insert the tasks not there yet; identical re-adds are no-ops, changed ones are refused."""
+        wanted = list(specs) + [d for s in specs.values() for d in s.depends_on]
+        existing = await store.get_many(conn, ident.workspace, wanted)
+        unchanged, new = [], {}
+        for key, spec in specs.items():
+            if key in existing:
+                if existing[key]["content_hash"] != hashes[key]:
+                    raise TaskConflict(
+                        f"task {key!r} already exists with different content; tasks are never edited: "
+                        "use a new key (or reopen the existing task)"
+                    )
+                unchanged.append(key)
+            else:
+                new[key] = spec
+        rows = _new_rows(ident, new, existing, hashes)
+        fan_in: dict[str, int] = {}
+        for row in rows:
+            for dep in row["_deps"]:
+                fan_in[dep] = fan_in.get(dep, 0) + 1
+        for row in rows:
+            row["dependents"] = fan_in.pop(row["key"], 0)
+        await store.add_dependents(conn, ident.workspace, fan_in)  # what is left names existing tasks
+        # Insert in the caller's order so creation order (and claim age) follows the list given.
+        position = {k: i for i, k in enumerate(specs)}
+        rows.sort(key=lambda r: position[r["key"]])
+        await store.insert(conn, ident.workspace, rows)
+        return AddTasksResult(created=[k for k in specs if k in new], unchanged=unchanged)
+
+
+def _new_rows(
+    ident: Identity, new: dict[str, TaskSpec], existing: dict[str, RowMapping], hashes: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The rows of the new tasks, dependencies first, each with its ready and blocked flags."""
+    order = topological_order(new, existing)
+    at = now()
+    flags: dict[str, tuple[bool, bool]] = {}
+    rows = []
+    for key in order:
+        spec = new[key]
+        ready, blocked = True, False
+        for dep in spec.depends_on:
+            if dep in new:
+                status, dep_blocked = "pending", flags[dep][1]
+            else:
+                status, dep_blocked = existing[dep]["status"], bool(existing[dep]["blocked"])
+            ready = ready and status == "done"
+            blocked = blocked or status == "failed" or dep_blocked
+        flags[key] = (ready, blocked)
+        rows.append(
+            {
+                "workspace": ident.workspace,
+                "key": key,
+                "title": spec.title,
+                "description": spec.description,
+                "steps": dumps(spec.steps),
+                "priority": spec.priority,
+                "depends_on": dumps(spec.depends_on),
+                "tags": dumps(spec.tags),
+                "max_attempts": spec.max_attempts,
+                "content_hash": hashes[key],
+                "status": "pending",
+                "ready": ready,
+                "blocked": blocked,
+                "available_at": 0.0,
+                "created_at": at,
+                "updated_at": at,
+                "_deps": list(dict.fromkeys(spec.depends_on)),
+                "_tags": list(dict.fromkeys(spec.tags)),
+            }
+        )
+    return rows

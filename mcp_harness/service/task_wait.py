@@ -1,0 +1,41 @@
+"""How waiting claims learn that work may be there: this process's own changes wake them at once,
+other processes' changes (and the clock) are found by a cheap read-only poll."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from ..store import tasks as store
+from ..store.common import now
+from .base import Identity, ServiceBase
+
+
+class WaitingClaims(ServiceBase):
+    """The wake-up signal every task service part shares: adds and updates notify, claims wait."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._changed = anyio.Event()  # wakes this process's waiting claims at once
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _wait_for_work(
+        self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
+    ) -> None:
+        """Sleep until a claim may succeed: woken at once by this process's own changes, and by a
+        cheap read-only check every poll interval for what other processes (or the clock: a lease
+        running out, a backoff ending) made claimable. No shared counter is written for this, so
+        completes never contend on a hot row."""
+        until = anyio.current_time() + remaining
+        while anyio.current_time() < until:
+            step = min(self.settings.poll_interval_seconds, until - anyio.current_time())
+            with anyio.move_on_after(step):
+                await self._changed.wait()
+                return
+            async with self.db.read() as conn:
+                if await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key):
+                    return
