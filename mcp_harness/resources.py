@@ -43,11 +43,11 @@ def register_resources(server: HarnessServer) -> None:
             return {
                 "threads": [
                     {
-                        "thread": r["name"],
-                        "latest_version": r["latest_version"],
-                        "checkpoint_id": r["latest_id"],
-                        "size_bytes": r["size_bytes"],
-                        "updated_at": iso(r["updated_at"]),
+                        "thread": r.name,
+                        "latest_version": r.latest_version,
+                        "checkpoint_id": r.latest_id,
+                        "size_bytes": r.size_bytes,
+                        "updated_at": iso(r.updated_at),
                     }
                     for r in rows
                 ]

@@ -23,7 +23,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
     at = now()
     last_seen: dict[str, float] = {}
     for row in last:
-        last_seen.setdefault(row["agent"], row["created_at"])
+        last_seen.setdefault(row.agent, row.created_at)
     leases = []
     for t in tasks:
         if t.lease is None:
@@ -44,10 +44,10 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
         "generated_at": iso(at),
         "threads": [
             {
-                "thread": r["name"],
-                "latest_version": r["latest_version"],
-                "size_bytes": r["size_bytes"],
-                "updated_at": iso(r["updated_at"]),
+                "thread": r.name,
+                "latest_version": r.latest_version,
+                "size_bytes": r.size_bytes,
+                "updated_at": iso(r.updated_at),
             }
             for r in threads
         ],
@@ -57,8 +57,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
         "live_leases": [lease for lease in leases if not lease["expired"]],
         "stuck": [lease for lease in leases if lease["expired"]],
         "largest_checkpoints": [
-            {"thread": r["thread"], "version": r["version"], "size_bytes": r["size_bytes"], "label": r["label"]}
-            for r in largest
+            {"thread": r.thread, "version": r.version, "size_bytes": r.size_bytes, "label": r.label} for r in largest
         ],
         "database_bytes": db_bytes,
     }

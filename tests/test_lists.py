@@ -14,8 +14,7 @@ from sqlalchemy import func, select
 
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
-from mcp_harness.store.checkpoints import checkpoints
-from mcp_harness.store.segments import segments
+from mcp_harness.store.backup import checkpoints, segments
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +29,7 @@ def size(value) -> int:
 
 async def segment_stats(h: Harness, workspace: str) -> tuple[int, int]:
     """(segments, bytes of element data) stored for a workspace."""
-    async with h.db.read() as conn:
+    async with h.db.cold_read() as conn:
         stmt = select(func.count(), func.coalesce(func.sum(func.length(segments.c.data)), 0)).where(
             segments.c.workspace == workspace
         )
@@ -95,7 +94,7 @@ async def test_tiny_appends_keep_the_chain_short(harness, workspace):
         numbers.append(n)
         await harness.checkpoints.save(ident, state={"numbers": numbers})
     assert (await harness.restore(ident)).state == {"numbers": numbers}
-    async with harness.db.read() as conn:
+    async with harness.db.cold_read() as conn:
         latest = select(checkpoints.c.manifest).where(checkpoints.c.workspace == workspace, checkpoints.c.version > 599)
         manifest = json.loads((await conn.execute(latest)).scalar_one())
         links = dict((await conn.execute(select(segments.c.id, segments.c.prev))).all())

@@ -78,7 +78,7 @@ class TaskMachine(RuleBasedStateMachine):
             # A claim that finds no work fails the leases that ran out on their last attempt.
             rows, _flags = self._rows()
             for key, row in rows.items():
-                if row["status"] == "failed":
+                if row.status == "failed":
                     self.holder[key] = None
             return
         key = got.task.key
@@ -130,7 +130,7 @@ class TaskMachine(RuleBasedStateMachine):
         self.holder[key] = None
         rows, _flags = self._rows()  # claims downstream of a reopened task are revoked
         for other, row in rows.items():
-            if row["status"] == "pending":
+            if row.status == "pending":
                 self.holder[other] = None
 
     @rule(seconds=st.sampled_from([1, 5, 11, 30]))
@@ -153,18 +153,18 @@ class TaskMachine(RuleBasedStateMachine):
         rows, flags = self._rows()
         now = clock.now()
         for key, row in rows.items():
-            assert row["attempts"] <= row["max_attempts"], f"{key} used {row['attempts']} attempts"
-            if row["status"] == "claimed":
-                assert row["lease_token"] is not None
-                for dep in __import__("json").loads(row["depends_on"]):
-                    assert rows[dep]["status"] == "done", f"{key} claimed while {dep} is {rows[dep]['status']}"
+            assert row.attempts <= row.max_attempts, f"{key} used {row.attempts} attempts"
+            if row.status == "claimed":
+                assert row.lease_token is not None
+                for dep in __import__("json").loads(row.depends_on):
+                    assert rows[dep].status == "done", f"{key} claimed while {dep} is {rows[dep].status}"
                 holder = self.holder[key]
-                if row["lease_expires_at"] > now:
-                    assert holder is not None and holder[1] == row["lease_token"], "a live lease nobody holds"
+                if row.lease_expires_at > now:
+                    assert holder is not None and holder[1] == row.lease_token, "a live lease nobody holds"
             deps_done, blocked = flags[key]
-            assert bool(row["ready"]) == (deps_done and row["status"] in task_store.OPEN), key
-            assert bool(row["blocked"]) == blocked, key
-        now_done = {k for k, r in rows.items() if r["status"] == "done"}
+            assert bool(row.ready) == (deps_done and row.status in task_store.OPEN), key
+            assert bool(row.blocked) == blocked, key
+        now_done = {k for k, r in rows.items() if r.status == "done"}
         lost = (self.done_before - now_done) - self.reopened
         assert not lost, f"done tasks changed without reopen: {lost}"
         self.done_before = now_done

@@ -287,21 +287,20 @@ async def test_claim_reads_the_claim_index_in_order(harness, workspace):
     """After big adds (8,000 tasks), the claim's candidate query walks ix_task_claim in claim order and stops at the
     first row: no scan of every pending task, no sort. (PostgreSQL without statistics picked a bitmap
     scan over all pending tasks plus a sort: O(n) per claim; add_tasks now refreshes them.)"""
-    from sqlalchemy import text
-
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
-    from mcp_harness.store.tasks import _candidate
+    from mcp_harness.store import queries
+    from mcp_harness.store.connection import Query
 
     ident = Identity(workspace, "a")
     for start in range(0, 8000, 500):
         await harness.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
     async with harness.db.read() as conn:
-        stmt = _candidate(False, False, conn.dialect.name == "postgresql").params(p_ws=workspace, p_now=1e12)
-        sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-        if conn.dialect.name == "postgresql":
-            plan = "\n".join(r[0] for r in await conn.execute(text("EXPLAIN " + sql)))
+        # the statement with its parameters written in, as the planner sees a claim (the same on both backends)
+        sql = queries.claimable(False, False).sqlite.replace(":ws", f"'{workspace}'").replace(":now", "1e12")
+        if conn.dialect == "postgresql":
+            plan = "\n".join(r[0] for r in await conn.fetch_all(Query("EXPLAIN " + sql + " FOR UPDATE SKIP LOCKED")))
             assert "Index Scan using ix_task_claim" in plan and "Sort" not in plan, plan
         else:
-            plan = "\n".join(r[-1] for r in await conn.execute(text("EXPLAIN QUERY PLAN " + sql)))
+            plan = "\n".join(r[-1] for r in await conn.fetch_all(Query("EXPLAIN QUERY PLAN " + sql)))
             assert "ix_task_claim" in plan and "TEMP B-TREE" not in plan, plan

@@ -17,29 +17,21 @@ import time
 from pathlib import Path
 
 import asyncpg
-from sqlalchemy import make_url
-from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_harness.store import Database  # noqa: E402
-from mcp_harness.store.tasks import _claim_statement, _leased_update  # noqa: E402
+from mcp_harness.store import Database, queries  # noqa: E402
+from mcp_harness.store.postgres import dsn as asyncpg_dsn  # noqa: E402
 
 DONE_COLUMNS = ("completed_at", "lease_expires_at", "ready", "result", "status", "updated_at", "verification")
 
 
-def _sql(statement) -> tuple[str, tuple[str, ...], dict]:
-    compiled = statement.compile(dialect=asyncpg_dialect.dialect())
-    return compiled.string, compiled.positiontup, {n: compiled.binds[n].value for n in compiled.positiontup}
-
-
-def _args(spec, values: dict) -> list:
-    _sql_text, names, constants = spec
-    return [values[n] if n in values else constants[n] for n in names]
+def _args(query: queries.Query, values: dict) -> list:
+    return [values[n] for n in query.pg_names]
 
 
 def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
-    claim, done = _sql(_claim_statement(False, False)), _sql(_leased_update(DONE_COLUMNS, True))
+    claim, done = queries.claim(False, False), queries.update_leased(DONE_COLUMNS, True)
 
     async def main() -> int:
         pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)
@@ -52,17 +44,17 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
             nonlocal count
             while True:
                 at = time.time()
-                values = {"p_ws": workspace, "p_now": at, "p_agent": "floor", "p_token": secrets.token_urlsafe(18),
-                          "p_expires": at + 300, "p_lease": 300}  # fmt: skip
+                values = {"ws": workspace, "now": at, "agent": "floor", "token": secrets.token_urlsafe(18),
+                          "expires": at + 300, "lease": 300}  # fmt: skip
                 async with pool.acquire() as conn:
-                    rows = await conn.fetch(claim[0], *_args(claim, values))
+                    rows = await conn.fetch(claim.postgresql, *_args(claim, values))
                 if not rows:
                     return
-                values = {"p_ws": workspace, "p_key": rows[0]["key"], "p_token": rows[0]["lease_token"],
+                values = {"ws": workspace, "key": rows[0]["key"], "token": rows[0]["lease_token"],
                           "v_status": "done", "v_ready": False, "v_result": None, "v_verification": "floor",
                           "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at}  # fmt: skip
                 async with pool.acquire() as conn:
-                    await conn.fetch(done[0], *_args(done, values))
+                    await conn.fetch(done.postgresql, *_args(done, values))
                 count += 1
 
         await asyncio.gather(*(loop() for _ in range(connections)))
@@ -94,7 +86,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=32, help="total connections, spread over processes")
     parser.add_argument("--tasks", type=int, default=4000)
     args = parser.parse_args()
-    dsn = make_url(args.db).set(drivername="postgresql").render_as_string(hide_password=False)
+    dsn, _cache = asyncpg_dsn(args.db)
     workspace = f"floor-{secrets.token_hex(4)}"
     asyncio.run(_setup(args.db, dsn, workspace, args.tasks))
     ready, out, go = mp.Queue(), mp.Queue(), mp.Event()

@@ -10,13 +10,11 @@ from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..config import Settings, check_name
 from ..errors import InvalidArgument
 from ..jsonvalue import canonical, value_hash
-from ..store import Database, idempotency
+from ..store import Connection, Database, UniqueViolation, idempotency
 from ..store.common import now
 
 M = TypeVar("M", bound=BaseModel)
@@ -72,7 +70,7 @@ class ServiceBase:
         key: str | None,
         arguments: dict[str, Any],
         model: type[M],
-        body: Callable[[AsyncConnection], Awaitable[Any]],
+        body: Callable[[Connection], Awaitable[Any]],
         *,
         finish: Callable[[Any], M] | None = None,
         remember: Callable[[M], bool] = lambda _result: True,
@@ -96,19 +94,19 @@ class ServiceBase:
                 async with self.db.write() as conn:
                     found = await idempotency.get(conn, ident.workspace, ident.agent, tool, key)
                     if found is not None:
-                        if found[0] != request_hash:
+                        if found.request_hash != request_hash:
                             raise InvalidArgument(
                                 f"idempotency_key {key!r} was already used for {tool} with different "
                                 "arguments: use a new key for a new request"
                             )
-                        return model.model_validate_json(found[1])
+                        return model.model_validate_json(found.result)
                     result = finish(await body(conn))
                     if remember(result):
                         await idempotency.put(
                             conn, ident.workspace, ident.agent, tool, key, request_hash, result.model_dump_json(), now()
                         )
                     return result
-            except IntegrityError:
+            except UniqueViolation:
                 # Two calls with one key raced (PostgreSQL): the loser's transaction rolled back;
                 # the next round finds the winner's stored result.
                 continue

@@ -8,10 +8,7 @@ patch names: the others keep their hashes without being read.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, Literal
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
@@ -20,48 +17,29 @@ from ..jsonvalue import (
     check_depth,
     dumps,
     is_missing,
-    key_bytes,
     merge_patch,
     parse_pointer,
     resolve_pointer,
     value_hash,
 )
 from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
+from ..store import Connection
 from ..store import checkpoints as store
 from ..store.common import now
-from . import lists
+from ..store.records import CheckpointRow
+from . import lists, manifest
 from .base import Identity, ServiceBase, iso, new_id
+from .manifest import INLINE_MAX_BYTES, Blob, Entry, Inline
 from .schemas import validate_state
 
-#: manifest entries: [top-level key, value hash, value bytes] for a value stored whole (a blob);
-#: [key, null, bytes, canonical JSON] for a small value kept in the manifest itself (a counter, a
-#: status: a blob row and its index entry would cost more than the value); or
-#: [key, hash, bytes, tail segment, skip, count] for a long array stored as a chain (see lists.py)
-Manifest = list[list[Any]]
-#: values whose canonical JSON is at most this long are kept inline in the manifest
-INLINE_MAX_BYTES = 64
 
-
-def blob_of(entry: list[Any]) -> str | None:
-    """The hash of the blob a manifest entry points at; None for an inline value or a chain."""
-    return entry[1] if len(entry) == 3 else None
-
-
-def is_inline(entry: list[Any]) -> bool:
-    return len(entry) == 4
-
-
-def state_size(manifest: Manifest) -> int:
-    """Bytes of the stored state's compact JSON, from the manifest alone."""
-    if not manifest:
-        return 2
-    return 2 + sum(key_bytes(e[0]) + 1 + e[2] for e in manifest) + len(manifest) - 1
-
-
-def checkpoint_meta(row: Sequence[Any]) -> CheckpointMeta:
-    """A checkpoint's metadata from a row that starts with the store's `META_COLUMNS`."""
-    metadata = json.loads(row[5]) if row[5] else None
-    return CheckpointMeta(row[0], row[1], row[2], row[3], row[4], metadata, iso(row[6]), row[7], row[8], row[9])
+def checkpoint_meta(row: CheckpointRow) -> CheckpointMeta:
+    """A checkpoint's metadata, as tools show it."""
+    metadata = json.loads(row.metadata_json) if row.metadata_json else None
+    return CheckpointMeta(
+        row.id, row.thread, row.version, row.parent_id, row.label, metadata, iso(row.created_at), row.size_bytes,
+        row.agent, row.schema_version,
+    )  # fmt: skip
 
 
 class CheckpointService(ServiceBase):
@@ -105,25 +83,24 @@ class CheckpointService(ServiceBase):
             "expected_version": expected_version,
         }
 
-        async def body(conn: AsyncConnection) -> SaveCheckpointResult:
-            latest, latest_id, latest_manifest, schema = await store.lock_thread(conn, ident.workspace, thread)
+        async def body(conn: Connection) -> SaveCheckpointResult:
+            head = await store.lock_thread(conn, ident.workspace, thread)
+            latest = head.version
             if expected_version is not None and expected_version != latest:
                 raise VersionConflict(
                     f"thread {thread!r} is at version {latest}, you expected {expected_version}"
                     + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
                 )
-            parent_manifest: Manifest = json.loads(latest_manifest) if latest_manifest else []
-            manifest, new_blobs, fresh = await self._build_manifest(
-                conn, ident.workspace, parent_manifest, state, encoded, mode
-            )
-            size = state_size(manifest)
+            parent = manifest.loads(head.manifest) if head.manifest else []
+            entries, new_blobs, fresh = await self._build_manifest(conn, ident.workspace, parent, state, encoded, mode)
+            size = manifest.state_size(entries)
             if size > self.limits.max_state_bytes:
                 raise TooLarge(
                     f"the state would be {size} bytes, over the limit of {self.limits.max_state_bytes} bytes"
                     + (" (measured after the merge)" if mode == "merge" else "")
                 )
             schema_version = await validate_state(
-                schema, thread, lambda: self._materialise(conn, ident.workspace, manifest, fresh)
+                head.schema, thread, lambda: self._materialise(conn, ident.workspace, entries, fresh)
             )
             created = now()
             row = {
@@ -131,22 +108,22 @@ class CheckpointService(ServiceBase):
                 "workspace": ident.workspace,
                 "thread": thread,
                 "version": latest + 1,
-                "parent_id": latest_id,
+                "parent_id": head.checkpoint_id,
                 "label": label,
                 "metadata_json": metadata_json,
-                "manifest": dumps(manifest),
+                "manifest": manifest.dumps(entries),
                 "size_bytes": size,
                 "agent": ident.agent,
                 "schema_version": schema_version,
                 "created_at": created,
             }
-            known = {blob_of(e) for e in parent_manifest}
+            known = {e.hash for e in parent if isinstance(e, Blob)}
             await store.insert_checkpoint(conn, row, {h: d for h, d in new_blobs.items() if h not in known})
             return SaveCheckpointResult(
                 checkpoint_id=row["id"],
                 thread=thread,
                 version=row["version"],
-                parent_id=latest_id,
+                parent_id=head.checkpoint_id,
                 created_at=iso(created),
                 size_bytes=size,
             )
@@ -155,28 +132,28 @@ class CheckpointService(ServiceBase):
 
     async def _build_manifest(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         workspace: str,
-        parent: Manifest,
+        parent: list[Entry],
         state: dict[str, Any],
         encoded: dict[str, bytes],
         mode: str,
-    ) -> tuple[Manifest, dict[str, bytes], dict[str, bytes]]:
+    ) -> tuple[list[Entry], dict[str, bytes], dict[str, bytes]]:
         """(manifest, values to store as blobs, every new value's bytes by hash)."""
         new_blobs: dict[str, bytes] = {}
         fresh: dict[str, bytes] = {}
-        by_key = {e[0]: e for e in parent}
+        by_key = {e.key: e for e in parent}
 
-        async def entry(key: str, data: bytes, value: Any) -> list[Any]:
+        async def entry(key: str, data: bytes, value: Any) -> Entry:
             if isinstance(value, list) and len(data) >= lists.CHAIN_MIN_BYTES:
                 made = await lists.store_array(conn, workspace, key, data, len(value), by_key.get(key))
-                fresh[made[1]] = data
+                fresh[made.hash] = data
                 return made
             if len(data) <= INLINE_MAX_BYTES:
-                return [key, None, len(data), data.decode()]
+                return Inline(key, len(data), data.decode())
             h = value_hash(data)
             new_blobs[h] = fresh[h] = data
-            return [key, h, len(data)]
+            return Blob(key, h, len(data))
 
         if mode == "replace":
             return [await entry(k, encoded[k], v) for k, v in state.items()], new_blobs, fresh
@@ -195,25 +172,25 @@ class CheckpointService(ServiceBase):
         return list(out.values()), new_blobs, fresh
 
     async def _materialise(
-        self, conn: AsyncConnection, workspace: str, manifest: Manifest, fresh: dict[str, bytes] | None = None
+        self, conn: Connection, workspace: str, entries: list[Entry], fresh: dict[str, bytes] | None = None
     ) -> dict[str, Any]:
         """The values of these manifest entries, by key (`fresh`: bytes of values not stored yet)."""
         fresh = fresh or {}
-        wanted = [h for h in map(blob_of, manifest) if h is not None and h not in fresh]
+        wanted = [e.hash for e in entries if isinstance(e, Blob) and e.hash not in fresh]
         values = {**(await store.load_values(conn, workspace, wanted) if wanted else {}), **fresh}
         out: dict[str, Any] = {}
-        for e in manifest:
-            if is_inline(e):
-                out[e[0]] = json.loads(e[3])
-            elif e[1] in values:
-                out[e[0]] = json.loads(values[e[1]])
+        for e in entries:
+            if isinstance(e, Inline):
+                out[e.key] = json.loads(e.json)
+            elif e.hash in values:
+                out[e.key] = json.loads(values[e.hash])
             else:
-                out[e[0]] = await lists.load(conn, workspace, e)
+                out[e.key] = await lists.load(conn, workspace, e)
         return out
 
     async def load(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         ident: Identity,
         *,
         thread: str,
@@ -245,11 +222,11 @@ class CheckpointService(ServiceBase):
                 where = "in this workspace" if checkpoint_id is not None else f"on thread {thread!r}"
                 raise NotFound(f"no checkpoint with {what} {where}")
             return None, None, None
-        manifest: Manifest = json.loads(row[10])
+        entries = manifest.loads(row.manifest)
         if pointers is None:
-            return checkpoint_meta(row), await self._materialise(conn, ident.workspace, manifest), None
+            return checkpoint_meta(row), await self._materialise(conn, ident.workspace, entries), None
         wanted_keys = {tokens[0] for _p, tokens in pointers}
-        part = [e for e in manifest if e[0] in wanted_keys]  # only the top-level values asked for
+        part = [e for e in entries if e.key in wanted_keys]  # only the top-level values asked for
         document = await self._materialise(conn, ident.workspace, part)
         out: dict[str, Any] = {}
         missing: list[str] = []
@@ -275,5 +252,5 @@ class CheckpointService(ServiceBase):
         # No per-row validation: the columns are typed by the store, and a listing is thousands of rows.
         return ListCheckpointsResult.model_construct(
             checkpoints=[checkpoint_meta(row) for row in rows[:limit]],
-            next_before_version=rows[limit - 1][2] if more else None,
+            next_before_version=rows[limit - 1].version if more else None,
         )

@@ -2,9 +2,9 @@
 
 A top-level array value of at least `CHAIN_MIN_BYTES` is kept as a chain of segments (store/segments.py):
 each segment holds a run of elements (their canonical JSON joined by commas) and names the segment
-before it. Its manifest entry is `[key, hash, size, tail, skip, count]`: the value is the chain that
-ends at segment `tail`, minus its first `skip` elements, `count` elements in all; `hash` and `size`
-are those of the value's canonical JSON, as for any other value.
+before it. Its manifest entry is a `Chain` (`manifest.py`): the value is the chain that ends at
+segment `tail`, minus its first `skip` elements, `count` elements in all; `hash` and `size` are those
+of the value's canonical JSON, as for any other value.
 
 A save compares the new array with the parent checkpoint's value under the same key:
 - appended to (the old value is a prefix of the new one, checked by hashing the new bytes up to the
@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import Internal
 from ..jsonvalue import value_hash
+from ..store import Connection
 from ..store import segments as store
+from .manifest import Chain, Entry
 
 #: arrays whose canonical JSON is shorter than this are stored as one value
 CHAIN_MIN_BYTES = 2048
@@ -38,27 +39,23 @@ SEGMENT_MIN_BYTES = 256
 _PROBE = 32
 
 
-def is_chain(entry: list[Any]) -> bool:
-    return len(entry) == 6
-
-
 async def store_array(
-    conn: AsyncConnection, workspace: str, key: str, data: bytes, count: int, parent: list[Any] | None
-) -> list[Any]:
+    conn: Connection, workspace: str, key: str, data: bytes, count: int, parent: Entry | None
+) -> Chain:
     """The manifest entry for array `data` (canonical JSON, `count` elements), storing the segments
     it needs. `parent` is the previous checkpoint's entry for the same key, if any."""
     digest = value_hash(data)
-    if parent is not None and is_chain(parent):
-        _key, old_hash, old_size, tail, skip, _old_count = parent
-        if old_hash == digest:
-            return [key, digest, len(data), tail, skip, count]
-        if _extends(data, old_hash, old_size):
-            return [key, digest, len(data), await _append(conn, workspace, tail, data[old_size:-1]), skip, count]
-        rolled = await _roll(conn, workspace, tail, data, count)
+    if isinstance(parent, Chain):
+        if parent.hash == digest:
+            return Chain(key, digest, len(data), parent.tail, parent.skip, count)
+        if _extends(data, parent.hash, parent.size):
+            tail = await _append(conn, workspace, parent.tail, data[parent.size : -1])
+            return Chain(key, digest, len(data), tail, parent.skip, count)
+        rolled = await _roll(conn, workspace, parent.tail, data, count)
         if rolled is not None:
             new_tail, new_skip = rolled
-            return [key, digest, len(data), new_tail, new_skip, count]
-    return [key, digest, len(data), await store.add(conn, workspace, None, data[1:-1]), 0, count]
+            return Chain(key, digest, len(data), new_tail, new_skip, count)
+    return Chain(key, digest, len(data), await store.add(conn, workspace, None, data[1:-1]), 0, count)
 
 
 def _extends(data: bytes, old_hash: str, old_size: int) -> bool:
@@ -71,15 +68,15 @@ def _extends(data: bytes, old_hash: str, old_size: int) -> bool:
     return h.hexdigest() == old_hash
 
 
-async def _append(conn: AsyncConnection, workspace: str, tail: int, run: bytes) -> int:
+async def _append(conn: Connection, workspace: str, tail: int, run: bytes) -> int:
     if len(run) < SEGMENT_MIN_BYTES:
-        prev, last = await store.get(conn, workspace, tail)
-        if len(last) < SEGMENT_MIN_BYTES:
-            return await store.add(conn, workspace, prev, last + b"," + run)
+        last = await store.get(conn, workspace, tail)
+        if len(last.data) < SEGMENT_MIN_BYTES:
+            return await store.add(conn, workspace, last.prev, last.data + b"," + run)
     return await store.add(conn, workspace, tail, run)
 
 
-async def _roll(conn: AsyncConnection, workspace: str, tail: int, data: bytes, count: int) -> tuple[int, int] | None:
+async def _roll(conn: Connection, workspace: str, tail: int, data: bytes, count: int) -> tuple[int, int] | None:
     """(tail, skip) when `data` is the old chain minus some leading elements, plus maybe appended
     ones; None when it is not, or when the chain would then hold more dropped elements than kept."""
     old = await _chain_json(conn, workspace, tail)
@@ -111,17 +108,18 @@ def _find_all(haystack: bytes, needle: bytes, start: int):
         at = haystack.find(needle, at + 1)
 
 
-async def _chain_json(conn: AsyncConnection, workspace: str, tail: int) -> bytes:
+async def _chain_json(conn: Connection, workspace: str, tail: int) -> bytes:
     """The JSON array of every element on the chain that ends at `tail` (skipped ones included)."""
     return b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]"
 
 
-async def load(conn: AsyncConnection, workspace: str, entry: list[Any]) -> list[Any]:
+async def load(conn: Connection, workspace: str, entry: Chain) -> list[Any]:
     """The array a chain entry stands for."""
-    _key, _hash, _size, tail, skip, count = entry
-    value = json.loads(await _chain_json(conn, workspace, tail))[skip:]
-    if len(value) != count:
-        raise Internal(f"stored array {_key!r} has {len(value)} elements where its checkpoint recorded {count}")
+    value = json.loads(await _chain_json(conn, workspace, entry.tail))[entry.skip :]
+    if len(value) != entry.count:
+        raise Internal(
+            f"stored array {entry.key!r} has {len(value)} elements where its checkpoint recorded {entry.count}"
+        )
     return value
 
 
@@ -136,6 +134,6 @@ def reachable(tails: set[int], links: dict[int, int | None]) -> set[int]:
     return seen
 
 
-def remap(manifest: list[list[Any]], ids: dict[int, int]) -> list[list[Any]]:
+def remap(entries: list[Entry], ids: dict[int, int]) -> list[Entry]:
     """A manifest with its segment ids renumbered (import into another database)."""
-    return [[*e[:3], ids[e[3]], *e[4:]] if is_chain(e) else e for e in manifest]
+    return [replace(e, tail=ids[e.tail]) if isinstance(e, Chain) else e for e in entries]

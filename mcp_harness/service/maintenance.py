@@ -9,15 +9,13 @@ from typing import Any
 
 from ..config import check_name
 from ..errors import InvalidArgument
-from ..jsonvalue import dumps
+from ..store import SCHEMA_VERSION
 from ..store import backup as store
-from ..store import segments
 from ..store import tasks as tasks_store
-from ..store.common import list_workspaces, now
-from ..store.migrations import SCHEMA_VERSION
-from . import lists
+from ..store.common import now
+from . import lists, manifest
 from .base import ServiceBase
-from .checkpoints import blob_of
+from .manifest import Blob, Chain
 
 FORMAT = "mcp-harness-export"
 FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
@@ -39,8 +37,8 @@ class PruneReport:
 class MaintenanceService(ServiceBase):
     async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
-        async with self.db.read_long() as conn:
-            names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
+        async with self.db.cold_read() as conn:
+            names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
             yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip
             count = 0
@@ -64,7 +62,7 @@ class MaintenanceService(ServiceBase):
         counts: dict[str, int] = {}
         checked: set[str] = set()
         ids = store.ImportIds()
-        async with self.db.write() as conn:
+        async with self.db.cold_write() as conn:
             for number, line in rows:
                 if not line.strip():
                     continue
@@ -85,7 +83,9 @@ class MaintenanceService(ServiceBase):
                     checked.add(ws)
                 try:
                     if kind == "checkpoint":
-                        record["manifest"] = dumps(lists.remap(json.loads(record["manifest"]), ids.segments))
+                        record["manifest"] = manifest.dumps(
+                            lists.remap(manifest.loads(record["manifest"]), ids.segments)
+                        )
                     await store.import_row(conn, kind, record, ids)
                 except (KeyError, TypeError, ValueError) as exc:
                     raise InvalidArgument(f"line {number}: a {kind} record is incomplete ({exc})") from exc
@@ -112,25 +112,25 @@ class MaintenanceService(ServiceBase):
             raise InvalidArgument(f"--older-than must be zero or more days, got {older_than_days}")
         cutoff = now() - older_than_days * 86400 if older_than_days is not None else None
         deleted = values = 0
-        async with self.db.read() as conn:
-            names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
+        async with self.db.cold_read() as conn:
+            names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
         for name in names:
-            async with self.db.write() as conn:
+            async with self.db.cold_write() as conn:
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
                 referenced: set[str] = set()
                 tails: set[int] = set()
-                async for manifest in store.manifests(conn, name):
-                    for entry in json.loads(manifest):
-                        if lists.is_chain(entry):
-                            tails.add(entry[3])
-                        elif (blob := blob_of(entry)) is not None:
-                            referenced.add(blob)
+                async for text in store.manifests(conn, name):
+                    for entry in manifest.loads(text):
+                        if isinstance(entry, Chain):
+                            tails.add(entry.tail)
+                        elif isinstance(entry, Blob):
+                            referenced.add(entry.hash)
                 values += await store.delete_unreferenced_blobs(conn, name, referenced)
-                links = await segments.links(conn, name)
+                links = await store.segment_links(conn, name)
                 live = lists.reachable(tails, links)
                 dead = [i for i in links if i not in live]
-                await segments.delete_ids(conn, name, dead)
+                await store.delete_segments(conn, name, dead)
                 values += len(dead)
             deleted += len(ids)
             progress("pruned checkpoints", deleted)

@@ -5,36 +5,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..config import check_name
 from ..errors import InvalidArgument, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
+from ..store import Connection
 from ..store import progress as store
 from ..store.common import now
+from ..store.records import ProgressRow
 from .base import Identity, ServiceBase, iso, new_id
 
 
-def progress_entry(row: RowMapping) -> ProgressEntry:
+def progress_entry(row: ProgressRow) -> ProgressEntry:
     return ProgressEntry(
-        entry_id=row["entry_id"],
-        seq=row["seq"],
-        created_at=iso(row["created_at"]),
-        agent=row["agent"],
-        thread=row["thread"],
-        status=row["status"],
-        summary=row["summary"],
-        details=row["details"],
-        next_steps=json.loads(row["next_steps"]) if row["next_steps"] else None,
-        task_key=row["task_key"],
-        artifacts=json.loads(row["artifacts"]) if row["artifacts"] else None,
+        entry_id=row.entry_id,
+        seq=row.seq,
+        created_at=iso(row.created_at),
+        agent=row.agent,
+        thread=row.thread,
+        status=row.status,
+        summary=row.summary,
+        details=row.details,
+        next_steps=json.loads(row.next_steps) if row.next_steps else None,
+        task_key=row.task_key,
+        artifacts=json.loads(row.artifacts) if row.artifacts else None,
     )
 
 
 async def append_entry(
-    conn: AsyncConnection,
+    conn: Connection,
     ident: Identity,
     *,
     summary: str,
@@ -102,7 +101,7 @@ class ProgressService(ServiceBase):
         }
         canonical(args, what="progress entry")  # NaN, lone surrogates: refuse before storing
 
-        async def body(conn: AsyncConnection) -> RecordProgressResult:
+        async def body(conn: Connection) -> RecordProgressResult:
             return await append_entry(conn, ident, **args)
 
         return await self.exactly_once(ident, "record_progress", idempotency_key, args, RecordProgressResult, body)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..errors import InvalidArgument, TaskConflict, TooLarge
 from ..jsonvalue import canonical, dumps, value_hash
 from ..models import AddTasksResult, TaskSpec
+from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
+from ..store.records import TaskRecord
 from .base import Identity
 from .task_graph import topological_order
 from .task_wait import WaitingClaims
@@ -32,7 +31,7 @@ class AddingTasks(WaitingClaims):
         hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
         args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
 
-        async def body(conn: AsyncConnection) -> AddTasksResult:
+        async def body(conn: Connection) -> AddTasksResult:
             return await self._insert(conn, ident, specs, hashes)
 
         result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
@@ -65,7 +64,7 @@ class AddingTasks(WaitingClaims):
         return specs
 
     async def _insert(
-        self, conn: AsyncConnection, ident: Identity, specs: dict[str, TaskSpec], hashes: dict[str, str]
+        self, conn: Connection, ident: Identity, specs: dict[str, TaskSpec], hashes: dict[str, str]
     ) -> AddTasksResult:
         """Insert the tasks not there yet; identical re-adds are no-ops, changed ones are refused."""
         wanted = list(specs) + [d for s in specs.values() for d in s.depends_on]
@@ -73,7 +72,7 @@ class AddingTasks(WaitingClaims):
         unchanged, new = [], {}
         for key, spec in specs.items():
             if key in existing:
-                if existing[key]["content_hash"] != hashes[key]:
+                if existing[key].content_hash != hashes[key]:
                     raise TaskConflict(
                         f"task {key!r} already exists with different content; tasks are never edited: "
                         "use a new key (or reopen the existing task)"
@@ -97,7 +96,7 @@ class AddingTasks(WaitingClaims):
 
 
 def _new_rows(
-    ident: Identity, new: dict[str, TaskSpec], existing: dict[str, RowMapping], hashes: dict[str, str]
+    ident: Identity, new: dict[str, TaskSpec], existing: dict[str, TaskRecord], hashes: dict[str, str]
 ) -> list[dict[str, Any]]:
     """The rows of the new tasks, dependencies first, each with its ready and blocked flags."""
     order = topological_order(new, existing)
@@ -111,7 +110,7 @@ def _new_rows(
             if dep in new:
                 status, dep_blocked = "pending", flags[dep][1]
             else:
-                status, dep_blocked = existing[dep]["status"], bool(existing[dep]["blocked"])
+                status, dep_blocked = existing[dep].status, existing[dep].blocked
             ready = ready and status == "done"
             blocked = blocked or status == "failed" or dep_blocked
         flags[key] = (ready, blocked)

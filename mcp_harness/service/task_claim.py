@@ -5,22 +5,22 @@ from __future__ import annotations
 import secrets
 
 import anyio
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..config import LEASE_SECONDS, check_int, check_name
 from ..errors import NotFound
 from ..models import ClaimTaskResult
+from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
+from ..store.records import TaskRecord
 from .base import Identity
 from .task_views import task_view
 from .task_wait import WaitingClaims
 
 
 async def _take(
-    conn: AsyncConnection, ident: Identity, at: float, lease_seconds: int, tags: list[str] | None, task_key: str | None
-) -> RowMapping | None:
+    conn: Connection, ident: Identity, at: float, lease_seconds: int, tags: list[str] | None, task_key: str | None
+) -> TaskRecord | None:
     """The claim statement with a new lease token: the claimed row, or None."""
     return await store.claim(
         conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
@@ -46,10 +46,10 @@ class ClaimingTasks(WaitingClaims):
         args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
         deadline = anyio.current_time() + wait_seconds
 
-        async def body(conn: AsyncConnection) -> tuple[RowMapping, float] | ClaimTaskResult:
+        async def body(conn: Connection) -> tuple[TaskRecord, float] | ClaimTaskResult:
             return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
 
-        def finish(raw: tuple[RowMapping, float] | ClaimTaskResult) -> ClaimTaskResult:
+        def finish(raw: tuple[TaskRecord, float] | ClaimTaskResult) -> ClaimTaskResult:
             if isinstance(raw, ClaimTaskResult):
                 return raw
             view = task_view(*raw)
@@ -84,8 +84,6 @@ class ClaimingTasks(WaitingClaims):
         """The common case, a task is there to take, as the claim statement alone (atomic by itself,
         so on PostgreSQL it skips the BEGIN and COMMIT round trips). None when nothing was taken:
         the caller's transaction then works out why."""
-        if tags:
-            return None  # the tag filter expands to a list per call: not a statement single() runs
         at = now()
         async with self.db.single() as conn:
             row = await _take(conn, ident, at, lease_seconds, tags, task_key)
@@ -96,12 +94,12 @@ class ClaimingTasks(WaitingClaims):
 
     async def _claim_once(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         ident: Identity,
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
-    ) -> tuple[RowMapping, float] | ClaimTaskResult:
+    ) -> tuple[TaskRecord, float] | ClaimTaskResult:
         """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
         row = await _take(conn, ident, at, lease_seconds, tags, task_key)
@@ -115,12 +113,12 @@ class ClaimingTasks(WaitingClaims):
         if failed:
             await store.propagate(conn, ident.workspace, failed)
         facts = await store.why_nothing(conn, ident.workspace, now=at, tags=tags, task_key=task_key)
-        retry_after = round(facts["next_available_at"] - at, 3) if facts["next_available_at"] else None
-        if facts["waiting_on_deps"]:
+        retry_after = round(facts.next_available_at - at, 3) if facts.next_available_at else None
+        if facts.waiting_on_deps:
             reason = "blocked_by_dependencies"
-        elif facts["claimed"]:
+        elif facts.claimed:
             reason = "all_claimed"
-        elif facts["total"] and facts["finished"] == facts["total"]:
+        elif facts.total and facts.finished == facts.total:
             reason = "all_done"
         else:
             reason = "none_pending"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy.engine import RowMapping
-
 from ..errors import DependencyError
 from ..models import TaskSpec
+from ..store.records import TaskRecord
 
 
-def topological_order(new: dict[str, TaskSpec], existing: dict[str, RowMapping]) -> list[str]:
+def topological_order(new: dict[str, TaskSpec], existing: dict[str, TaskRecord]) -> list[str]:
     """New task keys ordered dependencies first; unknown dependencies and cycles are refused."""
     for key, spec in new.items():
         for dep in spec.depends_on:

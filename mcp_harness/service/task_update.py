@@ -6,15 +6,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..config import LEASE_SECONDS, check_int, check_name
 from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import TaskView
+from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
+from ..store.records import TaskRecord
 from .base import Identity
 from .progress import append_entry
 from .task_views import status_of, task_view
@@ -22,7 +21,7 @@ from .task_wait import WaitingClaims
 
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
 #: one action's change inside the write transaction: (connection, time) -> the updated row
-Change = Callable[[AsyncConnection, float], Awaitable[RowMapping]]
+Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 
 
 class UpdatingTasks(WaitingClaims):
@@ -89,11 +88,11 @@ class UpdatingTasks(WaitingClaims):
         """Extend the lease (by lease_seconds, else by the length the claim asked for)."""
         seconds = args["lease_seconds"]
 
-        async def change(conn: AsyncConnection, at: float) -> RowMapping:
+        async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args["task_key"])
             values = {
-                "lease_expires_at": at + (seconds or current["lease_seconds"] or 900),
-                "lease_seconds": seconds or current["lease_seconds"],
+                "lease_expires_at": at + (seconds or current.lease_seconds or 900),
+                "lease_seconds": seconds or current.lease_seconds,
                 "updated_at": at,
             }
             return await self._leased(conn, ident.workspace, args, values)
@@ -126,7 +125,7 @@ class UpdatingTasks(WaitingClaims):
                 self._notify()
                 return task_view(row, at)
 
-        async def change(conn: AsyncConnection, at: float) -> RowMapping:
+        async def change(conn: Connection, at: float) -> TaskRecord:
             return await self._leased(conn, ident.workspace, args, done(at))
 
         return await self._transact(ident, args, key, change)
@@ -134,12 +133,12 @@ class UpdatingTasks(WaitingClaims):
     async def _fail(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
         """Give the task up as failed: retried after a backoff while attempts remain (and retry), else failed."""
 
-        async def change(conn: AsyncConnection, at: float) -> RowMapping:
+        async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args["task_key"])
-            if args["retry"] and current["attempts"] < current["max_attempts"]:
+            if args["retry"] and current.attempts < current.max_attempts:
                 delay = min(
                     self.settings.backoff_cap_seconds,
-                    self.settings.backoff_base_seconds * 2 ** max(0, current["attempts"] - 1),
+                    self.settings.backoff_base_seconds * 2 ** max(0, current.attempts - 1),
                 )
                 values = {
                     "status": "pending",
@@ -166,14 +165,14 @@ class UpdatingTasks(WaitingClaims):
     async def _release(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
         """Hand the task back unfinished, at once claimable, without using up an attempt."""
 
-        async def change(conn: AsyncConnection, at: float) -> RowMapping:
+        async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args["task_key"])
             values = {
                 "status": "pending",
                 "owner": None,
                 "lease_token": None,
                 "lease_expires_at": None,
-                "attempts": max(0, current["attempts"] - 1),
+                "attempts": max(0, current.attempts - 1),
                 "available_at": at,
                 "updated_at": at,
             }
@@ -185,7 +184,7 @@ class UpdatingTasks(WaitingClaims):
         """Revive a done or failed task (attempts start again), noting why in the progress log."""
         task_key, reason = args["task_key"], args["reason"]
 
-        async def change(conn: AsyncConnection, at: float) -> RowMapping:
+        async def change(conn: Connection, at: float) -> TaskRecord:
             ws = ident.workspace
             deps_done, _blocked = (await store.compute_flags(conn, ws, [task_key]))[task_key]
             row = await store.update_where_status(
@@ -222,10 +221,10 @@ class UpdatingTasks(WaitingClaims):
         """Run one action's change exactly once. `settles`: the action ends or restarts the task, so its
         dependents' flags are brought up to date and waiting claims are woken."""
 
-        async def body(conn: AsyncConnection) -> tuple[RowMapping, float]:
+        async def body(conn: Connection) -> tuple[TaskRecord, float]:
             at = now()
             row = await change(conn, at)
-            if settles and row["dependents"]:
+            if settles and row.dependents:
                 await store.propagate(conn, ident.workspace, [args["task_key"]])
             return row, at
 
@@ -236,33 +235,33 @@ class UpdatingTasks(WaitingClaims):
             self._notify()
         return view
 
-    async def _current(self, conn: AsyncConnection, ws: str, key: str) -> RowMapping:
+    async def _current(self, conn: Connection, ws: str, key: str) -> TaskRecord:
         """The task's row before the change (heartbeat, fail and release derive values from it)."""
         row = await store.get(conn, ws, key)
         if row is None:
             raise NotFound(f"no task with key {key!r} in this workspace")
         return row
 
-    async def _leased(self, conn: AsyncConnection, ws: str, args: dict[str, Any], values: dict[str, Any]) -> RowMapping:
+    async def _leased(self, conn: Connection, ws: str, args: dict[str, Any], values: dict[str, Any]) -> TaskRecord:
         """Apply `values` if the caller's lease still holds, else say why it does not."""
         row = await store.update_leased(conn, ws, args["task_key"], args["lease_token"], values)
         if row is None:
             await self._explain_lease_lost(conn, ws, args["task_key"], args["action"])
         return row
 
-    async def _explain_lease_lost(self, conn: AsyncConnection, ws: str, key: str, action: str) -> None:
+    async def _explain_lease_lost(self, conn: Connection, ws: str, key: str, action: str) -> None:
         row = await store.get(conn, ws, key)
         if row is None:
             raise NotFound(f"no task with key {key!r} in this workspace")
-        if row["status"] == "claimed":
+        if row.status == "claimed":
             raise LeaseLost(
                 f"cannot {action} task {key!r}: your lease was superseded (the task was claimed again, now by "
-                f"agent {row['owner']!r} on attempt {row['attempts']})"
+                f"agent {row.owner!r} on attempt {row.attempts})"
             )
-        why = f" ({row['last_error']})" if row["last_error"] == store.REVOKED_BY_REOPEN else ""
+        why = f" ({row.last_error})" if row.last_error == store.REVOKED_BY_REOPEN else ""
         raise LeaseLost(f"cannot {action} task {key!r}: it is {status_of(row)} now, your lease has ended{why}")
 
-    async def _explain_not_reopenable(self, conn: AsyncConnection, ws: str, key: str) -> None:
+    async def _explain_not_reopenable(self, conn: Connection, ws: str, key: str) -> None:
         row = await store.get(conn, ws, key)
         if row is None:
             raise NotFound(f"no task with key {key!r} in this workspace")

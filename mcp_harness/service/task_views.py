@@ -5,70 +5,69 @@ from __future__ import annotations
 import base64
 import json
 
-from sqlalchemy.engine import RowMapping
-
 from ..errors import InvalidArgument
 from ..models import HeldTask, Lease, TaskRow, TaskView
+from ..store.records import TaskRecord
 from .base import iso
 
 
-def status_of(row: RowMapping) -> str:
-    return "blocked" if row["status"] == "pending" and row["blocked"] else row["status"]
+def status_of(row: TaskRecord) -> str:
+    return "blocked" if row.status == "pending" and row.blocked else row.status
 
 
-def _lease(row: RowMapping, at: float) -> Lease | None:
-    if row["status"] != "claimed" or row["lease_token"] is None:
+def _lease(row: TaskRecord, at: float) -> Lease | None:
+    if row.status != "claimed" or row.lease_token is None:
         return None
     return Lease(
-        token=row["lease_token"],
-        expires_at=iso(row["lease_expires_at"]),
-        attempt=row["attempts"],
-        expired=row["lease_expires_at"] <= at,
+        token=row.lease_token,
+        expires_at=iso(row.lease_expires_at),
+        attempt=row.attempts,
+        expired=row.lease_expires_at <= at,
     )
 
 
-def task_view(row: RowMapping, at: float) -> TaskView:
+def task_view(row: TaskRecord, at: float) -> TaskView:
     return TaskView(
-        key=row["key"],
-        title=row["title"],
-        description=row["description"],
-        steps=json.loads(row["steps"]),
-        priority=row["priority"],
-        depends_on=json.loads(row["depends_on"]),
-        tags=json.loads(row["tags"]),
+        key=row.key,
+        title=row.title,
+        description=row.description,
+        steps=json.loads(row.steps),
+        priority=row.priority,
+        depends_on=json.loads(row.depends_on),
+        tags=json.loads(row.tags),
         status=status_of(row),
-        owner=row["owner"],
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
+        owner=row.owner,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
         lease=_lease(row, at),
-        available_at=iso(row["available_at"]) if row["status"] == "pending" and row["available_at"] > at else None,
-        result=json.loads(row["result"]) if row["result"] is not None else None,
-        verification=row["verification"],
-        last_error=row["last_error"],
-        created_at=iso(row["created_at"]),
-        updated_at=iso(row["updated_at"]),
-        completed_at=iso(row["completed_at"]),
+        available_at=iso(row.available_at) if row.status == "pending" and row.available_at > at else None,
+        result=json.loads(row.result) if row.result is not None else None,
+        verification=row.verification,
+        last_error=row.last_error,
+        created_at=iso(row.created_at),
+        updated_at=iso(row.updated_at),
+        completed_at=iso(row.completed_at),
     )
 
 
-def task_row(row: RowMapping) -> TaskRow:
+def task_row(row: TaskRecord) -> TaskRow:
     return TaskRow(
-        key=row["key"],
-        title=row["title"],
+        key=row.key,
+        title=row.title,
         status=status_of(row),
-        owner=row["owner"],
-        priority=row["priority"],
-        attempts=row["attempts"],
-        depends_on=json.loads(row["depends_on"]),
+        owner=row.owner,
+        priority=row.priority,
+        attempts=row.attempts,
+        depends_on=json.loads(row.depends_on),
     )
 
 
-def held_task(row: RowMapping, at: float) -> HeldTask:
+def held_task(row: TaskRecord, at: float) -> HeldTask:
     return HeldTask(
-        key=row["key"],
-        title=row["title"],
-        description=row["description"],
-        steps=json.loads(row["steps"]),
+        key=row.key,
+        title=row.title,
+        description=row.description,
+        steps=json.loads(row.steps),
         lease=_lease(row, at),
     )
 

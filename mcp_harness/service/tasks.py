@@ -5,10 +5,9 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from ..config import check_int
 from ..models import HeldTask, ListTasksResult, TaskCounts, TaskView
+from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
 from .base import Identity
@@ -38,7 +37,7 @@ class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
         return ListTasksResult(
             tasks=[task_row(r) for r in rows],
             counts=TaskCounts(**counts),
-            next_cursor=encode_cursor(rows[-1]["id"]) if more else None,
+            next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
     async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskView], TaskCounts]:
@@ -50,11 +49,11 @@ class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
                 out.extend(task_view(r, at) for r in rows)
                 if len(rows) < 1000:
                     break
-                after = rows[-1]["id"]
+                after = rows[-1].id
             counts = await store.counts(conn, ident.workspace)
         return out, TaskCounts(**counts)
 
-    async def brief(self, conn: AsyncConnection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
+    async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]

@@ -53,15 +53,12 @@ class TokenService(ServiceBase):
             row = await store.find(conn, token_hash(token))
         if row is None:
             return None
-        return Identity(workspace=row["workspace"], agent=row["agent"], role=row["role"])
+        return Identity(workspace=row.workspace, agent=row.agent, role=row.role)
 
     async def list(self, workspace: str | None = None) -> list[TokenInfo]:
         async with self.db.read() as conn:
             rows = await store.list_all(conn, workspace)
-        return [
-            TokenInfo(r["token_id"], r["workspace"], r["agent"], r["role"], iso(r["created_at"]), iso(r["revoked_at"]))
-            for r in rows
-        ]
+        return [TokenInfo(r.token_id, r.workspace, r.agent, r.role, iso(r.created_at), iso(r.revoked_at)) for r in rows]
 
     async def revoke(self, token: str | None = None, *, workspace: str | None = None, agent: str | None = None) -> int:
         """Revoke one token (by its text or its id) or all tokens of workspace + agent."""
