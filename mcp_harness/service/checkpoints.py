@@ -26,14 +26,14 @@ from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
 from ..store import Connection
 from ..store import checkpoints as store
 from ..store.common import now
-from ..store.records import CheckpointRow
+from ..store.records import CheckpointRow, CheckpointWithManifest
 from . import lists, manifest
 from .base import Identity, ServiceBase, iso, new_id
 from .manifest import INLINE_MAX_BYTES, Blob, Entry, Inline
 from .schemas import validate_state
 
 
-def checkpoint_meta(row: CheckpointRow) -> CheckpointMeta:
+def checkpoint_meta(row: CheckpointRow | CheckpointWithManifest) -> CheckpointMeta:
     """A checkpoint's metadata, as tools show it."""
     metadata = json.loads(row.metadata_json) if row.metadata_json else None
     return CheckpointMeta(

@@ -102,11 +102,13 @@ class SqliteConnection:
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
         cursor = self._db.execute(query.sqlite, params)
-        rows = cursor.fetchall()  # all of them: a statement left unfinished would hold its lock
-        if not rows:
-            return rows
+        first = cursor.fetchone()
+        if first is None:
+            return []
         make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
-        return list(map(make, rows))
+        rows = [make(first)]
+        rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
+        return rows
 
     async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
         rows = await self.fetch_all(query, params)
