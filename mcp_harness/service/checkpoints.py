@@ -60,13 +60,7 @@ class CheckpointService(ServiceBase):
         if not isinstance(state, dict):
             raise InvalidArgument("state must be a JSON object")
         check_depth(state, self.limits.max_depth, what="state")
-        metadata_json = None
-        if metadata is not None:
-            check_depth(metadata, self.limits.max_depth, what="metadata")
-            raw = canonical(metadata, what="metadata")
-            if len(raw) > self.limits.max_value_bytes:
-                raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
-            metadata_json = dumps(metadata)
+        metadata_json = self._metadata_json(metadata)
         # Encode, before any lock is taken, the values stored as given (a merge's object patches are
         # encoded after merging, null patches delete).
         encoded = {
@@ -129,6 +123,16 @@ class CheckpointService(ServiceBase):
             )
 
         return await self.exactly_once(ident, "save_checkpoint", idempotency_key, args, SaveCheckpointResult, body)
+
+    def _metadata_json(self, metadata: dict[str, Any] | None) -> str | None:
+        """A checkpoint's metadata as stored, once checked against the limits."""
+        if metadata is None:
+            return None
+        check_depth(metadata, self.limits.max_depth, what="metadata")
+        raw = canonical(metadata, what="metadata")
+        if len(raw) > self.limits.max_value_bytes:
+            raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
+        return dumps(metadata)
 
     async def _build_manifest(
         self,
