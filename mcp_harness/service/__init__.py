@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from ..config import Settings, check_int, check_name
+from ..arguments import RestoreStateArgs
+from ..config import Settings
 from ..models import RestoreStateResult
 from ..store import Database
 from ..store import progress as progress_store
@@ -45,25 +47,14 @@ class Harness:
             await db.close()
 
     async def restore(
-        self,
-        ident: Identity,
-        *,
-        thread: str = "main",
-        version: int | None = None,
-        checkpoint_id: str | None = None,
-        label: str | None = None,
-        paths: list[str] | None = None,
-        progress_limit: int = 5,
+        self, ident: Identity, args: RestoreStateArgs | None = None, /, **fields: Any
     ) -> RestoreStateResult:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
-        all read in one consistent transaction."""
-        check_name("thread", thread)
-        check_int("progress_limit", progress_limit, 0, 100)
+        all read in one consistent transaction (`args`, or its fields as keywords)."""
+        args = RestoreStateArgs.of(args, fields)
         async with self.db.read() as conn:
-            meta, state, missing = await self.checkpoints.load(
-                conn, ident, thread=thread, version=version, checkpoint_id=checkpoint_id, label=label, paths=paths
-            )
-            rows = await progress_store.recent(conn, ident.workspace, thread=thread, limit=progress_limit)
+            meta, state, missing = await self.checkpoints.load(conn, ident, args)
+            rows = await progress_store.recent(conn, ident.workspace, thread=args.thread, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
         return RestoreStateResult(
             found=meta is not None,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import check_int, check_name
+from ..arguments import ListCheckpointsArgs, RestoreStateArgs, SaveCheckpointArgs
+from ..config import check_int
 from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
 from ..jsonvalue import (
     canonical,
@@ -66,21 +67,12 @@ def checkpoint_meta(row: Sequence[Any]) -> CheckpointMeta:
 
 class CheckpointService(ServiceBase):
     async def save(
-        self,
-        ident: Identity,
-        *,
-        state: dict[str, Any],
-        thread: str = "main",
-        mode: Literal["replace", "merge"] = "replace",
-        label: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
+        self, ident: Identity, args: SaveCheckpointArgs | None = None, /, **fields: Any
     ) -> SaveCheckpointResult:
-        check_name("thread", thread)
-        check_int("expected_version", expected_version, 0)
-        if not isinstance(state, dict):
-            raise InvalidArgument("state must be a JSON object")
+        """Save a state as its thread's next version (`args`, or its fields as keywords)."""
+        args = SaveCheckpointArgs.of(args, fields)
+        state, thread, mode, label, metadata = args.state, args.thread, args.mode, args.label, args.metadata
+        expected_version = args.expected_version
         check_depth(state, self.limits.max_depth, what="state")
         metadata_json = None
         if metadata is not None:
@@ -95,14 +87,6 @@ class CheckpointService(ServiceBase):
             k: canonical(v, what=f"state[{k!r}]")
             for k, v in state.items()
             if mode == "replace" or not (v is None or isinstance(v, dict))
-        }
-        args = {
-            "state": state,
-            "thread": thread,
-            "mode": mode,
-            "label": label,
-            "metadata": metadata,
-            "expected_version": expected_version,
         }
 
         async def body(conn: AsyncConnection) -> SaveCheckpointResult:
@@ -151,7 +135,7 @@ class CheckpointService(ServiceBase):
                 size_bytes=size,
             )
 
-        return await self.exactly_once(ident, "save_checkpoint", idempotency_key, args, SaveCheckpointResult, body)
+        return await self.exactly_once(ident, args, SaveCheckpointResult, body)
 
     async def _build_manifest(
         self,
@@ -215,14 +199,12 @@ class CheckpointService(ServiceBase):
         self,
         conn: AsyncConnection,
         ident: Identity,
-        *,
-        thread: str,
-        version: int | None,
-        checkpoint_id: str | None,
-        label: str | None,
-        paths: list[str] | None,
+        args: RestoreStateArgs,
     ) -> tuple[CheckpointMeta | None, dict[str, Any] | None, list[str] | None]:
         """(metadata, state or the requested paths, missing paths) of one checkpoint, or Nones."""
+        thread, version, checkpoint_id, label, paths = (
+            args.thread, args.version, args.checkpoint_id, args.label, args.paths
+        )  # fmt: skip
         chosen = [
             name
             for name, v in (("version", version), ("checkpoint_id", checkpoint_id), ("label", label))
@@ -262,11 +244,11 @@ class CheckpointService(ServiceBase):
         return checkpoint_meta(row), out, missing
 
     async def list(
-        self, ident: Identity, *, thread: str = "main", limit: int = 20, before_version: int | None = None
+        self, ident: Identity, args: ListCheckpointsArgs | None = None, /, **fields: Any
     ) -> ListCheckpointsResult:
-        check_name("thread", thread)
-        check_int("before_version", before_version, 1)
-        check_int("limit", limit, 1, 200)
+        """Checkpoint metadata, newest first (`args`, or its fields as keywords)."""
+        args = ListCheckpointsArgs.of(args, fields)
+        thread, limit, before_version = args.thread, args.limit, args.before_version
         async with self.db.read() as conn:
             rows = await store.list_checkpoints(
                 conn, ident.workspace, thread, limit=limit + 1, before_version=before_version
