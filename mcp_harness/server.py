@@ -20,6 +20,7 @@ from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
 from .mcp_tools import TOOLS, HarnessTool
+from .resources import register_prompts, register_resources
 from .service import Harness, Identity
 
 log = logging.getLogger("mcp_harness")
@@ -160,8 +161,6 @@ def create_server(
         **server_kwargs,
     )
     server.harness = harness  # a shared harness serves requests (and token checks) from the start
-    from .resources import register_prompts, register_resources
-
-    register_resources(server)
+    register_resources(server, server.current)
     register_prompts(server)
     return server

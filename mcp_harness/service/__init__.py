@@ -8,12 +8,13 @@ from typing import Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import RestoreStateResult
+from ..models import RestoreStateResult, ThreadInfo
 from ..store import Database
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .maintenance import MaintenanceService
+from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .tasks import TaskService
@@ -65,3 +66,19 @@ class Harness:
             my_tasks=held,
             task_counts=counts,
         )
+
+    async def threads(self, ident: Identity) -> list[ThreadInfo]:
+        """The workspace's threads with their latest checkpoint, by name."""
+        return await self.checkpoints.threads(ident)
+
+    async def status(self, ident: Identity) -> dict[str, Any]:
+        """What a person supervising agents needs at a glance (see `overview`)."""
+        return await workspace_status(self.db, self.tasks, ident)
+
+    async def ping(self) -> None:
+        """Raise `Unavailable` unless the database answers."""
+        await self.db.ping()
+
+    async def database_bytes(self) -> int:
+        """The database's size on disk."""
+        return await self.db.size_bytes()

@@ -27,7 +27,7 @@ from ..jsonvalue import (
     resolve_pointer,
     value_hash,
 )
-from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
+from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult, ThreadInfo
 from ..store import checkpoints as store
 from ..store.common import now
 from . import lists
@@ -242,6 +242,21 @@ class CheckpointService(ServiceBase):
             else:
                 out[pointer] = value
         return checkpoint_meta(row), out, missing
+
+    async def threads(self, ident: Identity) -> list[ThreadInfo]:
+        """The workspace's threads with their latest checkpoint, by name."""
+        async with self.db.read() as conn:
+            rows = await store.list_threads(conn, ident.workspace)
+        return [
+            ThreadInfo(
+                thread=r["name"],
+                latest_version=r["latest_version"],
+                checkpoint_id=r["latest_id"],
+                size_bytes=r["size_bytes"],
+                updated_at=iso(r["updated_at"]),
+            )
+            for r in rows
+        ]
 
     async def list(
         self, ident: Identity, args: ListCheckpointsArgs | None = None, /, **fields: Any
