@@ -260,12 +260,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .status import collect_status, render_status
+    from .status import render_status
 
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        report = await collect_status(h, ident)
+        report = await h.status(ident)
         print(json.dumps(report, indent=2) if args.json else render_status(report))
         return 0
 
@@ -350,14 +350,14 @@ def cmd_prune(args: argparse.Namespace) -> int:
     workspace = None if args.all_workspaces else identity(args).workspace
 
     async def run(h: Harness) -> int:
-        before = await h.db.size_bytes()
+        before = await h.database_bytes()
         report = await h.maintenance.prune(
             keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace,
             progress=_terminal_progress,
         )  # fmt: skip
         if sys.stderr.isatty():
             print(file=sys.stderr)
-        after = await h.db.size_bytes()
+        after = await h.database_bytes()
         freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
         print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
               f"in {report.workspaces} workspace(s){freed}")  # fmt: skip

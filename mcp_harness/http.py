@@ -81,7 +81,7 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
         try:
-            await harness.db.ping()
+            await harness.ping()
         except HarnessError:
             return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})

@@ -16,22 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from mcp_harness.arguments import ALL_ARGS
 from mcp_harness.errors import ALL_CODES
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
 
-TOOLS = {
-    "save_checkpoint": ["state", "thread", "mode", "label", "metadata", "expected_version", "idempotency_key"],
-    "restore_state": ["thread", "version", "checkpoint_id", "label", "paths", "progress_limit"],
-    "list_checkpoints": ["thread", "limit", "before_version"],
-    "record_progress": ["summary", "thread", "status", "details", "next_steps", "task_key", "artifacts",
-                        "idempotency_key"],
-    "add_tasks": ["tasks", "idempotency_key"],
-    "claim_task": ["lease_seconds", "tags", "task_key", "idempotency_key"],  # no waiting in a fuzz run
-    "update_task": ["task_key", "action", "lease_token", "lease_seconds", "result", "verification", "error",
-                    "retry", "reason", "idempotency_key"],
-    "list_tasks": ["status", "tag", "limit", "cursor"],
-}  # fmt: skip
+SKIPPED = {("claim_task", "wait_seconds")}  # no waiting in a fuzz run
+#: every tool's parameters, from the argument models the server publishes and validates with
+TOOLS = {args.tool: [name for name in args.model_fields if (args.tool, name) not in SKIPPED] for args in ALL_ARGS}
 
 odd_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=()) | st.sampled_from(["\u0000", "\u202e", "/", "~", "."]),

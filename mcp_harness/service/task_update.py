@@ -4,9 +4,9 @@ fenced by it; reopen revives a finished task), behind `update`, the dispatcher t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
-from ..config import LEASE_SECONDS, check_int, check_name
+from ..arguments import UpdateTaskArgs
 from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import TaskView
@@ -19,77 +19,51 @@ from .progress import append_entry
 from .task_views import status_of, task_view
 from .task_wait import WaitingClaims
 
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
 #: one action's change inside the write transaction: (connection, time) -> the updated row
 Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 
 
 class UpdatingTasks(WaitingClaims):
-    async def update(
-        self,
-        ident: Identity,
-        *,
-        task_key: str,
-        action: Action,
-        lease_token: str | None = None,
-        lease_seconds: int | None = None,
-        result: Any = None,
-        verification: str | None = None,
-        error: str | None = None,
-        retry: bool = True,
-        reason: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> TaskView:
-        """Check the arguments, then run the action's method."""
-        args = {
-            "task_key": task_key,
-            "action": action,
-            "lease_token": lease_token,
-            "lease_seconds": lease_seconds,
-            "result": result,
-            "verification": verification,
-            "error": error,
-            "retry": retry,
-            "reason": reason,
-        }
+    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> TaskView:
+        """Check the arguments, then run the action's method (`args`, or its fields as keywords)."""
+        args = UpdateTaskArgs.of(args, fields)
         self._check_update(args)
-        canonical(args, what="arguments")
+        canonical(args.fingerprint(), what="arguments")
         run = {
             "heartbeat": self._heartbeat,
             "complete": self._complete,
             "fail": self._fail,
             "release": self._release,
             "reopen": self._reopen,
-        }[action]
-        return await run(ident, args, idempotency_key)
+        }[args.action]
+        return await run(ident, args)
 
-    def _check_update(self, args: dict[str, Any]) -> None:
-        """Refuse what no action accepts: a missing lease token, verification or reason, values over the limits."""
-        action = args["action"]
-        check_name("task_key", args["task_key"])
-        if action != "reopen" and not args["lease_token"]:
+    def _check_update(self, args: UpdateTaskArgs) -> None:
+        """Refuse what the action does not accept: a missing lease token, verification or reason, values over
+        the limits."""
+        action = args.action
+        if action != "reopen" and not args.lease_token:
             raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
-        if action == "complete" and not (args["verification"] or "").strip():
+        if action == "complete" and not (args.verification or "").strip():
             raise InvalidArgument("complete needs verification: say how the result was verified")
-        if action == "reopen" and not (args["reason"] or "").strip():
+        if action == "reopen" and not (args.reason or "").strip():
             raise InvalidArgument("reopen needs a reason (it is recorded in the progress log)")
-        check_int("lease_seconds", args["lease_seconds"], *LEASE_SECONDS)
-        if args["result"] is not None:
-            check_depth(args["result"], self.limits.max_depth, what="result")
-            if len(canonical(args["result"], what="result")) > self.limits.max_value_bytes:
+        if args.result is not None:
+            check_depth(args.result, self.limits.max_depth, what="result")
+            if len(canonical(args.result, what="result")) > self.limits.max_value_bytes:
                 raise TooLarge(f"result is over the limit of {self.limits.max_value_bytes} bytes")
         for name in ("verification", "error", "reason"):
-            text = args[name]
+            text = getattr(args, name)
             if text is not None and len(text) > self.limits.max_text_chars:
                 raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
 
     # -- the actions ------------------------------------------------------------------------------
-    async def _heartbeat(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
+    async def _heartbeat(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
         """Extend the lease (by lease_seconds, else by the length the claim asked for)."""
-        seconds = args["lease_seconds"]
+        seconds = args.lease_seconds
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
+            current = await self._current(conn, ident.workspace, args.task_key)
             values = {
                 "lease_expires_at": at + (seconds or current.lease_seconds or 900),
                 "lease_seconds": seconds or current.lease_seconds,
@@ -97,29 +71,29 @@ class UpdatingTasks(WaitingClaims):
             }
             return await self._leased(conn, ident.workspace, args, values)
 
-        return await self._transact(ident, args, key, change, settles=False)
+        return await self._transact(ident, args, change, settles=False)
 
-    async def _complete(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
+    async def _complete(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
         """Finish the task with its result and how it was verified; its dependents may become ready."""
-        result_json = dumps(args["result"]) if args["result"] is not None else None
+        result_json = dumps(args.result) if args.result is not None else None
 
         def done(at: float) -> dict[str, Any]:
             return {
                 "status": "done",
                 "ready": False,  # finished tasks leave the claim scan
                 "result": result_json,
-                "verification": args["verification"],
+                "verification": args.verification,
                 "completed_at": at,
                 "lease_expires_at": None,
                 "updated_at": at,
             }
 
-        if key is None:
+        if args.idempotency_key is None:
             # The common case, a task nothing depends on, is one statement (see ClaimingTasks._claim_single).
             at = now()
             async with self.db.single() as conn:
                 row = await store.update_leased(
-                    conn, ident.workspace, args["task_key"], args["lease_token"], done(at), leaf_only=True
+                    conn, ident.workspace, args.task_key, args.lease_token, done(at), leaf_only=True
                 )
             if row is not None:
                 self._notify()
@@ -128,14 +102,14 @@ class UpdatingTasks(WaitingClaims):
         async def change(conn: Connection, at: float) -> TaskRecord:
             return await self._leased(conn, ident.workspace, args, done(at))
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _fail(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
+    async def _fail(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
         """Give the task up as failed: retried after a backoff while attempts remain (and retry), else failed."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
-            if args["retry"] and current.attempts < current.max_attempts:
+            current = await self._current(conn, ident.workspace, args.task_key)
+            if args.retry and current.attempts < current.max_attempts:
                 delay = min(
                     self.settings.backoff_cap_seconds,
                     self.settings.backoff_base_seconds * 2 ** max(0, current.attempts - 1),
@@ -146,7 +120,7 @@ class UpdatingTasks(WaitingClaims):
                     "lease_token": None,
                     "lease_expires_at": None,
                     "available_at": at + delay,
-                    "last_error": args["error"],
+                    "last_error": args.error,
                     "updated_at": at,
                 }
             else:
@@ -155,18 +129,18 @@ class UpdatingTasks(WaitingClaims):
                     "ready": False,
                     "lease_token": None,
                     "lease_expires_at": None,
-                    "last_error": args["error"],
+                    "last_error": args.error,
                     "updated_at": at,
                 }
             return await self._leased(conn, ident.workspace, args, values)
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _release(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
+    async def _release(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
         """Hand the task back unfinished, at once claimable, without using up an attempt."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
+            current = await self._current(conn, ident.workspace, args.task_key)
             values = {
                 "status": "pending",
                 "owner": None,
@@ -178,11 +152,11 @@ class UpdatingTasks(WaitingClaims):
             }
             return await self._leased(conn, ident.workspace, args, values)
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _reopen(self, ident: Identity, args: dict[str, Any], key: str | None) -> TaskView:
+    async def _reopen(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
         """Revive a done or failed task (attempts start again), noting why in the progress log."""
-        task_key, reason = args["task_key"], args["reason"]
+        task_key, reason = args.task_key, args.reason
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             ws = ident.workspace
@@ -212,11 +186,11 @@ class UpdatingTasks(WaitingClaims):
             )
             return row
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
     # -- shared steps -----------------------------------------------------------------------------
     async def _transact(
-        self, ident: Identity, args: dict[str, Any], key: str | None, change: Change, *, settles: bool = True
+        self, ident: Identity, args: UpdateTaskArgs, change: Change, *, settles: bool = True
     ) -> TaskView:
         """Run one action's change exactly once. `settles`: the action ends or restarts the task, so its
         dependents' flags are brought up to date and waiting claims are woken."""
@@ -225,12 +199,10 @@ class UpdatingTasks(WaitingClaims):
             at = now()
             row = await change(conn, at)
             if settles and row.dependents:
-                await store.propagate(conn, ident.workspace, [args["task_key"]])
+                await store.propagate(conn, ident.workspace, [args.task_key])
             return row, at
 
-        view = await self.exactly_once(
-            ident, "update_task", key, args, TaskView, body, finish=lambda raw: task_view(*raw)
-        )
+        view = await self.exactly_once(ident, args, TaskView, body, finish=lambda raw: task_view(*raw))
         if settles:
             self._notify()
         return view
@@ -242,11 +214,11 @@ class UpdatingTasks(WaitingClaims):
             raise NotFound(f"no task with key {key!r} in this workspace")
         return row
 
-    async def _leased(self, conn: Connection, ws: str, args: dict[str, Any], values: dict[str, Any]) -> TaskRecord:
+    async def _leased(self, conn: Connection, ws: str, args: UpdateTaskArgs, values: dict[str, Any]) -> TaskRecord:
         """Apply `values` if the caller's lease still holds, else say why it does not."""
-        row = await store.update_leased(conn, ws, args["task_key"], args["lease_token"], values)
+        row = await store.update_leased(conn, ws, args.task_key, args.lease_token, values)
         if row is None:
-            await self._explain_lease_lost(conn, ws, args["task_key"], args["action"])
+            await self._explain_lease_lost(conn, ws, args.task_key, args.action)
         return row
 
     async def _explain_lease_lost(self, conn: Connection, ws: str, key: str, action: str) -> None:

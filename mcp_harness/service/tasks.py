@@ -5,7 +5,9 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 
 from __future__ import annotations
 
-from ..config import check_int
+from typing import Any
+
+from ..arguments import ListTasksArgs
 from ..models import HeldTask, ListTasksResult, TaskCounts, TaskView
 from ..store import Connection
 from ..store import tasks as store
@@ -18,19 +20,15 @@ from .task_views import decode_cursor, encode_cursor, held_task, task_row, task_
 
 
 class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
-    async def list(
-        self,
-        ident: Identity,
-        *,
-        status: list[str] | None = None,
-        tag: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> ListTasksResult:
-        check_int("limit", limit, 1, 500)
-        after = decode_cursor(cursor) if cursor else 0
+    async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
+        """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords)."""
+        args = ListTasksArgs.of(args, fields)
+        limit = args.limit
+        after = decode_cursor(args.cursor) if args.cursor else 0
         async with self.db.read() as conn:
-            rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
+            rows = await store.page(
+                conn, ident.workspace, statuses=args.status, tag=args.tag, limit=limit + 1, after_id=after
+            )
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
         rows = rows[:limit]
