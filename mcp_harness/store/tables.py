@@ -59,7 +59,7 @@ class Checkpoint(SQLModel, table=True):
     parent_id: str | None = None
     label: str | None = None
     metadata_json: str | None = Field(default=None, sa_type=Text)
-    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/checkpoints.py and service/lists.py
+    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/manifest.py
     size_bytes: int
     agent: str
     schema_version: int | None = None
