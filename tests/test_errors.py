@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from conftest import call, fail, mcp_client
 
-from mcp_harness.errors import ALL_CODES
+from mcp_harness.errors import ALL_CODES, HarnessError
 
 pytestmark = pytest.mark.anyio
 
@@ -114,8 +117,30 @@ async def test_unexpected_errors_are_internal_with_an_incident_id(client, monkey
     assert any(incident in r.getMessage() for r in caplog.records), "the incident id must be in the server log"
 
 
+#: CONTRACT.md, "Errors": the codes a failed call may start with (the contract lives outside this
+#: repository; README.md repeats the list, and this test checks the copy too)
+CONTRACT_CODES = {
+    "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
+    "too_large", "forbidden", "schema_violation", "unavailable", "internal",
+}  # fmt: skip
+
+
+def error_classes() -> list[type[HarnessError]]:
+    """Every exception class a client can meet: HarnessError's subclasses, at any depth."""
+    found, todo = [], list(HarnessError.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
 def test_every_contract_code_has_a_class():
-    assert set(ALL_CODES) == {
-        "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
-        "too_large", "forbidden", "schema_violation", "unavailable", "internal",
-    }  # fmt: skip
+    classes = error_classes()
+    codes = {cls.code for cls in classes}
+    assert len(codes) == len(classes), f"two classes share a code: {sorted(c.__name__ for c in classes)}"
+    assert codes == CONTRACT_CODES
+    assert sorted(ALL_CODES) == sorted(codes), "errors.ALL_CODES must list every class's code once"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = readme.split("\n### Errors\n", 1)[1].split("Codes:", 1)[1].split(".", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", listed)) == CONTRACT_CODES, "README's list of codes"

@@ -79,6 +79,7 @@ async def test_import_refuses_existing_data_and_bad_input(sqlite_url, workspace,
         assert counts["checkpoint"] == 3
 
 
+@pytest.mark.slow  # runs the CLI as a process
 def test_export_import_cli_round_trip(tmp_path):
     src, dst = tmp_path / "a.db", tmp_path / "b.db"
     ws = f"cli-{secrets.token_hex(3)}"
