@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import Settings, check_name
+from ..config import Settings, check_name, check_no_nul
 from ..errors import InvalidArgument
 from ..jsonvalue import canonical, value_hash
 from ..store import Database, idempotency
@@ -55,6 +55,17 @@ def _iso_second(second: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
 
 
+#: the arguments that are JSON values, stored as JSON text: any string may be inside them, U+0000 included
+JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result"})
+
+
+def check_arguments(arguments: dict[str, Any]) -> None:
+    """Refuse U+0000 in every argument of a call but its JSON values (see `config.check_no_nul`)."""
+    for name, value in arguments.items():
+        if name not in JSON_VALUE_ARGUMENTS:
+            check_no_nul(name, value)
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
 
@@ -90,6 +101,7 @@ class ServiceBase:
             return finish(raw)
         if not 1 <= len(key) <= 200:
             raise InvalidArgument(f"idempotency_key must be 1 to 200 characters, got {len(key)}")
+        check_no_nul("idempotency_key", key)
         request_hash = value_hash(canonical(arguments, what="arguments"))
         for _ in range(3):
             try:

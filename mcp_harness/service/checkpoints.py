@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import check_int, check_name
+from ..config import check_int, check_name, check_no_nul
 from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
 from ..jsonvalue import (
     canonical,
@@ -30,7 +30,7 @@ from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
 from ..store import checkpoints as store
 from ..store.common import now
 from . import lists
-from .base import Identity, ServiceBase, iso, new_id
+from .base import Identity, ServiceBase, check_arguments, iso, new_id
 from .schemas import validate_state
 
 #: manifest entries: [top-level key, value hash, value bytes] for a value stored whole (a blob);
@@ -104,6 +104,7 @@ class CheckpointService(ServiceBase):
             "metadata": metadata,
             "expected_version": expected_version,
         }
+        check_arguments(args)
 
         async def body(conn: AsyncConnection) -> SaveCheckpointResult:
             latest, latest_id, latest_manifest, schema = await store.lock_thread(conn, ident.workspace, thread)
@@ -231,6 +232,8 @@ class CheckpointService(ServiceBase):
         if len(chosen) > 1:
             raise InvalidArgument(f"give at most one of version, checkpoint_id, label (got {', '.join(chosen)})")
         check_int("version", version, 1)
+        check_no_nul("checkpoint_id", checkpoint_id)
+        check_no_nul("label", label)
         pointers = [(p, parse_pointer(p)) for p in paths] if paths is not None else None
         row = await store.get_checkpoint(
             conn, ident.workspace, thread, version=version, checkpoint_id=checkpoint_id, label=label

@@ -14,7 +14,7 @@ from ..jsonvalue import canonical, check_depth, dumps
 from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
 from ..store import progress as store
 from ..store.common import now
-from .base import Identity, ServiceBase, iso, new_id
+from .base import Identity, ServiceBase, check_arguments, iso, new_id
 
 
 def progress_entry(row: RowMapping) -> ProgressEntry:
@@ -100,6 +100,7 @@ class ProgressService(ServiceBase):
             "task_key": task_key,
             "artifacts": artifacts,
         }
+        check_arguments(args)
         canonical(args, what="progress entry")  # NaN, lone surrogates: refuse before storing
 
         async def body(conn: AsyncConnection) -> RecordProgressResult:

@@ -9,7 +9,7 @@ import anyio
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..config import LEASE_SECONDS, check_int, check_name
+from ..config import LEASE_SECONDS, check_int, check_name, check_no_nul
 from ..errors import InvalidArgument, LeaseLost, NotFound, TaskConflict, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps, value_hash
 from ..models import (
@@ -23,7 +23,7 @@ from ..models import (
 )
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity, ServiceBase
+from .base import Identity, ServiceBase, check_arguments
 from .progress import append_entry
 from .task_graph import topological_order
 from .task_views import decode_cursor, encode_cursor, held_task, status_of, task_row, task_view
@@ -75,6 +75,7 @@ class TaskService(ServiceBase):
             specs[spec.key] = spec
         hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
         args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
+        check_arguments(args)
 
         async def body(conn: AsyncConnection) -> AddTasksResult:
             wanted = list(specs) + [d for s in specs.values() for d in s.depends_on]
@@ -167,6 +168,7 @@ class TaskService(ServiceBase):
         if task_key is not None:
             check_name("task_key", task_key)
         args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
+        check_arguments(args)
         deadline = anyio.current_time() + wait_seconds
 
         async def body(conn: AsyncConnection) -> tuple[RowMapping, float] | ClaimTaskResult:
@@ -310,6 +312,7 @@ class TaskService(ServiceBase):
             "retry": retry,
             "reason": reason,
         }
+        check_arguments(args)
         canonical(args, what="arguments")
         if action == "complete" and idempotency_key is None:
             # The common case, a task nothing depends on, is one statement (see _claim_single).
@@ -461,6 +464,7 @@ class TaskService(ServiceBase):
         cursor: str | None = None,
     ) -> ListTasksResult:
         check_int("limit", limit, 1, 500)
+        check_no_nul("tag", tag)
         after = decode_cursor(cursor) if cursor else 0
         async with self.db.read() as conn:
             rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
