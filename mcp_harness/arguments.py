@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN
+from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, check_no_nul
 from .errors import InvalidArgument
 from .models import ProgressStatus, TaskSpec, TaskStatus
 
@@ -20,6 +20,8 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
 IdemKey = str | None  # length checked by the service (1-200 characters)
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+#: the arguments that are JSON values, stored as JSON text: any string may be inside them, U+0000 included
+JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result"})
 
 
 def _published(schema: dict[str, Any]) -> None:
@@ -35,6 +37,15 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_published)
 
     tool: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> Self:
+        """Refuse U+0000 in every argument but the JSON values (see `config.check_no_nul`): one rule
+        for both backends, wherever the call comes from."""
+        for name in type(self).model_fields:
+            if name not in JSON_VALUE_ARGUMENTS:
+                check_no_nul(name, getattr(self, name))
+        return self
 
     @classmethod
     def of(cls, args: Self | None, fields: dict[str, Any]) -> Self:

@@ -26,6 +26,24 @@ def check_int(name: str, value: float | None, low: float, high: float = MAX_INT)
     return value
 
 
+def check_no_nul(name: str, value: object) -> None:
+    """Refuse U+0000 in a string argument, or in a string inside a list or object of them: PostgreSQL
+    cannot store it in text, and the rule is the same on SQLite. JSON values (state, metadata,
+    artifacts, result) are not checked: stored as JSON text, they hold it as the escape \\u0000."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidArgument(f"{name} must not contain the NUL character (U+0000)")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_no_nul(f"{name}[{index}]", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_no_nul(f"{name}.{key}", item)
+    elif hasattr(type(value), "model_fields"):  # a task's fields (a pydantic model)
+        for key in type(value).model_fields:
+            check_no_nul(f"{name}.{key}", getattr(value, key))
+
+
 def check_name(kind: str, value: str) -> str:
     """Validate a workspace, agent or thread name against the contract's pattern."""
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import settings_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -71,6 +72,7 @@ async def fingerprint(h: Harness, ident: Identity) -> str:
     return "\n".join(lines[1:])
 
 
+@pytest.mark.slow  # thousands of calls: minutes on a busy machine
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(calls(), min_size=20, max_size=40))
 def test_malformed_calls_never_crash_or_corrupt(batch):

@@ -11,7 +11,7 @@ import pytest
 from conftest import call, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 
 TRANSPORTS = ["auto", "sdk"]
 
