@@ -20,8 +20,9 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
 IdemKey = str | None  # length checked by the service (1-200 characters)
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
-#: the arguments that are JSON values, stored as JSON text: any string may be inside them, U+0000 included
-JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result"})
+#: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
+#: and `paths`, JSON Pointers into such a value
+JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result", "paths"})
 
 
 def _published(schema: dict[str, Any]) -> None:
