@@ -72,17 +72,18 @@ class HarnessServer(MCPServer[Harness]):
         return self.harness, self.identity()
 
     async def run_stdio_async(self) -> None:
-        """Serve stdio on the event loop when stdin and stdout are pipes (see `stdio`), else as the SDK does."""
-        from .stdio import loop_transport_usable, pipe_stdio
+        """Serve stdio with `mcp_harness.stdio`'s transport, which answers every request (the SDK's drops
+        the answers of requests still running when stdin closes)."""
+        from .stdio import open_stdio
 
-        # The SDK's own `run_stdio_async` serves this (private) low-level server the same way.
-        lowlevel = getattr(self, "_lowlevel_server", None)
-        if lowlevel is None or not loop_transport_usable():
-            log.info("stdio served on the SDK's threads")
-            await super().run_stdio_async()
-            return
-        log.info("stdio served on the event loop")
-        async with pipe_stdio() as (read_stream, write_stream):
+        # `MCPServer` serves its low-level server on the SDK's own stdio transport only and keeps it
+        # private (`_lowlevel_server`; the SDK's in-memory client reads it, with a to-do to make it
+        # public). Its public, documented way out is the streamable HTTP session manager, whose `app`
+        # is that server: building the (unused) HTTP app costs a millisecond and serves stdio with
+        # everything MCPServer wires (handlers, middleware, lifespan), unchanged.
+        self.streamable_http_app()
+        lowlevel = self.session_manager.app
+        async with open_stdio() as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def identity(self) -> Identity:
