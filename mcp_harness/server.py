@@ -71,6 +71,13 @@ class HarnessServer(MCPServer[Harness]):
             raise Unavailable("the server is starting or stopping; retry shortly")
         return self.harness, self.identity()
 
+    def run(self, transport: Literal["stdio", "sse", "streamable-http"] = "stdio", **kwargs: Any) -> None:
+        if transport == "stdio":
+            from .stdio_fds import check_open
+
+            check_open()
+        super().run(transport, **kwargs)  # type: ignore[call-overload]
+
     async def run_stdio_async(self) -> None:
         """Serve stdio with `mcp_harness.stdio`'s transport, which answers every request (the SDK's drops
         the answers of requests still running when stdin closes)."""

@@ -215,13 +215,19 @@ def _write_all(fd: int, data: bytes) -> None:
             select.select([], [fd], [])
 
 
+def check_open() -> None:
+    """Refuse to serve when stdin or stdout is closed: checked before the event loop starts, whose own
+    descriptors would otherwise take their numbers."""
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise InvalidArgument(f"{name} is closed; start the server from an MCP client (or a shell)") from None
+
+
 def _kind(fd: int) -> str:
     """`pipe` or `socket` for what the event loop can wait on, else `thread`."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        name = "stdin" if fd == 0 else "stdout"
-        raise InvalidArgument(f"{name} is closed; start the server from an MCP client (or a shell)") from None
+    mode = os.fstat(fd).st_mode
     if sys.platform == "win32":
         return "thread"
     if stat.S_ISFIFO(mode):
@@ -256,19 +262,25 @@ async def _connect(loop: asyncio.AbstractEventLoop, kinds: tuple[str, str], fds:
         both = socket.socket(fileno=os.dup(fds[0]))
         transport, _ = await loop.connect_accepted_socket(lambda: Ends(reader, writer), both)
         return transport, transport
-    ends = []
-    for kind, fd, role in zip(kinds, fds, ("in", "out"), strict=True):
-        protocol = Ends(reader, None) if role == "in" else Ends(None, writer)
-        if kind == "socket":
-            transport, _ = await loop.connect_accepted_socket(lambda p=protocol: p, socket.socket(fileno=os.dup(fd)))
-        elif kind == "pipe" and role == "in":
-            transport, _ = await loop.connect_read_pipe(lambda p=protocol: p, os.fdopen(fd, "rb", 0, closefd=False))
-        elif kind == "pipe":
-            transport, _ = await loop.connect_write_pipe(lambda p=protocol: p, os.fdopen(fd, "wb", 0, closefd=False))
-        else:
-            transport = (ThreadReader if role == "in" else ThreadWriter)(loop, fd, protocol)
-        ends.append(transport)
-    return ends[0], ends[1]
+    reading = await _connect_one(loop, kinds[0], fds[0], Ends(reader, None))
+    try:
+        return reading, await _connect_one(loop, kinds[1], fds[1], Ends(None, writer))
+    except BaseException:
+        reading.close()
+        raise
+
+
+async def _connect_one(loop: asyncio.AbstractEventLoop, kind: str, fd: int, protocol: Ends) -> Any:
+    reads = protocol.reader is not None
+    if kind == "socket":
+        transport, _ = await loop.connect_accepted_socket(lambda: protocol, socket.socket(fileno=os.dup(fd)))
+    elif kind == "pipe" and reads:
+        transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(fd, "rb", 0, closefd=False))
+    elif kind == "pipe":
+        transport, _ = await loop.connect_write_pipe(lambda: protocol, os.fdopen(fd, "wb", 0, closefd=False))
+    else:
+        transport = (ThreadReader if reads else ThreadWriter)(loop, fd, protocol)
+    return transport
 
 
 @asynccontextmanager
