@@ -65,18 +65,26 @@ class HarnessServer(MCPServer[Harness]):
             raise Unavailable("the server is starting or stopping; retry shortly")
         return self.harness, self.identity()
 
-    async def run_stdio_async(self) -> None:
-        """Serve stdio on the event loop when stdin and stdout are pipes (see `stdio`), else as the SDK does."""
-        from .stdio import loop_transport_usable, pipe_stdio
+    def run(self, transport: Literal["stdio", "sse", "streamable-http"] = "stdio", **kwargs: Any) -> None:
+        if transport == "stdio":
+            from .stdio_fds import check_open
 
-        # The SDK's own `run_stdio_async` serves this (private) low-level server the same way.
-        lowlevel = getattr(self, "_lowlevel_server", None)
-        if lowlevel is None or not loop_transport_usable():
-            log.info("stdio served on the SDK's threads")
-            await super().run_stdio_async()
-            return
-        log.info("stdio served on the event loop")
-        async with pipe_stdio() as (read_stream, write_stream):
+            check_open()
+        super().run(transport, **kwargs)  # type: ignore[call-overload]
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdio with `mcp_harness.stdio`'s transport, which answers every request (the SDK's drops
+        the answers of requests still running when stdin closes)."""
+        from .stdio import open_stdio
+
+        # `MCPServer` serves its low-level server on the SDK's own stdio transport only and keeps it
+        # private (`_lowlevel_server`; the SDK's in-memory client reads it, with a to-do to make it
+        # public). Its public, documented way out is the streamable HTTP session manager, whose `app`
+        # is that server: building the (unused) HTTP app costs a millisecond and serves stdio with
+        # everything MCPServer wires (handlers, middleware, lifespan), unchanged.
+        self.streamable_http_app()
+        lowlevel = self.session_manager.app
+        async with open_stdio() as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def identity(self) -> Identity:
