@@ -19,10 +19,9 @@ import pytest
 from conftest import call, mcp_client, serve_command, subprocess_env
 from stdio_wire import MODES, Wire
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 from mcp_harness.stdio import CLOSE_TIMEOUT_SECONDS, MAX_MESSAGE_BYTES
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # every test here starts processes
 
 INITIALIZE = [
     {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
