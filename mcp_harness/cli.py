@@ -135,11 +135,26 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"mcp-harness: {exc.message}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:  # a server's task group failed (e.g. stdio could not open the database)
+        reason = first_harness_error(group)
+        if reason is None:
+            raise
+        print(f"mcp-harness: {reason.message}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except OSError as exc:
         print(f"mcp-harness: {exc}", file=sys.stderr)
         return 1
+
+
+def first_harness_error(group: BaseExceptionGroup) -> HarnessError | None:
+    """The first `HarnessError` inside (nested) exception groups, if any."""
+    for exc in group.exceptions:
+        found = first_harness_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, HarnessError):
+            return found
+    return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

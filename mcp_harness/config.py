@@ -46,7 +46,10 @@ def resolve_db_url(value: str | None) -> str:
     """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL."""
     if not value:
         path = default_db_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            # private: every workspace's state is in there (chmod: the umask may have narrowed mkdir's mode)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.parent.chmod(0o700)
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in value:
         path = Path(value).expanduser().resolve()

@@ -82,8 +82,8 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
     async def healthz(_request: Request) -> JSONResponse:
         try:
             await harness.db.ping()
-        except HarnessError:
-            return JSONResponse({"status": "unavailable"}, status_code=503)
+        except HarnessError as exc:  # unreachable, read-only, damaged: the reason says which
+            return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     return server.streamable_http_app(

@@ -26,15 +26,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, make_url, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from ..errors import HarnessError, Internal, Unavailable
+from .conditions import PG_READ_ONLY, condition, sqlite_writable
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
 from .raw import asyncpg_errors, pg_error
-from .sqlite import SQLITE_BUSY_TIMEOUT_MS, SyncConnection, end_transaction, is_busy, sqlite_reader, sqlite_sync
+from .sqlite import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    SyncConnection,
+    create_private,
+    end_transaction,
+    is_busy,
+    sqlite_reader,
+    sqlite_sync,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +55,7 @@ class Database:
         self.url = url
         self.dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
         if self.dialect == "sqlite":
+            create_private(url)
             self._sync_writer = sqlite_sync(url, writer=True)
             self._sync_reader = sqlite_sync(url, writer=False)
             self._read_conn: Connection | None = None
@@ -61,7 +71,7 @@ class Database:
             # (`_pg_transaction`), and `single()` runs without one.
             engine = create_async_engine(
                 url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60,
-                isolation_level="AUTOCOMMIT",
+                isolation_level="AUTOCOMMIT", hide_parameters=True,  # parameters hold users' data: never log them
             )  # fmt: skip
             self._sync_writer = None
             self._async_engine = engine
@@ -74,9 +84,19 @@ class Database:
         return self.dialect == "sqlite"
 
     async def open(self) -> None:
-        """Create or upgrade the schema (guarded against servers starting at once)."""
-        async with self.write() as conn:
-            await migrate(conn, self.dialect)
+        """Create or upgrade the schema (guarded against servers starting at once). A failure names
+        the database (its file, or its URL without the password)."""
+        try:
+            async with self.write() as conn:
+                await migrate(conn, self.dialect)
+        except Unavailable as exc:
+            raise Unavailable(f"{self.name}: {exc.message}") from exc
+
+    @property
+    def name(self) -> str:
+        """The database for people: a SQLite file's path, or the URL without its password."""
+        url = make_url(self.url)
+        return (url.database or ":memory:") if self.is_sqlite else url.render_as_string(hide_password=True)
 
     async def close(self) -> None:
         if self._sync_writer is not None:
@@ -195,9 +215,15 @@ class Database:
             return int((await conn.execute(text("SELECT pg_database_size(current_database())"))).scalar_one())
 
     async def ping(self) -> None:
-        """Raise `Unavailable` unless the database answers a trivial query."""
+        """Raise `Unavailable` unless the database answers a trivial query and would take a write
+        (a read-only database answers reads, and only its writes fail)."""
         async with self.read() as conn:
-            await conn.execute(text("SELECT 1"))
+            answer = (await conn.execute(text("SELECT 1" if self.is_sqlite else "SHOW transaction_read_only"))).scalar()
+        if answer == "on":
+            raise Unavailable(PG_READ_ONLY)
+        path = make_url(self.url).database if self.is_sqlite else None
+        if path and path != ":memory:" and not path.startswith("file:"):
+            sqlite_writable(path)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
@@ -238,15 +264,27 @@ async def _wrap_errors() -> AsyncIterator[None]:
     except HarnessError:
         raise
     except OperationalError as exc:
+        _raise_condition(exc)
         if is_busy(exc):
             raise Unavailable("the database is busy (locked by another writer); retry shortly") from exc
         log.error("database operational error: %s", exc)
         raise Unavailable("the database is not reachable right now; retry shortly") from exc
     except (DBAPIError, OSError) as exc:
+        _raise_condition(exc)
         if isinstance(exc, DBAPIError) and exc.connection_invalidated:
             raise Unavailable("the database connection was lost; retry shortly") from exc
         if isinstance(exc, OSError):
             raise Unavailable(f"the database is not reachable: {exc.strerror or exc}") from exc
         raise
+    except sqlite3.Error as exc:  # BEGIN and COMMIT run on the driver itself
+        _raise_condition(exc)
+        raise
     except SQLAlchemyError as exc:
         raise Internal("a storage error happened") from exc
+
+
+def _raise_condition(exc: BaseException) -> None:
+    """A damaged, read-only or full database is said so (waiting will not help)."""
+    known = condition(exc)
+    if known is not None:
+        raise known from exc

@@ -108,7 +108,7 @@ class RawStatement:
         try:
             cursor = raw.execute(self.sql, args)
         except sqlite3.Error as exc:  # the same exception types SQLAlchemy would have raised
-            raise DBAPIError.instance(self.sql, args, exc, sqlite3.Error) from exc
+            raise DBAPIError.instance(self.sql, args, exc, sqlite3.Error, hide_parameters=True) from exc
         rows = cursor.fetchall() if self.keys else []
         if self.bools and rows:
             rows = [_fix_bools(r, self.bools) for r in rows]
@@ -135,15 +135,16 @@ def asyncpg_errors() -> type[Exception]:
 
 
 def pg_error(exc: Exception, sql: str | None = None, args: Any = None) -> Exception:
-    """An asyncpg (or socket) error as the SQLAlchemy exception the same failure raises there."""
+    """An asyncpg (or socket) error as the SQLAlchemy exception the same failure raises there (its
+    parameters hidden: they hold users' data, and the message reaches the log)."""
     import asyncpg
 
     if isinstance(exc, asyncpg.IntegrityConstraintViolationError):
-        return IntegrityError(sql, args, exc)
+        return IntegrityError(sql, args, exc, hide_parameters=True)
     if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)):
-        return OperationalError(sql, args, exc)
+        return OperationalError(sql, args, exc, hide_parameters=True)
     if isinstance(exc, asyncpg.PostgresError):
-        return DBAPIError(sql, args, exc)
+        return DBAPIError(sql, args, exc, hide_parameters=True)
     return exc
 
 

@@ -3,12 +3,13 @@ connections, and the connection wrapper the store runs statements through."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, create_engine, event
+from sqlalchemy import Connection, create_engine, event, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, StaticPool
 
@@ -46,10 +47,27 @@ def apply_pragmas(dbapi_conn: Any) -> None:
                 time.sleep(random.uniform(0.005, 0.02))
 
 
+def create_private(url: str) -> None:
+    """Create a new database file readable and writable by its owner only (0600, whatever the umask),
+    before SQLite creates it: SQLite gives the WAL and shared-memory files the database file's mode."""
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return  # an existing database keeps the mode its owner gave it
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have taken bits away from the mode os.open was given
+    finally:
+        os.close(fd)
+
+
 def sqlite_reader(url: str, pool_size: int) -> AsyncEngine:
     engine = create_async_engine(
-        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
-    )
+        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60,
+        hide_parameters=True,  # parameters hold users' data: never in an error message or a log
+    )  # fmt: skip
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature
@@ -71,6 +89,7 @@ def sqlite_sync(url: str, *, writer: bool) -> Any:
         url.replace("sqlite+aiosqlite", "sqlite+pysqlite", 1),
         poolclass=StaticPool,
         connect_args={"check_same_thread": False},
+        hide_parameters=True,
     )
 
     @event.listens_for(engine, "connect")
