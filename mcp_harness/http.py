@@ -4,6 +4,7 @@ affinity), bearer tokens that fix workspace, agent and role, DNS-rebinding prote
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import re
 
@@ -21,6 +22,7 @@ from starlette.responses import JSONResponse
 
 from .binds import Bind, resolve_bind
 from .config import Settings
+from .connections import protocol_with_header_timeout, quiet_accept_errors, raise_open_files_limit
 from .errors import HarnessError, InvalidArgument
 from .server import create_server
 from .service import Harness
@@ -131,10 +133,11 @@ def _answer_503_when_tokens_cannot_be_checked(app: Starlette) -> None:
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:
     """`mcp-harness serve --transport http`: refuses an exposed bind that no token could use."""
-
+    raise_open_files_limit()
     bind = resolve_bind(args.host)
 
     async def main() -> int:
+        quiet_accept_errors(asyncio.get_running_loop())
         async with Harness.open(settings) as harness:
             if not bind.loopback:
                 if await harness.tokens.count_active() == 0:
@@ -150,7 +153,11 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
                     )
             app = build_app(harness, settings, args.host, args.port, args.allowed_host or [],
                             args.allowed_origin or [])  # fmt: skip
-            config = uvicorn.Config(app, host=args.host.strip("[]"), port=args.port, log_level="warning", lifespan="on")
+            config = uvicorn.Config(
+                app, host=args.host.strip("[]"), port=args.port, log_level="warning", lifespan="on",
+                # no limit_concurrency: idle connections must never make real requests get 503s
+                http=protocol_with_header_timeout(settings.header_timeout_seconds),
+            )  # fmt: skip
             log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", bind.url_host, args.port)
             await uvicorn.Server(config).serve()
         return 0
