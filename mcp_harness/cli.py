@@ -345,7 +345,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+    # bytes: the import decodes each line itself, so invalid UTF-8 is refused with its line number
+    stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
 
     async def run(h: Harness) -> int:
         counts = await h.maintenance.import_lines(stream, progress=_terminal_progress)
@@ -357,7 +358,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         return with_harness(args, run)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
 
 

@@ -1,0 +1,412 @@
+"""Checks an export before `import` writes anything: each record with the rules and limits of the tools
+that make such rows (names, enums, types, JSON columns, text and value limits), no duplicates, and the
+references between records (the values a checkpoint names, a thread's latest checkpoint, the
+dependencies and tags of tasks). Only keys, ids and sizes are kept, never the values themselves.
+
+Every problem is an `InvalidArgument` that names the line. A task's `ready`, `blocked` and `dependents`
+are derived from the statuses and dependencies, as the tools maintain them (`task_flags`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
+
+from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
+from ..errors import DependencyError, InvalidArgument
+from ..jsonvalue import check_depth, value_hash
+from ..models import TaskSpec
+from .checkpoints import state_size
+from .task_graph import topological_order
+
+#: text the harness itself writes around a person's text (a reopen's summary and last_error) may
+#: exceed the text limit by this much
+HARNESS_TEXT = 256
+OPEN = ("pending", "claimed")
+
+Check = tuple[Callable[[Any], bool], str]
+
+
+def name() -> Check:
+    return (lambda v: isinstance(v, str) and NAME_RE.fullmatch(v) is not None,
+            "a name (1-128 characters from A-Z a-z 0-9 . _ : / -, starting with a letter or digit)")  # fmt: skip
+
+
+def integer(low: int, high: int = MAX_INT) -> Check:
+    return lambda v: type(v) is int and low <= v <= high, f"a whole number from {low} to {high}"
+
+
+def text(high: int, low: int = 0) -> Check:
+    return lambda v: isinstance(v, str) and low <= len(v) <= high, f"a string of {low} to {high} characters"
+
+
+def optional(check: Check) -> Check:
+    return lambda v: v is None or check[0](v), f"{check[1]}, or null"
+
+
+def one_of(*values: str) -> Check:
+    return lambda v: isinstance(v, str) and v in values, "one of " + ", ".join(values)
+
+
+ANY: Check = (lambda _v: True, "")  # checked with the tool's own model (tasks: TaskSpec)
+STRING: Check = (lambda v: isinstance(v, str), "a string")
+TIME: Check = (lambda v: type(v) in (int, float) and math.isfinite(v), "a time (seconds, a number)")
+FLAG: Check = (lambda v: type(v) is bool, "true or false")
+HASH: Check = (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{32}", v) is not None, "a value hash")
+
+
+def fields(limits: Limits) -> dict[str, dict[str, Check]]:
+    """The columns of each record type and what each must hold."""
+    ws, text_limit = name(), limits.max_text_chars
+    return {
+        "workspace": {"name": ws, "progress_seq": integer(0), "created_at": TIME},
+        "thread": {"workspace": ws, "name": name(), "latest_version": integer(0), "latest_id": optional(name()),
+                   "updated_at": TIME},
+        "blob": {"workspace": ws, "hash": HASH, "data": STRING},
+        "segment": {"workspace": ws, "id": integer(1), "prev": optional(integer(1)), "data": STRING},
+        "checkpoint": {"id": name(), "workspace": ws, "thread": name(), "version": integer(1),
+                       "parent_id": optional(name()), "label": optional(text(200)), "metadata_json": optional(STRING),
+                       "manifest": STRING, "size_bytes": integer(0), "agent": name(),
+                       "schema_version": optional(integer(1)), "created_at": TIME},
+        "progress": {"entry_id": name(), "workspace": ws, "seq": integer(1), "thread": name(), "agent": name(),
+                     "status": one_of("done", "in_progress", "blocked", "note"),
+                     "summary": text(text_limit + HARNESS_TEXT, 1), "details": optional(text(text_limit)),
+                     "next_steps": optional(STRING), "task_key": optional(name()), "artifacts": optional(STRING),
+                     "created_at": TIME},
+        "task": {"workspace": ws, "key": ANY, "title": ANY, "description": ANY, "steps": STRING, "priority": ANY,
+                 "depends_on": STRING, "tags": STRING, "max_attempts": ANY, "dependents": integer(0),
+                 "content_hash": text(64, 1), "status": one_of("pending", "claimed", "done", "failed"),
+                 "ready": FLAG, "blocked": FLAG, "owner": optional(name()), "lease_token": optional(text(200, 1)),
+                 "lease_expires_at": optional(TIME), "lease_seconds": optional(integer(*LEASE_SECONDS)),
+                 "attempts": integer(0), "available_at": TIME,
+                 "last_error": optional(text(text_limit + HARNESS_TEXT)), "result": optional(STRING),
+                 "verification": optional(text(text_limit)), "created_at": TIME, "updated_at": TIME,
+                 "completed_at": optional(TIME)},
+        "task_dep": {"workspace": ws, "task_key": name(), "dep_key": name()},
+        "task_tag": {"workspace": ws, "tag": text(64, 1), "task_key": name()},
+        "state_schema": {"workspace": ws, "thread": name(), "version": integer(1), "document": STRING,
+                         "created_at": TIME},
+    }  # fmt: skip
+
+
+@dataclass
+class TaskFacts:
+    line: int
+    status: str
+    depends_on: list[str]
+    tags: set[str]
+    deps_seen: set[str] = field(default_factory=set)  #: from task_dep records
+    tags_seen: set[str] = field(default_factory=set)  #: from task_tag records
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _loads(text: str) -> Any:
+    """JSON text, refusing NaN and Infinity and strings that are not valid Unicode (lone surrogates):
+    no JSON consumer can read them back, and the database cannot store them."""
+    value = json.loads(text, parse_constant=_refuse_constant)
+    if _ESCAPED_SURROGATE.search(text):  # only an escape can make a surrogate: check the rare text with one
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise ValueError("a string is not valid Unicode (a lone surrogate)") from None
+    return value
+
+
+def _refuse_constant(constant: str) -> None:
+    raise ValueError(f"{constant} is not allowed")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """A JSON column's value (nesting deep enough to exhaust the parser is refused; the depth limit is
+    checked on what it returns)."""
+    try:
+        return _loads(text)
+    except RecursionError:
+        raise InvalidArgument(f"{what} is nested too deeply") from None
+    except ValueError as exc:
+        raise InvalidArgument(f"{what} is not valid JSON ({getattr(exc, 'msg', exc)})") from None
+
+
+def parse_line(number: int, raw: str | bytes) -> dict[str, Any] | None:
+    """The record on line `number` of an export (None for a blank line)."""
+    try:
+        raw = raw.decode("utf-8") if isinstance(raw, bytes) else raw.encode("utf-8").decode("utf-8")
+    except UnicodeError:  # bytes that are not UTF-8, or text with a lone surrogate
+        raise InvalidArgument(f"line {number} is not valid UTF-8") from None
+    if not raw.strip():
+        return None
+    try:
+        record = _loads(raw)
+    except RecursionError:
+        raise InvalidArgument(f"line {number} is nested too deeply") from None
+    except ValueError as exc:
+        raise InvalidArgument(f"line {number} is not JSON: {getattr(exc, 'msg', exc)}") from None
+    if not isinstance(record, dict):
+        raise InvalidArgument(f"line {number} is not a JSON object")
+    return record
+
+
+class ImportChecker:
+    """Feed it every record in order (`record`), then call `finish`."""
+
+    def __init__(self, limits: Limits, workspaces: list[str]) -> None:
+        self.limits = limits
+        self.fields = fields(limits)
+        self.listed = set(workspaces)  #: the header's list
+        self.workspaces: dict[str, int] = {}  #: name -> line
+        self.progress_seq: dict[str, int] = {}  #: the counter each workspace record gives
+        self.max_seq: dict[str, int] = {}
+        self.threads: dict[tuple[str, str], tuple[int, int, str | None]] = {}  #: -> (line, latest version, id)
+        self.newest: dict[tuple[str, str], tuple[int, str]] = {}  #: thread -> (version, id) of its newest
+        self.blobs: dict[tuple[str, str], int] = {}  #: -> bytes
+        self.segments: dict[tuple[str, int], tuple[int | None, int]] = {}  #: -> (prev, elements)
+        self.seen: set[tuple[Any, ...]] = set()  #: unique keys of every kind
+        self.tasks: dict[tuple[str, str], TaskFacts] = {}
+        self.task_flags: dict[tuple[str, str], dict[str, Any]] = {}  #: filled by `finish`
+        self._chain_lengths: dict[tuple[str, int], int] = {}
+        self._number = 0
+
+    # -- one record ------------------------------------------------------------------------------
+
+    def record(self, number: int, kind: str, record: dict[str, Any]) -> str:
+        """Check one record (without its `type`); returns its workspace."""
+        self._number = number
+        try:
+            return self._record(kind, record)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"line {number}: {exc.message}") from None
+
+    def _record(self, kind: str, record: dict[str, Any]) -> str:
+        spec = self.fields.get(kind)
+        if spec is None:
+            raise InvalidArgument(f"unknown record type {kind!r}")
+        missing = [f for f in spec if f not in record]
+        unknown = [f for f in record if f not in spec]
+        if missing or unknown:
+            what = f"has no {', '.join(missing)}" if missing else f"has unknown fields {', '.join(unknown)}"
+            raise InvalidArgument(f"a {kind} record {what}")
+        for column, (ok, must) in spec.items():
+            if not ok(record[column]):
+                shown = repr(record[column])
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise InvalidArgument(f"a {kind} record's {column} must be {must}, not {shown}")
+        ws = record["name"] if kind == "workspace" else record["workspace"]
+        if kind == "workspace":
+            if ws not in self.listed:
+                raise InvalidArgument(f"workspace {ws!r} is not in the header's list of workspaces")
+            self._unique(("workspace", ws), f"workspace {ws!r}")
+            self.workspaces[ws] = self._number
+            self.progress_seq[ws] = record["progress_seq"]
+        elif ws not in self.workspaces:
+            raise InvalidArgument(f"a {kind} record of workspace {ws!r} comes before that workspace's record")
+        else:
+            getattr(self, f"_{kind}")(ws, record)
+        return ws
+
+    def _unique(self, key: tuple[Any, ...], what: str) -> None:
+        if key in self.seen:
+            raise InvalidArgument(f"{what} appears twice")
+        self.seen.add(key)
+
+    def _json(self, text: str, what: str, shape: type | None, max_bytes: int, depth: int | None = None) -> Any:
+        size = len(text.encode())
+        if size > max_bytes:
+            raise InvalidArgument(f"{what} is {size} bytes, over the limit of {max_bytes}")
+        value = parse_json(text, what)
+        if shape is not None and not isinstance(value, shape):
+            raise InvalidArgument(f"{what} must be a JSON {'object' if shape is dict else 'array'}")
+        check_depth(value, depth or self.limits.max_depth, what=what)
+        return value
+
+    # -- each kind -------------------------------------------------------------------------------
+
+    def _thread(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("thread", ws, r["name"]), f"thread {r['name']!r}")
+        self.threads[(ws, r["name"])] = (self._number, r["latest_version"], r["latest_id"])
+
+    def _blob(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("blob", ws, r["hash"]), f"value {r['hash']}")
+        data = r["data"].encode()
+        self._json(r["data"], f"value {r['hash']}", None, self.limits.max_state_bytes, self.limits.max_depth - 1)
+        if value_hash(data) != r["hash"]:
+            raise InvalidArgument(f"value {r['hash']} does not match its hash (it was changed or damaged)")
+        self.blobs[(ws, r["hash"])] = len(data)
+
+    def _segment(self, ws: str, r: dict[str, Any]) -> None:
+        seg, prev = r["id"], r["prev"]
+        self._unique(("segment", ws, seg), f"segment {seg}")
+        if prev is not None and (prev >= seg or (ws, prev) not in self.segments):
+            raise InvalidArgument(f"segment {seg} follows segment {prev}, which is not an earlier segment here")
+        elements = self._json(f"[{r['data']}]", f"segment {seg}", list, self.limits.max_state_bytes + 2,
+                              self.limits.max_depth - 1)  # fmt: skip
+        if not elements:
+            raise InvalidArgument(f"segment {seg} holds no elements")
+        self.segments[(ws, seg)] = (prev, len(elements))
+
+    def _checkpoint(self, ws: str, r: dict[str, Any]) -> None:
+        thread, version = (ws, r["thread"]), r["version"]
+        self._unique(("checkpoint", r["id"]), f"checkpoint {r['id']!r}")
+        self._unique(("version", *thread, version), f"version {version} of thread {r['thread']!r}")
+        if thread not in self.threads:
+            raise InvalidArgument(f"checkpoint {r['id']!r} is on thread {r['thread']!r}, which has no record before it")
+        if r["metadata_json"] is not None:
+            self._json(r["metadata_json"], "metadata", dict, self.limits.max_value_bytes)
+        manifest = self._json(r["manifest"], "the manifest", list, 4 * self.limits.max_state_bytes + 1024, 3)
+        for entry in manifest:
+            self._entry(ws, entry)
+        if len({e[0] for e in manifest}) != len(manifest):
+            raise InvalidArgument(f"checkpoint {r['id']!r} names a key twice")
+        size = state_size(manifest)
+        if r["size_bytes"] != size:
+            raise InvalidArgument(f"checkpoint {r['id']!r} says its state is {r['size_bytes']} bytes; it is {size}")
+        if size > self.limits.max_state_bytes:
+            raise InvalidArgument(f"checkpoint {r['id']!r} holds a state of {size} bytes, over the limit of "
+                                  f"{self.limits.max_state_bytes} (MCP_HARNESS_MAX_STATE_BYTES)")  # fmt: skip
+        if thread not in self.newest or version > self.newest[thread][0]:
+            self.newest[thread] = (version, r["id"])
+
+    def _entry(self, ws: str, entry: Any) -> None:
+        """One manifest entry: a stored value, an inline value or an array chain (see checkpoints.py)."""
+        if not (isinstance(entry, list) and len(entry) in (3, 4, 6) and isinstance(entry[0], str)
+                and type(entry[2]) is int and entry[2] >= 0):  # fmt: skip
+            raise InvalidArgument(f"the manifest entry {str(entry)[:60]} is not one mcp-harness writes")
+        key, digest, size = entry[:3]
+        if len(entry) == 3:
+            if self.blobs.get((ws, digest)) != size:
+                raise InvalidArgument(f"key {key!r} names value {digest!r}, which no earlier value record holds")
+        elif len(entry) == 4:
+            if digest is not None or not isinstance(entry[3], str) or len(entry[3].encode()) != size:
+                raise InvalidArgument(f"the inline value of key {key!r} is not one mcp-harness writes")
+            self._json(entry[3], f"the value of key {key!r}", None, size, self.limits.max_depth - 1)
+        else:
+            tail, skip, count = entry[3:]
+            if not HASH[0](digest) or not all(type(n) is int and n >= 0 for n in (tail, skip, count)):
+                raise InvalidArgument(f"the array entry of key {key!r} is not one mcp-harness writes")
+            if (ws, tail) not in self.segments:
+                raise InvalidArgument(f"key {key!r} names segment {tail}, which no earlier segment record holds")
+            if self._chain_length(ws, tail) - skip != count:
+                raise InvalidArgument(f"the array of key {key!r} does not have the {count} elements it records")
+
+    def _chain_length(self, ws: str, tail: int) -> int:
+        """Elements on the chain of segments that ends at `tail` (memoised: chains share segments)."""
+        path: list[int] = []
+        node: int | None = tail
+        while node is not None and (ws, node) not in self._chain_lengths:
+            path.append(node)
+            node = self.segments[(ws, node)][0]
+        total = self._chain_lengths[(ws, node)] if node is not None else 0
+        for seg in reversed(path):
+            total += self.segments[(ws, seg)][1]
+            self._chain_lengths[(ws, seg)] = total
+        return total
+
+    def _progress(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("entry", r["entry_id"]), f"progress entry {r['entry_id']!r}")
+        self._unique(("seq", ws, r["seq"]), f"progress number {r['seq']}")
+        self.max_seq[ws] = max(self.max_seq.get(ws, 0), r["seq"])
+        if not r["summary"].strip():
+            raise InvalidArgument("a progress summary must not be empty")
+        if r["next_steps"] is not None:
+            steps = self._json(r["next_steps"], "next_steps", list, 50 * 4000 * 6 + 1024)
+            if len(steps) > 50 or not all(isinstance(s, str) and len(s) <= 4000 for s in steps):
+                raise InvalidArgument("next_steps must be at most 50 strings of at most 4000 characters")
+        if r["artifacts"] is not None:
+            self._json(r["artifacts"], "artifacts", dict, self.limits.max_value_bytes)
+
+    def _task(self, ws: str, r: dict[str, Any]) -> None:
+        lists_limit = 100 * 4000 * 6 + 1024
+        parts = {c: self._json(r[c], c, list, lists_limit) for c in ("steps", "depends_on", "tags")}
+        try:
+            spec = TaskSpec.model_validate(
+                {**{c: r[c] for c in ("key", "title", "description", "priority", "max_attempts")}, **parts},
+                strict=True,
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InvalidArgument(f"task {str(r['key'])[:60]!r}: {where}: {first['msg']}") from None
+        if spec.description is not None and len(spec.description) > self.limits.max_text_chars:
+            raise InvalidArgument(f"task {spec.key!r}: description is over the limit of "
+                                  f"{self.limits.max_text_chars} characters")  # fmt: skip
+        self._unique(("task", ws, spec.key), f"task {spec.key!r}")
+        if r["result"] is not None:
+            self._json(r["result"], f"the result of task {spec.key!r}", None, self.limits.max_value_bytes)
+        if r["status"] == "claimed" and None in (r["owner"], r["lease_token"], r["lease_expires_at"]):
+            raise InvalidArgument(f"task {spec.key!r} is claimed but has no owner, lease token or lease expiry")
+        self.tasks[(ws, spec.key)] = TaskFacts(self._number, r["status"], spec.depends_on, set(spec.tags))
+
+    def _task_dep(self, ws: str, r: dict[str, Any]) -> None:
+        task, dep = r["task_key"], r["dep_key"]
+        self._unique(("dep", ws, task, dep), f"the dependency of {task!r} on {dep!r}")
+        for key in (task, dep):
+            if (ws, key) not in self.tasks:
+                raise InvalidArgument(f"a dependency names task {key!r}, which no earlier task record has")
+        self.tasks[(ws, task)].deps_seen.add(dep)
+
+    def _task_tag(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("tag", ws, r["task_key"], r["tag"]), f"tag {r['tag']!r} of task {r['task_key']!r}")
+        if (ws, r["task_key"]) not in self.tasks:
+            raise InvalidArgument(f"a tag names task {r['task_key']!r}, which no earlier task record has")
+        self.tasks[(ws, r["task_key"])].tags_seen.add(r["tag"])
+
+    def _state_schema(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("schema", ws, r["thread"], r["version"]), f"schema version {r['version']} of {r['thread']!r}")
+        document = self._json(r["document"], "the schema", dict, len(r["document"].encode()))
+        try:
+            Draft202012Validator.check_schema(document)
+        except SchemaError as exc:
+            raise InvalidArgument(f"not a valid Draft 2020-12 JSON Schema: {exc.message[:200]}") from None
+
+    # -- references between records -----------------------------------------------------------
+
+    def finish(self) -> None:
+        """Check what only the whole file shows; fills `task_flags`."""
+        for (_ws, thread), (line, latest, latest_id) in self.threads.items():
+            newest = self.newest.get((_ws, thread))
+            if (newest is None and latest_id is not None) or (newest is not None and newest != (latest, latest_id)):
+                shown = f"version {newest[0]} ({newest[1]!r})" if newest else "none"
+                raise InvalidArgument(f"line {line}: thread {thread!r} says its latest checkpoint is version {latest} "
+                                      f"({latest_id!r}); its newest is {shown}")  # fmt: skip
+        for ws, top in self.max_seq.items():
+            if self.progress_seq[ws] < top:
+                given = self.progress_seq[ws]
+                raise InvalidArgument(f"line {self.workspaces[ws]}: workspace {ws!r} has handed out {given} "
+                                      f"progress numbers, but an entry has number {top}")  # fmt: skip
+        for (_ws, key), facts in self.tasks.items():
+            if set(facts.depends_on) != facts.deps_seen or facts.tags != facts.tags_seen:
+                raise InvalidArgument(f"line {facts.line}: the dependency or tag records of task {key!r} do not "
+                                      "match its depends_on and tags")  # fmt: skip
+        for ws in self.workspaces:
+            self._task_flags(ws)
+
+    def _task_flags(self, ws: str) -> None:
+        """`ready`, `blocked` and `dependents` of each task of `ws`, as the tools keep them."""
+        graph = {key: facts for (w, key), facts in self.tasks.items() if w == ws}
+        try:
+            order = topological_order(graph, {})  # type: ignore[arg-type]  # it reads .depends_on only
+        except DependencyError as exc:
+            first = exc.message.rsplit(": ", 1)[-1].split(" -> ")[0]
+            raise InvalidArgument(f"line {graph[first].line}: {exc.message}") from None
+        dependents = {key: 0 for key in graph}
+        for facts in graph.values():
+            for dep in set(facts.depends_on):
+                dependents[dep] += 1
+        for key in order:
+            facts = graph[key]
+            deps = [graph[d] for d in set(facts.depends_on)]
+            done = all(d.status == "done" for d in deps)
+            if facts.status == "claimed" and not done:
+                raise InvalidArgument(f"line {facts.line}: task {key!r} is claimed while a dependency is not done")
+            blocked = any(d.status == "failed" or self.task_flags[(ws, d_key)]["blocked"]
+                          for d_key, d in zip(set(facts.depends_on), deps, strict=True))  # fmt: skip
+            self.task_flags[(ws, key)] = {"ready": done and facts.status in OPEN, "blocked": blocked,
+                                          "dependents": dependents[key]}  # fmt: skip
