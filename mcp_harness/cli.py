@@ -14,7 +14,7 @@ import anyio
 
 from . import __version__
 from .config import ENV_PREFIX, Settings
-from .errors import HarnessError
+from .errors import HarnessError, harness_error_in
 from .service import Harness, Identity
 
 log = logging.getLogger("mcp_harness")
@@ -132,11 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return COMMANDS[args.command](args)
-    except HarnessError as exc:
-        print(f"mcp-harness: {exc.message}", file=sys.stderr)
-        return 2
-    except BaseExceptionGroup as group:  # a server's task group failed (e.g. stdio could not open the database)
-        reason = first_harness_error(group)
+    except (HarnessError, BaseExceptionGroup) as exc:  # a server's task group wraps what stopped it
+        reason = harness_error_in(exc)
         if reason is None:
             raise
         print(f"mcp-harness: {reason.message}", file=sys.stderr)
@@ -146,15 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"mcp-harness: {exc}", file=sys.stderr)
         return 1
-
-
-def first_harness_error(group: BaseExceptionGroup) -> HarnessError | None:
-    """The first `HarnessError` inside (nested) exception groups, if any."""
-    for exc in group.exceptions:
-        found = first_harness_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
-        if isinstance(found, HarnessError):
-            return found
-    return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -345,7 +333,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    # bytes: the import decodes each line itself, so invalid UTF-8 is refused with its line number
     stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
 
     async def run(h: Harness) -> int:

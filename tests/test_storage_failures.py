@@ -243,3 +243,32 @@ async def test_sql_parameters_never_reach_the_log(refuse_blob_inserts, workspace
     assert failed.code == "internal" and secret not in failed.text
     assert "refused by a test trigger" in caplog.text, "the failure itself must be logged"
     assert secret not in caplog.text
+
+
+@pytest.mark.anyio
+async def test_a_read_only_postgresql_says_so(postgres_url, workspace):
+    """A role whose transactions are read-only (as on a standby): saves and /healthz say so."""
+    import asyncpg
+    from sqlalchemy import make_url
+
+    async with Harness.open(settings_for(postgres_url)):
+        pass  # the schema exists
+    role = f"ro_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(postgres_url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    try:
+        await admin.execute(
+            f"CREATE ROLE {role} LOGIN; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; "
+            f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}; "
+            f"ALTER ROLE {role} SET default_transaction_read_only = on"
+        )
+        url = make_url(postgres_url).set(username=role).render_as_string(hide_password=False)
+        async with mcp_client(url, workspace) as c:
+            failed = await fail(c, "save_checkpoint", state={"v": 1})
+            assert failed.code == "unavailable" and "read-only" in failed.text, failed.text
+            assert "retry shortly" not in failed.text
+        async with Harness.open(settings_for(url)) as h:
+            with pytest.raises(Unavailable, match="read-only"):
+                await h.db.ping()
+    finally:
+        await admin.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
+        await admin.close()

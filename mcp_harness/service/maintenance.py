@@ -19,7 +19,8 @@ from ..store.migrations import SCHEMA_VERSION
 from . import lists
 from .base import ServiceBase
 from .checkpoints import blob_of
-from .import_check import ImportChecker, parse_line
+from .import_check import ImportChecker
+from .import_records import parse_line
 
 FORMAT = "mcp-harness-export"
 FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
