@@ -14,7 +14,7 @@ import anyio
 
 from . import __version__
 from .config import ENV_PREFIX, Settings
-from .errors import HarnessError
+from .errors import HarnessError, harness_error_in
 from .service import Harness, Identity
 
 log = logging.getLogger("mcp_harness")
@@ -132,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return COMMANDS[args.command](args)
-    except HarnessError as exc:
-        print(f"mcp-harness: {exc.message}", file=sys.stderr)
+    except (HarnessError, BaseExceptionGroup) as exc:  # a server's task group wraps what stopped it
+        reason = harness_error_in(exc)
+        if reason is None:
+            raise
+        print(f"mcp-harness: {reason.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -330,7 +333,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+    stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
 
     async def run(h: Harness) -> int:
         counts = await h.maintenance.import_lines(stream, progress=_terminal_progress)
@@ -342,7 +345,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         return with_harness(args, run)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
 
 

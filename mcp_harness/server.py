@@ -152,7 +152,10 @@ def create_server(
             yield harness
             return
         async with Harness.open(settings) as opened:
-            await opened.checkpoints.purge_idempotency_keys()
+            try:
+                await opened.checkpoints.purge_idempotency_keys()
+            except Unavailable as exc:  # e.g. a read-only database still serves reads
+                log.warning("old idempotency keys not purged: %s", exc.message)
             server.harness = opened
             try:
                 yield opened

@@ -51,7 +51,8 @@ TASK = columns(TaskRecord)
 _KEY = '"key"'
 
 # -- health ----------------------------------------------------------------------------------------
-PING = Query("SELECT 1")
+#: answers "on" from a read-only PostgreSQL (a standby, or default_transaction_read_only)
+PING = Query("SELECT 1", postgresql="SHOW transaction_read_only")
 DATABASE_SIZE = Query("SELECT pg_database_size(current_database())")  # PostgreSQL only
 VACUUM_PRUNED = Query("VACUUM (ANALYZE) blobs, checkpoints")  # PostgreSQL, after a prune (SQLite: see engine.py)
 
