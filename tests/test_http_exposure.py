@@ -70,6 +70,7 @@ def one_line_refusal(out: subprocess.CompletedProcess, needle: str) -> None:
     assert needle in out.stderr, out.stderr
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("host", ["0", "::0"])
 def test_all_interfaces_need_a_token_and_an_allowed_host(tmp_path, host):
     db = tmp_path / "h.db"
@@ -79,6 +80,7 @@ def test_all_interfaces_need_a_token_and_an_allowed_host(tmp_path, host):
     one_line_refusal(serve(db, "--host", host, "--port", port), "--allowed-host")
 
 
+@pytest.mark.slow  # starts a process
 def test_ipv6_all_interfaces_serves_with_an_allowed_host(tmp_path):
     db = tmp_path / "h.db"
     assert run_cli("token", "create", "--db", str(db), "--workspace", "w", "--agent", "a").returncode == 0

@@ -169,6 +169,7 @@ def text(lines: list[str]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("kind", ["checkpoint", "task", "version", "blob", "progress", "task_tag"])
 async def test_duplicates_are_one_line_errors(tmp_path, export, kind):
     if kind == "version":  # another checkpoint id, same thread and version
@@ -179,6 +180,7 @@ async def test_duplicates_are_one_line_errors(tmp_path, export, kind):
     assert code != 0 and f"line {line}" in err and "twice" in err, err
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize(
     ("kind", "change"),
     [("task", setter(priority=[1])), ("blob", setter(data=5)), ("header", setter(format_version="3")),
@@ -190,6 +192,7 @@ async def test_wrong_types_are_one_line_errors(tmp_path, export, kind, change):
     assert code != 0 and f"line {line}" in err, err
 
 
+@pytest.mark.slow  # starts a process
 async def test_invalid_utf8_and_deep_nesting_are_one_line_errors(tmp_path, export):
     content = text(export[:3]) + b'{"type": "progress", "summary": "\xff\xfe"}\n' + text(export[3:])
     code, err = cli_import(tmp_path, content)
@@ -199,6 +202,7 @@ async def test_invalid_utf8_and_deep_nesting_are_one_line_errors(tmp_path, expor
     assert code != 0 and "line 3" in err and "nested" in err, err
 
 
+@pytest.mark.slow  # starts a process
 async def test_a_valid_export_still_imports_from_the_cli(tmp_path, export, workspace):
     dump = tmp_path / "ok.jsonl"
     dump.write_bytes(text(export))

@@ -18,8 +18,6 @@ from pathlib import Path
 import httpx2
 import pytest
 from conftest import call, fail, mcp_client, run_cli, settings_for, subprocess_env
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable
@@ -44,19 +42,20 @@ def assert_one_line(out: subprocess.CompletedProcess, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.slow  # starts a process
 def test_status_on_a_damaged_file_says_so_in_one_line(tmp_path):
     path = damaged_file(tmp_path)
     assert_one_line(run_cli("status", "--db", str(path)), DAMAGED, str(path))
 
 
-@pytest.mark.parametrize("transport", ["auto", "sdk"])
-def test_serve_stdio_on_a_damaged_file_exits_with_one_line(tmp_path, transport):
+@pytest.mark.slow  # starts a process
+def test_serve_stdio_on_a_damaged_file_exits_with_one_line(tmp_path):
     """stdin stays open, as a client keeps it: the server must not sit there silently."""
     path = damaged_file(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_harness", "serve", "--db", str(path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=subprocess_env(MCP_HARNESS_STDIO_TRANSPORT=transport),
+        env=subprocess_env(),
     )  # fmt: skip
     try:
         stdout, stderr = proc.communicate(timeout=30)
@@ -67,6 +66,7 @@ def test_serve_stdio_on_a_damaged_file_exits_with_one_line(tmp_path, transport):
     assert_one_line(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), DAMAGED, str(path))
 
 
+@pytest.mark.slow  # starts a process
 def test_serve_http_on_a_damaged_file_exits_with_one_line(tmp_path):
     path = damaged_file(tmp_path)
     with socket.socket() as s:
@@ -113,18 +113,23 @@ async def test_new_database_files_are_private_whatever_the_umask(tmp_path, monke
 @contextlib.contextmanager
 def page_limit(path: Path, spare_pages: int) -> Iterator[None]:
     """Every new SQLite connection to `path` may grow the file by `spare_pages` pages at most (the
-    same SQLITE_FULL a full disk gives, on a real file)."""
+    same SQLITE_FULL a full disk gives, on a real file): set up where the store sets up each of its
+    connections (`store.sqlite.apply_pragmas`, for the hot sqlite3 connections and the cold engine)."""
+    from mcp_harness.store import sqlite as store_sqlite
 
-    def on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
+    original = store_sqlite.apply_pragmas
+
+    def limited(dbapi_conn) -> None:  # noqa: ANN001
+        original(dbapi_conn)
         if str(path) in str(dbapi_conn.execute("PRAGMA database_list").fetchone()[2]):
             pages = dbapi_conn.execute("PRAGMA page_count").fetchone()[0]
             dbapi_conn.execute(f"PRAGMA max_page_count = {pages + spare_pages}")
 
-    event.listen(Engine, "connect", on_connect)
+    store_sqlite.apply_pragmas = limited
     try:
         yield
     finally:
-        event.remove(Engine, "connect", on_connect)
+        store_sqlite.apply_pragmas = original
 
 
 @pytest.mark.anyio
@@ -159,6 +164,7 @@ def read_only(path: Path) -> Iterator[None]:
         subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.anyio
 async def test_a_read_only_database_says_so_and_healthz_reports_it(tmp_path, workspace):
     path = tmp_path / "ro.db"

@@ -87,6 +87,10 @@ class Database:
         try:
             async with self.cold_write() as conn:
                 await migrate(conn, self.dialect)
+            if self.is_sqlite:
+                # the cold engine's connection (a worker thread) is not needed again until an export,
+                # import or prune: close it now rather than keep a thread idle for the server's life
+                await self._engine.dispose()
         except Unavailable as exc:
             raise Unavailable(f"{self.name}: {exc.message}") from exc
 
@@ -101,10 +105,13 @@ class Database:
             if conn is not None:
                 conn.close()
         self._writer = self._reader = None
-        if self._driver_pool is not None:
-            await self._driver_pool.close()
-            self._driver_pool = None
-        await self._engine.dispose()
+        # Shielded: a server stopped by a signal closes while its tasks are being cancelled, and a
+        # cancelled close leaves connections behind (and SQLAlchemy's pool logs a traceback for each).
+        with anyio.CancelScope(shield=True):
+            if self._driver_pool is not None:
+                await self._driver_pool.close()
+                self._driver_pool = None
+            await self._engine.dispose()
 
     # -- hot paths: literal SQL on a `Connection` --------------------------------------------------
     @asynccontextmanager
