@@ -258,8 +258,7 @@ class MessageReader:
                 self._outstanding.opened(message.id)
                 hook = partial(self._outstanding.unanswered, message.id)
                 return SessionMessage(message, ServerMessageMetadata(on_request_unanswered=hook))
-            if isinstance(message, JSONRPCNotification) and b'"id"' in line and "id" in json.loads(line):
-                # A request whose id is not a string or an integer reads as a notification: answer it.
+            if isinstance(message, JSONRPCNotification) and b'"id"' in line and _carries_id(line):
                 await self._refuse("a request with an unusable id", refusals(line))
                 continue
             return SessionMessage(message)
@@ -296,6 +295,15 @@ class MessageReader:
 
 def _error(request_id: RequestId | None, code: int, message: str) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _carries_id(line: bytes) -> bool:
+    """Whether a line the SDK's types read as a notification has an "id" member: then it is a request
+    whose id is neither a string nor an integer (the types drop it), and it must be answered."""
+    try:
+        return "id" in json.loads(line)
+    except (ValueError, RecursionError):
+        return False
 
 
 def leading_id(line: bytes) -> RequestId | None:

@@ -296,20 +296,23 @@ async def wired(reader: Reader, writer: Writer, gone: asyncio.Event, close_timeo
     finally:
         os.close(devnull)
     wire_out = _claim(1, 2)
-    blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
+    # The event loop makes its descriptors non-blocking, which the client's end shares: put that back.
+    wires = (wire_in, wire_out)
+    blocking = [None if kind == "thread" else os.get_blocking(fd) for kind, fd in zip(kinds, wires, strict=True)]
     transports: tuple[Any, Any] = (None, None)
     try:  # from here on, whatever fails, fd 0 and fd 1 get the wire back
-        transports = await _connect(loop, kinds, (wire_in, wire_out), reader, writer)
+        transports = await _connect(loop, kinds, wires, reader, writer)
         yield
     finally:
         if not await _close(transports, gone, close_timeout):
             writer.stopped_reading(f"the last answers were not taken within {close_timeout:.0f} s")
         sys.stdout.flush()  # anything printed while serving belongs to stderr, not the wire
-        for fd, private, kind, was_blocking in zip((0, 1), (wire_in, wire_out), kinds, blocking, strict=True):
+        for fd, private, was_blocking in zip((0, 1), wires, blocking, strict=True):
             with suppress(OSError):
-                os.set_blocking(private, was_blocking)
+                if was_blocking is not None:
+                    os.set_blocking(private, was_blocking)
                 os.dup2(private, fd)
-            if kind != "thread":  # a thread may still be blocked on its descriptor: never recycle it under it
+            if was_blocking is not None:  # a thread may still be blocked on its descriptor: never recycle it
                 with suppress(OSError):
                     os.close(private)
 
