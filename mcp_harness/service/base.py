@@ -46,12 +46,16 @@ def iso(ts: float | None) -> str | None:
     if not 0 <= micro < 1_000_000:  # before 1970 (a negative fraction), or rounded up to a second
         carry = micro // 1_000_000
         second, micro = second + carry, micro - carry * 1_000_000
-    return "%s.%06dZ" % (_iso_second(second), micro)  # noqa: UP031 (%-format is the fastest here)
+    milli, rest = divmod(micro, 1000)  # two table lookups: a fifth cheaper than formatting %06d
+    return f"{_iso_second(second)}{_DIGITS[milli]}{_DIGITS[rest]}Z"
+
+
+_DIGITS = [f"{i:03d}" for i in range(1000)]
 
 
 @lru_cache(maxsize=4096)
 def _iso_second(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
 
 
 def new_id(prefix: str) -> str:
