@@ -12,7 +12,12 @@ from .config import NAME_PATTERN
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
-ClaimReason = Literal["none_pending", "blocked_by_dependencies", "all_claimed", "all_done"]
+ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
+
+
+def _absent(value: Any) -> bool:
+    """Left out of a result when not set (fields that only some answers carry)."""
+    return value is None
 
 
 class Result(BaseModel):
@@ -74,9 +79,10 @@ class RecordProgressResult(Result):
 
 class Lease(Result):
     token: str
-    expires_at: str
     attempt: int
-    expired: bool = False
+    expires_at: str
+    expires_in_seconds: float  #: seconds left when the answer was made; negative once expired
+    expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
 
 
 class TaskCounts(Result):
@@ -99,7 +105,6 @@ class TaskView(Result):
     owner: str | None
     attempts: int
     max_attempts: int
-    lease: Lease | None = None
     available_at: str | None = None  #: not claimable before this time (retry backoff)
     result: Any = None
     verification: str | None = None
@@ -107,6 +112,30 @@ class TaskView(Result):
     created_at: str
     updated_at: str
     completed_at: str | None = None
+
+
+class TaskDetail(TaskView):
+    """A task with its lease, for people (the CLI's board and `tasks show`)."""
+
+    lease: Lease | None = None
+
+
+class UpdateTaskResult(TaskView):
+    """update_task: the task as it now stands; complete adds `unblocked`, reopen adds `revoked`.
+    (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
+
+    unblocked: list[str] | None = Field(default=None, exclude_if=_absent)  #: keys that just became claimable
+    revoked: list[str] | None = Field(default=None, exclude_if=_absent)  #: keys whose leases were revoked
+
+
+class HeartbeatResult(Result):
+    lease: Lease
+
+
+class UpdateTaskAnswer(UpdateTaskResult):
+    """heartbeat: {lease} only. Other actions: the task, plus unblocked (complete) or revoked (reopen)."""
+
+    lease: Lease | None = Field(default=None, exclude_if=_absent)  #: heartbeat only
 
 
 class HeldTask(Result):
@@ -149,17 +178,28 @@ class AddTasksResult(Result):
     unchanged: list[str]
 
 
+class WaitingOn(Result):
+    """A task at the root of what an empty claim waits on."""
+
+    key: str
+    status: TaskStatus
+    owner: str | None
+    retry_after: float | None  #: seconds until it may change by itself (a lease ends, a backoff ends)
+
+
 class ClaimTaskResult(Result):
     task: TaskView | None
     lease: Lease | None
     reason: ClaimReason | None = None
-    retry_after: float | None = None  #: seconds until a task leaves its retry backoff
+    waiting_on: list[WaitingOn] | None = None
+    retry_after: float | None = None  #: seconds until what it waits on may change by itself
 
 
 class TaskRow(Result):
     key: str
     title: str
     status: TaskStatus
+    ready: bool  #: claimable now
     owner: str | None
     priority: int
     attempts: int

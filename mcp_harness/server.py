@@ -29,7 +29,7 @@ from .models import (
     SaveCheckpointResult,
     TaskSpec,
     TaskStatus,
-    TaskView,
+    UpdateTaskAnswer,
 )
 from .schema_text import compact_schema, shallow_output_schema
 from .service import Harness, Identity
@@ -320,7 +320,7 @@ def create_server(
         retry: bool = True,
         reason: str | None = None,
         idempotency_key: IdemKey = None,
-    ) -> TaskView:
+    ) -> UpdateTaskAnswer:
         """heartbeat, complete (needs verification), fail (retry=true backs off), release: all need lease_token.
         reopen (needs reason) revives a done or failed task."""
         h, ident = server.current()
@@ -340,14 +340,16 @@ def create_server(
 
     @server.harness_tool(read_only=True)
     async def list_tasks(
-        status: Annotated[list[TaskStatus] | None, Field(max_length=5)] = None,
+        status: TaskStatus | Annotated[list[TaskStatus], Field(max_length=5)] | None = None,
+        ready: bool | None = None,
         tag: Annotated[str | None, Field(max_length=64)] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         cursor: str | None = None,
     ) -> ListTasksResult:
-        """Tasks in creation order as compact rows, with workspace-wide counts."""
+        """Tasks in creation order as compact rows, with workspace-wide counts. ready=true: only tasks
+        claimable now."""
         h, ident = server.current()
-        return await h.tasks.list(ident, status=status, tag=tag, limit=limit, cursor=cursor)
+        return await h.tasks.list(ident, status=status, ready=ready, tag=tag, limit=limit, cursor=cursor)
 
     from .resources import register_prompts, register_resources
 

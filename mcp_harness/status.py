@@ -34,7 +34,7 @@ async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
                 "owner": t.owner,
                 "attempt": t.lease.attempt,
                 "expires_at": t.lease.expires_at,
-                "expired": t.lease.expired,
+                "expired": bool(t.lease.expired),
                 "last_progress_at": iso(last_seen.get(t.owner or "")),
             }
         )

@@ -164,7 +164,7 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     with sqlite3.connect(path) as raw:
         (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'ix_checkpoint_label'").fetchone()
         assert "label IS NOT NULL" in sql
-        assert raw.execute("SELECT value FROM harness_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert raw.execute("SELECT value FROM harness_meta WHERE key = 'schema_version'").fetchone() == ("3",)
 
 
 # Elements chosen to confuse a byte-level search: commas and brackets inside strings, nested arrays

@@ -6,7 +6,7 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 from __future__ import annotations
 
 from ..config import check_int
-from ..models import HeldTask, ListTasksResult, TaskCounts, TaskView
+from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail
 from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
@@ -14,7 +14,7 @@ from .base import Identity
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
 from .task_update import UpdatingTasks
-from .task_views import decode_cursor, encode_cursor, held_task, task_row, task_view
+from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_row
 
 
 class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
@@ -22,31 +22,40 @@ class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
         self,
         ident: Identity,
         *,
-        status: list[str] | None = None,
+        status: str | list[str] | None = None,
+        ready: bool | None = None,
         tag: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> ListTasksResult:
+        """Tasks in creation order; `status` one or a list; `ready`: only those a claim could take now
+        (true) or only the others (false)."""
         check_int("limit", limit, 1, 500)
+        statuses = [status] if isinstance(status, str) else status
         after = decode_cursor(cursor) if cursor else 0
+        at = now()
         async with self.db.read() as conn:
-            rows = await store.page(conn, ident.workspace, statuses=status, tag=tag, limit=limit + 1, after_id=after)
+            rows = await store.page(
+                conn, ident.workspace, statuses=statuses, ready=ready, now=at, tag=tag, limit=limit + 1, after_id=after
+            )
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
         rows = rows[:limit]
         return ListTasksResult(
-            tasks=[task_row(r) for r in rows],
+            tasks=[task_row(r, at) for r in rows],
             counts=TaskCounts(**counts),
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
-    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskView], TaskCounts]:
-        """Every task (full views, for people) and the counts."""
+    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskDetail], TaskCounts]:
+        """Every task (full views with their leases, for people) and the counts."""
         at, after, out = now(), 0, []
         async with self.db.read() as conn:
             while True:
-                rows = await store.page(conn, ident.workspace, statuses=statuses, tag=None, limit=1000, after_id=after)
-                out.extend(task_view(r, at) for r in rows)
+                rows = await store.page(
+                    conn, ident.workspace, statuses=statuses, ready=None, now=at, tag=None, limit=1000, after_id=after
+                )
+                out.extend(task_detail(r, at) for r in rows)
                 if len(rows) < 1000:
                     break
                 after = rows[-1].id

@@ -34,10 +34,37 @@ async def _m2_segments(conn: AsyncConnection) -> None:
     await conn.run_sync(lambda sync: label_index.create(sync))
 
 
+#: the literal DDL of migration 3, per dialect (IF NOT EXISTS: migration 1 here still creates every
+#: declared table; frozen migrations, branch i15-migr, make that literal too)
+_M3_TASK_EVENTS = """
+CREATE TABLE IF NOT EXISTS task_events (
+    id {id} NOT NULL,
+    workspace VARCHAR NOT NULL,
+    task_key VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    actor VARCHAR NOT NULL,
+    attempt INTEGER NOT NULL,
+    detail TEXT,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (id)
+);
+CREATE INDEX IF NOT EXISTS ix_task_event_task ON task_events (workspace, task_key, id);
+"""
+
+
+async def _m3_task_events(conn: AsyncConnection) -> None:
+    """Task events: every transition of a task, with its actor and time."""
+    id_type = "INTEGER" if conn.dialect.name == "sqlite" else "BIGSERIAL"
+    for statement in _M3_TASK_EVENTS.format(id=id_type).split(";"):
+        if statement.strip():
+            await conn.execute(text(statement))
+
+
 #: (version, what it does, function). Append only; never edit a released migration.
 MIGRATIONS: list[tuple[int, str, Callable[[AsyncConnection], Awaitable[None]]]] = [
     (1, "initial schema", _m1_initial),
     (2, "array segments; partial label index", _m2_segments),
+    (3, "task events", _m3_task_events),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -100,6 +100,34 @@ class TaskRecord(NamedTuple):
     completed_at: float | None
 
 
+#: a claimed task, and whose expired lease the claim took over (None: the task was pending)
+ClaimedTask = NamedTuple("ClaimedTask", [*TaskRecord.__annotations__.items(), ("taken_from", "str | None")])  # noqa: UP014
+
+
+class TaskEventRow(NamedTuple):
+    """One transition of a task (see `tables.TaskEvent`)."""
+
+    id: int
+    task_key: str
+    kind: str
+    actor: str
+    attempt: int
+    detail: str | None  #: JSON object
+    created_at: float
+
+
+class WaitRow(NamedTuple):
+    """An unfinished task as the reasons for an empty claim see it, with its unfinished dependencies."""
+
+    key: str
+    status: str
+    owner: str | None
+    ready: bool
+    available_at: float
+    lease_expires_at: float | None
+    waits_for: str | None  #: JSON list of keys of dependencies that are not done
+
+
 class DependencyRow(NamedTuple):
     """One dependency of a task, with that dependency's state."""
 
@@ -115,13 +143,10 @@ class TaskCountRow(NamedTuple):
 
 
 class EmptyClaimFacts(NamedTuple):
-    """Why a claim found nothing: tasks matching its filters, by state."""
+    """Why a claim found nothing: how many tasks match its filters, and how many of those are finished."""
 
     total: int
-    waiting_on_deps: int  #: pending, with a dependency not done
-    claimed: int
-    finished: int  #: done or failed
-    next_available_at: float | None  #: when the first backoff among runnable pending tasks ends
+    finished: int  #: done
 
 
 class StoredResult(NamedTuple):
