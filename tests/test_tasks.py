@@ -31,7 +31,7 @@ async def test_add_is_idempotent_and_never_edits(client):
     again = await call(client, "add_tasks", tasks=[t("a", steps=["open page", "see title"]), t("c")])
     assert again == {"created": ["c"], "unchanged": ["a"]}
     err = await fail(client, "add_tasks", tasks=[t("a", title="something else")])
-    assert err.code == "task_conflict" and "'a'" in err.text
+    assert err.code == "task_conflict" and "'a'" in err.text and "new key" in err.text and "reopen" not in err.text
     err = await fail(client, "add_tasks", tasks=[t("d"), t("d")])
     assert err.code == "invalid_argument" and "appears twice" in err.text
     listing = await call(client, "list_tasks")

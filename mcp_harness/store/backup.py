@@ -11,7 +11,19 @@ from typing import Any
 from sqlalchemy import Table, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .tables import Blob, Checkpoint, Progress, Segment, StateSchema, Task, TaskDep, TaskTag, Thread, Workspace
+from .tables import (
+    Blob,
+    Checkpoint,
+    Progress,
+    Segment,
+    StateSchema,
+    Task,
+    TaskDep,
+    TaskEvent,
+    TaskTag,
+    Thread,
+    Workspace,
+)
 
 blobs = Blob.__table__
 checkpoints = Checkpoint.__table__
@@ -31,6 +43,7 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("progress", Progress.__table__, ("id",)),
     ("task", tasks, ("id",)),
     ("task_dep", TaskDep.__table__, ()),
+    ("task_event", TaskEvent.__table__, ("id",)),
     ("state_schema", StateSchema.__table__, ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
