@@ -145,9 +145,9 @@ async def test_lease_lost_for_a_token_that_never_held_the_task(client):
 
 async def test_claim_reasons_and_their_precedence(client):
     assert (await claim(client))["reason"] == "none_pending"
-    await call(client, "add_tasks", tasks=[t("f", max_attempts=1, tags=["x"]), t("after-f", depends_on=["f"], tags=["x"]),
-                                           t("held", tags=["y"]), t("after-held", depends_on=["held"], tags=["y"]),
-                                           t("slow", tags=["z"])])  # fmt: skip
+    plan = [t("f", max_attempts=1, tags=["x"]), t("after-f", depends_on=["f"], tags=["x"]), t("held", tags=["y"]),
+            t("after-held", depends_on=["held"], tags=["y"]), t("slow", tags=["z"])]  # fmt: skip
+    await call(client, "add_tasks", tasks=plan)
     assert (await claim(client, tags=["nothing-has-this"]))["reason"] == "none_pending"
     f = await claim(client, task_key="f")
     await update(client, "f", "fail", lease_token=f["lease"]["token"], error="boom")
