@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("tasks", parents=[common, ws], help="the task board")
+    p = sub.add_parser("tasks", parents=[common, ws], help="the task board; `tasks show KEY`: one task's story")
+    p.add_argument("show", nargs="?", choices=["show"], help="show one task: its lease, events and progress")
+    p.add_argument("key", nargs="?", help="the task to show")
     p.add_argument(
         "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
     )
@@ -190,7 +192,41 @@ def _time_left(expires_at: str | None) -> str:
     return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
 
 
+def cmd_task_show(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        story = await h.tasks.story(ident, args.key)
+        if args.json:
+            print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
+            return 0
+        t = story.task
+        print(
+            f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}"
+        )
+        if t.lease:
+            print(f"  lease: attempt {t.lease.attempt}, {_time_left(t.lease.expires_at)}")
+        for name in ("depends_on", "last_error", "verification", "result"):
+            if getattr(t, name) not in (None, []):
+                print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
+        print("events:" if story.events else "events: none")
+        for e in story.events:
+            detail = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+            print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
+        print("progress:" if story.progress else "progress: none")
+        for p in story.progress:
+            print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
+        return 0
+
+    return with_harness(args, run)
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
+    if args.show:
+        if not args.key:
+            print("mcp-harness: tasks show needs the KEY of a task", file=sys.stderr)
+            return 2
+        return cmd_task_show(args)
     ident = identity(args)
 
     async def run(h: Harness) -> int:

@@ -138,6 +138,24 @@ class UpdateTaskAnswer(UpdateTaskResult):
     lease: Lease | None = Field(default=None, exclude_if=_absent)  #: heartbeat only
 
 
+class TaskEvent(Result):
+    """One transition of a task (see service/task_events.py for the kinds)."""
+
+    kind: str
+    actor: str
+    attempt: int
+    detail: dict[str, Any] | None
+    created_at: str
+
+
+class TaskStory(Result):
+    """Everything about one task, for people (`mcp-harness tasks show KEY`)."""
+
+    task: TaskDetail
+    events: list[TaskEvent]
+    progress: list[ProgressEntry]  #: entries about the task, oldest first
+
+
 class HeldTask(Result):
     key: str
     title: str

@@ -211,3 +211,32 @@ async def test_events_are_exported_and_imported(db_url, workspace, tmp_path):
         counts = await h.maintenance.import_lines(lines)
         assert counts["task_event"] == 2
     assert [k for k, _a, _d in await events(target, workspace, "k")] == ["claim", "fail"]
+
+
+async def test_cli_tasks_show_tells_one_tasks_story(tmp_path):
+    from conftest import run_cli
+
+    db = tmp_path / "story.db"
+    url = f"sqlite+aiosqlite:///{db}"
+    async with mcp_client(url, "ws", agent="A") as a:
+        await call(a, "add_tasks", tasks=[t("api", max_attempts=3)])
+        got = await claim(a)
+        await update(a, "api", "fail", lease_token=got["lease"]["token"], error="port in use")
+        clock.advance(10)
+        again = await claim(a)
+        await complete(a, "api", again["lease"]["token"], verification="curl /health is 200")
+        await call(a, "record_progress", summary="api is up", task_key="api", status="done")
+    out = run_cli("tasks", "show", "api", "--db", str(db), "--workspace", "ws")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "api: task api" in text and "status done" in text and "curl /health is 200" in text
+    assert "fail by A (attempt 1)" in text and "port in use" in text and "complete by A (attempt 2)" in text
+    assert "harness NOTE: task api failed on attempt 1 (A): port in use; retried after 5s" in text
+    assert "A DONE: api is up" in text
+    story = json.loads(run_cli("tasks", "show", "api", "--json", "--db", str(db), "--workspace", "ws").stdout)
+    assert [e["kind"] for e in story["events"]] == ["claim", "fail", "claim", "complete"]
+    assert [p["agent"] for p in story["progress"]] == ["harness", "A"]
+    missing = run_cli("tasks", "show", "nope", "--db", str(db), "--workspace", "ws")
+    assert missing.returncode != 0 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+    log = run_cli("log", "--db", str(db), "--workspace", "ws", "--task", "api")
+    assert "harness NOTE [api]" in log.stdout and "port in use" in log.stdout

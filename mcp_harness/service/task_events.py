@@ -29,7 +29,7 @@ Says = Callable[[str, str, int, dict[str, Any]], str]
 class EventKind:
     says: Says | None = None  #: set for the kinds that also become a progress entry
     ended: str = ""  #: how a lease that this event ended is described in `lease_lost`
-    status: str = "note"  #: the progress entry's status
+    status: Callable[[dict[str, Any]], str] = lambda _detail: "note"  #: the progress entry's status
 
 
 def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
@@ -44,11 +44,15 @@ KINDS: dict[str, EventKind] = {
         ended="the lease expired and agent {actor!r} took the task over (attempt {attempt})",
     ),
     "complete": EventKind(ended="it was completed by agent {actor!r}"),
-    "fail": EventKind(says=_failed, ended="it was failed by agent {actor!r}", status="blocked"),
+    "fail": EventKind(
+        says=_failed,
+        ended="it was failed by agent {actor!r}",
+        status=lambda d: "note" if d.get("retry_in") is not None else "blocked",
+    ),
     "expire": EventKind(
         says=lambda k, a, n, d: f"task {k} failed: the lease of {a} expired on its last attempt ({n})",
         ended="the lease expired on the last attempt and the task failed",
-        status="blocked",
+        status=lambda _d: "blocked",
     ),
     "release": EventKind(ended="it was released by agent {actor!r}"),
     "revoke": EventKind(
@@ -90,7 +94,9 @@ async def logged(
     if kind.says is not None:
         detail = json.loads(ev.detail) if ev.detail else {}
         summary = kind.says(key, ev.actor, attempt, detail)
-        await append_entry(conn, Identity(workspace, HARNESS), summary=summary, status=kind.status, task_key=key)
+        await append_entry(
+            conn, Identity(workspace, HARNESS), summary=summary, status=kind.status(detail), task_key=key
+        )
 
 
 def how_it_ended(row: TaskEventRow) -> str:

@@ -25,7 +25,8 @@ def _never(_row: WaitRow, _at: float) -> float | None:
 
 
 def _lease_left(row: WaitRow, at: float) -> float | None:
-    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == "claimed" else None
+    """Seconds until the lease ends; 0 for a task another claim (other tags) could take now."""
+    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == "claimed" else 0.0
 
 
 @dataclass(frozen=True)

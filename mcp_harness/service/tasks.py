@@ -5,12 +5,17 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 
 from __future__ import annotations
 
-from ..config import check_int
-from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail
+import json
+
+from ..config import check_int, check_name
+from ..errors import NotFound
+from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskEvent, TaskStory
 from ..store import Connection
+from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity
+from .base import Identity, iso
+from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
 from .task_update import UpdatingTasks
@@ -67,3 +72,28 @@ class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
         return held, TaskCounts(**await store.counts(conn, ident.workspace))
+
+    async def story(self, ident: Identity, key: str) -> TaskStory:
+        """One task with its lease, its events and the progress entries about it (oldest first)."""
+        check_name("task_key", key)
+        at = now()
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+            if row is None:
+                raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
+            events = await store.events(conn, ident.workspace, key)
+            entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
+        return TaskStory(
+            task=task_detail(row, at),
+            events=[
+                TaskEvent(
+                    kind=e.kind,
+                    actor=e.actor,
+                    attempt=e.attempt,
+                    created_at=iso(e.created_at),
+                    detail=json.loads(e.detail) if e.detail else None,
+                )
+                for e in events
+            ],  # fmt: skip
+            progress=[progress_entry(p) for p in reversed(entries)],
+        )
