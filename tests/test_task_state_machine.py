@@ -116,10 +116,9 @@ class TaskMachine(RuleBasedStateMachine):
             if row.status == "pending" and row.available_at > now:
                 return "backoff"
             # held by a live lease, or (outside a named claim) one another claim would take now
-            if row.status == "pending":
+            if not (row.status == "claimed" and row.lease_expires_at > now):
+                # pending, or an expired lease with attempts left: only a claim of other tasks may wait on it
                 assert k not in wanted, f"{k} was claimable: {row}"
-            else:
-                assert row.status == "claimed" and row.lease_expires_at > now, f"{k} was claimable: {row}"
             return "all_claimed"
 
         reasons = {reason_of(k) for k in roots}

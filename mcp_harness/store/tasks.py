@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from . import queries as q
+from . import task_queries as q
 from .connection import Connection, array
 from .records import ClaimedTask, EmptyClaimFacts, TaskEventRow, TaskRecord, WaitRow
 
