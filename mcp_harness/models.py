@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from .config import NAME_PATTERN
 
@@ -124,8 +124,10 @@ class UpdateTaskResult(TaskView):
     """update_task: the task as it now stands; complete adds `unblocked`, reopen adds `revoked`.
     (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
 
-    unblocked: list[str] | None = Field(default=None, exclude_if=_absent)  #: keys that just became claimable
-    revoked: list[str] | None = Field(default=None, exclude_if=_absent)  #: keys whose leases were revoked
+    #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
+    #: so published as plain arrays
+    unblocked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+    revoked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
 
 
 class HeartbeatResult(Result):
@@ -133,9 +135,11 @@ class HeartbeatResult(Result):
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
-    """heartbeat: {lease} only. Other actions: the task, plus unblocked (complete) or revoked (reopen)."""
+    # What update_task publishes as its outputSchema: both shapes of its answer. A heartbeat answers
+    # `{lease}` only (HeartbeatResult); other actions the task, plus unblocked (complete) or revoked (reopen).
+    # (No docstring: it would be published, and every byte of tools/list is an agent's context.)
 
-    lease: Lease | None = Field(default=None, exclude_if=_absent)  #: heartbeat only
+    lease: Annotated[Lease | None, WithJsonSchema({"type": "object"})] = Field(default=None, exclude_if=_absent)
 
 
 class TaskEvent(Result):

@@ -7,12 +7,12 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
 
 from . import __version__
 from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
@@ -39,6 +39,9 @@ log = logging.getLogger("mcp_harness")
 Thread = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=NAME_PATTERN)]
 IdemKey = str | None  # length checked by the service (1-200 characters)
+#: list_tasks `status`: one status or a list of them, published with the statuses once (the server checks
+#: a single status against the same list)
+STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 
 INSTRUCTIONS = (
     "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
@@ -296,8 +299,8 @@ def create_server(
         wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0,
         idempotency_key: IdemKey = None,
     ) -> ClaimTaskResult:
-        """Atomically claim the next claimable task (or task_key) under a lease; keep lease.token. wait_seconds
-        long-polls. No task: see reason."""
+        """Claim the best claimable task (or task_key) atomically, under a lease. wait_seconds long-polls.
+        None: see reason."""
         h, ident = server.current()
         return await h.tasks.claim(
             ident,
@@ -321,8 +324,8 @@ def create_server(
         reason: str | None = None,
         idempotency_key: IdemKey = None,
     ) -> UpdateTaskAnswer:
-        """heartbeat, complete (needs verification), fail (retry=true backs off), release: all need lease_token.
-        reopen (needs reason) revives a done or failed task."""
+        """heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen
+        (reason) revives a done/failed task."""
         h, ident = server.current()
         return await h.tasks.update(
             ident,
@@ -340,14 +343,13 @@ def create_server(
 
     @server.harness_tool(read_only=True)
     async def list_tasks(
-        status: TaskStatus | Annotated[list[TaskStatus], Field(max_length=5)] | None = None,
-        ready: bool | None = None,
+        status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA] = None,
+        ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"})] = None,
         tag: Annotated[str | None, Field(max_length=64)] = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 50,
         cursor: str | None = None,
     ) -> ListTasksResult:
-        """Tasks in creation order as compact rows, with workspace-wide counts. ready=true: only tasks
-        claimable now."""
+        """Compact task rows (creation order) and workspace-wide counts."""
         h, ident = server.current()
         return await h.tasks.list(ident, status=status, ready=ready, tag=tag, limit=limit, cursor=cursor)
 
