@@ -14,8 +14,9 @@ import anyio
 
 from . import __version__
 from .config import ENV_PREFIX, Settings
-from .errors import HarnessError
+from .errors import HarnessError, harness_error_in
 from .service import Harness, Identity
+from .status import show_task
 
 log = logging.getLogger("mcp_harness")
 
@@ -48,8 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("tasks", parents=[common, ws], help="the task board; `tasks show KEY`: one task's story")
-    p.add_argument("show", nargs="?", choices=["show"], help="show one task: its lease, events and progress")
-    p.add_argument("key", nargs="?", help="the task to show")
+    p.add_argument("show", nargs="*", metavar="show KEY", help="one task: its lease, events and progress entries")
     p.add_argument(
         "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
     )
@@ -134,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return COMMANDS[args.command](args)
-    except HarnessError as exc:
-        print(f"mcp-harness: {exc.message}", file=sys.stderr)
+    except (HarnessError, BaseExceptionGroup) as exc:  # a server's task group wraps what stopped it
+        reason = harness_error_in(exc)
+        if reason is None:
+            raise
+        print(f"mcp-harness: {reason.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -192,55 +195,16 @@ def _time_left(expires_at: str | None) -> str:
     return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
 
 
-def cmd_task_show(args: argparse.Namespace) -> int:
-    ident = identity(args)
-
-    async def run(h: Harness) -> int:
-        story = await h.tasks.story(ident, args.key)
-        if args.json:
-            print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
-            return 0
-        t = story.task
-        print(
-            f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}"
-        )
-        if t.lease:
-            print(f"  lease: attempt {t.lease.attempt}, {_time_left(t.lease.expires_at)}")
-        for name in ("depends_on", "last_error", "verification", "result"):
-            if getattr(t, name) not in (None, []):
-                print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
-        print("events:" if story.events else "events: none")
-        for e in story.events:
-            detail = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
-            print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
-        print("progress:" if story.progress else "progress: none")
-        for p in story.progress:
-            print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
-        return 0
-
-    return with_harness(args, run)
-
-
 def cmd_tasks(args: argparse.Namespace) -> int:
-    if args.show:
-        if not args.key:
-            print("mcp-harness: tasks show needs the KEY of a task", file=sys.stderr)
-            return 2
-        return cmd_task_show(args)
     ident = identity(args)
+    if args.show:  # tasks show KEY
+        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json))
 
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
-                        "counts": counts.model_dump(),
-                    },
-                    indent=2,
-                )
-            )
+            board = [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks]
+            print(json.dumps({"tasks": board, "counts": counts.model_dump()}, indent=2))
             return 0
         print(
             f"pending {counts.pending}  claimed {counts.claimed}  done {counts.done}  "
@@ -296,12 +260,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .status import collect_status, render_status
+    from .status import render_status
 
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        report = await collect_status(h, ident)
+        report = await h.status(ident)
         print(json.dumps(report, indent=2) if args.json else render_status(report))
         return 0
 
@@ -366,7 +330,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+    stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
 
     async def run(h: Harness) -> int:
         counts = await h.maintenance.import_lines(stream, progress=_terminal_progress)
@@ -378,7 +342,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         return with_harness(args, run)
     finally:
-        if stream is not sys.stdin:
+        if stream is not sys.stdin.buffer:
             stream.close()
 
 
@@ -386,14 +350,14 @@ def cmd_prune(args: argparse.Namespace) -> int:
     workspace = None if args.all_workspaces else identity(args).workspace
 
     async def run(h: Harness) -> int:
-        before = await h.db.size_bytes()
+        before = await h.database_bytes()
         report = await h.maintenance.prune(
             keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace,
             progress=_terminal_progress,
         )  # fmt: skip
         if sys.stderr.isatty():
             print(file=sys.stderr)
-        after = await h.db.size_bytes()
+        after = await h.database_bytes()
         freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
         print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
               f"in {report.workspaces} workspace(s){freed}")  # fmt: skip

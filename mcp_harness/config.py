@@ -26,6 +26,24 @@ def check_int(name: str, value: float | None, low: float, high: float = MAX_INT)
     return value
 
 
+def check_no_nul(name: str, value: object) -> None:
+    """Refuse U+0000 in a string argument, or in a string inside a list or object of them: PostgreSQL
+    cannot store it in text, and the rule is the same on SQLite. JSON values (state, metadata,
+    artifacts, result) are not checked: stored as JSON text, they hold it as the escape \\u0000."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidArgument(f"{name} must not contain the NUL character (U+0000)")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_no_nul(f"{name}[{index}]", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_no_nul(f"{name}.{key}", item)
+    elif hasattr(type(value), "model_fields"):  # a task's fields (a pydantic model)
+        for key in type(value).model_fields:
+            check_no_nul(f"{name}.{key}", getattr(value, key))
+
+
 def check_name(kind: str, value: str) -> str:
     """Validate a workspace, agent or thread name against the contract's pattern."""
     if not isinstance(value, str) or not NAME_RE.fullmatch(value):
@@ -46,7 +64,10 @@ def resolve_db_url(value: str | None) -> str:
     """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL."""
     if not value:
         path = default_db_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.exists():
+            # private: every workspace's state is in there (chmod: the umask may have narrowed mkdir's mode)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.parent.chmod(0o700)
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in value:
         path = Path(value).expanduser().resolve()
@@ -85,6 +106,13 @@ def _env_float(name: str, default: float) -> float:
         raise InvalidArgument(f"{ENV_PREFIX}{name} must be a number, got {raw!r}") from None
 
 
+def _positive(name: str, default: float) -> float:
+    value = _env_float(name, default)
+    if not value > 0:
+        raise InvalidArgument(f"{ENV_PREFIX}{name} must be more than 0, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class Limits:
     """Input limits; each is configurable with the `MCP_HARNESS_` variable named in the README."""
@@ -117,6 +145,7 @@ class Settings:
     idempotency_ttl_seconds: float = 48 * 3600.0  #: how long idempotency keys live (IDEMPOTENCY_TTL_SECONDS)
     pool_size: int = 5  #: PostgreSQL connections per server process (DB_POOL_SIZE)
     poll_interval_seconds: float = 0.2  #: how often a waiting claim looks for new work (POLL_INTERVAL_SECONDS)
+    header_timeout_seconds: float = 10.0  #: HTTP: seconds to send a request's headers (HEADER_TIMEOUT_SECONDS)
 
     @classmethod
     def from_env(cls, db: str | None = None) -> Settings:
@@ -128,4 +157,5 @@ class Settings:
             idempotency_ttl_seconds=_env_float("IDEMPOTENCY_TTL_SECONDS", cls.idempotency_ttl_seconds),
             pool_size=_env_int("DB_POOL_SIZE", cls.pool_size),
             poll_interval_seconds=_env_float("POLL_INTERVAL_SECONDS", cls.poll_interval_seconds),
+            header_timeout_seconds=_positive("HEADER_TIMEOUT_SECONDS", cls.header_timeout_seconds),
         )

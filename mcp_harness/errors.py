@@ -102,6 +102,14 @@ class Internal(HarnessError):
     code = "internal"
 
 
+def harness_error_in(exc: BaseException) -> HarnessError | None:
+    """`exc` if it is a `HarnessError`, else the first one inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = (harness_error_in(inner) for inner in exc.exceptions)
+        return next((e for e in found if e is not None), None)
+    return exc if isinstance(exc, HarnessError) else None
+
+
 ALL_CODES = tuple(
     cls.code
     for cls in (

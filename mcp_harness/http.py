@@ -4,8 +4,9 @@ affinity), bearer tokens that fix workspace, agent and role, DNS-rebinding prote
 from __future__ import annotations
 
 import argparse
-import ipaddress
+import asyncio
 import logging
+import re
 
 import anyio
 import uvicorn
@@ -13,10 +14,15 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.authentication import AuthenticationError
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
+from .binds import Bind, resolve_bind
 from .config import Settings
+from .connections import protocol_with_header_timeout, quiet_accept_errors, raise_open_files_limit
 from .errors import HarnessError, InvalidArgument
 from .server import create_server
 from .service import Harness
@@ -24,15 +30,21 @@ from .service import Harness
 log = logging.getLogger("mcp_harness.http")
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: what a client that could not be authenticated because the database is down is told to wait
+RETRY_AFTER_SECONDS = 5
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+class TokenCheckUnavailable(AuthenticationError):
+    """The token could not be checked: the client hears 503 and keeps its credentials (a 401 tells
+    it to throw them away)."""
+
+
+def token_check_unavailable(_conn: HTTPConnection, _exc: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"error": "temporarily_unavailable",
+         "error_description": "the server cannot check tokens right now (its database is unavailable)"},
+        status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )  # fmt: skip
 
 
 class HarnessTokenVerifier(TokenVerifier):
@@ -44,9 +56,9 @@ class HarnessTokenVerifier(TokenVerifier):
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             ident = await self.harness.tokens.verify(token)
-        except HarnessError:
-            log.warning("token check failed: database unavailable")
-            return None
+        except HarnessError as exc:
+            log.warning("token check failed: %s", exc.message)
+            raise TokenCheckUnavailable(exc.message) from exc
         if ident is None:
             return None
         claims = {"workspace": ident.workspace, "agent": ident.agent, "role": ident.role}
@@ -59,7 +71,8 @@ def security_settings(
 ) -> TransportSecuritySettings:
     """Host and Origin checks against DNS rebinding. Loopback names are always allowed on a loopback
     bind; any other bind allows only its own address and the names given with --allowed-host."""
-    names = list(LOOPBACK_NAMES) if is_loopback(host) else ([host] if host not in ("0.0.0.0", "::") else [])
+    bind = resolve_bind(host)
+    names = list(LOOPBACK_NAMES) if bind.loopback else ([] if bind.unspecified else [bind.url_host])
     hosts, origins = [], []
     for name in names + list(extra_hosts):
         hosts += [name, f"{name}:{port}"]
@@ -71,7 +84,7 @@ def security_settings(
 def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_hosts: list[str] | None = None,
               extra_origins: list[str] | None = None) -> Starlette:  # fmt: skip
     """The ASGI app for an already-open harness (tests mount it in their own uvicorn)."""
-    base = f"http://{'localhost' if is_loopback(host) else host}:{port}"
+    base = public_base(resolve_bind(host), port, extra_hosts or [])
     server = create_server(
         settings, None, harness=harness, token_verifier=HarnessTokenVerifier(harness),
         # Tokens are opaque and scoped to one workspace by our own table, not audience-bound JWTs.
@@ -81,40 +94,71 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
         try:
-            await harness.db.ping()
-        except HarnessError:
-            return JSONResponse({"status": "unavailable"}, status_code=503)
+            await harness.ping()
+        except HarnessError as exc:  # unreachable, read-only, damaged: the reason says which
+            return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         stateless_http=True,
         json_response=False,  # SSE responses still carry progress notifications
         transport_security=security_settings(host, port, extra_hosts or [], extra_origins or []),
         host=host,
     )
+    _answer_503_when_tokens_cannot_be_checked(app)
+    return app
+
+
+def public_base(bind: Bind, port: int, extra_hosts: list[str]) -> str:
+    """The URL clients reach the server by, which the OAuth metadata advertises: `localhost` for a
+    loopback bind, else the first --allowed-host (the name clients use), else the bound address."""
+    if bind.loopback:
+        return f"http://localhost:{port}"
+    name = extra_hosts[0] if extra_hosts else ("localhost" if bind.unspecified else bind.url_host)
+    has_port = re.fullmatch(r"(\[[^\]]*\]|[^:\[\]]+):\d+", name) is not None
+    return f"http://{name}" if has_port else f"http://{name}:{port}"
+
+
+def _answer_503_when_tokens_cannot_be_checked(app: Starlette) -> None:
+    """The SDK's authentication middleware answers a backend's `AuthenticationError` with a 400:
+    give it the handler that answers `TokenCheckUnavailable` with a 503 (the stack is built on the
+    first request, from this list)."""
+    for i, entry in enumerate(app.user_middleware):
+        if entry.cls is AuthenticationMiddleware:
+            kwargs = {**entry.kwargs, "on_error": token_check_unavailable}
+            app.user_middleware[i] = Middleware(AuthenticationMiddleware, *entry.args, **kwargs)
+            return
+    raise RuntimeError("the MCP SDK's HTTP app has no AuthenticationMiddleware to configure")
 
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:
     """`mcp-harness serve --transport http`: refuses an exposed bind that no token could use."""
+    raise_open_files_limit()
+    bind = resolve_bind(args.host)
 
     async def main() -> int:
+        quiet_accept_errors(asyncio.get_running_loop())
         async with Harness.open(settings) as harness:
-            if not is_loopback(args.host):
+            if not bind.loopback:
                 if await harness.tokens.count_active() == 0:
                     raise InvalidArgument(
                         f"refusing to listen on {args.host}: no token exists, so nobody could use this server "
                         "and nothing would protect it. Create one first: mcp-harness token create "
                         "--workspace W --agent A"
                     )
-                if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+                if bind.unspecified and not args.allowed_host:
                     raise InvalidArgument(
-                        f"listening on {args.host} needs --allowed-host NAME (the host name clients use) "
-                        "for the DNS-rebinding Host check"
+                        f"listening on {args.host or '(all interfaces)'} (every interface) needs --allowed-host "
+                        "NAME (the host name clients use) for the DNS-rebinding Host check"
                     )
             app = build_app(harness, settings, args.host, args.port, args.allowed_host or [],
                             args.allowed_origin or [])  # fmt: skip
-            config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
-            log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", args.host, args.port)
+            config = uvicorn.Config(
+                app, host=args.host.strip("[]"), port=args.port, log_level="warning", lifespan="on",
+                # no limit_concurrency: idle connections must never make real requests get 503s
+                http=protocol_with_header_timeout(settings.header_timeout_seconds),
+            )  # fmt: skip
+            log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", bind.url_host, args.port)
             await uvicorn.Server(config).serve()
         return 0
 

@@ -57,6 +57,14 @@ class ListCheckpointsResult(Result):
     next_before_version: int | None  #: pass as before_version for the next page
 
 
+class ThreadInfo(Result):
+    thread: str
+    latest_version: int
+    checkpoint_id: str  #: of the latest checkpoint
+    size_bytes: int  #: of the latest state
+    updated_at: str
+
+
 class ProgressEntry(Result):
     entry_id: str
     seq: int

@@ -3,55 +3,44 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
-from mcp.server.mcpserver import ResourceSecurity
+from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from .errors import HarnessError, NotFound
 from .jsonvalue import dumps
-from .service import iso
-from .store import checkpoints as checkpoint_store
-
-if TYPE_CHECKING:
-    from .server import HarnessServer
+from .service import Harness, Identity
 
 JSON = "application/json"
 
+#: the open harness and the caller's identity (`HarnessServer.current`)
+Current = Callable[[], tuple[Harness, Identity]]
 
-def register_resources(server: HarnessServer) -> None:
+
+async def guarded(read: Callable[[], Any]) -> str:
+    """`read()` as JSON text; our errors become the SDK's resource errors, with their `[code] message`."""
+    try:
+        return dumps(await read())
+    except NotFound as exc:
+        raise ResourceNotFoundError(exc.to_text()) from exc
+    except HarnessError as exc:
+        raise ResourceError(exc.to_text()) from exc
+
+
+def register_resources(server: MCPServer[Any], current: Current) -> None:
+    """The read-only views; `current` gives the open harness and the caller (`HarnessServer.current`)."""
     security = ResourceSecurity(exempt_params={"thread"})
-
-    async def guarded(fn: Callable[[], Any]) -> str:
-        try:
-            return dumps(await fn())
-        except NotFound as exc:
-            raise ResourceNotFoundError(exc.to_text()) from exc
-        except HarnessError as exc:
-            raise ResourceError(exc.to_text()) from exc
 
     @server.resource(
         "harness://threads", name="threads", mime_type=JSON, description="Threads with their latest version and size"
     )
     async def threads() -> str:
-        h, ident = server.current()
+        h, ident = current()
 
         async def read() -> Any:
-            async with h.db.read() as conn:
-                rows = await checkpoint_store.list_threads(conn, ident.workspace)
-            return {
-                "threads": [
-                    {
-                        "thread": r.name,
-                        "latest_version": r.latest_version,
-                        "checkpoint_id": r.latest_id,
-                        "size_bytes": r.size_bytes,
-                        "updated_at": iso(r.updated_at),
-                    }
-                    for r in rows
-                ]
-            }
+            return {"threads": [t.model_dump(mode="json") for t in await h.threads(ident)]}
 
         return await guarded(read)
 
@@ -63,7 +52,7 @@ def register_resources(server: HarnessServer) -> None:
         security=security,
     )
     async def thread_state(thread: str) -> str:
-        h, ident = server.current()
+        h, ident = current()
 
         async def read() -> Any:
             brief = await h.restore(ident, thread=unquote(thread), progress_limit=0)
@@ -81,7 +70,7 @@ def register_resources(server: HarnessServer) -> None:
         security=security,
     )
     async def checkpoint(thread: str, version: int) -> str:
-        h, ident = server.current()
+        h, ident = current()
 
         async def read() -> Any:
             brief = await h.restore(ident, thread=unquote(thread), version=version, progress_limit=0)
@@ -96,7 +85,7 @@ def register_resources(server: HarnessServer) -> None:
         description="The 50 newest progress entries of the workspace",
     )
     async def progress() -> str:
-        h, ident = server.current()
+        h, ident = current()
 
         async def read() -> Any:
             entries = await h.progress.recent(ident, limit=50)
@@ -108,7 +97,7 @@ def register_resources(server: HarnessServer) -> None:
         "harness://tasks", name="tasks", mime_type=JSON, description="The task board: first 500 tasks and counts"
     )
     async def tasks() -> str:
-        h, ident = server.current()
+        h, ident = current()
 
         async def read() -> Any:
             return (await h.tasks.list(ident, limit=500)).model_dump(mode="json")
@@ -148,7 +137,7 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
 Never edit or delete tasks: tasks are only added, claimed, completed, failed, released or reopened."""
 
 
-def register_prompts(server: HarnessServer) -> None:
+def register_prompts(server: MCPServer[Any]) -> None:
     @server.prompt(name="initialize_project", description="Initializer: turn a goal into verifiable tasks")
     def initialize_project(goal: str) -> str:
         return INITIALIZE.format(goal=goal)

@@ -1,47 +1,29 @@
-"""The MCP face of mcp-harness: tool adapters, error shaping and identity. No rules, no SQL here."""
+"""The MCP face of mcp-harness: the server, error shaping and identity. No rules, no SQL here; the tools
+themselves are listed in `mcp_tools`, resources and prompts in `resources`."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args
+from typing import Any, Literal
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError, WithJsonSchema
+from mcp.types import CallToolResult, TextContent, Tool
+from pydantic import BaseModel, ValidationError
 
 from . import __version__
-from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
+from .arguments import validation_message
+from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
-from .models import (
-    AddTasksResult,
-    ClaimTaskResult,
-    ListCheckpointsResult,
-    ListTasksResult,
-    ProgressStatus,
-    RecordProgressResult,
-    RestoreStateResult,
-    SaveCheckpointResult,
-    TaskSpec,
-    TaskStatus,
-    UpdateTaskAnswer,
-)
-from .schema_text import compact_schema, shallow_output_schema
+from .mcp_tools import TOOLS, HarnessTool
+from .resources import register_prompts, register_resources
 from .service import Harness, Identity
 
 log = logging.getLogger("mcp_harness")
-
-Thread = Annotated[str, Field(pattern=NAME_PATTERN)]
-Key = Annotated[str, Field(pattern=NAME_PATTERN)]
-IdemKey = str | None  # length checked by the service (1-200 characters)
-#: list_tasks `status`: one status or a list of them, published with the statuses once (the server checks
-#: a single status against the same list)
-STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 
 INSTRUCTIONS = (
     "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
@@ -51,22 +33,31 @@ INSTRUCTIONS = (
 )
 
 
-@dataclass(frozen=True)
-class ToolInfo:
-    params: frozenset[str]
-    read_only: bool
-    fn: Callable[..., Awaitable[BaseModel]]
-    validate: Callable[[dict[str, Any]], dict[str, Any]]  #: the SDK's own argument validation for the tool
-
-
 class HarnessServer(MCPServer[Harness]):
     """`MCPServer` that answers every failure as `[code] message` and enforces identity and roles."""
 
-    def __init__(self, *, identity: Identity | None, **kwargs: Any) -> None:
+    def __init__(self, *, identity: Identity | None, tools: Iterable[HarnessTool] = TOOLS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.fixed_identity = identity
-        self.tool_info: dict[str, ToolInfo] = {}
+        self.tools: dict[str, HarnessTool] = {}
+        for tool in tools:
+            self.add_harness_tool(tool)
         self.harness: Harness | None = None  # stdio: set while the lifespan runs; HTTP: at construction
+
+    def add_harness_tool(self, tool: HarnessTool) -> None:
+        """Offer a tool (listed after the ones before it); tools are ours alone, not the SDK's tool manager."""
+        self.tools[tool.name] = tool
+
+    def harness_tool(self, *, read_only: bool, destructive: bool = False, idempotent: bool = False):
+        """Register an async function as a tool: its typed parameters are the arguments, its docstring the
+        description, and it returns a model."""
+
+        def register(fn: Callable[..., Awaitable[BaseModel]]) -> Callable[..., Awaitable[BaseModel]]:
+            tool = HarnessTool.from_function(fn, read_only=read_only, destructive=destructive, idempotent=idempotent)
+            self.add_harness_tool(tool)
+            return fn
+
+        return register
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""
@@ -74,18 +65,26 @@ class HarnessServer(MCPServer[Harness]):
             raise Unavailable("the server is starting or stopping; retry shortly")
         return self.harness, self.identity()
 
-    async def run_stdio_async(self) -> None:
-        """Serve stdio on the event loop when stdin and stdout are pipes (see `stdio`), else as the SDK does."""
-        from .stdio import loop_transport_usable, pipe_stdio
+    def run(self, transport: Literal["stdio", "sse", "streamable-http"] = "stdio", **kwargs: Any) -> None:
+        if transport == "stdio":
+            from .stdio_fds import check_open
 
-        # The SDK's own `run_stdio_async` serves this (private) low-level server the same way.
-        lowlevel = getattr(self, "_lowlevel_server", None)
-        if lowlevel is None or not loop_transport_usable():
-            log.info("stdio served on the SDK's threads")
-            await super().run_stdio_async()
-            return
-        log.info("stdio served on the event loop")
-        async with pipe_stdio() as (read_stream, write_stream):
+            check_open()
+        super().run(transport, **kwargs)  # type: ignore[call-overload]
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdio with `mcp_harness.stdio`'s transport, which answers every request (the SDK's drops
+        the answers of requests still running when stdin closes)."""
+        from .stdio import open_stdio
+
+        # `MCPServer` serves its low-level server on the SDK's own stdio transport only and keeps it
+        # private (`_lowlevel_server`; the SDK's in-memory client reads it, with a to-do to make it
+        # public). Its public, documented way out is the streamable HTTP session manager, whose `app`
+        # is that server: building the (unused) HTTP app costs a millisecond and serves stdio with
+        # everything MCPServer wires (handlers, middleware, lifespan), unchanged.
+        self.streamable_http_app()
+        lowlevel = self.session_manager.app
+        async with open_stdio() as (read_stream, write_stream):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def identity(self) -> Identity:
@@ -98,63 +97,34 @@ class HarnessServer(MCPServer[Harness]):
             raise Forbidden("this request carries no valid bearer token")
         return Identity(workspace=claims["workspace"], agent=claims["agent"], role=claims.get("role", "agent"))
 
-    def harness_tool(self, *, read_only: bool, destructive: bool = False, idempotent: bool = False):
-        """Register a tool and remember its argument names and whether it writes."""
-
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            name = fn.__name__
-            self.tool(
-                name=name,
-                description=" ".join((fn.__doc__ or "").split()),
-                # Only the hints that differ from the protocol's defaults: every byte is an agent's context.
-                annotations=ToolAnnotations(read_only_hint=True)
-                if read_only
-                else ToolAnnotations(destructive_hint=destructive, idempotent_hint=idempotent or None),
-            )(fn)
-            tool = self._tool_manager.get_tool(name)  # the SDK offers no public hook for this
-            tool.parameters = compact_schema(tool.parameters)
-            if tool.fn_metadata.output_schema is not None:
-                shallow = shallow_output_schema(tool.fn_metadata.output_schema)
-                tool.fn_metadata.output_schema = compact_schema(shallow, output=True)
-            params = frozenset(p for p in fn.__annotations__ if p != "return")
-            validate = tool.fn_metadata.validate_arguments
-            self.tool_info[name] = ToolInfo(params=params, read_only=read_only, fn=fn, validate=validate)
-            return fn
-
-        return register
+    async def list_tools(self) -> list[Tool]:
+        return [tool.published for tool in self.tools.values()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        """Run a tool and shape its answer. The SDK's generic path (validate arguments, call, revalidate
-        the returned model, dump it as indented JSON text, dump it again as structured content) costs
-        a third of a save's time; our tools all return a model of their declared result, so this
-        validates the arguments exactly as the SDK does, calls the tool, and dumps the model once."""
+        """Run a tool and shape its answer: every failure as `[code] message`, a success as compact JSON text
+        and structured content, the result model dumped once (the SDK's generic path would validate the
+        returned model again and dump it twice, a third of a save's time)."""
         try:
-            info = self.tool_info.get(name)
-            if info is None:
-                raise NotFound(f"no tool named {name!r}; tools: {', '.join(sorted(self.tool_info))}")
-            unknown = sorted(set(arguments) - info.params)
+            tool = self.tools.get(name)
+            if tool is None:
+                raise NotFound(f"no tool named {name!r}; tools: {', '.join(sorted(self.tools))}")
+            allowed = tool.args.model_fields
+            unknown = sorted(set(arguments) - set(allowed))
             if unknown:
                 raise InvalidArgument(
                     f"unknown argument {', '.join(map(repr, unknown))} for {name}; "
-                    f"allowed: {', '.join(sorted(info.params))}"
+                    f"allowed: {', '.join(sorted(allowed))}"
                 )
-            if not info.read_only and self.identity().role == "reader":
+            if not tool.read_only and self.identity().role == "reader":
                 raise Forbidden(f"{name} changes data; this token has the read-only 'reader' role")
-            result = await info.fn(**info.validate(arguments))
+            args = tool.parse(arguments)
+            harness, ident = self.current()
+            result = await tool.call(harness, ident, args)
             structured = result.model_dump(mode="json")
         except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes to the client raw
             return error_result(exc, name)
         # Compact JSON text: agents pay for every byte (the SDK would indent it).
         return CallToolResult(content=[TextContent(type="text", text=dumps(structured))], structured_content=structured)
-
-
-def validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
-        parts.append(f"{loc or 'arguments'}: {err['msg']}")
-    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
-    return "; ".join(parts) + more
 
 
 def error_result(exc: BaseException, tool: str) -> CallToolResult:
@@ -182,7 +152,10 @@ def create_server(
             yield harness
             return
         async with Harness.open(settings) as opened:
-            await opened.checkpoints.purge_idempotency_keys()
+            try:
+                await opened.checkpoints.purge_idempotency_keys()
+            except Unavailable as exc:  # e.g. a read-only database still serves reads
+                log.warning("old idempotency keys not purged: %s", exc.message)
             server.harness = opened
             try:
                 yield opened
@@ -199,162 +172,6 @@ def create_server(
         **server_kwargs,
     )
     server.harness = harness  # a shared harness serves requests (and token checks) from the start
-
-    @server.harness_tool(read_only=False)
-    async def save_checkpoint(
-        state: dict[str, Any],
-        thread: Thread = "main",
-        mode: Literal["replace", "merge"] = "replace",
-        label: Annotated[str | None, Field(max_length=200)] = None,
-        metadata: dict[str, Any] | None = None,
-        expected_version: Annotated[int | None, Field(ge=0, le=MAX_INT)] = None,
-        idempotency_key: IdemKey = None,
-    ) -> SaveCheckpointResult:
-        """Save state as the thread's next version. mode=merge: RFC 7396 merge patch onto the latest state.
-        expected_version: refuse unless the thread is at it (0 = no checkpoint yet)."""
-        h, ident = server.current()
-        return await h.checkpoints.save(
-            ident,
-            state=state,
-            thread=thread,
-            mode=mode,
-            label=label,
-            metadata=metadata,
-            expected_version=expected_version,
-            idempotency_key=idempotency_key,
-        )
-
-    @server.harness_tool(read_only=True)
-    async def restore_state(
-        thread: Thread = "main",
-        version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
-        checkpoint_id: str | None = None,
-        label: Annotated[str | None, Field(max_length=200)] = None,
-        paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None,
-        progress_limit: Annotated[int, Field(ge=0, le=100)] = 5,
-    ) -> RestoreStateResult:
-        """Resume brief: the latest state (or version/checkpoint_id/label; paths: JSON Pointers to return only
-        those), recent progress, tasks you hold, task counts."""
-        h, ident = server.current()
-        return await h.restore(
-            ident,
-            thread=thread,
-            version=version,
-            checkpoint_id=checkpoint_id,
-            label=label,
-            paths=paths,
-            progress_limit=progress_limit,
-        )
-
-    @server.harness_tool(read_only=True)
-    async def list_checkpoints(
-        thread: Thread = "main",
-        limit: Annotated[int, Field(ge=1, le=200)] = 20,
-        before_version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
-    ) -> ListCheckpointsResult:
-        """Checkpoint metadata, newest first; page with before_version=next_before_version."""
-        h, ident = server.current()
-        return await h.checkpoints.list(ident, thread=thread, limit=limit, before_version=before_version)
-
-    @server.harness_tool(read_only=False)
-    async def record_progress(
-        summary: Annotated[str, Field(min_length=1)],
-        thread: Thread = "main",
-        status: ProgressStatus = "note",
-        details: str | None = None,
-        next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None,
-        task_key: Key | None = None,
-        artifacts: dict[str, Any] | None = None,
-        idempotency_key: IdemKey = None,
-    ) -> RecordProgressResult:
-        """Append to the progress log: what was done and how verified, next_steps, artifacts (files, commit)."""
-        h, ident = server.current()
-        return await h.progress.record(
-            ident,
-            summary=summary,
-            thread=thread,
-            status=status,
-            details=details,
-            next_steps=next_steps,
-            task_key=task_key,
-            artifacts=artifacts,
-            idempotency_key=idempotency_key,
-        )
-
-    @server.harness_tool(read_only=False, idempotent=True)
-    async def add_tasks(
-        tasks: Annotated[list[TaskSpec], Field(min_length=1)],
-        idempotency_key: IdemKey = None,
-    ) -> AddTasksResult:
-        """Add tasks: steps = acceptance steps, higher priority first, depends_on = keys done first. Identical re-
-        adds are no-ops; a used key with other content is refused."""
-        h, ident = server.current()
-        return await h.tasks.add(ident, tasks=tasks, idempotency_key=idempotency_key)
-
-    @server.harness_tool(read_only=False)
-    async def claim_task(
-        lease_seconds: Annotated[int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = 900,
-        tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32)] = None,
-        task_key: Key | None = None,
-        wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0,
-        idempotency_key: IdemKey = None,
-    ) -> ClaimTaskResult:
-        """Claim the best claimable task (or task_key) atomically, under a lease. wait_seconds long-polls.
-        None: see reason."""
-        h, ident = server.current()
-        return await h.tasks.claim(
-            ident,
-            lease_seconds=lease_seconds,
-            tags=tags,
-            task_key=task_key,
-            wait_seconds=wait_seconds,
-            idempotency_key=idempotency_key,
-        )
-
-    @server.harness_tool(read_only=False)
-    async def update_task(
-        task_key: Key,
-        action: Literal["heartbeat", "complete", "fail", "release", "reopen"],
-        lease_token: str | None = None,
-        lease_seconds: Annotated[int | None, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = None,
-        result: Any = None,
-        verification: str | None = None,
-        error: str | None = None,
-        retry: bool = True,
-        reason: str | None = None,
-        idempotency_key: IdemKey = None,
-    ) -> UpdateTaskAnswer:
-        """heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen
-        (reason) revives a done/failed task."""
-        h, ident = server.current()
-        return await h.tasks.update(
-            ident,
-            task_key=task_key,
-            action=action,
-            lease_token=lease_token,
-            lease_seconds=lease_seconds,
-            result=result,
-            verification=verification,
-            error=error,
-            retry=retry,
-            reason=reason,
-            idempotency_key=idempotency_key,
-        )
-
-    @server.harness_tool(read_only=True)
-    async def list_tasks(
-        status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA] = None,
-        ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"})] = None,
-        tag: Annotated[str | None, Field(max_length=64)] = None,
-        limit: Annotated[int, Field(ge=1, le=500)] = 50,
-        cursor: str | None = None,
-    ) -> ListTasksResult:
-        """Compact task rows (creation order) and workspace-wide counts."""
-        h, ident = server.current()
-        return await h.tasks.list(ident, status=status, ready=ready, tag=tag, limit=limit, cursor=cursor)
-
-    from .resources import register_prompts, register_resources
-
-    register_resources(server)
+    register_resources(server, server.current)
     register_prompts(server)
     return server

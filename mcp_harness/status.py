@@ -1,66 +1,13 @@
-"""`mcp-harness status`: what a person supervising agents needs at a glance."""
+"""`mcp-harness status`: the report `Harness.status` gathers, as text for a person; and `tasks show KEY`."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
+from .errors import InvalidArgument
 from .service import Harness, Identity
-from .service.base import iso
-from .store import checkpoints as checkpoint_store
-from .store import progress as progress_store
-from .store.common import now
-
-
-async def collect_status(h: Harness, ident: Identity) -> dict[str, Any]:
-    """A stable JSON-able report: threads, task counts, live and expired leases, database size."""
-    async with h.db.read() as conn:
-        threads = await checkpoint_store.list_threads(conn, ident.workspace)
-        checkpoints = await checkpoint_store.count_checkpoints(conn, ident.workspace)
-        entries = await progress_store.count(conn, ident.workspace)
-        last = await progress_store.recent(conn, ident.workspace, limit=200)
-        largest = await checkpoint_store.largest(conn, ident.workspace)
-    tasks, counts = await h.tasks.board(ident, statuses=["claimed"])
-    at = now()
-    last_seen: dict[str, float] = {}
-    for row in last:
-        last_seen.setdefault(row.agent, row.created_at)
-    leases = []
-    for t in tasks:
-        if t.lease is None:
-            continue
-        leases.append(
-            {
-                "task": t.key,
-                "owner": t.owner,
-                "attempt": t.lease.attempt,
-                "expires_at": t.lease.expires_at,
-                "expired": bool(t.lease.expired),
-                "last_progress_at": iso(last_seen.get(t.owner or "")),
-            }
-        )
-    db_bytes = await h.db.size_bytes()
-    return {
-        "workspace": ident.workspace,
-        "generated_at": iso(at),
-        "threads": [
-            {
-                "thread": r.name,
-                "latest_version": r.latest_version,
-                "size_bytes": r.size_bytes,
-                "updated_at": iso(r.updated_at),
-            }
-            for r in threads
-        ],
-        "checkpoints": checkpoints,
-        "progress_entries": entries,
-        "task_counts": counts.model_dump(),
-        "live_leases": [lease for lease in leases if not lease["expired"]],
-        "stuck": [lease for lease in leases if lease["expired"]],
-        "largest_checkpoints": [
-            {"thread": r.thread, "version": r.version, "size_bytes": r.size_bytes, "label": r.label} for r in largest
-        ],
-        "database_bytes": db_bytes,
-    }
 
 
 def render_status(report: dict[str, Any]) -> str:
@@ -89,3 +36,29 @@ def render_status(report: dict[str, Any]) -> str:
         for c in report["largest_checkpoints"]:
             lines.append(f"  {c['thread']:<30} v{c['version']:<6} {c['size_bytes']:>9} B")
     return "\n".join(lines)
+
+
+async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
+    """`tasks show KEY`: the task, its lease, its events and the progress entries about it."""
+    if len(words) != 2 or words[0] != "show":
+        raise InvalidArgument("use `tasks show KEY` (or `tasks` alone for the board)")
+    story = await h.tasks.story(ident, words[1])
+    if as_json:
+        print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
+        return 0
+    t = story.task
+    print(f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
+    if t.lease:
+        left = datetime.strptime(t.lease.expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
+        print(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
+    for name in ("depends_on", "last_error", "verification", "result"):
+        if getattr(t, name) not in (None, []):
+            print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
+    print("events:" if story.events else "events: none")
+    for e in story.events:
+        detail = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+        print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
+    print("progress:" if story.progress else "progress: none")
+    for p in story.progress:
+        print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
+    return 0

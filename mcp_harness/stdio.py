@@ -1,266 +1,365 @@
-"""The stdio transport on the event loop itself, for when stdin and stdout are pipes or sockets.
+"""MCP over stdin and stdout: the only stdio transport mcp-harness serves.
 
-The SDK's stdio transport reads and writes through worker threads (`anyio.wrap_file`): every message
-in costs one thread hand-off and every message out two (write, flush), each a wake-up of another
-thread. When an MCP client starts the server, as clients do, stdin and stdout are pipes, and asyncio
-can wait on them directly: this transport does, and answers a tool call about a millisecond sooner
-on a small machine. Anything else (a terminal, a file, Windows) uses the SDK's transport unchanged,
-as does `MCP_HARNESS_STDIO_TRANSPORT=sdk`.
-
-The pipes' asyncio protocols are themselves the read and write streams the SDK's session takes (its
-`ReadStream` / `WriteStream` protocols): a message read wakes the session's own task, and a message
-sent is written by the task that sends it, with no task in between.
-
-Like the SDK's, it keeps stray output off the wire while it serves: fd 0 reads the null device and
-fd 1 writes to stderr, and both are restored when it ends.
+The MCP SDK's own stdio transport reads and writes through worker threads (one wake-up of another thread
+per message in, two per message out), and when stdin closes it stops at once: requests still running
+are cancelled and their answers lost. This one
+- waits on pipes and sockets with the event loop itself (see `stdio_fds`; a terminal or a file gets a
+  thread, with the same behaviour),
+- answers every request it read before stdin ended, then ends (`DRAIN_SECONDS` at most),
+- answers a line that is not a JSON-RPC message with a JSON-RPC error, with the request's id when it
+  has one (JSON-RPC 2.0, section 5.1: parse errors and unreadable ids get a null id), and refuses a
+  message over `MAX_MESSAGE_BYTES` the same way without buffering it,
+- keeps serving, and storing, when the client stops reading or closes stdout (logged once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import os
-import stat
-import sys
-from collections import deque
+import re
+from collections import Counter, deque
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
-import mcp_types
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
 
-from .config import ENV_PREFIX
-from .errors import InvalidArgument
+from .stdio_fds import wired
 
 log = logging.getLogger("mcp_harness.stdio")
 
-#: A message longer than this is dropped (and logged) instead of being buffered without bound.
+#: A message longer than this is refused (with an error answer) instead of being buffered without bound.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Lines read ahead of the server before stdin is left unread for a while.
 MAX_WAITING_LINES = 64
+#: How long requests still running when stdin ends may take to answer (a `claim_task` waits up to 60 s).
+DRAIN_SECONDS = 90.0
 #: How long the last answers may take to reach a client that stopped reading, on the way out.
 CLOSE_TIMEOUT_SECONDS = 5.0
+#: How long answers wait for a client that stopped reading before that is logged.
+STALL_SECONDS = 30.0
+#: Refused lines logged one by one; after that only their count, at the end.
+LOGGED_REFUSALS = 5
+
+# An id leading a message: reachable from its start over plain "jsonrpc"/"method" members only, so an
+# "id" inside params can never be mistaken for it. Used where the whole message cannot be parsed.
+_LEADING_ID = re.compile(
+    rb'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]*"\s*,)*\s*"id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,256}")\s*[,}]'
+)
+_HEAD_BYTES = 4096
 
 
-def loop_transport_usable() -> bool:
-    """True when this transport should serve: stdin and stdout are pipes or sockets that asyncio can
-    wait on (POSIX only), and `MCP_HARNESS_STDIO_TRANSPORT` is `auto` (default), not `sdk`."""
-    choice = os.environ.get(ENV_PREFIX + "STDIO_TRANSPORT", "auto").strip().lower()
-    if choice not in ("auto", "sdk"):
-        raise InvalidArgument(f"{ENV_PREFIX}STDIO_TRANSPORT is {choice!r}; allowed: auto, sdk")
-    if choice == "sdk" or sys.platform == "win32":
-        return False
-    try:
-        modes = [os.fstat(fd).st_mode for fd in (0, 1)]
-    except OSError:
-        return False
-    return all(stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) for mode in modes)
+class Outstanding:
+    """Requests read from stdin and not answered yet: at the end of stdin the reader waits for them, so a
+    client that sends and then closes stdin still gets every answer."""
+
+    def __init__(self) -> None:
+        self._ids: Counter[RequestId] = Counter()
+        self._none_left = asyncio.Event()
+        self._none_left.set()
+
+    def opened(self, request_id: RequestId) -> None:
+        self._ids[request_id] += 1
+        self._none_left.clear()
+
+    def settled(self, request_id: RequestId) -> None:
+        left = self._ids.get(request_id)
+        if left is None:
+            return
+        if left > 1:
+            self._ids[request_id] = left - 1
+            return
+        del self._ids[request_id]
+        if not self._ids:
+            self._none_left.set()
+
+    async def unanswered(self, request_id: RequestId) -> None:
+        """The SDK's hook for a request that ends without an answer (the client cancelled it)."""
+        self.settled(request_id)
+
+    async def wait(self, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            await self._none_left.wait()
+        if self._ids:
+            log.warning("stdin ended; %d requests still running are cancelled after %.0f s", len(self._ids), timeout)
 
 
-class StdinStream(asyncio.Protocol):
+class MessageWriter:
+    """stdout as the session's write stream: each message is written as it is sent, one line each (the
+    transport keeps the order of writes), waiting only while the client is not reading."""
+
+    def __init__(self, outstanding: Outstanding) -> None:
+        self._outstanding = outstanding
+        self._transport: Any = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._lost: BaseException | None = None
+        self._closed = self._warned = False
+        self.gone = asyncio.Event()  #: set when stdout is closed (by either end)
+
+    # -- transport events (`stdio_fds.Ends`) ----------------------------------------------------
+
+    def attach(self, transport: Any) -> None:
+        self._transport = transport
+
+    def pause(self) -> None:
+        self._writable.clear()
+
+    def resume(self) -> None:
+        self._writable.set()
+
+    def lost(self, exc: BaseException | None) -> None:
+        self._lost = exc or BrokenPipeError("stdout was closed")
+        self.gone.set()
+        self._writable.set()
+
+    def stopped_reading(self, why: str) -> None:
+        """Log, once per session, that the client is not taking its answers."""
+        if not self._warned:
+            self._warned = True
+            log.warning("the client stopped reading stdout (%s)", why)
+
+    # -- the SDK's WriteStream ------------------------------------------------------------------
+
+    async def send(self, item: SessionMessage) -> None:
+        message = item.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
+            self._outstanding.settled(message.id)
+        await self.write(message)
+
+    async def write(self, message: JSONRPCMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._lost is not None or self._transport is None or self._transport.is_closing():
+            raise self._broken()
+        self._transport.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+        while not self._writable.is_set():
+            with anyio.move_on_after(STALL_SECONDS) as waited:
+                await self._writable.wait()
+            if waited.cancelled_caught:
+                self.stopped_reading(f"no answer taken for {STALL_SECONDS:.0f} s; answers wait until it reads")
+        if self._lost is not None:
+            raise self._broken()
+
+    def _broken(self) -> anyio.BrokenResourceError:
+        self.stopped_reading(f"{self._lost or 'stdout is closing'}; answers are dropped until stdin ends")
+        return anyio.BrokenResourceError()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> MessageWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+class TooLong(bytes):
+    """A line over the limit: only its head is kept, to find the request's id."""
+
+
+class MessageReader:
     """stdin as the session's read stream: splits the bytes into lines, parses each as a JSON-RPC
-    message (a line that is not one is handed on as the exception, as the SDK's transport does), drops
-    a line over the limit whole (logged), and stops reading while many lines wait."""
+    message, answers lines that are not one itself, and stops reading while many lines wait."""
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
+    def __init__(self, writer: MessageWriter, outstanding: Outstanding, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self._writer, self._outstanding, self._limit = writer, outstanding, limit
         self._partial = bytearray()
-        self._discarding = False  # inside a line that went over the limit: skip to its end
+        self._head: bytes | None = None  # inside a line over the limit: its head, the rest is skipped
         self._lines: deque[bytes] = deque()
         self._more = asyncio.Event()
-        self._eof = False
-        self._transport: asyncio.ReadTransport | None = None
-        self._paused = False
+        self._eof = self._paused = False
+        self._transport: Any = None
+        self.refused = 0
 
-    # -- asyncio protocol -------------------------------------------------------------------------
+    # -- transport events (`stdio_fds.Ends`) ----------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+    def attach(self, transport: Any) -> None:
+        self._transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             self._take(data[start:end], line_ends=True)
             start = end + 1
-        self._take(data[start:], line_ends=False)
+        if start < len(data):
+            self._take(data[start:], line_ends=False)
         if self._lines:
             self._more.set()
-            if len(self._lines) > MAX_WAITING_LINES and not self._paused and self._transport is not None:
+            if len(self._lines) > MAX_WAITING_LINES and not self._paused and not self._transport.is_closing():
                 self._paused = True
                 self._transport.pause_reading()
 
     def _take(self, piece: bytes, *, line_ends: bool) -> None:
-        if not self._discarding and len(self._partial) + len(piece) > self._limit:
-            log.error("dropped an incoming message longer than %d bytes", self._limit)
-            self._discarding = True
+        if self._head is None and len(self._partial) + len(piece) > self._limit:
+            self._head = (bytes(self._partial[:_HEAD_BYTES]) + piece[:_HEAD_BYTES])[:_HEAD_BYTES]
             self._partial.clear()
-        if not self._discarding:
+        if self._head is None:
+            if line_ends and not self._partial:
+                if piece and not piece.isspace():
+                    self._lines.append(piece)
+                return
             self._partial += piece
         if line_ends:
-            if not self._discarding and self._partial.strip():
+            if self._head is not None:
+                self._lines.append(TooLong(self._head))
+            elif self._partial and not self._partial.isspace():
                 self._lines.append(bytes(self._partial))
             self._partial.clear()
-            self._discarding = False
+            self._head = None
 
-    def eof_received(self) -> bool:
-        self.connection_lost(None)
-        return False
+    def feed_eof(self) -> None:
+        if not self._eof:
+            self._take(b"", line_ends=True)  # a last message without its newline
+            self._eof = True
+            self._more.set()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self._eof and self._partial.strip() and not self._discarding:
-            self._lines.append(bytes(self._partial))  # a last message without its newline
-        self._eof = True
-        self._more.set()
+    # -- the SDK's ReadStream -------------------------------------------------------------------
 
-    # -- the SDK's ReadStream ---------------------------------------------------------------------
+    async def receive(self) -> SessionMessage:
+        while True:
+            while not self._lines:
+                if self._eof:
+                    await self._outstanding.wait(DRAIN_SECONDS)
+                    raise anyio.EndOfStream
+                self._more.clear()
+                await self._more.wait()
+            if self._paused and len(self._lines) <= MAX_WAITING_LINES // 2 and not self._transport.is_closing():
+                self._paused = False
+                self._transport.resume_reading()
+            line = self._lines.popleft()
+            if isinstance(line, TooLong):
+                why = f"a message over {self._limit} bytes (this server's limit for one line)"
+                await self._refuse(why, [_error(leading_id(line), INVALID_REQUEST, why)])
+                continue
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception:  # noqa: BLE001 - whatever the parser says, the client gets an answer
+                await self._refuse(f"{len(line)} bytes that are not a JSON-RPC message", refusals(line))
+                continue
+            if isinstance(message, JSONRPCRequest):
+                self._outstanding.opened(message.id)
+                hook = partial(self._outstanding.unanswered, message.id)
+                return SessionMessage(message, ServerMessageMetadata(on_request_unanswered=hook))
+            if isinstance(message, JSONRPCNotification) and b'"id"' in line and _carries_id(line):
+                await self._refuse("a request with an unusable id", refusals(line))
+                continue
+            return SessionMessage(message)
 
-    async def receive(self) -> SessionMessage | Exception:
-        while not self._lines:
-            if self._eof:
-                raise anyio.EndOfStream
-            self._more.clear()
-            await self._more.wait()
-        if self._paused and len(self._lines) <= MAX_WAITING_LINES // 2 and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
-        line = self._lines.popleft()
-        try:
-            text = line.decode("utf-8", errors="replace")
-            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(text, by_name=False))
-        except Exception as exc:  # noqa: BLE001 - the session logs it and reads on
-            return exc
+    async def _refuse(self, what: str, answers: list[JSONRPCError]) -> None:
+        self.refused += 1
+        if self.refused <= LOGGED_REFUSALS:
+            more = " (further refusals are counted, not logged)" if self.refused == LOGGED_REFUSALS else ""
+            log.warning("refused an incoming line: %s%s", what, more)
+        for answer in answers:
+            try:
+                await self._writer.write(answer)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return
 
-    def __aiter__(self) -> StdinStream:
+    def __aiter__(self) -> MessageReader:
         return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
+    async def __anext__(self) -> SessionMessage:
         try:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
+        """Nothing to release: the transports belong to `open_stdio` (one socket may carry stdout too)."""
 
-    async def __aenter__(self) -> StdinStream:
+    async def __aenter__(self) -> MessageReader:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.aclose()
 
 
-class StdoutStream(asyncio.Protocol):
-    """stdout as the session's write stream: each message is written as it is sent, one line each
-    (asyncio keeps the order of writes), waiting only while the pipe is full."""
-
-    def __init__(self) -> None:
-        self._transport: asyncio.WriteTransport | None = None
-        self._paused = False
-        self._waiter: asyncio.Future[None] | None = None
-        self._lost: BaseException | None = None
-        self._closed = False
-        self._warned = False
-        self.gone = asyncio.Event()  #: set when the pipe is closed (by either end)
-
-    # -- asyncio protocol -------------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        self._wake()
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._lost = exc or BrokenPipeError("stdout was closed")
-        self.gone.set()
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    # -- the SDK's WriteStream --------------------------------------------------------------------
-
-    async def send(self, item: SessionMessage) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-        if self._lost is not None or self._transport is None or self._transport.is_closing():
-            raise self._broken()
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        self._transport.write(data.encode() + b"\n")
-        while self._paused and self._lost is None:
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-        if self._lost is not None:
-            raise self._broken()
-
-    def _broken(self) -> anyio.BrokenResourceError:
-        if not self._warned:
-            self._warned = True
-            log.warning(
-                "the client stopped reading stdout (%s); answers are dropped until stdin ends",
-                self._lost or "the pipe is closing",
-            )
-        return anyio.BrokenResourceError()
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    async def __aenter__(self) -> StdoutStream:
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.aclose()
+def _error(request_id: RequestId | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
-def _claim(fd: int, diversion: int) -> int:
-    """A private duplicate of `fd` (the wire) and `fd` pointed at `diversion`."""
-    import fcntl
+def _carries_id(line: bytes) -> bool:
+    """Whether a line the SDK's types read as a notification has an "id" member: then it is a request
+    whose id is neither a string nor an integer (the types drop it), and it must be answered."""
+    try:
+        return "id" in json.loads(line)
+    except (ValueError, RecursionError):
+        return False
 
-    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.dup2(diversion, fd)
-    return private
+
+def leading_id(line: bytes) -> RequestId | None:
+    """The id of a message that cannot be parsed whole (too long, nested too deep), if it leads it."""
+    match = _LEADING_ID.match(line, 0, _HEAD_BYTES)
+    return None if match is None else json.loads(match.group(1))
+
+
+def request_id(value: Any) -> RequestId | None:
+    rid = value.get("id") if isinstance(value, dict) else None
+    return rid if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)) else None
+
+
+def refusals(line: bytes) -> list[JSONRPCError]:
+    """The error answers to a line that is not a JSON-RPC message: one per request in it that has a
+    usable id, else one with a null id; a malformed response is never answered."""
+    try:
+        value = json.loads(line)
+    except RecursionError:
+        return [_error(leading_id(line), INVALID_REQUEST, "message nested too deeply")]
+    except ValueError:
+        return [_error(None, PARSE_ERROR, "Parse error: a line must be one JSON-RPC message in UTF-8 JSON")]
+    if isinstance(value, list):
+        why = "batches are not supported: send one JSON-RPC message per line"
+        requests = [item for item in value if isinstance(item, dict) and "method" in item]
+        ids = [rid for item in requests if (rid := request_id(item)) is not None]
+        return [_error(rid, INVALID_REQUEST, why) for rid in ids] or [_error(None, INVALID_REQUEST, why)]
+    if isinstance(value, dict) and "method" not in value and ("result" in value or "error" in value):
+        return []
+    code, why = _fault(value)
+    return [_error(request_id(value), code, why)]
+
+
+def _fault(value: Any) -> tuple[int, str]:
+    if not isinstance(value, dict):
+        return INVALID_REQUEST, "a JSON-RPC message must be a JSON object"
+    if value.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'jsonrpc must be "2.0"'
+    if "id" in value and request_id(value) is None:
+        return INVALID_REQUEST, "id must be a string or an integer"
+    if not isinstance(value.get("method"), str):
+        return INVALID_REQUEST, "method must be a string"
+    if "params" in value and not isinstance(value["params"], dict):
+        return INVALID_PARAMS, "params must be an object"
+    return INVALID_REQUEST, "not a valid JSON-RPC request or notification"
 
 
 @asynccontextmanager
-async def pipe_stdio() -> AsyncIterator[tuple[StdinStream, StdoutStream]]:
+async def open_stdio() -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
     """(read stream, write stream) of MCP messages over the process's stdin and stdout."""
-    loop = asyncio.get_running_loop()
-    sys.stdout.flush()
-    devnull = os.open(os.devnull, os.O_RDONLY)
+    outstanding = Outstanding()
+    writer = MessageWriter(outstanding)
+    reader = MessageReader(writer, outstanding)
     try:
-        wire_in = _claim(0, devnull)
+        async with wired(reader, writer, writer.gone, CLOSE_TIMEOUT_SECONDS):
+            yield reader, writer
     finally:
-        os.close(devnull)
-    wire_out = _claim(1, 2)
-    blocking = os.get_blocking(wire_in), os.get_blocking(wire_out)
-    in_transport = out_transport = None
-    try:  # from here on, whatever fails, fd 0 and fd 1 get the wire back
-        in_transport, stdin = await loop.connect_read_pipe(
-            lambda: StdinStream(MAX_MESSAGE_BYTES), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
-        )
-        out_transport, stdout = await loop.connect_write_pipe(
-            StdoutStream, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
-        )
-        yield stdin, stdout
-    finally:
-        if in_transport is not None:
-            in_transport.close()
-        if out_transport is not None:
-            out_transport.close()  # writes out what it still holds, then reports the connection lost
-            with anyio.move_on_after(CLOSE_TIMEOUT_SECONDS, shield=True):
-                await stdout.gone.wait()
-        sys.stdout.flush()  # anything printed while serving belongs to stderr, not the wire
-        for fd, private, was_blocking in ((0, wire_in, blocking[0]), (1, wire_out, blocking[1])):
-            with suppress(OSError):
-                os.set_blocking(private, was_blocking)
-                os.dup2(private, fd)
-            with suppress(OSError):
-                os.close(private)
+        if reader.refused > LOGGED_REFUSALS:
+            log.warning("refused %d incoming lines in all", reader.refused)

@@ -34,6 +34,17 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
+def _processes_only_in_slow_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pytest -m "not slow"` is the quick loop: a test that starts a process must be marked slow."""
+    if request.node.get_closest_marker("slow") is None:
+
+        def refuse(*_args: Any, **_kwargs: Any) -> None:
+            raise AssertionError(f"{request.node.nodeid} starts a process: mark it @pytest.mark.slow")
+
+        monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
+@pytest.fixture(autouse=True)
 def _reset_clock() -> Iterator[None]:
     clock.reset()
     yield

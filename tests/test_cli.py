@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import call, mcp_client, run_cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 
 
 @pytest.fixture

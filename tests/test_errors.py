@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import re
+from pathlib import Path
+
 import pytest
 from conftest import call, fail, mcp_client
+from mcp.shared.exceptions import MCPError
 
-from mcp_harness.errors import ALL_CODES
+from mcp_harness.errors import ALL_CODES, HarnessError
 
 pytestmark = pytest.mark.anyio
 
@@ -114,8 +119,112 @@ async def test_unexpected_errors_are_internal_with_an_incident_id(client, monkey
     assert any(incident in r.getMessage() for r in caplog.records), "the incident id must be in the server log"
 
 
+#: CONTRACT.md, "Errors": the codes a failed call may start with (the contract lives outside this
+#: repository; README.md repeats the list, and this test checks the copy too)
+CONTRACT_CODES = {
+    "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
+    "too_large", "forbidden", "schema_violation", "unavailable", "internal",
+}  # fmt: skip
+
+
+def error_classes() -> list[type[HarnessError]]:
+    """Every exception class a client can meet: HarnessError's subclasses, at any depth."""
+    found, todo = [], list(HarnessError.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
 def test_every_contract_code_has_a_class():
-    assert set(ALL_CODES) == {
-        "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
-        "too_large", "forbidden", "schema_violation", "unavailable", "internal",
-    }  # fmt: skip
+    classes = error_classes()
+    codes = {cls.code for cls in classes}
+    assert len(codes) == len(classes), f"two classes share a code: {sorted(c.__name__ for c in classes)}"
+    assert codes == CONTRACT_CODES
+    assert sorted(ALL_CODES) == sorted(codes), "errors.ALL_CODES must list every class's code once"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = readme.split("\n### Errors\n", 1)[1].split("Codes:", 1)[1].split(".", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", listed)) == CONTRACT_CODES, "README's list of codes"
+
+
+def task_cursor(number: int) -> str:
+    """A cursor in list_tasks' format (base64 of "t:<last id>") holding any number."""
+    return base64.urlsafe_b64encode(f"t:{number}".encode()).decode().rstrip("=")
+
+
+async def test_a_cursor_past_64_bits_is_invalid_not_internal(client):
+    await call(client, "add_tasks", tasks=[{"key": "k", "title": "K"}])
+    assert (await call(client, "list_tasks", cursor=task_cursor(2**63 - 1)))["tasks"] == []
+    for number in (2**63, 2**64, 10**40, -(2**63) - 1):
+        err = await fail(client, "list_tasks", cursor=task_cursor(number))
+        assert err.code == "invalid_argument" and "cursor is not one that list_tasks returned" in err.text, err.text
+
+
+async def test_versions_up_to_2_53_minus_1_are_valid_arguments(client):
+    """The tools accept versions up to 2**53 - 1 (the input schema says so): past PostgreSQL's int4
+    range they must find nothing, not fail."""
+    await call(client, "save_checkpoint", state={"a": 1})
+    for version in (2**31, 2**32, 2**53 - 1):
+        err = await fail(client, "restore_state", version=version)
+        assert err.code == "not_found" and f"version {version}" in err.text, err.text
+        page = await call(client, "list_checkpoints", before_version=version)
+        assert [c["version"] for c in page["checkpoints"]] == [1]
+        err = await fail(client, "save_checkpoint", state={"b": 1}, expected_version=version)
+        assert err.code == "version_conflict", err.text
+        with pytest.raises(MCPError, match="not_found"):
+            await client.read_resource(f"harness://threads/main/checkpoints/{version}")
+    for argument in ("version", "before_version"):
+        tool = "restore_state" if argument == "version" else "list_checkpoints"
+        err = await fail(client, tool, **{argument: 2**53})
+        assert err.code == "invalid_argument" and argument in err.text and "9007199254740991" in err.text
+
+
+async def test_nul_is_refused_in_every_text_argument_and_kept_in_json_values(client):
+    """PostgreSQL cannot store U+0000 in text, SQLite can: both refuse it in names, keys, ids, labels,
+    tags and text with `[invalid_argument]` naming the field; inside JSON values it is just a character."""
+    nul = "a\u0000b"
+    await call(client, "add_tasks", tasks=[{"key": "held", "title": "held"}])
+    lease = (await call(client, "claim_task", task_key="held"))["lease"]["token"]
+    held = {"task_key": "held", "lease_token": lease}
+    cases = [
+        ("record_progress", {"summary": nul}, "summary"),
+        ("record_progress", {"summary": "s", "details": nul}, "details"),
+        ("record_progress", {"summary": "s", "next_steps": ["ok", nul]}, "next_steps[1]"),
+        ("record_progress", {"summary": "s", "idempotency_key": nul}, "idempotency_key"),
+        ("save_checkpoint", {"state": {"a": 1}, "label": nul}, "label"),
+        ("save_checkpoint", {"state": {"a": 1}, "idempotency_key": nul}, "idempotency_key"),
+        ("save_checkpoint", {"state": {"a": 1}, "thread": nul}, "thread"),
+        ("restore_state", {"label": nul}, "label"),
+        ("restore_state", {"checkpoint_id": nul}, "checkpoint_id"),
+        ("add_tasks", {"tasks": [{"key": "k", "title": nul}]}, "tasks[0].title"),
+        ("add_tasks", {"tasks": [{"key": "k", "title": "t", "description": nul}]}, "tasks[0].description"),
+        ("add_tasks", {"tasks": [{"key": "k", "title": "t", "steps": [nul]}]}, "tasks[0].steps[0]"),
+        ("add_tasks", {"tasks": [{"key": "k", "title": "t", "tags": ["x", nul]}]}, "tasks[0].tags[1]"),
+        ("add_tasks", {"tasks": [{"key": nul, "title": "t"}]}, "tasks[0].key"),
+        ("claim_task", {"tags": [nul]}, "tags[0]"),
+        ("claim_task", {"task_key": nul}, "task_key"),
+        ("list_tasks", {"tag": nul}, "tag"),
+        ("update_task", {"task_key": "held", "action": "heartbeat", "lease_token": nul}, "lease_token"),
+        ("update_task", {**held, "action": "complete", "verification": nul}, "verification"),
+        ("update_task", {**held, "action": "fail", "error": nul}, "error"),
+        ("update_task", {"task_key": "held", "action": "reopen", "reason": nul}, "reason"),
+    ]
+    for tool, arguments, field in cases:
+        err = await fail(client, tool, **arguments)
+        assert err.code == "invalid_argument", (tool, field, err.text)
+        assert err.text.startswith(f"[invalid_argument] {field}") or f"'{field}'" in err.text, err.text
+    await assert_nothing_stored(client)
+    assert (await call(client, "restore_state"))["recent_progress"] == []
+    assert [t["key"] for t in (await call(client, "list_tasks"))["tasks"]] == ["held"]
+
+    state = {"k\u0000": nul, "nested": {"list": [nul, {"x\u0000y": 1}]}}
+    saved = await call(client, "save_checkpoint", state=state, metadata={"m": nul})
+    brief = await call(client, "restore_state")
+    assert brief["state"] == state and brief["checkpoint"]["metadata"] == {"m": nul}
+    assert (await call(client, "restore_state", paths=["/k\u0000"]))["state"] == {"/k\u0000": nul}
+    await call(client, "record_progress", summary="s", artifacts={"file": nul})
+    assert (await call(client, "restore_state"))["recent_progress"][0]["artifacts"] == {"file": nul}
+    done = await call(client, "update_task", task_key="held", action="complete", lease_token=lease,
+                      verification="ok", result={"r": nul})  # fmt: skip
+    assert done["result"] == {"r": nul} and saved["version"] == 1

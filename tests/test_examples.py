@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import subprocess_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+pytestmark = pytest.mark.slow  # every example runs as its own process
 
 
 def run_example(name: str, *args: str) -> tuple[str, dict]:

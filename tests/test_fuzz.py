@@ -11,27 +11,20 @@ import tempfile
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import settings_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from mcp_harness.arguments import ALL_ARGS
 from mcp_harness.errors import ALL_CODES
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
 
-TOOLS = {
-    "save_checkpoint": ["state", "thread", "mode", "label", "metadata", "expected_version", "idempotency_key"],
-    "restore_state": ["thread", "version", "checkpoint_id", "label", "paths", "progress_limit"],
-    "list_checkpoints": ["thread", "limit", "before_version"],
-    "record_progress": ["summary", "thread", "status", "details", "next_steps", "task_key", "artifacts",
-                        "idempotency_key"],
-    "add_tasks": ["tasks", "idempotency_key"],
-    "claim_task": ["lease_seconds", "tags", "task_key", "idempotency_key"],  # no waiting in a fuzz run
-    "update_task": ["task_key", "action", "lease_token", "lease_seconds", "result", "verification", "error",
-                    "retry", "reason", "idempotency_key"],
-    "list_tasks": ["status", "tag", "limit", "cursor"],
-}  # fmt: skip
+SKIPPED = {("claim_task", "wait_seconds")}  # no waiting in a fuzz run
+#: every tool's parameters, from the argument models the server publishes and validates with
+TOOLS = {args.tool: [name for name in args.model_fields if (args.tool, name) not in SKIPPED] for args in ALL_ARGS}
 
 odd_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=()) | st.sampled_from(["\u0000", "\u202e", "/", "~", "."]),
@@ -79,6 +72,7 @@ async def fingerprint(h: Harness, ident: Identity) -> str:
     return "\n".join(lines[1:])
 
 
+@pytest.mark.slow  # thousands of calls: minutes on a busy machine
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(batch=st.lists(calls(), min_size=20, max_size=40))
 def test_malformed_calls_never_crash_or_corrupt(batch):

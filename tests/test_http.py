@@ -23,6 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_harness.http import build_app
 from mcp_harness.service import Harness
 
+pytestmark = pytest.mark.slow  # tokens are made with the CLI, a process of its own
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
 from mcp_harness.store.backup import checkpoints, segments
+from mcp_harness.store.migrations import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -153,6 +154,7 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     path = sqlite_url.split("///", 1)[1]
     with sqlite3.connect(path) as raw:  # the layout version 1 created
         raw.execute("DROP TABLE segments")
+        raw.execute("DROP TABLE task_events")  # (migration 4)
         raw.execute("DROP INDEX ix_checkpoint_label")
         raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")
@@ -164,7 +166,8 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     with sqlite3.connect(path) as raw:
         (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'ix_checkpoint_label'").fetchone()
         assert "label IS NOT NULL" in sql
-        assert raw.execute("SELECT value FROM harness_meta WHERE key = 'schema_version'").fetchone() == ("3",)
+        version = raw.execute("SELECT value FROM harness_meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
 
 
 # Elements chosen to confuse a byte-level search: commas and brackets inside strings, nested arrays

@@ -10,10 +10,8 @@ import pytest
 from conftest import call, mcp_client, run_cli, settings_for
 
 from mcp_harness import clock
-from mcp_harness.errors import InvalidArgument, Unavailable
+from mcp_harness.errors import InvalidArgument
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import Database
-from mcp_harness.store.migrations import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -81,6 +79,7 @@ async def test_import_refuses_existing_data_and_bad_input(sqlite_url, workspace,
         assert counts["checkpoint"] == 3
 
 
+@pytest.mark.slow  # runs the CLI as a process
 def test_export_import_cli_round_trip(tmp_path):
     src, dst = tmp_path / "a.db", tmp_path / "b.db"
     ws = f"cli-{secrets.token_hex(3)}"
@@ -126,35 +125,3 @@ async def test_prune_older_than_only_narrows(sqlite_url, workspace):
         assert report.checkpoints_deleted == 5  # the recent ones stay although keep_last is 1
         versions = [c.version for c in (await h.checkpoints.list(ident)).checkpoints]
         assert versions == [8, 7, 6]
-
-
-async def test_newer_database_is_refused(sqlite_url):
-    async with Harness.open(settings_for(sqlite_url)):
-        pass
-    import sqlite3
-
-    path = sqlite_url.split("///", 1)[1]
-    with sqlite3.connect(path) as raw:
-        raw.execute("UPDATE harness_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-    with pytest.raises(Unavailable, match="written by a newer mcp-harness"):
-        async with Harness.open(settings_for(sqlite_url)):
-            pass
-
-
-async def test_servers_starting_together_migrate_once(db_url):
-    """Several processes' worth of Database.open() at once: one migrates, none fails."""
-    errors = []
-
-    async def start() -> None:
-        db = Database(db_url)
-        try:
-            await db.open()
-        except Exception as exc:  # noqa: BLE001 - collected and asserted
-            errors.append(exc)
-        finally:
-            await db.close()
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(6):
-            tg.start_soon(start)
-    assert errors == []

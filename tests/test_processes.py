@@ -10,7 +10,7 @@ import pytest
 from conftest import call, drain, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 
 
 def stdio_client(url: str, workspace: str, agent: str) -> Client:

@@ -85,6 +85,7 @@ async def test_first_session_of_a_new_agent_gets_the_brief(db_url, workspace):
         assert brief["my_tasks"][0]["lease"]["token"] == got["lease"]["token"]
 
 
+@pytest.mark.slow  # builds a big workspace
 async def test_brief_stays_small_on_a_big_workspace(harness, workspace):
     """Defaults keep the brief under 4,000 bytes with 1,000 tasks and 10,000 progress entries."""
     ident = Identity(workspace=workspace, agent="a")

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import call, fail, mcp_client, run_cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # both tests run the CLI as a process
 
 SCHEMA = {
     "type": "object",

@@ -213,6 +213,7 @@ async def test_events_are_exported_and_imported(db_url, workspace, tmp_path):
     assert [k for k, _a, _d in await events(target, workspace, "k")] == ["claim", "fail"]
 
 
+@pytest.mark.slow
 async def test_cli_tasks_show_tells_one_tasks_story(tmp_path):
     from conftest import run_cli
 

@@ -15,6 +15,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -228,4 +229,4 @@ class TaskMachine(RuleBasedStateMachine):
 TaskMachine.TestCase.settings = settings(
     max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-test_task_state_machine = TaskMachine.TestCase
+test_task_state_machine = pytest.mark.slow(TaskMachine.TestCase)  # 40 runs of 30 steps

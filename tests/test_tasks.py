@@ -292,6 +292,7 @@ async def test_reopening_a_dependency_revokes_claims_downstream(db_url, workspac
         assert again["task"]["key"] == "base", "the reopened dependency comes first; top waits for it"
 
 
+@pytest.mark.slow  # builds thousands of tasks
 async def test_claim_reads_the_claim_index_in_order(harness, workspace):
     """After big adds (8,000 tasks), the claim's candidate query walks ix_task_claim in claim order and stops at the
     first row: no scan of every pending task, no sort. (PostgreSQL without statistics picked a bitmap

@@ -10,7 +10,7 @@ Both stores stay open side by side and take turns in every comparison. Measured:
 entries (median of 9), bytes stored per checkpoint (file growth after a WAL checkpoint), our
 restore-latest p50 on a thread of --history checkpoints vs one of 1,000 (two databases, 400
 restores each), and `save_checkpoint` over stdio vs a no-op tool on the same MCP SDK in the same run
-(1,000 calls each, taking turns; also shown: our server on the SDK's own threaded stdio transport).
+(1,000 calls each, taking turns).
 """
 
 from __future__ import annotations
@@ -194,28 +194,23 @@ async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, f
 # -- stdio round trip -------------------------------------------------------------------------------
 
 
-def _stdio_client(command: list[str], **env_extra: str) -> Any:
+def _stdio_client(command: list[str]) -> Any:
     from mcp import Client, StdioServerParameters
 
     env = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "HOME", "PYTHON", "VIRTUAL", "LANG"))}
-    env.update(env_extra)
     return Client(StdioServerParameters(command=command[0], args=command[1:], env=env))
 
 
-async def stdio_round_trips(db: str, n: int = 1000) -> tuple[float, float, float]:
-    """p50 round trips of save_checkpoint (our default transport, then the SDK's threaded one) and of
-    the no-op tool. The three servers run side by side and the calls take turns, so the drift of a
-    shared machine (a round trip is mostly process wake-ups) falls on all three alike."""
+async def stdio_round_trips(db: str, n: int = 1000) -> tuple[float, float]:
+    """p50 round trips of save_checkpoint and of the no-op tool. The two servers run side by side and
+    the calls take turns, so the drift of a shared machine (a round trip is mostly process wake-ups)
+    falls on both alike."""
     harness_cmd = [sys.executable, "-m", "mcp_harness", "serve", "--db", db]
     noop_cmd = [sys.executable, str(Path(__file__).with_name("noop_server.py"))]
     save = ("save_checkpoint", {"state": {"counter": 1}, "mode": "merge"})
-    async with (
-        _stdio_client(noop_cmd) as noop,
-        _stdio_client(harness_cmd) as ours,
-        _stdio_client(harness_cmd, MCP_HARNESS_STDIO_TRANSPORT="sdk") as ours_sdk,
-    ):
-        calls = [(noop, ("noop", {})), (ours, save), (ours_sdk, save)]
-        times: list[list[float]] = [[], [], []]
+    async with _stdio_client(noop_cmd) as noop, _stdio_client(harness_cmd) as ours:
+        calls = [(noop, ("noop", {})), (ours, save)]
+        times: list[list[float]] = [[], []]
         for i in range(n + 50):
             for j, (client, (tool, arguments)) in enumerate(calls):
                 start = time.perf_counter()
@@ -223,8 +218,8 @@ async def stdio_round_trips(db: str, n: int = 1000) -> tuple[float, float, float
                 if i >= 50:  # the first rounds warm up
                     times[j].append(time.perf_counter() - start)
                 assert not result.is_error, result.content
-    noop_p50, ours_p50, sdk_p50 = (statistics.median(t) for t in times)
-    return ours_p50, sdk_p50, noop_p50
+    noop_p50, ours_p50 = (statistics.median(t) for t in times)
+    return ours_p50, noop_p50
 
 
 # -- report -----------------------------------------------------------------------------------------
@@ -244,7 +239,7 @@ async def main(args: argparse.Namespace) -> str:
     _, _, ours_b2, lg_b2 = await writes(db("o2"), db("l2"), growing_state, n)
     ours_l, lg_l = await listings(db("o3"), db("l3"), 2000)
     small, big = await history_restores(db("o4"), db("o5"), args.history)
-    save_p50, save_sdk_p50, noop_p50 = await stdio_round_trips(db("o6"))
+    save_p50, noop_p50 = await stdio_round_trips(db("o6"))
     message_bytes = len(json.dumps(MESSAGE)) + 8
     rows = [
         "| metric | mcp-harness | LangGraph / baseline | ratio | target | met |",
@@ -263,8 +258,6 @@ async def main(args: argparse.Namespace) -> str:
             "<= 1.2x", big <= 1.2 * small, "ms"),
         row("stdio round trip: save_checkpoint vs no-op tool", save_p50 * 1000, noop_p50 * 1000, save_p50 / noop_p50,
             "<= 1.25x", save_p50 <= 1.25 * noop_p50, "ms"),
-        row("same, our server on the SDK's stdio transport", save_sdk_p50 * 1000, noop_p50 * 1000,
-            save_sdk_p50 / noop_p50, "(no target)", None, "ms"),
     ]  # fmt: skip
     versions = (f"mcp-harness {version('mcp-harness')}, langgraph-checkpoint-sqlite "
                 f"{version('langgraph-checkpoint-sqlite')}, mcp {version('mcp')}, Python {platform.python_version()}, "

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from ..config import Settings, check_int, check_name
-from ..models import RestoreStateResult
+from ..arguments import RestoreStateArgs
+from ..config import Settings
+from ..models import RestoreStateResult, ThreadInfo
 from ..store import Database
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .maintenance import MaintenanceService
+from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .tasks import TaskService
@@ -45,25 +48,14 @@ class Harness:
             await db.close()
 
     async def restore(
-        self,
-        ident: Identity,
-        *,
-        thread: str = "main",
-        version: int | None = None,
-        checkpoint_id: str | None = None,
-        label: str | None = None,
-        paths: list[str] | None = None,
-        progress_limit: int = 5,
+        self, ident: Identity, args: RestoreStateArgs | None = None, /, **fields: Any
     ) -> RestoreStateResult:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
-        all read in one consistent transaction."""
-        check_name("thread", thread)
-        check_int("progress_limit", progress_limit, 0, 100)
+        all read in one consistent transaction (`args`, or its fields as keywords)."""
+        args = RestoreStateArgs.of(args, fields)
         async with self.db.read() as conn:
-            meta, state, missing = await self.checkpoints.load(
-                conn, ident, thread=thread, version=version, checkpoint_id=checkpoint_id, label=label, paths=paths
-            )
-            rows = await progress_store.recent(conn, ident.workspace, thread=thread, limit=progress_limit)
+            meta, state, missing = await self.checkpoints.load(conn, ident, args)
+            rows = await progress_store.recent(conn, ident.workspace, thread=args.thread, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
         return RestoreStateResult(
             found=meta is not None,
@@ -74,3 +66,19 @@ class Harness:
             my_tasks=held,
             task_counts=counts,
         )
+
+    async def threads(self, ident: Identity) -> list[ThreadInfo]:
+        """The workspace's threads with their latest checkpoint, by name."""
+        return await self.checkpoints.threads(ident)
+
+    async def status(self, ident: Identity) -> dict[str, Any]:
+        """What a person supervising agents needs at a glance (see `overview`)."""
+        return await workspace_status(self.db, self.tasks, ident)
+
+    async def ping(self) -> None:
+        """Raise `Unavailable` unless the database answers."""
+        await self.db.ping()
+
+    async def database_bytes(self) -> int:
+        """The database's size on disk."""
+        return await self.db.size_bytes()

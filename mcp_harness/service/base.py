@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from ..arguments import ToolArgs
 from ..config import Settings, check_name
 from ..errors import InvalidArgument
 from ..jsonvalue import canonical, value_hash
@@ -66,9 +67,7 @@ class ServiceBase:
     async def exactly_once(
         self,
         ident: Identity,
-        tool: str,
-        key: str | None,
-        arguments: dict[str, Any],
+        args: ToolArgs,
         model: type[M],
         body: Callable[[Connection], Awaitable[Any]],
         *,
@@ -82,13 +81,14 @@ class ServiceBase:
         `finish` turns what `body` returned into the result model; without a key it runs after the
         commit, so building the result does not lengthen the time the write lock is held."""
         finish = finish or (lambda raw: raw)
+        tool, key = args.tool, getattr(args, "idempotency_key", None)  # read-only tools take no key
         if key is None:
             async with self.db.write() as conn:
                 raw = await body(conn)
             return finish(raw)
         if not 1 <= len(key) <= 200:
             raise InvalidArgument(f"idempotency_key must be 1 to 200 characters, got {len(key)}")
-        request_hash = value_hash(canonical(arguments, what="arguments"))
+        request_hash = value_hash(canonical(args.fingerprint(), what="arguments"))
         for _ in range(3):
             try:
                 async with self.db.write() as conn:

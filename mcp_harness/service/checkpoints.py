@@ -8,9 +8,10 @@ patch names: the others keep their hashes without being read.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
-from ..config import check_int, check_name
+from ..arguments import ListCheckpointsArgs, RestoreStateArgs, SaveCheckpointArgs
+from ..config import check_int
 from ..errors import InvalidArgument, NotFound, TooLarge, VersionConflict
 from ..jsonvalue import (
     canonical,
@@ -22,18 +23,18 @@ from ..jsonvalue import (
     resolve_pointer,
     value_hash,
 )
-from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
+from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult, ThreadInfo
 from ..store import Connection
 from ..store import checkpoints as store
 from ..store.common import now
-from ..store.records import CheckpointRow
+from ..store.records import CheckpointRow, CheckpointWithManifest
 from . import lists, manifest
 from .base import Identity, ServiceBase, iso, new_id
 from .manifest import INLINE_MAX_BYTES, Blob, Entry, Inline
 from .schemas import validate_state
 
 
-def checkpoint_meta(row: CheckpointRow) -> CheckpointMeta:
+def checkpoint_meta(row: CheckpointRow | CheckpointWithManifest) -> CheckpointMeta:
     """A checkpoint's metadata, as tools show it."""
     metadata = json.loads(row.metadata_json) if row.metadata_json else None
     return CheckpointMeta(
@@ -44,43 +45,20 @@ def checkpoint_meta(row: CheckpointRow) -> CheckpointMeta:
 
 class CheckpointService(ServiceBase):
     async def save(
-        self,
-        ident: Identity,
-        *,
-        state: dict[str, Any],
-        thread: str = "main",
-        mode: Literal["replace", "merge"] = "replace",
-        label: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
+        self, ident: Identity, args: SaveCheckpointArgs | None = None, /, **fields: Any
     ) -> SaveCheckpointResult:
-        check_name("thread", thread)
-        check_int("expected_version", expected_version, 0)
-        if not isinstance(state, dict):
-            raise InvalidArgument("state must be a JSON object")
+        """Save a state as its thread's next version (`args`, or its fields as keywords)."""
+        args = SaveCheckpointArgs.of(args, fields)
+        state, thread, mode, label, metadata = args.state, args.thread, args.mode, args.label, args.metadata
+        expected_version = args.expected_version
         check_depth(state, self.limits.max_depth, what="state")
-        metadata_json = None
-        if metadata is not None:
-            check_depth(metadata, self.limits.max_depth, what="metadata")
-            raw = canonical(metadata, what="metadata")
-            if len(raw) > self.limits.max_value_bytes:
-                raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
-            metadata_json = dumps(metadata)
+        metadata_json = self._metadata_json(metadata)
         # Encode, before any lock is taken, the values stored as given (a merge's object patches are
         # encoded after merging, null patches delete).
         encoded = {
             k: canonical(v, what=f"state[{k!r}]")
             for k, v in state.items()
             if mode == "replace" or not (v is None or isinstance(v, dict))
-        }
-        args = {
-            "state": state,
-            "thread": thread,
-            "mode": mode,
-            "label": label,
-            "metadata": metadata,
-            "expected_version": expected_version,
         }
 
         async def body(conn: Connection) -> SaveCheckpointResult:
@@ -130,7 +108,17 @@ class CheckpointService(ServiceBase):
                 size_bytes=size,
             )
 
-        return await self.exactly_once(ident, "save_checkpoint", idempotency_key, args, SaveCheckpointResult, body)
+        return await self.exactly_once(ident, args, SaveCheckpointResult, body)
+
+    def _metadata_json(self, metadata: dict[str, Any] | None) -> str | None:
+        """A checkpoint's metadata as stored, once checked against the limits."""
+        if metadata is None:
+            return None
+        check_depth(metadata, self.limits.max_depth, what="metadata")
+        raw = canonical(metadata, what="metadata")
+        if len(raw) > self.limits.max_value_bytes:
+            raise TooLarge(f"metadata is {len(raw)} bytes, over the limit of {self.limits.max_value_bytes}")
+        return dumps(metadata)
 
     async def _build_manifest(
         self,
@@ -194,14 +182,12 @@ class CheckpointService(ServiceBase):
         self,
         conn: Connection,
         ident: Identity,
-        *,
-        thread: str,
-        version: int | None,
-        checkpoint_id: str | None,
-        label: str | None,
-        paths: list[str] | None,
+        args: RestoreStateArgs,
     ) -> tuple[CheckpointMeta | None, dict[str, Any] | None, list[str] | None]:
         """(metadata, state or the requested paths, missing paths) of one checkpoint, or Nones."""
+        thread, version, checkpoint_id, label, paths = (
+            args.thread, args.version, args.checkpoint_id, args.label, args.paths
+        )  # fmt: skip
         chosen = [
             name
             for name, v in (("version", version), ("checkpoint_id", checkpoint_id), ("label", label))
@@ -240,12 +226,27 @@ class CheckpointService(ServiceBase):
                 out[pointer] = value
         return checkpoint_meta(row), out, missing
 
+    async def threads(self, ident: Identity) -> list[ThreadInfo]:
+        """The workspace's threads with their latest checkpoint, by name."""
+        async with self.db.read() as conn:
+            rows = await store.list_threads(conn, ident.workspace)
+        return [
+            ThreadInfo(
+                thread=r.name,
+                latest_version=r.latest_version,
+                checkpoint_id=r.latest_id,
+                size_bytes=r.size_bytes,
+                updated_at=iso(r.updated_at),
+            )
+            for r in rows
+        ]
+
     async def list(
-        self, ident: Identity, *, thread: str = "main", limit: int = 20, before_version: int | None = None
+        self, ident: Identity, args: ListCheckpointsArgs | None = None, /, **fields: Any
     ) -> ListCheckpointsResult:
-        check_name("thread", thread)
-        check_int("before_version", before_version, 1)
-        check_int("limit", limit, 1, 200)
+        """Checkpoint metadata, newest first (`args`, or its fields as keywords)."""
+        args = ListCheckpointsArgs.of(args, fields)
+        thread, limit, before_version = args.thread, args.limit, args.before_version
         async with self.db.read() as conn:
             rows = await store.list_checkpoints(
                 conn, ident.workspace, thread, limit=limit + 1, before_version=before_version

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
-from ..config import check_name
+from ..config import NAME_RE, check_name
 from ..errors import InvalidArgument
 from ..store import SCHEMA_VERSION
 from ..store import backup as store
@@ -15,6 +16,8 @@ from ..store import tasks as tasks_store
 from ..store.common import now
 from . import lists, manifest
 from .base import ServiceBase
+from .import_check import ImportChecker
+from .import_records import parse_line
 from .manifest import Blob, Chain
 
 FORMAT = "mcp-harness-export"
@@ -50,52 +53,58 @@ class MaintenanceService(ServiceBase):
                         progress("exported rows", count)
             progress("exported rows", count)
 
-    async def import_lines(self, lines: Iterable[str], progress: Progress = _quiet) -> dict[str, int]:
-        """Read an export back in one transaction: all of it lands, or (on any error) none of it.
-        A workspace that already holds data in this database is refused, never merged."""
+    async def import_lines(self, lines: Iterable[str | bytes], progress: Progress = _quiet) -> dict[str, int]:
+        """Read an export back. Every record is checked first (`import_check`: the tools' rules and
+        limits, duplicates, references), so a bad file stores nothing; then it is written in one
+        transaction. A workspace that already holds data in this database is refused, never merged.
+        The lines are kept in a temporary file between the two passes (any size, read once)."""
         rows = iter(enumerate(lines, start=1))
-        header = _parse(next(rows, (1, ""))[1], 1)
-        if header.get("type") != "header" or header.get("format") != FORMAT:
-            raise InvalidArgument("line 1 is not an mcp-harness export header")
-        if header.get("format_version", 0) > FORMAT_VERSION:
-            raise InvalidArgument(f"this export uses format version {header['format_version']}; upgrade mcp-harness")
-        counts: dict[str, int] = {}
-        checked: set[str] = set()
-        ids = store.ImportIds()
-        async with self.db.cold_write() as conn:
-            for number, line in rows:
-                if not line.strip():
-                    continue
-                record = _parse(line, number)
-                kind = record.pop("type", None)
-                if kind not in store.KINDS and kind != "task_tag":
-                    raise InvalidArgument(f"line {number}: unknown record type {kind!r}")
-                ws = record.get("name") if kind == "workspace" else record.get("workspace")
-                if not isinstance(ws, str):
-                    raise InvalidArgument(f"line {number}: the record names no workspace")
-                if ws not in checked:
-                    check_name("workspace", ws)
-                    if await store.workspace_has_data(conn, ws):
-                        raise InvalidArgument(
-                            f"workspace {ws!r} already has data in this database: import into a fresh database "
-                            "(imports never merge into existing data)"
-                        )
-                    checked.add(ws)
-                try:
-                    if kind == "checkpoint":
-                        record["manifest"] = manifest.dumps(
-                            lists.remap(manifest.loads(record["manifest"]), ids.segments)
-                        )
-                    await store.import_row(conn, kind, record, ids)
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise InvalidArgument(f"line {number}: a {kind} record is incomplete ({exc})") from exc
-                counts[kind] = counts.get(kind, 0) + 1
+        header = parse_line(1, next(rows, (1, ""))[1]) or {}
+        checker = ImportChecker(self.limits, _check_header(header))
+        with tempfile.TemporaryFile() as spool:
+            for number, raw in rows:
+                record = parse_line(number, raw)
+                if record is not None:
+                    checker.record(number, str(record.pop("type", None)), record)
+                    spool.write(f"{number} ".encode() + (raw if isinstance(raw, bytes) else raw.encode()).rstrip())
+                    spool.write(b"\n")
                 if number % 1000 == 0:
-                    progress("imported rows", number)
-        progress("imported rows", sum(counts.values()))
+                    progress("checked rows", number)
+            checker.finish()
+            spool.seek(0)
+            counts = await self._write(spool, checker, progress)
         if counts.get("task", 0):
             async with self.db.single() as conn:
                 await tasks_store.refresh_statistics(conn)
+        return counts
+
+    async def _write(self, spool: IO[bytes], checker: ImportChecker, progress: Progress) -> dict[str, int]:
+        """The checked records, inserted in one transaction (ids renumbered where the target decides)."""
+        counts: dict[str, int] = {}
+        ids = store.ImportIds()
+        async with self.db.cold_write() as conn:
+            for ws in checker.workspaces:
+                if await store.workspace_has_data(conn, ws):
+                    raise InvalidArgument(
+                        f"workspace {ws!r} already has data in this database: import into a fresh database "
+                        "(imports never merge into existing data)"
+                    )
+            for line in spool:
+                number, _, raw = line.partition(b" ")
+                record = json.loads(raw)
+                kind = record.pop("type")
+                if kind == "checkpoint":
+                    record["manifest"] = manifest.dumps(lists.remap(manifest.loads(record["manifest"]), ids.segments))
+                if kind == "task":
+                    record.update(checker.task_flags[(record["workspace"], record["key"])])
+                try:
+                    await store.import_row(conn, kind, record, ids)
+                except InvalidArgument as exc:
+                    raise InvalidArgument(f"line {int(number)}: {exc.message}") from None
+                counts[kind] = counts.get(kind, 0) + 1
+                if sum(counts.values()) % 1000 == 0:
+                    progress("imported rows", sum(counts.values()))
+        progress("imported rows", sum(counts.values()))
         return counts
 
     async def prune(
@@ -138,11 +147,17 @@ class MaintenanceService(ServiceBase):
         return PruneReport(workspaces=len(names), checkpoints_deleted=deleted, values_deleted=values)
 
 
-def _parse(line: str, number: int) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"line {number} is not JSON: {exc.msg}") from None
-    if not isinstance(record, dict):
-        raise InvalidArgument(f"line {number} is not a JSON object")
-    return record
+def _check_header(header: dict[str, Any]) -> list[str]:
+    """The workspaces an export header lists; anything but a header this version can read is refused."""
+    if header.get("type") != "header" or header.get("format") != FORMAT:
+        raise InvalidArgument("line 1 is not an mcp-harness export header")
+    version = header.get("format_version")
+    if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+        if type(version) is int and version > FORMAT_VERSION:
+            raise InvalidArgument(f"this export uses format version {version}; upgrade mcp-harness")
+        raise InvalidArgument(f"line 1: format_version must be a whole number from 1 to {FORMAT_VERSION}, "
+                              f"not {str(version)[:40]!r}")  # fmt: skip
+    names = header.get("workspaces")
+    if not isinstance(names, list) or not all(isinstance(n, str) and NAME_RE.fullmatch(n) for n in names):
+        raise InvalidArgument("line 1: the header's workspaces must be a list of workspace names")
+    return names

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..config import check_name
+from ..arguments import RecordProgressArgs
 from ..errors import InvalidArgument, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
-from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
+from ..models import ProgressEntry, RecordProgressResult
 from ..store import Connection
 from ..store import progress as store
 from ..store.common import now
@@ -65,21 +65,11 @@ async def append_entry(
 
 class ProgressService(ServiceBase):
     async def record(
-        self,
-        ident: Identity,
-        *,
-        summary: str,
-        thread: str = "main",
-        status: ProgressStatus = "note",
-        details: str | None = None,
-        next_steps: list[str] | None = None,
-        task_key: str | None = None,
-        artifacts: dict[str, Any] | None = None,
-        idempotency_key: str | None = None,
+        self, ident: Identity, args: RecordProgressArgs | None = None, /, **fields: Any
     ) -> RecordProgressResult:
-        check_name("thread", thread)
-        if task_key is not None:
-            check_name("task_key", task_key)
+        """Append an entry to the progress log (`args`, or its fields as keywords)."""
+        args = RecordProgressArgs.of(args, fields)
+        summary, details, artifacts = args.summary, args.details, args.artifacts
         if not summary.strip():
             raise InvalidArgument("summary must not be empty")
         limit = self.limits.max_text_chars
@@ -90,21 +80,13 @@ class ProgressService(ServiceBase):
             check_depth(artifacts, self.limits.max_depth, what="artifacts")
             if len(canonical(artifacts, what="artifacts")) > self.limits.max_value_bytes:
                 raise TooLarge(f"artifacts are over the limit of {self.limits.max_value_bytes} bytes")
-        args = {
-            "summary": summary,
-            "thread": thread,
-            "status": status,
-            "details": details,
-            "next_steps": next_steps,
-            "task_key": task_key,
-            "artifacts": artifacts,
-        }
-        canonical(args, what="progress entry")  # NaN, lone surrogates: refuse before storing
+        entry = args.fingerprint()
+        canonical(entry, what="progress entry")  # NaN, lone surrogates: refuse before storing
 
         async def body(conn: Connection) -> RecordProgressResult:
-            return await append_entry(conn, ident, **args)
+            return await append_entry(conn, ident, **entry)
 
-        return await self.exactly_once(ident, "record_progress", idempotency_key, args, RecordProgressResult, body)
+        return await self.exactly_once(ident, args, RecordProgressResult, body)
 
     async def recent(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..arguments import AddTasksArgs
 from ..errors import InvalidArgument, TaskConflict, TooLarge
 from ..jsonvalue import canonical, dumps, value_hash
 from ..models import AddTasksResult, TaskSpec
@@ -24,17 +25,16 @@ class AddingTasks(WaitingClaims):
         super().__init__(*args, **kwargs)
         self._added_since_statistics = 0
 
-    async def add(
-        self, ident: Identity, *, tasks: list[TaskSpec], idempotency_key: str | None = None
-    ) -> AddTasksResult:
-        specs = self._check_specs(tasks)
+    async def add(self, ident: Identity, args: AddTasksArgs | None = None, /, **fields: Any) -> AddTasksResult:
+        """Add tasks; identical re-adds are no-ops (`args`, or its fields as keywords)."""
+        args = AddTasksArgs.of(args, fields)
+        specs = self._check_specs(args.tasks)
         hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
-        args = {"tasks": [s.model_dump(mode="json") for s in tasks]}
 
         async def body(conn: Connection) -> AddTasksResult:
             return await self._insert(conn, ident, specs, hashes)
 
-        result = await self.exactly_once(ident, "add_tasks", idempotency_key, args, AddTasksResult, body)
+        result = await self.exactly_once(ident, args, AddTasksResult, body)
         if result.created:
             self._notify()
         self._added_since_statistics += len(result.created)

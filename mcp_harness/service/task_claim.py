@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import anyio
 
-from ..config import LEASE_SECONDS, check_int, check_name
+from ..arguments import ClaimTaskArgs
 from ..errors import NotFound
 from ..models import ClaimTaskResult
 from ..store import Connection
@@ -42,22 +43,12 @@ async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at
 
 
 class ClaimingTasks(WaitingClaims):
-    async def claim(
-        self,
-        ident: Identity,
-        *,
-        lease_seconds: int = 900,
-        tags: list[str] | None = None,
-        task_key: str | None = None,
-        wait_seconds: float = 0,
-        idempotency_key: str | None = None,
-    ) -> ClaimTaskResult:
-        check_int("lease_seconds", lease_seconds, *LEASE_SECONDS)
-        check_int("wait_seconds", wait_seconds, 0, 60)
-        if task_key is not None:
-            check_name("task_key", task_key)
-        args = {"lease_seconds": lease_seconds, "tags": tags, "task_key": task_key, "wait_seconds": wait_seconds}
-        deadline = anyio.current_time() + wait_seconds
+    async def claim(self, ident: Identity, args: ClaimTaskArgs | None = None, /, **fields: Any) -> ClaimTaskResult:
+        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
+        (`args`, or its fields as keywords)."""
+        args = ClaimTaskArgs.of(args, fields)
+        lease_seconds, tags, task_key = args.lease_seconds, args.tags, args.task_key
+        deadline = anyio.current_time() + args.wait_seconds
 
         async def body(conn: Connection) -> tuple[ClaimedTask, float] | ClaimTaskResult:
             return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
@@ -66,19 +57,12 @@ class ClaimingTasks(WaitingClaims):
             return raw if isinstance(raw, ClaimTaskResult) else _claimed(*raw)
 
         while True:
-            if idempotency_key is None:
+            if args.idempotency_key is None:
                 taken = await self._claim_single(ident, lease_seconds, tags, task_key)
                 if taken is not None:
                     return taken
             result = await self.exactly_once(
-                ident,
-                "claim_task",
-                idempotency_key,
-                args,
-                ClaimTaskResult,
-                body,
-                finish=finish,
-                remember=lambda r: r.task is not None,
+                ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None
             )
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:

@@ -4,9 +4,9 @@ fenced by it; reopen revives a finished task), behind `update`, the dispatcher t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
-from ..config import LEASE_SECONDS, check_int, check_name
+from ..arguments import UpdateTaskArgs
 from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import HeartbeatResult, UpdateTaskResult
@@ -19,79 +19,53 @@ from .task_events import event, lease_history, logged
 from .task_views import lease_of, status_of, task_view
 from .task_wait import WaitingClaims
 
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
 #: one action's change inside the write transaction: (connection, time) -> the updated row
 Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 Answer = UpdateTaskResult | HeartbeatResult
 
 
 class UpdatingTasks(WaitingClaims):
-    async def update(
-        self,
-        ident: Identity,
-        *,
-        task_key: str,
-        action: Action,
-        lease_token: str | None = None,
-        lease_seconds: int | None = None,
-        result: Any = None,
-        verification: str | None = None,
-        error: str | None = None,
-        retry: bool = True,
-        reason: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Answer:
-        """Check the arguments, then run the action's method."""
-        args = {
-            "task_key": task_key,
-            "action": action,
-            "lease_token": lease_token,
-            "lease_seconds": lease_seconds,
-            "result": result,
-            "verification": verification,
-            "error": error,
-            "retry": retry,
-            "reason": reason,
-        }
+    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
+        """Check the arguments, then run the action's method (`args`, or its fields as keywords)."""
+        args = UpdateTaskArgs.of(args, fields)
         self._check_update(args)
-        canonical(args, what="arguments")
+        canonical(args.fingerprint(), what="arguments")
         run = {
             "heartbeat": self._heartbeat,
             "complete": self._complete,
             "fail": self._fail,
             "release": self._release,
             "reopen": self._reopen,
-        }[action]
-        return await run(ident, args, idempotency_key)
+        }[args.action]
+        return await run(ident, args)
 
-    def _check_update(self, args: dict[str, Any]) -> None:
-        """Refuse what no action accepts: a missing lease token, verification or reason, values over the limits."""
-        action = args["action"]
-        check_name("task_key", args["task_key"])
-        if action != "reopen" and not args["lease_token"]:
+    def _check_update(self, args: UpdateTaskArgs) -> None:
+        """Refuse what the action does not accept: a missing lease token, verification or reason, values over
+        the limits."""
+        action = args.action
+        if action != "reopen" and not args.lease_token:
             raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
-        if action == "complete" and not (args["verification"] or "").strip():
+        if action == "complete" and not (args.verification or "").strip():
             raise InvalidArgument("complete needs verification: say how the result was verified")
-        if action == "reopen" and not (args["reason"] or "").strip():
+        if action == "reopen" and not (args.reason or "").strip():
             raise InvalidArgument("reopen needs a reason (it is recorded in the progress log)")
-        check_int("lease_seconds", args["lease_seconds"], *LEASE_SECONDS)
-        if args["result"] is not None:
-            check_depth(args["result"], self.limits.max_depth, what="result")
-            if len(canonical(args["result"], what="result")) > self.limits.max_value_bytes:
+        if args.result is not None:
+            check_depth(args.result, self.limits.max_depth, what="result")
+            if len(canonical(args.result, what="result")) > self.limits.max_value_bytes:
                 raise TooLarge(f"result is over the limit of {self.limits.max_value_bytes} bytes")
         for name in ("verification", "error", "reason"):
-            text = args[name]
+            text = getattr(args, name)
             if text is not None and len(text) > self.limits.max_text_chars:
                 raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
 
     # -- the actions ------------------------------------------------------------------------------
-    async def _heartbeat(self, ident: Identity, args: dict[str, Any], key: str | None) -> Answer:
+    async def _heartbeat(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Extend the lease (by lease_seconds, else by the length the claim asked for): answers the lease."""
-        seconds = args["lease_seconds"]
+        seconds = args.lease_seconds
 
         async def body(conn: Connection) -> tuple[TaskRecord, float]:
             at = now()
-            current = await self._current(conn, ident.workspace, args["task_key"])
+            current = await self._current(conn, ident.workspace, args.task_key)
             values = {
                 "lease_expires_at": at + (seconds or current.lease_seconds or 900),
                 "lease_seconds": seconds or current.lease_seconds,
@@ -102,32 +76,32 @@ class UpdatingTasks(WaitingClaims):
         def finish(raw: tuple[TaskRecord, float]) -> HeartbeatResult:
             return HeartbeatResult(lease=lease_of(*raw))
 
-        return await self.exactly_once(ident, "update_task", key, args, HeartbeatResult, body, finish=finish)
+        return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish)
 
-    async def _complete(self, ident: Identity, args: dict[str, Any], key: str | None) -> Answer:
+    async def _complete(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Finish the task with its result and how it was verified; its dependents may become ready. The
         same lease completing again (a retry) answers the task unchanged."""
-        result_json = dumps(args["result"]) if args["result"] is not None else None
-        done_event = event("complete", ident.agent, {"verification": args["verification"]})
+        result_json = dumps(args.result) if args.result is not None else None
+        done_event = event("complete", ident.agent, {"verification": args.verification})
 
         def done(at: float) -> dict[str, Any]:
             return {
                 "status": "done",
                 "ready": False,  # finished tasks leave the claim scan
                 "result": result_json,
-                "verification": args["verification"],
+                "verification": args.verification,
                 "last_error": None,
                 "completed_at": at,
                 "lease_expires_at": None,
                 "updated_at": at,
             }
 
-        if key is None:
+        if args.idempotency_key is None:
             # The common case, a task nothing depends on, is one statement (see ClaimingTasks._claim_single).
             at = now()
             async with self.db.single() as conn:
                 row = await store.update_leased(
-                    conn, ident.workspace, args["task_key"], args["lease_token"], done(at), done_event, at,
+                    conn, ident.workspace, args.task_key, args.lease_token, done(at), done_event, at,
                     leaf_only=True,
                 )  # fmt: skip
             if row is not None:
@@ -135,41 +109,41 @@ class UpdatingTasks(WaitingClaims):
                 return task_view(row, at, UpdateTaskResult, unblocked=[])
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
-            if current.status == "done" and current.lease_token == args["lease_token"]:
+            current = await self._current(conn, ident.workspace, args.task_key)
+            if current.status == "done" and current.lease_token == args.lease_token:
                 return current  # completed by this very lease already: nothing to do
             return await self._leased(conn, ident, args, done(at), done_event, at)
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _fail(self, ident: Identity, args: dict[str, Any], key: str | None) -> Answer:
+    async def _fail(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Give the task up as failed: retried after a backoff while attempts remain (and retry), else failed."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
-            gone = {"lease_token": None, "lease_expires_at": None, "last_error": args["error"], "updated_at": at}
-            if args["retry"] and current.attempts < current.max_attempts:
+            current = await self._current(conn, ident.workspace, args.task_key)
+            gone = {"lease_token": None, "lease_expires_at": None, "last_error": args.error, "updated_at": at}
+            if args.retry and current.attempts < current.max_attempts:
                 delay = min(
                     self.settings.backoff_cap_seconds,
                     self.settings.backoff_base_seconds * 2 ** max(0, current.attempts - 1),
                 )
                 values = {**gone, "status": "pending", "owner": None, "available_at": at + delay}
-                detail = {"error": args["error"], "retry_in": delay}
+                detail = {"error": args.error, "retry_in": delay}
             else:
                 values = {**gone, "status": "failed", "ready": False}
-                detail = {"error": args["error"]}
+                detail = {"error": args.error}
             ev = event("fail", ident.agent, detail)
             row = await self._leased(conn, ident, args, values, ev, at)
             await logged(conn, ident.workspace, row.key, current.attempts, ev, at, recorded=True)
             return row
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _release(self, ident: Identity, args: dict[str, Any], key: str | None) -> Answer:
+    async def _release(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Hand the task back unfinished, at once claimable, without using up an attempt."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            current = await self._current(conn, ident.workspace, args["task_key"])
+            current = await self._current(conn, ident.workspace, args.task_key)
             values = {
                 "status": "pending",
                 "owner": None,
@@ -181,12 +155,12 @@ class UpdatingTasks(WaitingClaims):
             }
             return await self._leased(conn, ident, args, values, event("release", ident.agent), at)
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
-    async def _reopen(self, ident: Identity, args: dict[str, Any], key: str | None) -> Answer:
+    async def _reopen(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Revive a done or failed task (attempts start again; its result and verification are cleared,
         their old values kept in the reopen event), noting why in the progress log."""
-        task_key, reason = args["task_key"], args["reason"]
+        task_key, reason = args.task_key, args.reason
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             ws = ident.workspace
@@ -220,15 +194,13 @@ class UpdatingTasks(WaitingClaims):
             await logged(conn, ws, task_key, before.attempts, ev, at)
             return row
 
-        return await self._transact(ident, args, key, change)
+        return await self._transact(ident, args, change)
 
     # -- shared steps -----------------------------------------------------------------------------
-    async def _transact(
-        self, ident: Identity, args: dict[str, Any], key: str | None, change: Change
-    ) -> UpdateTaskResult:
+    async def _transact(self, ident: Identity, args: UpdateTaskArgs, change: Change) -> UpdateTaskResult:
         """Run one action's change exactly once; the task's dependents' flags are brought up to date (a
         revoked lease logged) and waiting claims are woken."""
-        action, task_key = args["action"], args["task_key"]
+        action, task_key = args.action, args.task_key
 
         async def body(conn: Connection) -> tuple[TaskRecord, float, store.Settled]:
             at = now()
@@ -250,7 +222,7 @@ class UpdatingTasks(WaitingClaims):
                 extra["revoked"] = [lost.key for lost in settled.revoked]
             return task_view(row, at, UpdateTaskResult, **extra)
 
-        result = await self.exactly_once(ident, "update_task", key, args, UpdateTaskResult, body, finish=finish)
+        result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
         self._notify()
         return result
 
@@ -265,25 +237,25 @@ class UpdatingTasks(WaitingClaims):
         self,
         conn: Connection,
         ident: Identity,
-        args: dict[str, Any],
+        args: UpdateTaskArgs,
         values: dict[str, Any],
         ev: store.Event | None,
         at: float,
     ) -> TaskRecord:
         """Apply `values` (and record `ev`) if the caller's lease still holds, else say why it does not."""
-        row = await store.update_leased(conn, ident.workspace, args["task_key"], args["lease_token"], values, ev, at)
+        row = await store.update_leased(conn, ident.workspace, args.task_key, args.lease_token, values, ev, at)
         if row is None:
             await self._explain_lease_lost(conn, ident.workspace, args)
         return row
 
-    async def _explain_lease_lost(self, conn: Connection, ws: str, args: dict[str, Any]) -> None:
+    async def _explain_lease_lost(self, conn: Connection, ws: str, args: UpdateTaskArgs) -> None:
         """`lease_lost`, saying what happened to the lease, from the task's events."""
-        key, action = args["task_key"], args["action"]
+        key, action = args.task_key, args.action
         row = await self._current(conn, ws, key)
         now_ = f"it is {status_of(row)} now" + (
             f", held by agent {row.owner!r} (attempt {row.attempts})" if row.status == "claimed" else ""
         )
-        ended = lease_history(await store.events(conn, ws, key), args["lease_token"])
+        ended = lease_history(await store.events(conn, ws, key), args.lease_token)
         if ended is None:
             raise LeaseLost(
                 f"cannot {action} task {key!r}: this lease_token never held it ({now_}); "

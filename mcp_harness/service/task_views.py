@@ -97,8 +97,9 @@ def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         prefix, value = raw.split(":", 1)
-        if prefix != "t":
+        number = int(value)
+        if prefix != "t" or not 0 <= number < 2**63:  # task ids are positive 64-bit integers
             raise ValueError(prefix)
-        return int(value)
+        return number
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("cursor is not one that list_tasks returned") from None

@@ -6,8 +6,10 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from ..config import check_int, check_name
+from ..arguments import ListTasksArgs
+from ..config import check_name
 from ..errors import NotFound
 from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskEvent, TaskStory
 from ..store import Connection
@@ -23,26 +25,19 @@ from .task_views import decode_cursor, encode_cursor, held_task, task_detail, ta
 
 
 class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
-    async def list(
-        self,
-        ident: Identity,
-        *,
-        status: str | list[str] | None = None,
-        ready: bool | None = None,
-        tag: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> ListTasksResult:
-        """Tasks in creation order; `status` one or a list; `ready`: only those a claim could take now
-        (true) or only the others (false)."""
-        check_int("limit", limit, 1, 500)
-        statuses = [status] if isinstance(status, str) else status
-        after = decode_cursor(cursor) if cursor else 0
+    async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
+        """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
+        `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""
+        args = ListTasksArgs.of(args, fields)
+        limit = args.limit
+        statuses = [args.status] if isinstance(args.status, str) else args.status
+        after = decode_cursor(args.cursor) if args.cursor else 0
         at = now()
         async with self.db.read() as conn:
             rows = await store.page(
-                conn, ident.workspace, statuses=statuses, ready=ready, now=at, tag=tag, limit=limit + 1, after_id=after
-            )
+                conn, ident.workspace, statuses=statuses, ready=args.ready, now=at, tag=args.tag, limit=limit + 1,
+                after_id=after,
+            )  # fmt: skip
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
         rows = rows[:limit]

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Table, delete, func, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from ..errors import InvalidArgument
 from .tables import (
     Blob,
     Checkpoint,
@@ -92,7 +94,21 @@ class ImportIds:
 
 async def import_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids: ImportIds) -> None:
     """Insert one exported row (tags are matched to their task by key; segments are renumbered, and
-    the caller renumbers the segment ids inside checkpoint manifests with `ids.segments`)."""
+    the caller renumbers the segment ids inside checkpoint manifests with `ids.segments`). A row the
+    database refuses (an id another workspace already uses, a number out of a column's range) is
+    `invalid_argument`."""
+    try:
+        await _insert_row(conn, kind, row, ids)
+    except IntegrityError:
+        raise InvalidArgument(f"this {kind} has an id or key that is already in this database") from None
+    except DBAPIError as exc:
+        if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            raise  # the database, not the row
+        reason = str(exc.orig).splitlines()[0][:200] if exc.orig is not None else type(exc).__name__
+        raise InvalidArgument(f"the database refused this {kind} ({reason})") from None
+
+
+async def _insert_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids: ImportIds) -> None:
     if kind == "task_tag":
         task_id = ids.tasks[(row["workspace"], row["task_key"])]
         await conn.execute(

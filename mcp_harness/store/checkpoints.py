@@ -7,7 +7,7 @@ from typing import Any
 from . import queries as q
 from .common import ensure_workspace, now
 from .connection import Connection, array
-from .records import CheckpointRow, ThreadHead, ThreadRow
+from .records import CheckpointRow, CheckpointWithManifest, ThreadHead, ThreadRow
 
 
 async def lock_thread(conn: Connection, workspace: str, thread: str) -> ThreadHead:
@@ -44,7 +44,7 @@ async def get_checkpoint(
     version: int | None = None,
     checkpoint_id: str | None = None,
     label: str | None = None,
-) -> CheckpointRow | None:
+) -> CheckpointWithManifest | None:
     """One checkpoint with its manifest: by id, version, label (the newest with it) or the latest."""
     if checkpoint_id is not None:
         return await conn.fetch_one(q.CHECKPOINT_BY_ID, {"ws": workspace, "id": checkpoint_id})
@@ -69,7 +69,7 @@ async def load_values(conn: Connection, workspace: str, hashes: list[str]) -> di
 async def list_checkpoints(
     conn: Connection, workspace: str, thread: str, *, limit: int, before_version: int | None
 ) -> list[CheckpointRow]:
-    """Checkpoints without their manifests, newest first, one page (one query, no states loaded)."""
+    """Checkpoint metadata, newest first, one page (one query, no states loaded)."""
     params = {"ws": workspace, "thread": thread, "limit": limit}
     if before_version is None:
         return await conn.fetch_all(q.LIST_CHECKPOINTS, params)
@@ -86,5 +86,5 @@ async def count_checkpoints(conn: Connection, workspace: str) -> int:
 
 
 async def largest(conn: Connection, workspace: str, limit: int = 5) -> list[CheckpointRow]:
-    """The biggest checkpoints (without manifests), newest first among equals."""
+    """The biggest checkpoints, newest first among equals."""
     return await conn.fetch_all(q.LARGEST_CHECKPOINTS, {"ws": workspace, "limit": limit})

@@ -2,9 +2,9 @@
 
 A `Query` is literal SQL with `:name` parameters (written once, or once per dialect where SQLite and
 PostgreSQL differ); asyncpg's `$1, $2 ...` form is derived from it once, when the query is made.
-`Connection` runs queries and hands rows back as named tuples: the query's own record type (a
-`NamedTuple` whose field names must equal the columns the query selects, checked on the first
-rows) or, without one, a tuple type named after the columns. Implementations: `sqlite.py`
+`Connection` runs queries and hands rows back as `Record`s, tuples whose fields are read by name:
+the query's own record type (whose field names must equal the columns the query selects, checked on
+the first rows) or, without one, a record type named after the columns. Implementations: `sqlite.py`
 (sqlite3) and `postgres.py` (asyncpg). SQLAlchemy never runs here; it serves the cold paths (see
 `Database.cold_read()` and `cold_write()`).
 """
@@ -12,12 +12,21 @@ rows) or, without one, a tuple type named after the columns. Implementations: `s
 from __future__ import annotations
 
 import json
+import keyword
 import re
 import typing
-from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache, partial
-from typing import Any, Literal, Protocol
+from operator import itemgetter
+from typing import Any, ClassVar, Literal, Protocol
+
+try:  # what namedtuple's fields are made of: reading one costs what `row[i]` does
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - other Pythons
+
+    def _tuplegetter(index: int, doc: str) -> Any:
+        return property(itemgetter(index), doc=doc)
+
 
 Dialect = Literal["sqlite", "postgresql"]
 Params = Mapping[str, Any]
@@ -35,6 +44,32 @@ class StorageError(Exception):
 class UniqueViolation(StorageError):
     """A write collided with a row another transaction committed first (a unique constraint);
     the transaction was rolled back."""
+
+
+class Record(tuple):
+    """A row: a tuple of column values whose fields, declared as annotations, read them by name.
+    `Record(values)` makes one from a sequence, at tuple's own speed in C (a NamedTuple's generated
+    constructor is Python: twice the cost per row of a 2,000-row listing). A subclass declares
+    `__slots__ = ()` and its fields; a subclass of a record appends fields to its parent's."""
+
+    __slots__ = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__slots__" not in cls.__dict__:
+            raise TypeError(f"record {cls.__name__} must declare __slots__ = ()")
+        own = list(cls.__dict__.get("__annotations__", {}))
+        cls._fields = (*cls._fields, *own)
+        for index, name in enumerate(cls._fields):
+            if name in own:
+                setattr(cls, name, _tuplegetter(index, f"column {name}"))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in zip(self._fields, self, strict=True))})"
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self, strict=True))
 
 
 class Query:
@@ -61,11 +96,11 @@ class Query:
             pass
         names = tuple(columns())
         if self.row is None:
-            make = partial(tuple.__new__, row_type(names))
+            make: Callable[[Sequence[Any]], Any] = row_type(names)
         else:
             if names != self.row._fields:
                 raise StorageError(f"query {self.name} returns columns {names}, its row type {self.row._fields}")
-            make = partial(tuple.__new__, self.row)
+            make = self.row
             bools = bool_fields(self.row) if dialect == "sqlite" else ()
             if bools:  # SQLite has no boolean type: it returns 0 and 1
                 make = partial(_with_bools, make, bools)
@@ -89,9 +124,13 @@ def numbered(sql: str) -> tuple[str, tuple[str, ...]]:
 
 
 @cache
-def row_type(names: tuple[str, ...]) -> type:
-    """A named tuple type for rows of these columns (names that are not identifiers become `_0`...)."""
-    return namedtuple("Row", names, rename=True)  # noqa: PYI024
+def row_type(names: tuple[str, ...]) -> type[Record]:
+    """A record type for rows of these columns (a name that is not an identifier, or repeats, is `_<i>`)."""
+    fields: list[str] = []
+    for i, name in enumerate(names):
+        ok = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_") and name not in fields
+        fields.append(name if ok else f"_{i}")
+    return type("Row", (Record,), {"__slots__": (), "__annotations__": dict.fromkeys(fields, "Any")})
 
 
 @cache

@@ -29,14 +29,25 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
+from ..errors import Unavailable
 from . import queries
+from .conditions import PG_READ_ONLY, sqlite_writable
 from .connection import Connection
 from .errors import wrap_errors
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
-from .sqlite import SQLITE_BUSY_TIMEOUT_MS, SqliteConnection, cold_engine, connect, end_transaction, is_busy
+from .sqlite import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    SqliteConnection,
+    cold_engine,
+    connect,
+    create_private,
+    end_transaction,
+    is_busy,
+)
 
 
 class Database:
@@ -57,12 +68,13 @@ class Database:
         self._driver_pool: Any = None  # PostgreSQL: asyncpg's own pool, for `single()`: made on first use
         self._driver_pool_lock = anyio.Lock()
         if self.dialect == "sqlite":
+            create_private(url)
             self._engine = cold_engine(url, max(2, pool_size))
         else:
             # Autocommit at the SQLAlchemy level: transactions are opened on asyncpg itself.
             self._engine = create_async_engine(
                 url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60,
-                isolation_level="AUTOCOMMIT",
+                isolation_level="AUTOCOMMIT", hide_parameters=True,  # parameters hold users' data: never log them
             )  # fmt: skip
 
     @property
@@ -70,19 +82,36 @@ class Database:
         return self.dialect == "sqlite"
 
     async def open(self) -> None:
-        """Create or upgrade the schema (guarded against servers starting at once)."""
-        async with self.cold_write() as conn:
-            await migrate(conn, self.dialect)
+        """Create or upgrade the schema (guarded against servers starting at once). A failure names
+        the database (its file, or its URL without the password)."""
+        try:
+            async with self.cold_write() as conn:
+                await migrate(conn, self.dialect)
+            if self.is_sqlite:
+                # the cold engine's connection (a worker thread) is not needed again until an export,
+                # import or prune: close it now rather than keep a thread idle for the server's life
+                await self._engine.dispose()
+        except Unavailable as exc:
+            raise Unavailable(f"{self.name}: {exc.message}") from exc
+
+    @property
+    def name(self) -> str:
+        """The database for people: a SQLite file's path, or the URL without its password."""
+        url = make_url(self.url)
+        return (url.database or ":memory:") if self.is_sqlite else url.render_as_string(hide_password=True)
 
     async def close(self) -> None:
         for conn in (self._writer, self._reader):
             if conn is not None:
                 conn.close()
         self._writer = self._reader = None
-        if self._driver_pool is not None:
-            await self._driver_pool.close()
-            self._driver_pool = None
-        await self._engine.dispose()
+        # Shielded: a server stopped by a signal closes while its tasks are being cancelled, and a
+        # cancelled close leaves connections behind (and SQLAlchemy's pool logs a traceback for each).
+        with anyio.CancelScope(shield=True):
+            if self._driver_pool is not None:
+                await self._driver_pool.close()
+                self._driver_pool = None
+            await self._engine.dispose()
 
     # -- hot paths: literal SQL on a `Connection` --------------------------------------------------
     @asynccontextmanager
@@ -227,6 +256,12 @@ class Database:
             return int(await conn.fetch_value(queries.DATABASE_SIZE))
 
     async def ping(self) -> None:
-        """Raise `Unavailable` unless the database answers a trivial query."""
+        """Raise `Unavailable` unless the database answers a trivial query and would take a write
+        (a read-only database answers reads, and only its writes fail)."""
         async with self.read() as conn:
-            await conn.fetch_value(queries.PING)
+            answer = await conn.fetch_value(queries.PING)
+        if answer == "on":
+            raise Unavailable(PG_READ_ONLY)
+        path = make_url(self.url).database if self.is_sqlite else None
+        if path and path != ":memory:" and not path.startswith("file:"):
+            sqlite_writable(path)

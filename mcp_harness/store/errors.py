@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from ..errors import HarnessError, Internal, Unavailable
+from .conditions import condition
 from .connection import StorageError, UniqueViolation
 from .sqlite import is_busy
 
@@ -40,10 +41,13 @@ async def wrap_errors() -> AsyncIterator[None]:
 def storage_error(exc: Exception) -> Exception | None:
     """The error to raise for `exc`, or None when it is not a database error (raise it as it is)."""
     driver = _driver_error(exc)
+    known = condition(driver)  # damaged, read-only or full: said so (waiting will not help)
+    if known is not None:
+        return known
     if isinstance(exc, OperationalError) or isinstance(driver, sqlite3.OperationalError) or _pg_unreachable(driver):
         if is_busy(exc):
             return Unavailable("the database is busy (locked by another writer); retry shortly")
-        log.error("database operational error: %s", exc)
+        log.error("database operational error: %s: %s", type(driver).__name__, driver)  # no SQL, no parameters
         return Unavailable("the database is not reachable right now; retry shortly")
     if _unique_violation(driver):
         return UniqueViolation("a concurrent write got there first (a unique constraint)")

@@ -1,5 +1,11 @@
 """Numbered schema migrations, applied on start inside one write transaction.
 
+Every migration is the literal SQL it ran when it was released, per dialect where they differ, and is
+never edited afterwards: a database is exactly what its migrations made it, whatever `tables.py` says
+today. `tables.py` declares the same schema for the code; `tests/test_migrations.py` builds a database
+from these migrations and compares it with those declarations, so a table changed without a new
+migration fails the tests. To change the schema, change `tables.py` and append a migration here.
+
 SQLite: the transaction opens with BEGIN IMMEDIATE, so a second server starting at the same moment
 waits for the first. PostgreSQL: a transaction-scoped advisory lock does the same. A database whose
 schema is newer than this code is refused: an old server must not write a layout it does not know.
@@ -7,37 +13,200 @@ schema is newer than this code is refused: an old server must not write a layout
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import text
 
 from ..errors import Unavailable
-from .tables import Checkpoint, Meta, Segment, metadata
+
+log = logging.getLogger(__name__)
 
 #: any fixed 64-bit number; it names the lock every mcp-harness server takes while migrating
 ADVISORY_LOCK_ID = 0x6D63_7068_6172_6E73
 
+#: The two types the dialects spell differently in migrations 1 and 2, as SQLAlchemy rendered them:
+#: a 64-bit auto-incrementing id (SQLite only auto-increments a column declared exactly INTEGER
+#: PRIMARY KEY, and its INTEGER is 64-bit) and bytes. Part of released migrations: never edit.
+_V1_TYPES = {
+    "sqlite": {"id": "INTEGER", "bytes": "BLOB"},
+    "postgresql": {"id": "BIGSERIAL", "bytes": "BYTEA"},
+}
 
-async def _m1_initial(conn: AsyncConnection) -> None:
-    await conn.run_sync(metadata.create_all)
+_V1_INITIAL = """
+CREATE TABLE api_tokens (
+    token_hash VARCHAR NOT NULL,
+    token_id VARCHAR NOT NULL,
+    workspace VARCHAR NOT NULL,
+    agent VARCHAR NOT NULL,
+    role VARCHAR NOT NULL,
+    created_at FLOAT NOT NULL,
+    revoked_at FLOAT,
+    PRIMARY KEY (token_hash),
+    UNIQUE (token_id)
+);
+CREATE TABLE blobs (
+    workspace VARCHAR NOT NULL,
+    hash VARCHAR NOT NULL,
+    data {bytes} NOT NULL,
+    PRIMARY KEY (workspace, hash)
+);
+CREATE TABLE checkpoints (
+    id VARCHAR NOT NULL,
+    workspace VARCHAR NOT NULL,
+    thread VARCHAR NOT NULL,
+    version INTEGER NOT NULL,
+    parent_id VARCHAR,
+    label VARCHAR,
+    metadata_json TEXT,
+    manifest TEXT NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    agent VARCHAR NOT NULL,
+    schema_version INTEGER,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (id),
+    CONSTRAINT uq_checkpoint_version UNIQUE (workspace, thread, version)
+);
+CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version);
+CREATE TABLE harness_meta (
+    "key" VARCHAR NOT NULL,
+    value VARCHAR NOT NULL,
+    PRIMARY KEY ("key")
+);
+CREATE TABLE idempotency_keys (
+    workspace VARCHAR NOT NULL,
+    agent VARCHAR NOT NULL,
+    tool VARCHAR NOT NULL,
+    "key" VARCHAR NOT NULL,
+    request_hash VARCHAR NOT NULL,
+    result TEXT NOT NULL,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (workspace, agent, tool, "key")
+);
+CREATE INDEX ix_idem_created ON idempotency_keys (created_at);
+CREATE TABLE progress (
+    id {id} NOT NULL,
+    entry_id VARCHAR NOT NULL,
+    workspace VARCHAR NOT NULL,
+    seq BIGINT NOT NULL,
+    thread VARCHAR NOT NULL,
+    agent VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    summary TEXT NOT NULL,
+    details TEXT,
+    next_steps TEXT,
+    task_key VARCHAR,
+    artifacts TEXT,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (id),
+    UNIQUE (entry_id)
+);
+CREATE INDEX ix_progress_seq ON progress (workspace, seq);
+CREATE INDEX ix_progress_task ON progress (workspace, task_key, seq);
+CREATE INDEX ix_progress_thread ON progress (workspace, thread, seq);
+CREATE TABLE state_schemas (
+    workspace VARCHAR NOT NULL,
+    thread VARCHAR NOT NULL,
+    version INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (workspace, thread, version)
+);
+CREATE TABLE task_deps (
+    workspace VARCHAR NOT NULL,
+    task_key VARCHAR NOT NULL,
+    dep_key VARCHAR NOT NULL,
+    PRIMARY KEY (workspace, task_key, dep_key)
+);
+CREATE INDEX ix_task_dep_rev ON task_deps (workspace, dep_key);
+CREATE TABLE task_tags (
+    workspace VARCHAR NOT NULL,
+    tag VARCHAR NOT NULL,
+    task_id BIGINT NOT NULL,
+    PRIMARY KEY (workspace, tag, task_id)
+);
+CREATE TABLE tasks (
+    id {id} NOT NULL,
+    workspace VARCHAR NOT NULL,
+    "key" VARCHAR NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT,
+    steps TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    depends_on TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    dependents INTEGER NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    ready BOOLEAN NOT NULL,
+    blocked BOOLEAN NOT NULL,
+    owner VARCHAR,
+    lease_token VARCHAR,
+    lease_expires_at FLOAT,
+    lease_seconds INTEGER,
+    attempts INTEGER NOT NULL,
+    available_at FLOAT NOT NULL,
+    last_error TEXT,
+    result TEXT,
+    verification TEXT,
+    created_at FLOAT NOT NULL,
+    updated_at FLOAT NOT NULL,
+    completed_at FLOAT,
+    PRIMARY KEY (id),
+    CONSTRAINT uq_task_key UNIQUE (workspace, "key")
+);
+CREATE INDEX ix_task_claim ON tasks (workspace, ready, priority DESC, id);
+CREATE INDEX ix_task_owner ON tasks (workspace, owner, status);
+CREATE TABLE threads (
+    workspace VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    latest_version INTEGER NOT NULL,
+    latest_id VARCHAR,
+    updated_at FLOAT NOT NULL,
+    PRIMARY KEY (workspace, name)
+);
+CREATE TABLE workspaces (
+    name VARCHAR NOT NULL,
+    progress_seq BIGINT NOT NULL,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (name)
+);
+"""
+
+_V2_SEGMENTS = """
+CREATE TABLE segments (
+    id {id} NOT NULL,
+    workspace VARCHAR NOT NULL,
+    prev BIGINT,
+    data {bytes} NOT NULL,
+    PRIMARY KEY (id)
+);
+DROP INDEX ix_checkpoint_label;
+CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version) WHERE label IS NOT NULL;
+"""
+
+# SQLite's INTEGER is 64-bit already: nothing to do there.
+_V3_BIGINT_VERSIONS_PG = """
+ALTER TABLE threads ALTER COLUMN latest_version TYPE BIGINT;
+ALTER TABLE checkpoints ALTER COLUMN version TYPE BIGINT;
+"""
 
 
-async def _m2_segments(conn: AsyncConnection) -> None:
-    """Array segments (long lists stored as append chains), and a label index that holds only the
-    checkpoints that have a label. On a database created by this version's `_m1_initial` both exist
-    already; rebuilding the (empty) index then costs nothing."""
-    await conn.run_sync(lambda sync: Segment.__table__.create(sync, checkfirst=True))
-    await conn.execute(text("DROP INDEX IF EXISTS ix_checkpoint_label"))
-    label_index = next(i for i in Checkpoint.__table__.indexes if i.name == "ix_checkpoint_label")
-    await conn.run_sync(lambda sync: label_index.create(sync))
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    what: str
+    sql: dict[str, str]  #: dialect name -> statements, each ending with `;` (no `;` inside one)
+
+    def statements(self, dialect: str) -> list[str]:
+        return [s.strip() for s in self.sql[dialect].split(";") if s.strip()]
 
 
-#: the literal DDL of migration 3, per dialect (IF NOT EXISTS: migration 1 here still creates every
-#: declared table; frozen migrations, branch i15-migr, make that literal too)
-_M3_TASK_EVENTS = """
-CREATE TABLE IF NOT EXISTS task_events (
+_V4_TASK_EVENTS = """
+CREATE TABLE task_events (
     id {id} NOT NULL,
     workspace VARCHAR NOT NULL,
     task_key VARCHAR NOT NULL,
@@ -48,54 +217,64 @@ CREATE TABLE IF NOT EXISTS task_events (
     created_at FLOAT NOT NULL,
     PRIMARY KEY (id)
 );
-CREATE INDEX IF NOT EXISTS ix_task_event_task ON task_events (workspace, task_key, id);
+CREATE INDEX ix_task_event_task ON task_events (workspace, task_key, id);
 """
 
 
-async def _m3_task_events(conn: AsyncConnection) -> None:
-    """Task events: every transition of a task, with its actor and time."""
-    id_type = "INTEGER" if conn.dialect.name == "sqlite" else "BIGSERIAL"
-    for statement in _M3_TASK_EVENTS.format(id=id_type).split(";"):
-        if statement.strip():
-            await conn.execute(text(statement))
+def _both(sql: str) -> dict[str, str]:
+    return {dialect: sql.format(**types) for dialect, types in _V1_TYPES.items()}
 
 
-#: (version, what it does, function). Append only; never edit a released migration.
-MIGRATIONS: list[tuple[int, str, Callable[[AsyncConnection], Awaitable[None]]]] = [
-    (1, "initial schema", _m1_initial),
-    (2, "array segments; partial label index", _m2_segments),
-    (3, "task events", _m3_task_events),
+#: Append only; never edit a released migration.
+MIGRATIONS: list[Migration] = [
+    Migration(1, "initial schema", _both(_V1_INITIAL)),
+    Migration(2, "array segments; partial label index", _both(_V2_SEGMENTS)),
+    Migration(3, "64-bit checkpoint versions", {"sqlite": "", "postgresql": _V3_BIGINT_VERSIONS_PG}),
+    Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
 ]
-SCHEMA_VERSION = MIGRATIONS[-1][0]
-
-meta = Meta.__table__
+SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
-async def current_version(conn: AsyncConnection) -> int:
+async def _execute(conn: Any, sql: str, params: dict[str, Any] | None = None) -> Any:
+    """Run one statement of literal SQL (`:name` parameters) in the caller's transaction."""
+    return await conn.execute(text(sql), params or {})
+
+
+async def current_version(conn: Any, dialect: str) -> int:
     """The schema version recorded in the database, 0 for an empty database."""
-    exists = await conn.run_sync(lambda sync: sync.dialect.has_table(sync, "harness_meta"))
-    if not exists:
+    if dialect == "postgresql":
+        exists = "SELECT to_regclass('harness_meta') IS NOT NULL"
+    else:
+        exists = "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'harness_meta'"
+    if not (await _execute(conn, exists)).scalar():
         return 0
-    row = (await conn.execute(select(meta.c.value).where(meta.c.key == "schema_version"))).first()
+    row = (await _execute(conn, "SELECT value FROM harness_meta WHERE \"key\" = 'schema_version'")).first()
     return int(row[0]) if row else 0
 
 
-async def migrate(conn: AsyncConnection, dialect: str) -> int:
-    """Bring the schema up to `SCHEMA_VERSION`; returns the version found before."""
+async def _set_meta(conn: Any, key: str, value: str) -> None:
+    await _execute(conn, 'DELETE FROM harness_meta WHERE "key" = :key', {"key": key})
+    await _execute(conn, 'INSERT INTO harness_meta ("key", value) VALUES (:key, :value)', {"key": key, "value": value})
+
+
+async def migrate(conn: Any, dialect: str) -> int:
+    """Bring the schema up to `SCHEMA_VERSION` inside the caller's write transaction (a connection
+    whose `execute` runs SQLAlchemy `text()`); returns the version found before."""
     if dialect == "postgresql":
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
-    found = await current_version(conn)
+        await _execute(conn, "SELECT pg_advisory_xact_lock(:id)", {"id": ADVISORY_LOCK_ID})
+    found = await current_version(conn, dialect)
     if found > SCHEMA_VERSION:
         raise Unavailable(
             f"this database was written by a newer mcp-harness (schema version {found}; this version "
             f"understands up to {SCHEMA_VERSION}): upgrade mcp-harness to use it"
         )
-    for version, _what, fn in MIGRATIONS:
-        if version > found:
-            await fn(conn)
-    if found < SCHEMA_VERSION:
-        await conn.execute(meta.delete().where(meta.c.key == "schema_version"))
-        await conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
-        await conn.execute(meta.delete().where(meta.c.key == "migrated_at"))
-        await conn.execute(meta.insert().values(key="migrated_at", value=repr(time.time())))
+    if found == SCHEMA_VERSION:
+        return found
+    for migration in MIGRATIONS:
+        if migration.version > found:
+            for statement in migration.statements(dialect):
+                await _execute(conn, statement)
+    await _set_meta(conn, "schema_version", str(SCHEMA_VERSION))
+    await _set_meta(conn, "migrated_at", repr(time.time()))
+    log.info("database schema migrated from version %d to %d", found, SCHEMA_VERSION)
     return found

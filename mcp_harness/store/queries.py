@@ -16,6 +16,7 @@ from functools import cache
 from .connection import Query
 from .records import (
     CheckpointRow,
+    CheckpointWithManifest,
     ProgressRow,
     SegmentRow,
     StoredResult,
@@ -43,12 +44,13 @@ def _both(build: Callable[[str], str], *, row: type | None = None, name: str = "
     return Query(build("sqlite"), postgresql=build("postgresql"), row=row, name=name)
 
 
-CHECKPOINT_META = columns(CheckpointRow).removesuffix(", manifest")
+CHECKPOINT_META = columns(CheckpointRow)
 TASK = columns(TaskRecord)
 _KEY = '"key"'
 
 # -- health ----------------------------------------------------------------------------------------
-PING = Query("SELECT 1")
+#: answers "on" from a read-only PostgreSQL (a standby, or default_transaction_read_only)
+PING = Query("SELECT 1", postgresql="SHOW transaction_read_only")
 DATABASE_SIZE = Query("SELECT pg_database_size(current_database())")  # PostgreSQL only
 VACUUM_PRUNED = Query("VACUUM (ANALYZE) blobs, checkpoints")  # PostgreSQL, after a prune (SQLite: see engine.py)
 
@@ -91,22 +93,22 @@ BLOB = Query("SELECT data FROM blobs WHERE workspace = :ws AND hash = :hash")
 BLOBS = _both(lambda d: f"SELECT hash, data FROM blobs WHERE workspace = :ws AND {in_array('hash', 'hashes', d)}")
 
 _GET_CHECKPOINT = f"SELECT {CHECKPOINT_META}, manifest FROM checkpoints WHERE workspace = :ws AND "
-CHECKPOINT_BY_ID = Query(_GET_CHECKPOINT + "id = :id", row=CheckpointRow)
-CHECKPOINT_BY_VERSION = Query(_GET_CHECKPOINT + "thread = :thread AND version = :version", row=CheckpointRow)
+CHECKPOINT_BY_ID = Query(_GET_CHECKPOINT + "id = :id", row=CheckpointWithManifest)
+CHECKPOINT_BY_VERSION = Query(_GET_CHECKPOINT + "thread = :thread AND version = :version", row=CheckpointWithManifest)
 CHECKPOINT_BY_LABEL = Query(  # the newest with the label (ix_checkpoint_label)
-    _GET_CHECKPOINT + "thread = :thread AND label = :label ORDER BY version DESC LIMIT 1", row=CheckpointRow
+    _GET_CHECKPOINT + "thread = :thread AND label = :label ORDER BY version DESC LIMIT 1", row=CheckpointWithManifest
 )
-LATEST_CHECKPOINT = Query(_GET_CHECKPOINT + "thread = :thread ORDER BY version DESC LIMIT 1", row=CheckpointRow)
+LATEST_CHECKPOINT = Query(
+    _GET_CHECKPOINT + "thread = :thread ORDER BY version DESC LIMIT 1", row=CheckpointWithManifest
+)
 
-_LIST_CHECKPOINTS = (
-    f"SELECT {CHECKPOINT_META}, NULL AS manifest FROM checkpoints WHERE workspace = :ws AND thread = :thread"
-)
+_LIST_CHECKPOINTS = f"SELECT {CHECKPOINT_META} FROM checkpoints WHERE workspace = :ws AND thread = :thread"
 LIST_CHECKPOINTS = Query(_LIST_CHECKPOINTS + " ORDER BY version DESC LIMIT :limit", row=CheckpointRow)
 LIST_CHECKPOINTS_BEFORE = Query(
     _LIST_CHECKPOINTS + " AND version < :before ORDER BY version DESC LIMIT :limit", row=CheckpointRow
 )
 LARGEST_CHECKPOINTS = Query(
-    f"SELECT {CHECKPOINT_META}, NULL AS manifest FROM checkpoints WHERE workspace = :ws "
+    f"SELECT {CHECKPOINT_META} FROM checkpoints WHERE workspace = :ws "
     "ORDER BY size_bytes DESC, created_at DESC LIMIT :limit",
     row=CheckpointRow,
 )

@@ -1,15 +1,17 @@
-"""What the store's reads return: typed rows. Each is the row type of the queries that select it
-(`queries.py`), whose columns must carry exactly these names, in this order: `Query` checks that on
-the first rows, so a query and its record cannot drift apart. Times are float seconds since the
-epoch (UTC); JSON columns are still text."""
+"""What the store's reads return: typed rows (`Record`s: tuples read by field name). Each is the row
+type of the queries that select it (`queries.py`), whose columns must carry exactly these names, in
+this order: `Query` checks that on the first rows, so a query and its record cannot drift apart.
+Times are float seconds since the epoch (UTC); JSON columns are still text."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from .connection import Record
 
 
-class ThreadHead(NamedTuple):
+class ThreadHead(Record):
     """What a save reads under the thread's lock, in one statement."""
+
+    __slots__ = ()
 
     version: int  #: the latest version, 0 before the first checkpoint
     checkpoint_id: str | None  #: the latest checkpoint
@@ -23,8 +25,10 @@ class ThreadHead(NamedTuple):
         return None if self.schema_version is None else (self.schema_version, self.schema_document or "")
 
 
-class CheckpointRow(NamedTuple):
-    """A checkpoint. Listings leave its manifest out (`manifest` is then None)."""
+class CheckpointRow(Record):
+    """A checkpoint's metadata: what a listing reads (no manifest, no state)."""
+
+    __slots__ = ()
 
     id: str
     thread: str
@@ -36,11 +40,20 @@ class CheckpointRow(NamedTuple):
     size_bytes: int
     agent: str
     schema_version: int | None
-    manifest: str | None
 
 
-class ThreadRow(NamedTuple):
+class CheckpointWithManifest(CheckpointRow):
+    """A checkpoint's metadata and its manifest (JSON): what a restore reads."""
+
+    __slots__ = ()
+
+    manifest: str
+
+
+class ThreadRow(Record):
     """A thread with its latest version and the size of its latest state."""
+
+    __slots__ = ()
 
     name: str
     latest_version: int
@@ -49,12 +62,16 @@ class ThreadRow(NamedTuple):
     size_bytes: int
 
 
-class SegmentRow(NamedTuple):
+class SegmentRow(Record):
+    __slots__ = ()
+
     prev: int | None  #: the segment before this one on its chain
     data: bytes  #: a run of array elements' canonical JSON, joined by commas
 
 
-class ProgressRow(NamedTuple):
+class ProgressRow(Record):
+    __slots__ = ()
+
     entry_id: str
     seq: int
     created_at: float
@@ -68,8 +85,10 @@ class ProgressRow(NamedTuple):
     artifacts: str | None  #: JSON object
 
 
-class TaskRecord(NamedTuple):
+class TaskRecord(Record):
     """A task, every column (see `tables.Task` for what `ready`, `blocked` and `dependents` mean)."""
+
+    __slots__ = ()
 
     id: int
     workspace: str
@@ -100,12 +119,18 @@ class TaskRecord(NamedTuple):
     completed_at: float | None
 
 
-#: a claimed task, and whose expired lease the claim took over (None: the task was pending)
-ClaimedTask = NamedTuple("ClaimedTask", [*TaskRecord.__annotations__.items(), ("taken_from", "str | None")])  # noqa: UP014
+class ClaimedTask(TaskRecord):
+    """A claimed task, and whose expired lease the claim took over (None: the task was pending)."""
+
+    __slots__ = ()
+
+    taken_from: str | None
 
 
-class TaskEventRow(NamedTuple):
+class TaskEventRow(Record):
     """One transition of a task (see `tables.TaskEvent`)."""
+
+    __slots__ = ()
 
     id: int
     task_key: str
@@ -116,8 +141,10 @@ class TaskEventRow(NamedTuple):
     created_at: float
 
 
-class WaitRow(NamedTuple):
+class WaitRow(Record):
     """An unfinished task as the reasons for an empty claim see it, with its unfinished dependencies."""
+
+    __slots__ = ()
 
     key: str
     status: str
@@ -128,35 +155,45 @@ class WaitRow(NamedTuple):
     waits_for: str | None  #: JSON list of keys of dependencies that are not done
 
 
-class DependencyRow(NamedTuple):
+class DependencyRow(Record):
     """One dependency of a task, with that dependency's state."""
+
+    __slots__ = ()
 
     task_key: str
     status: str
     blocked: bool
 
 
-class TaskCountRow(NamedTuple):
+class TaskCountRow(Record):
+    __slots__ = ()
+
     status: str
     blocked: bool
     n: int
 
 
-class EmptyClaimFacts(NamedTuple):
+class EmptyClaimFacts(Record):
     """Why a claim found nothing: how many tasks match its filters, and how many of those are finished."""
+
+    __slots__ = ()
 
     total: int
     finished: int  #: done
 
 
-class StoredResult(NamedTuple):
+class StoredResult(Record):
     """The remembered first result of a call made with an idempotency key."""
+
+    __slots__ = ()
 
     request_hash: str
     result: str  #: the result model's JSON
 
 
-class TokenRow(NamedTuple):
+class TokenRow(Record):
+    __slots__ = ()
+
     token_id: str
     workspace: str
     agent: str

@@ -3,6 +3,7 @@ run on, and the aiosqlite engine behind the cold paths (SQLAlchemy on a worker t
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
@@ -44,6 +45,22 @@ def apply_pragmas(dbapi_conn: Any) -> None:
                 if "locked" not in str(exc).lower() or time.monotonic() > deadline:
                     raise
                 time.sleep(random.uniform(0.005, 0.02))
+
+
+def create_private(url: str) -> None:
+    """Create a new database file readable and writable by its owner only (0600, whatever the umask),
+    before SQLite creates it: SQLite gives the WAL and shared-memory files the database file's mode."""
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return  # an existing database keeps the mode its owner gave it
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have taken bits away from the mode os.open was given
+    finally:
+        os.close(fd)
 
 
 def connect(url: str, *, writer: bool) -> sqlite3.Connection:
@@ -102,11 +119,13 @@ class SqliteConnection:
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
         cursor = self._db.execute(query.sqlite, params)
-        rows = cursor.fetchall()  # all of them: a statement left unfinished would hold its lock
-        if not rows:
-            return rows
+        first = cursor.fetchone()
+        if first is None:
+            return []
         make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
-        return list(map(make, rows))
+        rows = [make(first)]
+        rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
+        return rows
 
     async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
         rows = await self.fetch_all(query, params)
@@ -122,8 +141,9 @@ def cold_engine(url: str, pool_size: int) -> AsyncEngine:
     stream or run long never block the loop. A connection with the execution option `write=True`
     begins with BEGIN IMMEDIATE (and waits for the lock in SQLite's busy handler, on its thread)."""
     engine = create_async_engine(
-        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60
-    )
+        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60,
+        hide_parameters=True,  # parameters hold users' data: never in an error message or a log
+    )  # fmt: skip
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature

@@ -1,5 +1,8 @@
 """The database tables (SQLModel). JSON values are stored as text we serialise ourselves, so both
-backends keep them byte-for-byte; times are float seconds since the epoch (UTC)."""
+backends keep them byte-for-byte; times are float seconds since the epoch (UTC).
+
+These declarations are what the code expects; the database itself is made by `migrations.py`. A change
+here needs a new migration there (`tests/test_migrations.py` compares the two)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ from sqlmodel import Field, SQLModel
 
 metadata = SQLModel.metadata
 
-#: 64-bit ids on PostgreSQL; SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
-BigId = BigInteger().with_variant(Integer(), "sqlite")
+#: 64-bit integers: BIGINT on PostgreSQL; INTEGER on SQLite, which is 64-bit there already (and SQLite
+#: only auto-increments a column declared exactly INTEGER PRIMARY KEY)
+Int64 = BigInteger().with_variant(Integer(), "sqlite")
+BigId = Int64
 
 
 class Meta(SQLModel, table=True):
@@ -35,7 +40,7 @@ class Thread(SQLModel, table=True):
     __tablename__ = "threads"
     workspace: str = Field(primary_key=True)
     name: str = Field(primary_key=True)
-    latest_version: int = 0
+    latest_version: int = Field(default=0, sa_type=Int64)
     latest_id: str | None = None
     updated_at: float
 
@@ -55,11 +60,11 @@ class Checkpoint(SQLModel, table=True):
     id: str = Field(primary_key=True)
     workspace: str
     thread: str
-    version: int
+    version: int = Field(sa_type=Int64)  #: up to 2**53 - 1, as the tools' arguments allow
     parent_id: str | None = None
     label: str | None = None
     metadata_json: str | None = Field(default=None, sa_type=Text)
-    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/checkpoints.py and service/lists.py
+    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/manifest.py
     size_bytes: int
     agent: str
     schema_version: int | None = None

@@ -135,7 +135,7 @@ async def claim(
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
     await record_event(conn, workspace, row.key, row.attempts, event, now)
-    return ClaimedTask(*row, taken_from)
+    return ClaimedTask((*row, taken_from))
 
 
 async def update_leased(

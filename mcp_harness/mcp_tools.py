@@ -1,0 +1,168 @@
+"""The MCP tools: for each, its argument and result models, the description an agent reads, its hints, and
+the one service call it makes. What a model reads of these is its context: every byte must earn its place.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from mcp.types import Tool, ToolAnnotations
+from pydantic import BaseModel, create_model
+
+from .arguments import (
+    AddTasksArgs,
+    ClaimTaskArgs,
+    ListCheckpointsArgs,
+    ListTasksArgs,
+    RecordProgressArgs,
+    RestoreStateArgs,
+    SaveCheckpointArgs,
+    ToolArgs,
+    UpdateTaskArgs,
+)
+from .models import (
+    AddTasksResult,
+    ClaimTaskResult,
+    ListCheckpointsResult,
+    ListTasksResult,
+    RecordProgressResult,
+    RestoreStateResult,
+    SaveCheckpointResult,
+    UpdateTaskAnswer,
+)
+from .schema_text import compact_schema, shallow_output_schema
+from .service import Harness, Identity
+
+#: a tool's body: the open harness, the caller, the validated arguments -> the result model
+Call = Callable[[Harness, Identity, Any], Awaitable[BaseModel]]
+
+
+@dataclass(frozen=True)
+class HarnessTool:
+    args: type[ToolArgs]
+    result: type[BaseModel]
+    description: str
+    call: Call
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.args.tool
+
+    @cached_property
+    def published(self) -> Tool:
+        """The tools/list entry: flat parameters and a shallow result schema, both without pydantic's titles."""
+        output = shallow_output_schema(self.result.model_json_schema())
+        return Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=compact_schema(self.args.model_json_schema(by_alias=True)),
+            output_schema=compact_schema(output, output=True),
+            # Only the hints that differ from the protocol's defaults: every byte is an agent's context.
+            annotations=ToolAnnotations(read_only_hint=True)
+            if self.read_only
+            else ToolAnnotations(destructive_hint=self.destructive, idempotent_hint=self.idempotent or None),
+        )
+
+    def parse(self, arguments: dict[str, Any]) -> ToolArgs:
+        """Validate a call's arguments into the model. As the SDK does, a string holding a JSON array or
+        object is parsed for a parameter that is not a plain string (some clients send lists that way)."""
+        data = dict(arguments)
+        for name, value in arguments.items():
+            field = self.args.model_fields.get(name)
+            if field is None or not isinstance(value, str) or field.annotation is str:
+                continue
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                continue  # not JSON: validation accepts or refuses the string itself
+            if not isinstance(parsed, str | int | float):
+                data[name] = parsed
+        return self.args.model_validate(data)
+
+    @classmethod
+    def from_function(
+        cls, fn: Callable[..., Awaitable[BaseModel]], *, read_only: bool, destructive: bool, idempotent: bool
+    ) -> HarnessTool:
+        """A tool from an async function whose typed parameters are its arguments and which returns a model."""
+        signature = inspect.signature(fn, eval_str=True)
+        fields: dict[str, Any] = {
+            name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+            for name, p in signature.parameters.items()
+        }
+        args = create_model(f"{fn.__name__}Args", __base__=ToolArgs, **fields)
+        args.tool = fn.__name__
+
+        async def call(_h: Harness, _who: Identity, a: ToolArgs) -> BaseModel:
+            return await fn(**{name: getattr(a, name) for name in fields})
+
+        description = " ".join((fn.__doc__ or "").split())
+        return cls(args, signature.return_annotation, description, call, read_only, destructive, idempotent)
+
+
+TOOLS: tuple[HarnessTool, ...] = (
+    HarnessTool(
+        SaveCheckpointArgs,
+        SaveCheckpointResult,
+        "Save state as the thread's next version. mode=merge: RFC 7396 merge patch onto the latest state. "
+        "expected_version: refuse unless the thread is at it (0 = no checkpoint yet).",
+        lambda h, who, a: h.checkpoints.save(who, a),
+    ),
+    HarnessTool(
+        RestoreStateArgs,
+        RestoreStateResult,
+        "Resume brief: the latest state (or version/checkpoint_id/label; paths: JSON Pointers to return only "
+        "those), recent progress, tasks you hold, task counts.",
+        lambda h, who, a: h.restore(who, a),
+        read_only=True,
+    ),
+    HarnessTool(
+        ListCheckpointsArgs,
+        ListCheckpointsResult,
+        "Checkpoint metadata, newest first; page with before_version=next_before_version.",
+        lambda h, who, a: h.checkpoints.list(who, a),
+        read_only=True,
+    ),
+    HarnessTool(
+        RecordProgressArgs,
+        RecordProgressResult,
+        "Append to the progress log: what was done and how verified, next_steps, artifacts (files, commit).",
+        lambda h, who, a: h.progress.record(who, a),
+    ),
+    HarnessTool(
+        AddTasksArgs,
+        AddTasksResult,
+        "Add tasks: steps = acceptance steps, higher priority first, depends_on = keys done first. Identical "
+        "re-adds are no-ops; a used key with other content is refused.",
+        lambda h, who, a: h.tasks.add(who, a),
+        idempotent=True,
+    ),
+    HarnessTool(
+        ClaimTaskArgs,
+        ClaimTaskResult,
+        "Claim the best claimable task (or task_key) atomically, under a lease. wait_seconds long-polls. None: "
+        "see reason.",
+        lambda h, who, a: h.tasks.claim(who, a),
+    ),
+    HarnessTool(
+        UpdateTaskArgs,
+        UpdateTaskAnswer,
+        "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
+        "(reason) revives a done/failed task.",
+        lambda h, who, a: h.tasks.update(who, a),
+    ),
+    HarnessTool(
+        ListTasksArgs,
+        ListTasksResult,
+        "Compact task rows (creation order) and workspace-wide counts.",
+        lambda h, who, a: h.tasks.list(who, a),
+        read_only=True,
+    ),
+)
