@@ -77,6 +77,8 @@ class ImportChecker:
             what = f"has no {', '.join(missing)}" if missing else f"has unknown fields {', '.join(unknown)}"
             raise InvalidArgument(f"a {kind} record {what}")
         for column, (ok, must) in spec.items():
+            if isinstance(record[column], str) and "\x00" in record[column]:  # the tools' NUL rule
+                raise InvalidArgument(f"a {kind} record's {column} must not contain the NUL character (U+0000)")
             if not ok(record[column]):
                 shown = repr(record[column])
                 shown = shown if len(shown) <= 60 else shown[:57] + "..."
