@@ -8,9 +8,9 @@ value sizes, nesting depth) stay with the service, which knows them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, check_no_nul
 from .errors import InvalidArgument
@@ -20,6 +20,8 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
 IdemKey = str | None  # length checked by the service (1-200 characters)
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+#: list_tasks `status`: one status or a list of them
+STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
 #: and `paths`, JSON Pointers into such a value
 JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result", "paths"})
@@ -147,7 +149,9 @@ class UpdateTaskArgs(ToolArgs):
 class ListTasksArgs(ToolArgs):
     tool = "list_tasks"
 
-    status: Annotated[list[TaskStatus] | None, Field(max_length=5)] = None
+    #: one status or a list; published with the statuses once (a single one is checked against the same list)
+    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA] = None
+    ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"})] = None  #: true: only tasks claimable now
     tag: Annotated[str | None, Field(max_length=64)] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: str | None = None

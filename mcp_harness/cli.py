@@ -16,6 +16,7 @@ from . import __version__
 from .config import ENV_PREFIX, Settings
 from .errors import HarnessError, harness_error_in
 from .service import Harness, Identity
+from .status import show_task
 
 log = logging.getLogger("mcp_harness")
 
@@ -47,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("tasks", parents=[common, ws], help="the task board")
+    p = sub.add_parser("tasks", parents=[common, ws], help="the task board; `tasks show KEY`: one task's story")
+    p.add_argument("show", nargs="*", metavar="show KEY", help="one task: its lease, events and progress entries")
     p.add_argument(
         "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
     )
@@ -195,19 +197,14 @@ def _time_left(expires_at: str | None) -> str:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
+    if args.show:  # tasks show KEY
+        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json))
 
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
-                        "counts": counts.model_dump(),
-                    },
-                    indent=2,
-                )
-            )
+            board = [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks]
+            print(json.dumps({"tasks": board, "counts": counts.model_dump()}, indent=2))
             return 0
         print(
             f"pending {counts.pending}  claimed {counts.claimed}  done {counts.done}  "

@@ -33,7 +33,7 @@ from .models import (
     RecordProgressResult,
     RestoreStateResult,
     SaveCheckpointResult,
-    TaskView,
+    UpdateTaskAnswer,
 )
 from .schema_text import compact_schema, shallow_output_schema
 from .service import Harness, Identity
@@ -147,21 +147,21 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         ClaimTaskArgs,
         ClaimTaskResult,
-        "Atomically claim the next claimable task (or task_key) under a lease; keep lease.token. wait_seconds "
-        "long-polls. No task: see reason.",
+        "Claim the best claimable task (or task_key) atomically, under a lease. wait_seconds long-polls. None: "
+        "see reason.",
         lambda h, who, a: h.tasks.claim(who, a),
     ),
     HarnessTool(
         UpdateTaskArgs,
-        TaskView,
-        "heartbeat, complete (needs verification), fail (retry=true backs off), release: all need lease_token. "
-        "reopen (needs reason) revives a done or failed task.",
+        UpdateTaskAnswer,
+        "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
+        "(reason) revives a done/failed task.",
         lambda h, who, a: h.tasks.update(who, a),
     ),
     HarnessTool(
         ListTasksArgs,
         ListTasksResult,
-        "Tasks in creation order as compact rows, with workspace-wide counts.",
+        "Compact task rows (creation order) and workspace-wide counts.",
         lambda h, who, a: h.tasks.list(who, a),
         read_only=True,
     ),

@@ -5,14 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from .config import NAME_PATTERN
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
-ClaimReason = Literal["none_pending", "blocked_by_dependencies", "all_claimed", "all_done"]
+ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
+
+
+def _absent(value: Any) -> bool:
+    """Left out of a result when not set (fields that only some answers carry)."""
+    return value is None
 
 
 class Result(BaseModel):
@@ -82,9 +87,10 @@ class RecordProgressResult(Result):
 
 class Lease(Result):
     token: str
-    expires_at: str
     attempt: int
-    expired: bool = False
+    expires_at: str
+    expires_in_seconds: float  #: seconds left when the answer was made; negative once expired
+    expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
 
 
 class TaskCounts(Result):
@@ -107,7 +113,6 @@ class TaskView(Result):
     owner: str | None
     attempts: int
     max_attempts: int
-    lease: Lease | None = None
     available_at: str | None = None  #: not claimable before this time (retry backoff)
     result: Any = None
     verification: str | None = None
@@ -115,6 +120,52 @@ class TaskView(Result):
     created_at: str
     updated_at: str
     completed_at: str | None = None
+
+
+class TaskDetail(TaskView):
+    """A task with its lease, for people (the CLI's board and `tasks show`)."""
+
+    lease: Lease | None = None
+
+
+class UpdateTaskResult(TaskView):
+    """update_task: the task as it now stands; complete adds `unblocked`, reopen adds `revoked`.
+    (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
+
+    #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
+    #: so published as plain arrays
+    unblocked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+    revoked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+
+
+class HeartbeatResult(Result):
+    lease: Lease
+
+
+class UpdateTaskAnswer(UpdateTaskResult):
+    # What update_task publishes as its outputSchema: both shapes of its answer. A heartbeat answers
+    # `{lease}` only (HeartbeatResult); other actions the task, plus unblocked (complete) or revoked (reopen).
+    # (No docstring: it would be published, and every byte of tools/list is an agent's context.)
+
+    lease: Annotated[Lease | None, WithJsonSchema({"type": "object"})] = Field(default=None, exclude_if=_absent)
+
+
+class TaskEvent(Result):
+    """One transition of a task (see service/task_events.py for the kinds)."""
+
+    kind: str
+    actor: str
+    attempt: int
+    detail: dict[str, Any] | None
+    created_at: str
+
+
+class TaskStory(Result):
+    """Everything about one task, for people (`mcp-harness tasks show KEY`)."""
+
+    task: TaskDetail
+    events: list[TaskEvent]
+    progress: list[ProgressEntry]  #: entries about the task, oldest first
 
 
 class HeldTask(Result):
@@ -157,17 +208,28 @@ class AddTasksResult(Result):
     unchanged: list[str]
 
 
+class WaitingOn(Result):
+    """A task at the root of what an empty claim waits on."""
+
+    key: str
+    status: TaskStatus
+    owner: str | None
+    retry_after: float | None  #: seconds until it may change by itself (a lease ends, a backoff ends)
+
+
 class ClaimTaskResult(Result):
     task: TaskView | None
     lease: Lease | None
     reason: ClaimReason | None = None
-    retry_after: float | None = None  #: seconds until a task leaves its retry backoff
+    waiting_on: list[WaitingOn] | None = None
+    retry_after: float | None = None  #: seconds until what it waits on may change by itself
 
 
 class TaskRow(Result):
     key: str
     title: str
     status: TaskStatus
+    ready: bool  #: claimable now
     owner: str | None
     priority: int
     attempts: int

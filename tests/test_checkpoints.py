@@ -60,6 +60,7 @@ async def test_expected_version_optimistic_concurrency(client):
     err = await fail(client, "save_checkpoint", state={"n": 1}, expected_version=0)
     assert err.code == "version_conflict"
     assert "thread 'main' is at version 1, you expected 0" in err.text
+    assert "restore_state" in err.text and "retry with expected_version=1" in err.text
     ok = await call(client, "save_checkpoint", state={"n": 1}, expected_version=1)
     assert ok["version"] == 2
     assert (await call(client, "restore_state"))["state"] == {"n": 1}

@@ -13,7 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import StorageError, UniqueViolation, idempotency, queries
+from mcp_harness.store import StorageError, UniqueViolation, idempotency, queries, task_queries
 from mcp_harness.store import tasks as task_store
 from mcp_harness.store.backup import tasks, workspaces
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
@@ -125,6 +125,6 @@ async def test_a_query_whose_columns_differ_from_its_record_is_refused(db_url, w
 def test_parameters_are_numbered_once_for_asyncpg():
     sql = "SELECT :a, :b, 'x:y', c::text FROM t WHERE d = :a AND e = ':b'"
     assert numbered(sql) == ("SELECT $1, $2, 'x:y', c::text FROM t WHERE d = $1 AND e = ':b'", ("a", "b"))
-    claim = queries.claim(True, True)
+    claim = task_queries.claim(True, True)
     assert ":" not in claim.postgresql.replace("::", "") and "$" not in claim.sqlite
-    assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key"}
+    assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp"}

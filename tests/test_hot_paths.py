@@ -79,6 +79,7 @@ async def workload(h: Harness, ident: Identity) -> None:
     await t.claim(ident, tags=["nothing"])  # nothing to claim: the reasons
     await t.list(ident, status=["pending", "blocked"], tag="x")
     await t.list(ident)
+    await t.story(ident, "a")
     await h.tokens.verify("mcph_not-a-token")
     await h.checkpoints.purge_idempotency_keys()
 
@@ -108,7 +109,11 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         "why_nothing(True, False)", "task_page(True, True)", "task_page(False, False)", "DEPENDENTS_OF",
         "DEPENDENCIES_OF", "LIVE_TOKEN", "PURGE_RESULTS", "NEXT_SCHEMA_VERSION", "INSERT_SCHEMA",
         "recent_progress(True, False, True)", "recent_progress(True, False, False)",
+        "TASK_EVENTS", "INSERT_TASK_EVENT", "waiting(True, False)",
     }  # fmt: skip
+    if db_url.startswith("sqlite"):  # SQLite claims as three statements under its write lock (see claim())
+        claims = {name for name in expected if name.startswith("claim(")}
+        expected = (expected - claims) | {name.replace("claim(", "claim_pick(") for name in claims} | {"CLAIM_BY_ID"}
     assert expected <= set(ran), f"not run: {sorted(expected - set(ran))}"
     assert all(name for name in ran), "every query the store runs is a named one from queries.py"
     assert any(name.startswith("update_leased(") and name.endswith("leaf_only=True)") for name in ran)

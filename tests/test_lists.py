@@ -154,6 +154,7 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     path = sqlite_url.split("///", 1)[1]
     with sqlite3.connect(path) as raw:  # the layout version 1 created
         raw.execute("DROP TABLE segments")
+        raw.execute("DROP TABLE task_events")  # (migration 4)
         raw.execute("DROP INDEX ix_checkpoint_label")
         raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")

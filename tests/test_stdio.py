@@ -36,7 +36,10 @@ async def test_round_trip_over_stdio(sqlite_url, workspace):
         assert brief["checkpoint"]["checkpoint_id"] == saved["checkpoint_id"]
         assert brief["checkpoint"]["agent"] == "stdio-agent"
         err = await fail(client, "save_checkpoint", state={"a": 1}, expected_version=0)
-        assert err.text == "[version_conflict] thread 'main' is at version 1, you expected 0"
+        assert err.text == (
+            "[version_conflict] thread 'main' is at version 1, you expected 0; call restore_state(thread='main') "
+            "to see what changed, then retry with expected_version=1"
+        )
         # Resources and prompts: stdio serves everything MCPServer wires, not only the tools.
         threads = json.loads((await client.read_resource("harness://threads")).contents[0].text)
         assert threads["threads"][0]["thread"] == "main"

@@ -3,12 +3,15 @@
 A model tracks who holds the current lease of each task and predicts which lease operations must
 succeed; after every step the invariants are checked against the database: at most one live lease
 per task, a claimed task's dependencies are all done, done is terminal except by reopen, attempts
-never exceed max_attempts, and the maintained ready/blocked flags equal a full recomputation.
+never exceed max_attempts, and the maintained ready/blocked flags equal a full recomputation. Every
+empty claim (of any task, or of one named task) gives the reason the contract's table names for the
+state it left, and `waiting_on` names real tasks of that reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from pathlib import Path
 
@@ -44,6 +47,7 @@ class TaskMachine(RuleBasedStateMachine):
         self.tokens: dict[tuple[str, str], str] = {}  # (agent, key) -> the last token that agent got
         self.done_before: set[str] = set()
         self.reopened: set[str] = set()
+        self.completed_by: dict[str, str] = {}  # key -> the token that completed it (a retry is a no-op)
 
     def run(self, coro):
         return self.loop.run_until_complete(coro)
@@ -71,20 +75,66 @@ class TaskMachine(RuleBasedStateMachine):
         self.keys = [t.key for t in tasks]
         self.holder = {k: None for k in self.keys}
 
-    @rule(agent=st.sampled_from(AGENTS))
-    def claim(self, agent: str) -> None:
-        got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10))
+    @rule(agent=st.sampled_from(AGENTS), named=st.none() | st.integers(0, 7))
+    def claim(self, agent: str, named: int | None) -> None:
+        key = None if named is None or not self.keys else self.keys[named % len(self.keys)]
+        got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10, task_key=key))
         if got.task is None:
-            assert got.reason in ("none_pending", "blocked_by_dependencies", "all_claimed", "all_done")
             # A claim that finds no work fails the leases that ran out on their last attempt.
             rows, _flags = self._rows()
-            for key, row in rows.items():
+            for k, row in rows.items():
                 if row.status == "failed":
-                    self.holder[key] = None
+                    self.holder[k] = None
+            self._check_reason(got, rows, [key] if key else self.keys)
             return
         key = got.task.key
         self.holder[key] = (agent, got.lease.token)
         self.tokens[(agent, key)] = got.lease.token
+
+    def _check_reason(self, got, rows, wanted: list[str]) -> None:
+        """The contract's table, stated over the state the empty claim left: the roots of what the
+        wanted unfinished tasks wait on, each a reason; the first of the precedence order wins."""
+        now = clock.now()
+        unfinished = [k for k in wanted if rows[k].status != "done"]
+        if not unfinished:
+            assert got.reason == "all_done" and got.waiting_on is None, got
+            return
+        roots: set[str] = set()
+        stack = list(unfinished)
+        while stack:
+            k = stack.pop()
+            row = rows[k]
+            waits = [d for d in json.loads(row.depends_on) if rows[d].status != "done"]
+            if row.status == "failed" or not waits:
+                roots.add(k)
+            else:
+                stack.extend(waits)
+
+        def reason_of(k: str) -> str:
+            row = rows[k]
+            if row.status == "failed":
+                return "blocked_by_failure"
+            if row.status == "pending" and row.available_at > now:
+                return "backoff"
+            # held by a live lease, or (outside a named claim) one another claim would take now
+            if not (row.status == "claimed" and row.lease_expires_at > now):
+                # pending, or an expired lease with attempts left: only a claim of other tasks may wait on it
+                assert k not in wanted, f"{k} was claimable: {row}"
+            return "all_claimed"
+
+        reasons = {reason_of(k) for k in roots}
+        expected = next(
+            r for r in ("backoff", "all_claimed", "waiting_on_review", "blocked_by_failure") if r in reasons
+        )
+        assert got.reason == expected, (got, {k: rows[k].status for k in roots})
+        assert got.waiting_on, got
+        for w in got.waiting_on:
+            assert w.key in roots and reason_of(w.key) == expected, (w, expected)
+            assert w.status == rows[w.key].status and w.owner == rows[w.key].owner
+        if expected in ("backoff", "all_claimed"):
+            assert got.retry_after is not None and got.retry_after >= 0
+        else:
+            assert got.retry_after is None
 
     def _leased(self, agent: str, index: int, action: str, **kw) -> None:
         if not self.keys:
@@ -94,12 +144,15 @@ class TaskMachine(RuleBasedStateMachine):
         if token is None:
             return
         expect_ok = self.holder[key] == (agent, token)
+        repeat = action == "complete" and self.completed_by.get(key) == token  # a retried complete: a no-op
         try:
             self.run(self.h.tasks.update(Identity(WS, agent), task_key=key, action=action, lease_token=token, **kw))
         except LeaseLost:
-            assert not expect_ok, f"{action} by {agent} on {key} with the current token was refused"
+            assert not expect_ok and not repeat, f"{action} by {agent} on {key} with the current token was refused"
             return
-        assert expect_ok, f"{action} by {agent} on {key} with a superseded token was accepted"
+        assert expect_ok or repeat, f"{action} by {agent} on {key} with a superseded token was accepted"
+        if action == "complete":
+            self.completed_by[key] = token
         if action != "heartbeat":
             self.holder[key] = None
 
@@ -129,6 +182,7 @@ class TaskMachine(RuleBasedStateMachine):
             return  # not done or failed: nothing to reopen
         self.reopened.add(key)
         self.holder[key] = None
+        self.completed_by.pop(key, None)
         rows, _flags = self._rows()  # claims downstream of a reopened task are revoked
         for other, row in rows.items():
             if row.status == "pending":

@@ -31,7 +31,7 @@ async def test_add_is_idempotent_and_never_edits(client):
     again = await call(client, "add_tasks", tasks=[t("a", steps=["open page", "see title"]), t("c")])
     assert again == {"created": ["c"], "unchanged": ["a"]}
     err = await fail(client, "add_tasks", tasks=[t("a", title="something else")])
-    assert err.code == "task_conflict" and "'a'" in err.text
+    assert err.code == "task_conflict" and "'a'" in err.text and "new key" in err.text and "reopen" not in err.text
     err = await fail(client, "add_tasks", tasks=[t("d"), t("d")])
     assert err.code == "invalid_argument" and "appears twice" in err.text
     listing = await call(client, "list_tasks")
@@ -65,7 +65,8 @@ async def test_dependencies_gate_claims(client):
     got = await claim(client)
     assert got["task"]["key"] == "build"
     nothing = await claim(client)
-    assert nothing["task"] is None and nothing["reason"] == "blocked_by_dependencies"
+    assert nothing["task"] is None and nothing["reason"] == "all_claimed"  # test waits on build, held
+    assert [w["key"] for w in nothing["waiting_on"]] == ["build"] and nothing["waiting_on"][0]["owner"] == "agent-a"
     await complete(client, "build", got["lease"]["token"], result={"artifact": "app.whl"})
     nxt = await claim(client)
     assert nxt["task"]["key"] == "test" and nxt["task"]["depends_on"] == ["build"]
@@ -83,7 +84,9 @@ async def test_failed_dependency_blocks_transitively_until_reopened(client):
     listing = await call(client, "list_tasks")
     assert {r["key"]: r["status"] for r in listing["tasks"]} == {"a": "failed", "b": "blocked", "c": "blocked"}
     assert listing["counts"] == {"pending": 0, "claimed": 0, "done": 0, "failed": 1, "blocked": 2}
-    assert (await claim(client))["reason"] == "blocked_by_dependencies"
+    nothing = await claim(client)
+    assert nothing["reason"] == "blocked_by_failure" and nothing["retry_after"] is None
+    assert nothing["waiting_on"] == [{"key": "a", "status": "failed", "owner": "agent-a", "retry_after": None}]
     blocked = await call(client, "list_tasks", status=["blocked"])
     assert [r["key"] for r in blocked["tasks"]] == ["b", "c"]
     reopened = await call(client, "update_task", task_key="a", action="reopen", reason="flaky network, retry")
@@ -112,9 +115,13 @@ async def test_lease_expiry_fencing(db_url, workspace):
             assert err.code == "lease_lost" and "'B'" in err.text, err.text
         done = await complete(b, "job", second["lease"]["token"])
         assert done["status"] == "done" and done["owner"] == "B"
-        err = await fail(a, "update_task", task_key="job", action="complete", lease_token=second["lease"]["token"],
+        # a retried complete by the lease that completed it answers the task unchanged (revision 2)
+        again = await call(a, "update_task", task_key="job", action="complete", lease_token=second["lease"]["token"],
+                           verification="again")  # fmt: skip
+        assert again == {**done, "unblocked": []} and again["verification"] == "tested"
+        err = await fail(a, "update_task", task_key="job", action="complete", lease_token=first["lease"]["token"],
                          verification="again")  # fmt: skip
-        assert err.code == "lease_lost" and "done" in err.text
+        assert err.code == "lease_lost" and "done" in err.text and "'B' took the task over" in err.text
 
 
 async def test_expired_uncontested_lease_may_still_finish(client):
@@ -125,7 +132,8 @@ async def test_expired_uncontested_lease_may_still_finish(client):
     assert brief["my_tasks"][0]["key"] == "slow" and brief["my_tasks"][0]["lease"]["expired"] is True
     beat = await call(client, "update_task", task_key="slow", action="heartbeat", lease_token=got["lease"]["token"],
                       lease_seconds=60)  # fmt: skip
-    assert beat["lease"]["expired"] is False
+    assert "expired" not in beat and "expired" not in beat["lease"] and beat["lease"]["expires_in_seconds"] == 60
+    assert set(beat) == {"lease"}, "a heartbeat answers the lease only"
     done = await complete(client, "slow", got["lease"]["token"])
     assert done["status"] == "done" and done["verification"] == "tested"
 
@@ -137,8 +145,9 @@ async def test_fail_retries_with_backoff_then_fails(client):
                       error="timeout")  # fmt: skip
     assert back["status"] == "pending" and back["available_at"] is not None
     waiting = await claim(client)
-    assert waiting["task"] is None and waiting["reason"] == "none_pending"
+    assert waiting["task"] is None and waiting["reason"] == "backoff"
     assert 4 < waiting["retry_after"] <= 5.0  # the default base delay is 5 s
+    assert [(w["key"], w["status"]) for w in waiting["waiting_on"]] == [("flaky", "pending")]
     clock.advance(5.5)
     again = await claim(client)
     assert again["task"]["key"] == "flaky" and again["lease"]["attempt"] == 2
@@ -166,7 +175,7 @@ async def test_expired_lease_with_no_attempts_left_fails(client):
     await claim(client, lease_seconds=10)
     clock.advance(20)
     nothing = await claim(client)
-    assert nothing["task"] is None and nothing["reason"] == "blocked_by_dependencies"
+    assert nothing["task"] is None and nothing["reason"] == "blocked_by_failure"
     rows = {r["key"]: r["status"] for r in (await call(client, "list_tasks"))["tasks"]}
     assert rows == {"once": "failed", "after": "blocked"}
 
@@ -290,7 +299,7 @@ async def test_claim_reads_the_claim_index_in_order(harness, workspace):
     scan over all pending tasks plus a sort: O(n) per claim; add_tasks now refreshes them.)"""
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
-    from mcp_harness.store import queries
+    from mcp_harness.store import task_queries as queries
     from mcp_harness.store.connection import Query
 
     ident = Identity(workspace, "a")

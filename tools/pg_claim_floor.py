@@ -20,18 +20,22 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_harness.store import Database, queries  # noqa: E402
+from mcp_harness.store import Database, task_queries  # noqa: E402
+from mcp_harness.store.connection import Query  # noqa: E402
 from mcp_harness.store.postgres import dsn as asyncpg_dsn  # noqa: E402
 
-DONE_COLUMNS = ("completed_at", "lease_expires_at", "ready", "result", "status", "updated_at", "verification")
+DONE_COLUMNS = (
+    "completed_at", "last_error", "lease_expires_at", "ready", "result", "status", "updated_at", "verification",
+)  # fmt: skip
 
 
-def _args(query: queries.Query, values: dict) -> list:
+def _args(query: Query, values: dict) -> list:
     return [values[n] for n in query.pg_names]
 
 
 def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
-    claim, done = queries.claim(False, False), queries.update_leased(DONE_COLUMNS, True)
+    claim = task_queries.claim(False, False)
+    done = task_queries.update_leased(DONE_COLUMNS, True, logged=True)
 
     async def main() -> int:
         pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)
@@ -45,14 +49,15 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
             while True:
                 at = time.time()
                 values = {"ws": workspace, "now": at, "agent": "floor", "token": secrets.token_urlsafe(18),
-                          "expires": at + 300, "lease": 300}  # fmt: skip
+                          "expires": at + 300, "lease": 300, "fp": "floor"}  # fmt: skip
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(claim.postgresql, *_args(claim, values))
                 if not rows:
                     return
                 values = {"ws": workspace, "key": rows[0]["key"], "token": rows[0]["lease_token"],
                           "v_status": "done", "v_ready": False, "v_result": None, "v_verification": "floor",
-                          "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at}  # fmt: skip
+                          "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at, "v_last_error": None,
+                          "ev_kind": "complete", "ev_actor": "floor", "ev_detail": None, "ev_at": at}  # fmt: skip
                 async with pool.acquire() as conn:
                     await conn.fetch(done.postgresql, *_args(done, values))
                 count += 1

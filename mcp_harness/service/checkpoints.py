@@ -68,6 +68,8 @@ class CheckpointService(ServiceBase):
                 raise VersionConflict(
                     f"thread {thread!r} is at version {latest}, you expected {expected_version}"
                     + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
+                    + f"; call restore_state(thread={thread!r}) to see what changed, then retry with "
+                    f"expected_version={latest}"
                 )
             parent = manifest.loads(head.manifest) if head.manifest else []
             entries, new_blobs, fresh = await self._build_manifest(conn, ident.workspace, parent, state, encoded, mode)

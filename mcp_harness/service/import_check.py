@@ -249,6 +249,13 @@ class ImportChecker:
             raise InvalidArgument(f"a tag names task {r['task_key']!r}, which no earlier task record has")
         self.tasks[(ws, r["task_key"])].tags_seen.add(r["tag"])
 
+    def _task_event(self, ws: str, r: dict[str, Any]) -> None:
+        if (ws, r["task_key"]) not in self.tasks:
+            raise InvalidArgument(f"a task event names task {r['task_key']!r}, which no earlier task record has")
+        if r["detail"] is not None:
+            limit = self.limits.max_value_bytes + 4 * self.limits.max_text_chars  # a cleared result and texts
+            self._json(r["detail"], f"an event's detail of task {r['task_key']!r}", dict, limit)
+
     def _state_schema(self, ws: str, r: dict[str, Any]) -> None:
         self._unique(("schema", ws, r["thread"], r["version"]), f"schema version {r['version']} of {r['thread']!r}")
         document = self._json(r["document"], "the schema", dict, len(r["document"].encode()))

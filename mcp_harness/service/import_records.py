@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
 from ..errors import InvalidArgument
+from .task_events import KINDS as EVENT_KINDS
 
 #: text the harness itself writes around a person's text (a reopen's summary and last_error) may
 #: exceed the text limit by this much
@@ -77,6 +78,8 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                  "completed_at": optional(TIME)},
         "task_dep": {"workspace": ws, "task_key": name(), "dep_key": name()},
         "task_tag": {"workspace": ws, "tag": text(64, 1), "task_key": name()},
+        "task_event": {"workspace": ws, "task_key": name(), "kind": one_of(*EVENT_KINDS), "actor": name(),
+                       "attempt": integer(0), "detail": optional(STRING), "created_at": TIME},
         "state_schema": {"workspace": ws, "thread": name(), "version": integer(1), "document": STRING,
                          "created_at": TIME},
     }  # fmt: skip

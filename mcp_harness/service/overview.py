@@ -36,7 +36,7 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
                 "owner": t.owner,
                 "attempt": t.lease.attempt,
                 "expires_at": t.lease.expires_at,
-                "expired": t.lease.expired,
+                "expired": bool(t.lease.expired),
                 "last_progress_at": iso(last_seen.get(t.owner or "")),
             }
         )

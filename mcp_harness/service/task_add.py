@@ -75,7 +75,7 @@ class AddingTasks(WaitingClaims):
                 if existing[key].content_hash != hashes[key]:
                     raise TaskConflict(
                         f"task {key!r} already exists with different content; tasks are never edited: "
-                        "use a new key (or reopen the existing task)"
+                        "add the changed work under a new key"
                     )
                 unchanged.append(key)
             else:

@@ -13,20 +13,33 @@ from ..models import ClaimTaskResult
 from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
-from ..store.records import TaskRecord
+from ..store.records import ClaimedTask
 from .base import Identity
-from .task_views import task_view
+from .task_events import event, fingerprint, logged
+from .task_reasons import why_nothing
+from .task_views import lease_of, task_view
 from .task_wait import WaitingClaims
 
 
 async def _take(
     conn: Connection, ident: Identity, at: float, lease_seconds: int, tags: list[str] | None, task_key: str | None
-) -> TaskRecord | None:
+) -> ClaimedTask | None:
     """The claim statement with a new lease token: the claimed row, or None."""
+    token = secrets.token_urlsafe(18)
     return await store.claim(
-        conn, ident.workspace, agent=ident.agent, token=secrets.token_urlsafe(18), now=at,
+        conn, ident.workspace, agent=ident.agent, token=token, fingerprint=fingerprint(token), now=at,
         lease_seconds=lease_seconds, tags=tags, task_key=task_key,
     )  # fmt: skip
+
+
+def _claimed(row: ClaimedTask, at: float) -> ClaimTaskResult:
+    return ClaimTaskResult(task=task_view(row, at), lease=lease_of(row, at))
+
+
+async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at: float) -> None:
+    """The claim statement recorded the take-over event; the log gets the harness's entry about it."""
+    ev = event("take_over", ident.agent, {"previous_owner": row.taken_from})
+    await logged(conn, ident.workspace, row.key, row.attempts, ev, at, recorded=True)
 
 
 class ClaimingTasks(WaitingClaims):
@@ -37,14 +50,11 @@ class ClaimingTasks(WaitingClaims):
         lease_seconds, tags, task_key = args.lease_seconds, args.tags, args.task_key
         deadline = anyio.current_time() + args.wait_seconds
 
-        async def body(conn: Connection) -> tuple[TaskRecord, float] | ClaimTaskResult:
+        async def body(conn: Connection) -> tuple[ClaimedTask, float] | ClaimTaskResult:
             return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
 
-        def finish(raw: tuple[TaskRecord, float] | ClaimTaskResult) -> ClaimTaskResult:
-            if isinstance(raw, ClaimTaskResult):
-                return raw
-            view = task_view(*raw)
-            return ClaimTaskResult(task=view, lease=view.lease)
+        def finish(raw: tuple[ClaimedTask, float] | ClaimTaskResult) -> ClaimTaskResult:
+            return raw if isinstance(raw, ClaimTaskResult) else _claimed(*raw)
 
         while True:
             if args.idempotency_key is None:
@@ -73,8 +83,10 @@ class ClaimingTasks(WaitingClaims):
             row = await _take(conn, ident, at, lease_seconds, tags, task_key)
         if row is None:
             return None
-        view = task_view(row, at)
-        return ClaimTaskResult(task=view, lease=view.lease)
+        if row.taken_from is not None:  # rare: an expired lease taken over; the log hears of it
+            async with self.db.write() as conn:
+                await _log_take_over(conn, ident, row, at)
+        return _claimed(row, at)
 
     async def _claim_once(
         self,
@@ -83,27 +95,21 @@ class ClaimingTasks(WaitingClaims):
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
-    ) -> tuple[TaskRecord, float] | ClaimTaskResult:
+    ) -> tuple[ClaimedTask, float] | ClaimTaskResult:
         """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
         row = await _take(conn, ident, at, lease_seconds, tags, task_key)
         if row is not None:
+            if row.taken_from is not None:
+                await _log_take_over(conn, ident, row, at)
             return row, at
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
         # and work out why nothing was returned.
         if task_key is not None and await store.get(conn, ident.workspace, task_key) is None:
             raise NotFound(f"no task with key {task_key!r} in this workspace")
         failed = await store.fail_expired_exhausted(conn, ident.workspace, at)
+        for dead in failed:
+            await logged(conn, ident.workspace, dead.key, dead.attempts, event("expire", dead.owner or "?"), at)
         if failed:
-            await store.propagate(conn, ident.workspace, failed)
-        facts = await store.why_nothing(conn, ident.workspace, now=at, tags=tags, task_key=task_key)
-        retry_after = round(facts.next_available_at - at, 3) if facts.next_available_at else None
-        if facts.waiting_on_deps:
-            reason = "blocked_by_dependencies"
-        elif facts.claimed:
-            reason = "all_claimed"
-        elif facts.total and facts.finished == facts.total:
-            reason = "all_done"
-        else:
-            reason = "none_pending"
-        return ClaimTaskResult(task=None, lease=None, reason=reason, retry_after=retry_after)
+            await store.propagate(conn, ident.workspace, [dead.key for dead in failed])
+        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key)

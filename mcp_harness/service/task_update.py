@@ -9,22 +9,23 @@ from typing import Any
 from ..arguments import UpdateTaskArgs
 from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
-from ..models import TaskView
+from ..models import HeartbeatResult, UpdateTaskResult
 from ..store import Connection
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
 from .base import Identity
-from .progress import append_entry
-from .task_views import status_of, task_view
+from .task_events import event, lease_history, logged
+from .task_views import lease_of, status_of, task_view
 from .task_wait import WaitingClaims
 
 #: one action's change inside the write transaction: (connection, time) -> the updated row
 Change = Callable[[Connection, float], Awaitable[TaskRecord]]
+Answer = UpdateTaskResult | HeartbeatResult
 
 
 class UpdatingTasks(WaitingClaims):
-    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> TaskView:
+    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
         """Check the arguments, then run the action's method (`args`, or its fields as keywords)."""
         args = UpdateTaskArgs.of(args, fields)
         self._check_update(args)
@@ -58,24 +59,30 @@ class UpdatingTasks(WaitingClaims):
                 raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
 
     # -- the actions ------------------------------------------------------------------------------
-    async def _heartbeat(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
-        """Extend the lease (by lease_seconds, else by the length the claim asked for)."""
+    async def _heartbeat(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
+        """Extend the lease (by lease_seconds, else by the length the claim asked for): answers the lease."""
         seconds = args.lease_seconds
 
-        async def change(conn: Connection, at: float) -> TaskRecord:
+        async def body(conn: Connection) -> tuple[TaskRecord, float]:
+            at = now()
             current = await self._current(conn, ident.workspace, args.task_key)
             values = {
                 "lease_expires_at": at + (seconds or current.lease_seconds or 900),
                 "lease_seconds": seconds or current.lease_seconds,
                 "updated_at": at,
             }
-            return await self._leased(conn, ident.workspace, args, values)
+            return await self._leased(conn, ident, args, values, None, at), at
 
-        return await self._transact(ident, args, change, settles=False)
+        def finish(raw: tuple[TaskRecord, float]) -> HeartbeatResult:
+            return HeartbeatResult(lease=lease_of(*raw))
 
-    async def _complete(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
-        """Finish the task with its result and how it was verified; its dependents may become ready."""
+        return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish)
+
+    async def _complete(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
+        """Finish the task with its result and how it was verified; its dependents may become ready. The
+        same lease completing again (a retry) answers the task unchanged."""
         result_json = dumps(args.result) if args.result is not None else None
+        done_event = event("complete", ident.agent, {"verification": args.verification})
 
         def done(at: float) -> dict[str, Any]:
             return {
@@ -83,6 +90,7 @@ class UpdatingTasks(WaitingClaims):
                 "ready": False,  # finished tasks leave the claim scan
                 "result": result_json,
                 "verification": args.verification,
+                "last_error": None,
                 "completed_at": at,
                 "lease_expires_at": None,
                 "updated_at": at,
@@ -93,50 +101,45 @@ class UpdatingTasks(WaitingClaims):
             at = now()
             async with self.db.single() as conn:
                 row = await store.update_leased(
-                    conn, ident.workspace, args.task_key, args.lease_token, done(at), leaf_only=True
-                )
+                    conn, ident.workspace, args.task_key, args.lease_token, done(at), done_event, at,
+                    leaf_only=True,
+                )  # fmt: skip
             if row is not None:
                 self._notify()
-                return task_view(row, at)
+                return task_view(row, at, UpdateTaskResult, unblocked=[])
 
         async def change(conn: Connection, at: float) -> TaskRecord:
-            return await self._leased(conn, ident.workspace, args, done(at))
+            current = await self._current(conn, ident.workspace, args.task_key)
+            if current.status == "done" and current.lease_token == args.lease_token:
+                return current  # completed by this very lease already: nothing to do
+            return await self._leased(conn, ident, args, done(at), done_event, at)
 
         return await self._transact(ident, args, change)
 
-    async def _fail(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
+    async def _fail(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Give the task up as failed: retried after a backoff while attempts remain (and retry), else failed."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args.task_key)
+            gone = {"lease_token": None, "lease_expires_at": None, "last_error": args.error, "updated_at": at}
             if args.retry and current.attempts < current.max_attempts:
                 delay = min(
                     self.settings.backoff_cap_seconds,
                     self.settings.backoff_base_seconds * 2 ** max(0, current.attempts - 1),
                 )
-                values = {
-                    "status": "pending",
-                    "owner": None,
-                    "lease_token": None,
-                    "lease_expires_at": None,
-                    "available_at": at + delay,
-                    "last_error": args.error,
-                    "updated_at": at,
-                }
+                values = {**gone, "status": "pending", "owner": None, "available_at": at + delay}
+                detail = {"error": args.error, "retry_in": delay}
             else:
-                values = {
-                    "status": "failed",
-                    "ready": False,
-                    "lease_token": None,
-                    "lease_expires_at": None,
-                    "last_error": args.error,
-                    "updated_at": at,
-                }
-            return await self._leased(conn, ident.workspace, args, values)
+                values = {**gone, "status": "failed", "ready": False}
+                detail = {"error": args.error}
+            ev = event("fail", ident.agent, detail)
+            row = await self._leased(conn, ident, args, values, ev, at)
+            await logged(conn, ident.workspace, row.key, current.attempts, ev, at, recorded=True)
+            return row
 
         return await self._transact(ident, args, change)
 
-    async def _release(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
+    async def _release(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Hand the task back unfinished, at once claimable, without using up an attempt."""
 
         async def change(conn: Connection, at: float) -> TaskRecord:
@@ -150,16 +153,18 @@ class UpdatingTasks(WaitingClaims):
                 "available_at": at,
                 "updated_at": at,
             }
-            return await self._leased(conn, ident.workspace, args, values)
+            return await self._leased(conn, ident, args, values, event("release", ident.agent), at)
 
         return await self._transact(ident, args, change)
 
-    async def _reopen(self, ident: Identity, args: UpdateTaskArgs) -> TaskView:
-        """Revive a done or failed task (attempts start again), noting why in the progress log."""
+    async def _reopen(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
+        """Revive a done or failed task (attempts start again; its result and verification are cleared,
+        their old values kept in the reopen event), noting why in the progress log."""
         task_key, reason = args.task_key, args.reason
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             ws = ident.workspace
+            before = await self._current(conn, ws, task_key)
             deps_done, _blocked = (await store.compute_flags(conn, ws, [task_key]))[task_key]
             row = await store.update_where_status(
                 conn,
@@ -175,37 +180,51 @@ class UpdatingTasks(WaitingClaims):
                     "lease_expires_at": None,
                     "available_at": 0.0,
                     "completed_at": None,
+                    "result": None,
+                    "verification": None,
                     "updated_at": at,
                     "last_error": f"reopened: {reason}",
                 },
             )
             if row is None:
-                await self._explain_not_reopenable(conn, ws, task_key)
-            await append_entry(
-                conn, ident, summary=f"reopened task {task_key}: {reason}", status="note", task_key=task_key
-            )
+                raise InvalidArgument(f"reopen works on done or failed tasks; task {task_key!r} is {status_of(before)}")
+            old = {"status": before.status, "result": before.result, "verification": before.verification,
+                   "last_error": before.last_error}  # fmt: skip
+            ev = event("reopen", ident.agent, {"reason": reason, **{k: v for k, v in old.items() if v is not None}})
+            await logged(conn, ws, task_key, before.attempts, ev, at)
             return row
 
         return await self._transact(ident, args, change)
 
     # -- shared steps -----------------------------------------------------------------------------
-    async def _transact(
-        self, ident: Identity, args: UpdateTaskArgs, change: Change, *, settles: bool = True
-    ) -> TaskView:
-        """Run one action's change exactly once. `settles`: the action ends or restarts the task, so its
-        dependents' flags are brought up to date and waiting claims are woken."""
+    async def _transact(self, ident: Identity, args: UpdateTaskArgs, change: Change) -> UpdateTaskResult:
+        """Run one action's change exactly once; the task's dependents' flags are brought up to date (a
+        revoked lease logged) and waiting claims are woken."""
+        action, task_key = args.action, args.task_key
 
-        async def body(conn: Connection) -> tuple[TaskRecord, float]:
+        async def body(conn: Connection) -> tuple[TaskRecord, float, store.Settled]:
             at = now()
             row = await change(conn, at)
-            if settles and row.dependents:
-                await store.propagate(conn, ident.workspace, [args.task_key])
-            return row, at
+            settled = store.Settled([], [])
+            if row.dependents:
+                settled = await store.propagate(conn, ident.workspace, [task_key])
+            for lost in settled.revoked:
+                ev = event("revoke", ident.agent, {"owner": lost.owner, "dependency": task_key})
+                await logged(conn, ident.workspace, lost.key, lost.attempts, ev, at)
+            return row, at, settled
 
-        view = await self.exactly_once(ident, args, TaskView, body, finish=lambda raw: task_view(*raw))
-        if settles:
-            self._notify()
-        return view
+        def finish(raw: tuple[TaskRecord, float, store.Settled]) -> UpdateTaskResult:
+            row, at, settled = raw
+            extra: dict[str, Any] = {}
+            if action == "complete":
+                extra["unblocked"] = settled.unblocked
+            elif action == "reopen":
+                extra["revoked"] = [lost.key for lost in settled.revoked]
+            return task_view(row, at, UpdateTaskResult, **extra)
+
+        result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
+        self._notify()
+        return result
 
     async def _current(self, conn: Connection, ws: str, key: str) -> TaskRecord:
         """The task's row before the change (heartbeat, fail and release derive values from it)."""
@@ -214,27 +233,33 @@ class UpdatingTasks(WaitingClaims):
             raise NotFound(f"no task with key {key!r} in this workspace")
         return row
 
-    async def _leased(self, conn: Connection, ws: str, args: UpdateTaskArgs, values: dict[str, Any]) -> TaskRecord:
-        """Apply `values` if the caller's lease still holds, else say why it does not."""
-        row = await store.update_leased(conn, ws, args.task_key, args.lease_token, values)
+    async def _leased(
+        self,
+        conn: Connection,
+        ident: Identity,
+        args: UpdateTaskArgs,
+        values: dict[str, Any],
+        ev: store.Event | None,
+        at: float,
+    ) -> TaskRecord:
+        """Apply `values` (and record `ev`) if the caller's lease still holds, else say why it does not."""
+        row = await store.update_leased(conn, ident.workspace, args.task_key, args.lease_token, values, ev, at)
         if row is None:
-            await self._explain_lease_lost(conn, ws, args.task_key, args.action)
+            await self._explain_lease_lost(conn, ident.workspace, args)
         return row
 
-    async def _explain_lease_lost(self, conn: Connection, ws: str, key: str, action: str) -> None:
-        row = await store.get(conn, ws, key)
-        if row is None:
-            raise NotFound(f"no task with key {key!r} in this workspace")
-        if row.status == "claimed":
+    async def _explain_lease_lost(self, conn: Connection, ws: str, args: UpdateTaskArgs) -> None:
+        """`lease_lost`, saying what happened to the lease, from the task's events."""
+        key, action = args.task_key, args.action
+        row = await self._current(conn, ws, key)
+        now_ = f"it is {status_of(row)} now" + (
+            f", held by agent {row.owner!r} (attempt {row.attempts})" if row.status == "claimed" else ""
+        )
+        ended = lease_history(await store.events(conn, ws, key), args.lease_token)
+        if ended is None:
             raise LeaseLost(
-                f"cannot {action} task {key!r}: your lease was superseded (the task was claimed again, now by "
-                f"agent {row.owner!r} on attempt {row.attempts})"
+                f"cannot {action} task {key!r}: this lease_token never held it ({now_}); "
+                "use the lease.token that claim_task returned for this task"
             )
-        why = f" ({row.last_error})" if row.last_error == store.REVOKED_BY_REOPEN else ""
-        raise LeaseLost(f"cannot {action} task {key!r}: it is {status_of(row)} now, your lease has ended{why}")
-
-    async def _explain_not_reopenable(self, conn: Connection, ws: str, key: str) -> None:
-        row = await store.get(conn, ws, key)
-        if row is None:
-            raise NotFound(f"no task with key {key!r} in this workspace")
-        raise InvalidArgument(f"reopen works on done or failed tasks; task {key!r} is {status_of(row)}")
+        why = f": {ended}" if ended else ""
+        raise LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}")

@@ -6,7 +6,7 @@ import base64
 import json
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskRow, TaskView
+from ..models import HeldTask, Lease, TaskDetail, TaskRow, TaskView
 from ..store.records import TaskRecord
 from .base import iso
 
@@ -15,19 +15,30 @@ def status_of(row: TaskRecord) -> str:
     return "blocked" if row.status == "pending" and row.blocked else row.status
 
 
-def _lease(row: TaskRecord, at: float) -> Lease | None:
+def claimable(row: TaskRecord, at: float) -> bool:
+    """Whether a claim could take the task now (the claim statement's condition)."""
+    if not row.ready:
+        return False
+    if row.status == "pending":
+        return row.available_at <= at
+    return row.status == "claimed" and row.lease_expires_at <= at and row.attempts < row.max_attempts
+
+
+def lease_of(row: TaskRecord, at: float) -> Lease | None:
     if row.status != "claimed" or row.lease_token is None:
         return None
+    left = round(row.lease_expires_at - at, 3)
     return Lease(
         token=row.lease_token,
-        expires_at=iso(row.lease_expires_at),
         attempt=row.attempts,
-        expired=row.lease_expires_at <= at,
+        expires_at=iso(row.lease_expires_at),
+        expires_in_seconds=left,
+        expired=left < 0 or None,
     )
 
 
-def task_view(row: TaskRecord, at: float) -> TaskView:
-    return TaskView(
+def task_view(row: TaskRecord, at: float, model: type[TaskView] = TaskView, **extra: object) -> TaskView:
+    return model(
         key=row.key,
         title=row.title,
         description=row.description,
@@ -39,7 +50,6 @@ def task_view(row: TaskRecord, at: float) -> TaskView:
         owner=row.owner,
         attempts=row.attempts,
         max_attempts=row.max_attempts,
-        lease=_lease(row, at),
         available_at=iso(row.available_at) if row.status == "pending" and row.available_at > at else None,
         result=json.loads(row.result) if row.result is not None else None,
         verification=row.verification,
@@ -47,14 +57,21 @@ def task_view(row: TaskRecord, at: float) -> TaskView:
         created_at=iso(row.created_at),
         updated_at=iso(row.updated_at),
         completed_at=iso(row.completed_at),
+        **extra,
     )
 
 
-def task_row(row: TaskRecord) -> TaskRow:
+def task_detail(row: TaskRecord, at: float) -> TaskDetail:
+    """The task with its lease (for people: the CLI)."""
+    return task_view(row, at, TaskDetail, lease=lease_of(row, at))
+
+
+def task_row(row: TaskRecord, at: float) -> TaskRow:
     return TaskRow(
         key=row.key,
         title=row.title,
         status=status_of(row),
+        ready=claimable(row, at),
         owner=row.owner,
         priority=row.priority,
         attempts=row.attempts,
@@ -68,7 +85,7 @@ def held_task(row: TaskRecord, at: float) -> HeldTask:
         title=row.title,
         description=row.description,
         steps=json.loads(row.steps),
-        lease=_lease(row, at),
+        lease=lease_of(row, at),
     )
 
 

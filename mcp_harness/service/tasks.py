@@ -5,46 +5,57 @@ task (`task_update`) and the wake-up signal they share (`task_wait`); reading li
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..arguments import ListTasksArgs
-from ..models import HeldTask, ListTasksResult, TaskCounts, TaskView
+from ..config import check_name
+from ..errors import NotFound
+from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskEvent, TaskStory
 from ..store import Connection
+from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity
+from .base import Identity, iso
+from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
 from .task_update import UpdatingTasks
-from .task_views import decode_cursor, encode_cursor, held_task, task_row, task_view
+from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_row
 
 
 class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
-        """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords)."""
+        """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
+        `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""
         args = ListTasksArgs.of(args, fields)
         limit = args.limit
+        statuses = [args.status] if isinstance(args.status, str) else args.status
         after = decode_cursor(args.cursor) if args.cursor else 0
+        at = now()
         async with self.db.read() as conn:
             rows = await store.page(
-                conn, ident.workspace, statuses=args.status, tag=args.tag, limit=limit + 1, after_id=after
-            )
+                conn, ident.workspace, statuses=statuses, ready=args.ready, now=at, tag=args.tag, limit=limit + 1,
+                after_id=after,
+            )  # fmt: skip
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
         rows = rows[:limit]
         return ListTasksResult(
-            tasks=[task_row(r) for r in rows],
+            tasks=[task_row(r, at) for r in rows],
             counts=TaskCounts(**counts),
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
-    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskView], TaskCounts]:
-        """Every task (full views, for people) and the counts."""
+    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskDetail], TaskCounts]:
+        """Every task (full views with their leases, for people) and the counts."""
         at, after, out = now(), 0, []
         async with self.db.read() as conn:
             while True:
-                rows = await store.page(conn, ident.workspace, statuses=statuses, tag=None, limit=1000, after_id=after)
-                out.extend(task_view(r, at) for r in rows)
+                rows = await store.page(
+                    conn, ident.workspace, statuses=statuses, ready=None, now=at, tag=None, limit=1000, after_id=after
+                )
+                out.extend(task_detail(r, at) for r in rows)
                 if len(rows) < 1000:
                     break
                 after = rows[-1].id
@@ -56,3 +67,28 @@ class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
         return held, TaskCounts(**await store.counts(conn, ident.workspace))
+
+    async def story(self, ident: Identity, key: str) -> TaskStory:
+        """One task with its lease, its events and the progress entries about it (oldest first)."""
+        check_name("task_key", key)
+        at = now()
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+            if row is None:
+                raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
+            events = await store.events(conn, ident.workspace, key)
+            entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
+        return TaskStory(
+            task=task_detail(row, at),
+            events=[
+                TaskEvent(
+                    kind=e.kind,
+                    actor=e.actor,
+                    attempt=e.attempt,
+                    created_at=iso(e.created_at),
+                    detail=json.loads(e.detail) if e.detail else None,
+                )
+                for e in events
+            ],  # fmt: skip
+            progress=[progress_entry(p) for p in reversed(entries)],
+        )

@@ -7,7 +7,19 @@ tables (`tables.py`) inside `Database.cold_read()` / `cold_write()`. Database er
 `HarnessError`s, or as `StorageError` (`UniqueViolation` for a lost race on a unique key).
 """
 
-from . import backup, checkpoints, common, idempotency, progress, records, schemas, segments, tasks, tokens
+from . import (
+    backup,
+    checkpoints,
+    common,
+    idempotency,
+    progress,
+    records,
+    schemas,
+    segments,
+    task_queries,
+    tasks,
+    tokens,
+)
 from .connection import Connection, StorageError, UniqueViolation
 from .engine import Database
 from .migrations import SCHEMA_VERSION
@@ -26,6 +38,7 @@ __all__ = [
     "records",
     "schemas",
     "segments",
+    "task_queries",
     "tasks",
     "tokens",
 ]

@@ -13,7 +13,19 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import InvalidArgument
-from .tables import Blob, Checkpoint, Progress, Segment, StateSchema, Task, TaskDep, TaskTag, Thread, Workspace
+from .tables import (
+    Blob,
+    Checkpoint,
+    Progress,
+    Segment,
+    StateSchema,
+    Task,
+    TaskDep,
+    TaskEvent,
+    TaskTag,
+    Thread,
+    Workspace,
+)
 
 blobs = Blob.__table__
 checkpoints = Checkpoint.__table__
@@ -33,6 +45,7 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("progress", Progress.__table__, ("id",)),
     ("task", tasks, ("id",)),
     ("task_dep", TaskDep.__table__, ()),
+    ("task_event", TaskEvent.__table__, ("id",)),
     ("state_schema", StateSchema.__table__, ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}

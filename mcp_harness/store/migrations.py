@@ -205,6 +205,22 @@ class Migration:
         return [s.strip() for s in self.sql[dialect].split(";") if s.strip()]
 
 
+_V4_TASK_EVENTS = """
+CREATE TABLE task_events (
+    id {id} NOT NULL,
+    workspace VARCHAR NOT NULL,
+    task_key VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    actor VARCHAR NOT NULL,
+    attempt INTEGER NOT NULL,
+    detail TEXT,
+    created_at FLOAT NOT NULL,
+    PRIMARY KEY (id)
+);
+CREATE INDEX ix_task_event_task ON task_events (workspace, task_key, id);
+"""
+
+
 def _both(sql: str) -> dict[str, str]:
     return {dialect: sql.format(**types) for dialect, types in _V1_TYPES.items()}
 
@@ -214,6 +230,7 @@ MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _both(_V1_INITIAL)),
     Migration(2, "array segments; partial label index", _both(_V2_SEGMENTS)),
     Migration(3, "64-bit checkpoint versions", {"sqlite": "", "postgresql": _V3_BIGINT_VERSIONS_PG}),
+    Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

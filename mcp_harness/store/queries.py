@@ -4,7 +4,8 @@ Written once where SQLite and PostgreSQL agree, once each where they differ (row
 is passed). A statement that comes in a few shapes (optional filters, the columns an update sets) is
 built by a cached function, so each shape is one fixed statement that the driver prepares once.
 Each constant's name is its `Query.name`. Cold paths (export/import, prune, migrations) use
-SQLAlchemy over `tables.py` instead; see `backup.py` and `migrations.py`.
+SQLAlchemy over `tables.py` instead; see `backup.py` and `migrations.py`. The task list's statements
+are in `task_queries.py`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ from .connection import Query
 from .records import (
     CheckpointRow,
     CheckpointWithManifest,
-    DependencyRow,
-    EmptyClaimFacts,
     ProgressRow,
     SegmentRow,
     StoredResult,
-    TaskCountRow,
     TaskRecord,
     ThreadHead,
     ThreadRow,
@@ -195,169 +193,6 @@ REVOKE_AGENT_TOKENS = Query(
     "UPDATE api_tokens SET revoked_at = :at WHERE revoked_at IS NULL AND workspace = :ws AND agent = :agent"
 )
 COUNT_LIVE_TOKENS = Query("SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL")
-
-# -- tasks -----------------------------------------------------------------------------------------
-TASK_BY_KEY = Query(f'SELECT {TASK} FROM tasks WHERE workspace = :ws AND "key" = :key', row=TaskRecord)
-TASKS_BY_KEY = _both(
-    lambda d: f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND {in_array(_KEY, 'keys', d)}", row=TaskRecord
-)
-INSERT_TASK = Query(
-    'INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, '
-    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at) VALUES "
-    "(:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, :dependents, "
-    ":content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at) RETURNING id"
-)
-INSERT_DEPENDENCY = Query("INSERT INTO task_deps (workspace, task_key, dep_key) VALUES (:ws, :task_key, :dep_key)")
-INSERT_TAG = Query("INSERT INTO task_tags (workspace, tag, task_id) VALUES (:ws, :tag, :task_id)")
-ADD_DEPENDENTS = Query('UPDATE tasks SET dependents = dependents + :n WHERE workspace = :ws AND "key" = :key')
-#: PostgreSQL plans the claim by these statistics (see `tasks.refresh_statistics`)
-ANALYZE_TASKS = Query("ANALYZE tasks, task_deps, task_tags")
-FAIL_EXPIRED_EXHAUSTED = Query(
-    "UPDATE tasks SET status = 'failed', ready = FALSE, lease_token = NULL, "
-    "last_error = 'the lease expired on the last allowed attempt', updated_at = :now "
-    "WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at <= :now AND attempts >= max_attempts "
-    'RETURNING "key"'
-)
-HELD_BY = Query(
-    f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status = 'claimed' ORDER BY id",
-    row=TaskRecord,
-)
-TASK_COUNTS = Query(
-    "SELECT status, blocked, count(*) AS n FROM tasks WHERE workspace = :ws GROUP BY status, blocked", row=TaskCountRow
-)
-DEPENDENTS_OF = _both(
-    lambda d: f"SELECT task_key FROM task_deps WHERE workspace = :ws AND {in_array('dep_key', 'keys', d)}"
-)
-DEPENDENCIES_OF = _both(
-    lambda d: (
-        "SELECT d.task_key, t.status, t.blocked FROM task_deps AS d "
-        'JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key '
-        f"WHERE d.workspace = :ws AND {in_array('d.task_key', 'keys', d)}"
-    ),
-    row=DependencyRow,
-)
-SET_FLAGS = Query('UPDATE tasks SET ready = :ready, blocked = :blocked WHERE workspace = :ws AND "key" = :key')
-#: a claimed task whose dependency is no longer done goes back to pending, its attempt given back
-REVOKE_FOR_REOPENED_DEPENDENCY = Query(
-    "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
-    'lease_expires_at = NULL, attempts = :attempts, last_error = :error WHERE workspace = :ws AND "key" = :key'
-)
-
-
-def _tagged(dialect: str) -> str:
-    """The task carries one of the tags in `:tags`."""
-    return f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
-
-
-def _claimable(by_tags: bool, by_key: bool, dialect: str) -> str:
-    """The best claimable task: open and runnable (`ix_task_claim`), pending past its backoff or
-    claimed with a lease that ran out and attempts left, highest priority first, then oldest."""
-    where = "workspace = :ws AND ready = TRUE"
-    if by_tags:
-        where += (
-            f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
-        )
-    if by_key:
-        where += ' AND "key" = :key'
-    where += (
-        " AND ((status = 'pending' AND available_at <= :now)"
-        " OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts))"
-    )
-    return f"SELECT id FROM tasks WHERE {where} ORDER BY priority DESC, id LIMIT 1"
-
-
-@cache
-def claimable(by_tags: bool, by_key: bool) -> Query:
-    """Whether a claim would get a task now (what waiting claims poll)."""
-    return _both(lambda d: _claimable(by_tags, by_key, d), name=f"claimable({by_tags}, {by_key})")
-
-
-@cache
-def claim(by_tags: bool, by_key: bool) -> Query:
-    """Take the best claimable task: ONE statement. PostgreSQL skips rows another claim holds;
-    SQLite's BEGIN IMMEDIATE already keeps other writers out."""
-
-    def sql(dialect: str) -> str:
-        lock = " FOR UPDATE SKIP LOCKED" if dialect == "postgresql" else ""
-        return (
-            "UPDATE tasks SET status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
-            "lease_seconds = :lease, attempts = attempts + 1, updated_at = :now "
-            f"WHERE id = ({_claimable(by_tags, by_key, dialect)}{lock}) RETURNING {TASK}"
-        )
-
-    return _both(sql, row=TaskRecord, name=f"claim({by_tags}, {by_key})")
-
-
-def _assignments(values: tuple[str, ...]) -> str:
-    unknown = set(values) - set(TaskRecord._fields)
-    if unknown:
-        raise ValueError(f"not columns of tasks: {sorted(unknown)}")
-    return ", ".join(f"{c} = :v_{c}" for c in values)
-
-
-@cache
-def update_leased(values: tuple[str, ...], leaf_only: bool) -> Query:
-    """Set `values` (parameters `v_<column>`) on a claimed task only if the lease token matches (the
-    fence); with `leaf_only`, only if no task depends on it."""
-    where = "workspace = :ws AND \"key\" = :key AND status = 'claimed' AND lease_token = :token"
-    where += " AND dependents = 0" if leaf_only else ""
-    sql = f"UPDATE tasks SET {_assignments(values)} WHERE {where} RETURNING {TASK}"
-    return Query(sql, row=TaskRecord, name=f"update_leased({', '.join(values)}; leaf_only={leaf_only})")
-
-
-@cache
-def update_in_status(values: tuple[str, ...]) -> Query:
-    """Set `values` (parameters `v_<column>`) on a task whose status is one of `:statuses`."""
-    return _both(
-        lambda d: (
-            f'UPDATE tasks SET {_assignments(values)} WHERE workspace = :ws AND "key" = :key '
-            f"AND {in_array('status', 'statuses', d)} RETURNING {TASK}"
-        ),
-        row=TaskRecord,
-        name=f"update_in_status({', '.join(values)})",
-    )
-
-
-@cache
-def why_nothing(by_tags: bool, by_key: bool) -> Query:
-    """Facts behind an empty claim, over the tasks the claim's filters match."""
-
-    def sql(dialect: str) -> str:
-        where = "workspace = :ws"
-        if by_tags:
-            where += _tagged(dialect)
-        if by_key:
-            where += ' AND "key" = :key'
-        return (
-            "SELECT count(*) AS total, "
-            "count(*) FILTER (WHERE status = 'pending' AND ready = FALSE) AS waiting_on_deps, "
-            "count(*) FILTER (WHERE status = 'claimed') AS claimed, "
-            "count(*) FILTER (WHERE status IN ('done', 'failed')) AS finished, "
-            "min(available_at) FILTER (WHERE status = 'pending' AND ready = TRUE AND available_at > :now) "
-            f"AS next_available_at FROM tasks WHERE {where}"
-        )
-
-    return Query(
-        sql("sqlite"), postgresql=sql("postgresql"), row=EmptyClaimFacts, name=f"why_nothing({by_tags}, {by_key})"
-    )
-
-
-@cache
-def task_page(by_status: bool, by_tag: bool) -> Query:
-    """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
-    dependency, which `pending` then leaves out)."""
-
-    def sql(dialect: str) -> str:
-        where = "workspace = :ws AND id > :after"
-        if by_tag:
-            where += " AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND tag = :tag)"
-        if by_status:
-            shown = "(CASE WHEN status = 'pending' AND blocked THEN 'blocked' ELSE status END)"
-            where += " AND " + in_array(shown, "statuses", dialect)
-        return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
-
-    return _both(sql, row=TaskRecord, name=f"task_page({by_status}, {by_tag})")
-
 
 for _name, _query in list(globals().items()):
     if isinstance(_query, Query) and not _query.name:

@@ -119,6 +119,42 @@ class TaskRecord(Record):
     completed_at: float | None
 
 
+class ClaimedTask(TaskRecord):
+    """A claimed task, and whose expired lease the claim took over (None: the task was pending)."""
+
+    __slots__ = ()
+
+    taken_from: str | None
+
+
+class TaskEventRow(Record):
+    """One transition of a task (see `tables.TaskEvent`)."""
+
+    __slots__ = ()
+
+    id: int
+    task_key: str
+    kind: str
+    actor: str
+    attempt: int
+    detail: str | None  #: JSON object
+    created_at: float
+
+
+class WaitRow(Record):
+    """An unfinished task as the reasons for an empty claim see it, with its unfinished dependencies."""
+
+    __slots__ = ()
+
+    key: str
+    status: str
+    owner: str | None
+    ready: bool
+    available_at: float
+    lease_expires_at: float | None
+    waits_for: str | None  #: JSON list of keys of dependencies that are not done
+
+
 class DependencyRow(Record):
     """One dependency of a task, with that dependency's state."""
 
@@ -138,15 +174,12 @@ class TaskCountRow(Record):
 
 
 class EmptyClaimFacts(Record):
-    """Why a claim found nothing: tasks matching its filters, by state."""
+    """Why a claim found nothing: how many tasks match its filters, and how many of those are finished."""
 
     __slots__ = ()
 
     total: int
-    waiting_on_deps: int  #: pending, with a dependency not done
-    claimed: int
-    finished: int  #: done or failed
-    next_available_at: float | None  #: when the first backoff among runnable pending tasks ends
+    finished: int  #: done
 
 
 class StoredResult(Record):

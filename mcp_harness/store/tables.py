@@ -161,6 +161,22 @@ _tasks = Task.__table__
 Index("ix_task_claim", _tasks.c.workspace, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id)
 
 
+class TaskEvent(SQLModel, table=True):
+    """What happened to a task, one row per transition (claim, complete, fail...): who, when, and the
+    detail a later reader needs (an error, a reason, the old values of fields a transition cleared)."""
+
+    __tablename__ = "task_events"
+    __table_args__ = (Index("ix_task_event_task", "workspace", "task_key", "id"),)
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    workspace: str
+    task_key: str
+    kind: str  #: see service/task_events.py
+    actor: str  #: the agent (or person) whose call made it
+    attempt: int  #: the task's attempt number when it happened
+    detail: str | None = Field(default=None, sa_type=Text)  #: JSON object
+    created_at: float
+
+
 class TaskDep(SQLModel, table=True):
     """Edges of the dependency graph, indexed both ways."""
 

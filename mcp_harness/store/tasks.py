@@ -7,14 +7,43 @@ a dependency, so the claim scan only ever touches tasks that can run.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, NamedTuple
 
-from . import queries as q
+from . import task_queries as q
 from .connection import Connection, array
-from .records import EmptyClaimFacts, TaskRecord
+from .records import ClaimedTask, EmptyClaimFacts, TaskEventRow, TaskRecord, WaitRow
 
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
+EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
+
+
+class Event(NamedTuple):
+    """A task event to record with a change: its kind, who made it, and its detail (JSON text or None)."""
+
+    kind: str
+    actor: str
+    detail: str | None = None
+
+
+class Settled(NamedTuple):
+    """What bringing dependents up to date changed: keys that became ready, and the claimed tasks whose
+    lease was revoked because a dependency is no longer done (their rows before the revocation)."""
+
+    unblocked: list[str]
+    revoked: list[TaskRecord]
+
+
+async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
+    params = {"ws": workspace, "key": key, "ev_kind": event.kind, "ev_actor": event.actor, "ev_attempt": attempt,
+              "ev_detail": event.detail, "ev_at": at}  # fmt: skip
+    await conn.execute(q.INSERT_TASK_EVENT, params)
+
+
+async def events(conn: Connection, workspace: str, key: str) -> list[TaskEventRow]:
+    """A task's events, oldest first."""
+    return await conn.fetch_all(q.TASK_EVENTS, {"ws": workspace, "key": key})
 
 
 async def get(conn: Connection, workspace: str, key: str) -> TaskRecord | None:
@@ -56,9 +85,11 @@ async def add_dependents(conn: Connection, workspace: str, counts: dict[str, int
         await conn.execute(q.ADD_DEPENDENTS, {"ws": workspace, "key": key, "n": n})
 
 
-async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -> list[str]:
-    """Leases that ran out on their last attempt: the task fails. Returns the keys."""
-    return [row.key for row in await conn.fetch_all(q.FAIL_EXPIRED_EXHAUSTED, {"ws": workspace, "now": now})]
+async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -> list[TaskRecord]:
+    """Leases that ran out on their last attempt: the task fails. Returns the failed rows."""
+    return await conn.fetch_all(
+        q.FAIL_EXPIRED_EXHAUSTED, {"ws": workspace, "now": now, "error": EXPIRED_ON_LAST_ATTEMPT}
+    )
 
 
 def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, key: str | None) -> dict[str, Any]:
@@ -83,26 +114,54 @@ async def claim(
     *,
     agent: str,
     token: str,
+    fingerprint: str,
     now: float,
     lease_seconds: int,
     tags: list[str] | None,
     task_key: str | None,
-) -> TaskRecord | None:
-    """Atomically take the best claimable task (or the named one): ONE statement."""
+) -> ClaimedTask | None:
+    """Atomically take the best claimable task (or the named one) and record the claim event (its
+    detail names the lease by `fingerprint`): ONE statement on PostgreSQL."""
     params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
-              "lease": lease_seconds}  # fmt: skip
+              "lease": lease_seconds, "fp": fingerprint}  # fmt: skip
     _filters(conn, params, tags, task_key)
-    return await conn.fetch_one(q.claim(bool(tags), task_key is not None), params)
+    if conn.dialect == "postgresql":
+        return await conn.fetch_one(q.claim(bool(tags), task_key is not None), params)
+    picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None), params)
+    if picked is None:
+        return None
+    row = await conn.fetch_one(q.CLAIM_BY_ID, {**params, "id": picked.id})
+    taken_from = picked.was_owner if picked.was_status == "claimed" else None
+    detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
+    event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
+    await record_event(conn, workspace, row.key, row.attempts, event, now)
+    return ClaimedTask((*row, taken_from))
 
 
 async def update_leased(
-    conn: Connection, workspace: str, key: str, token: str, values: dict[str, Any], *, leaf_only: bool = False
+    conn: Connection,
+    workspace: str,
+    key: str,
+    token: str,
+    values: dict[str, Any],
+    event: Event | None,
+    at: float,
+    *,
+    leaf_only: bool = False,
 ) -> TaskRecord | None:
-    """Change a claimed task only if `token` is its current lease (the fence). None if it is not
-    (with `leaf_only`, also None if other tasks depend on it)."""
+    """Change a claimed task only if `token` is its current lease (the fence), recording `event` (if
+    any) with it. None if it is not (with `leaf_only`, also None if other tasks depend on it)."""
     columns = tuple(sorted(values))
     params = {"ws": workspace, "key": key, "token": token, **{f"v_{c}": values[c] for c in columns}}
-    return await conn.fetch_one(q.update_leased(columns, leaf_only), params)
+    if event is None:
+        return await conn.fetch_one(q.update_leased(columns, leaf_only), params)
+    if conn.dialect == "postgresql":
+        params.update(ev_kind=event.kind, ev_actor=event.actor, ev_detail=event.detail, ev_at=at)
+        return await conn.fetch_one(q.update_leased(columns, leaf_only, logged=True), params)
+    row = await conn.fetch_one(q.update_leased(columns, leaf_only), params)
+    if row is not None:
+        await record_event(conn, workspace, key, row.attempts, event, at)
+    return row
 
 
 async def update_where_status(
@@ -115,12 +174,13 @@ async def update_where_status(
     return await conn.fetch_one(q.update_in_status(columns), params)
 
 
-async def propagate(conn: Connection, workspace: str, changed: list[str]) -> None:
+async def propagate(conn: Connection, workspace: str, changed: list[str]) -> Settled:
     """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively.
 
     A claimed task whose dependency is no longer done (it was reopened) loses its lease: it goes
     back to pending with the attempt given back, so no task is ever held while a dependency is not
     done; its holder's next call gets `lease_lost`."""
+    settled = Settled([], [])
     queue = list(changed)
     while queue:
         found = await conn.fetch_all(q.DEPENDENTS_OF, {"ws": workspace, "keys": array(conn.dialect, queue)})
@@ -137,10 +197,14 @@ async def propagate(conn: Connection, workspace: str, changed: list[str]) -> Non
             if row.status == "claimed" and not deps_done:
                 revoke = {"attempts": max(0, row.attempts - 1), "error": REVOKED_BY_REOPEN}
                 await conn.execute(q.REVOKE_FOR_REOPENED_DEPENDENCY, {**params, **revoke})
+                settled.revoked.append(row)
             elif row.ready != ready or row.blocked != blocked:
                 await conn.execute(q.SET_FLAGS, params)
+                if ready and not row.ready and row.status == "pending":
+                    settled.unblocked.append(key)
             if row.blocked != blocked:
                 queue.append(key)
+    return settled
 
 
 async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
@@ -164,9 +228,20 @@ async def counts(conn: Connection, workspace: str) -> dict[str, int]:
 async def why_nothing(
     conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
 ) -> EmptyClaimFacts:
-    """Facts behind an empty claim: pending-but-waiting, live claims, backoff, finished, total."""
+    """How many tasks an empty claim's filters match, and how many of them are done."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
     return await conn.fetch_one(q.why_nothing(bool(tags), task_key is not None), params)
+
+
+async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, task_key: str | None) -> list[WaitRow]:
+    """The unfinished tasks the filters match, each with its dependencies that are not done."""
+    params = _filters(conn, {"ws": workspace}, tags, task_key)
+    return await conn.fetch_all(q.waiting(bool(tags), task_key is not None), params)
+
+
+async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> list[WaitRow]:
+    """The unfinished ones among `keys`, as `waiting` returns them."""
+    return await conn.fetch_all(q.WAITING_BY_KEY, {"ws": workspace, "keys": array(conn.dialect, keys)})
 
 
 async def held_by(conn: Connection, workspace: str, agent: str) -> list[TaskRecord]:
@@ -182,9 +257,14 @@ async def page(
     tag: str | None,
     limit: int,
     after_id: int,
+    ready: bool | None = None,
+    now: float = 0.0,
 ) -> list[TaskRecord]:
-    """Tasks in creation order. `statuses` may include `blocked` (pending with a failed dependency)."""
+    """Tasks in creation order. `statuses` may include `blocked` (pending with a failed dependency);
+    `ready`: only the tasks a claim could take at `now` (true) or only the others (false)."""
     params: dict[str, Any] = {"ws": workspace, "after": after_id, "limit": limit, "tag": tag}
     if statuses:
         params["statuses"] = array(conn.dialect, statuses)
-    return await conn.fetch_all(q.task_page(bool(statuses), tag is not None), params)
+    if ready is not None:
+        params["now"] = now
+    return await conn.fetch_all(q.task_page(bool(statuses), tag is not None, ready), params)

@@ -1,0 +1,115 @@
+"""Task events: every transition of a task is kept with its actor and time, and the ones the next session
+must know also become progress entries written by the harness (agent `harness`), one per affected task.
+
+Each kind is one entry of `KINDS`: whether it reaches the log, how its entry reads, and how a superseded
+lease's `lease_lost` message tells it. A new transition (submit for review, approve, reject, cancel, an
+operator's release) is a new entry here, nothing else."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..store import Connection
+from ..store import tasks as store
+from ..store.records import TaskEventRow
+from .base import Identity
+from .progress import append_entry
+
+HARNESS = "harness"  #: the agent name of the progress entries the harness writes itself
+
+#: (task key, actor, attempt, detail) -> one line for the progress log
+Says = Callable[[str, str, int, dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class EventKind:
+    says: Says | None = None  #: set for the kinds that also become a progress entry
+    ended: str = ""  #: how a lease that this event ended is described in `lease_lost`
+    status: Callable[[dict[str, Any]], str] = lambda _detail: "note"  #: the progress entry's status
+
+
+def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
+    then = f"retried after {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
+    return f"task {key} failed on attempt {attempt} ({actor}): {d.get('error') or 'no error given'}; {then}"
+
+
+KINDS: dict[str, EventKind] = {
+    "claim": EventKind(ended="it was claimed again by agent {actor!r} (attempt {attempt})"),
+    "take_over": EventKind(
+        says=lambda k, a, n, d: f"{a} took over task {k} (attempt {n}): the lease of {d['previous_owner']} expired",
+        ended="the lease expired and agent {actor!r} took the task over (attempt {attempt})",
+    ),
+    "complete": EventKind(ended="it was completed by agent {actor!r}"),
+    "fail": EventKind(
+        says=_failed,
+        ended="it was failed by agent {actor!r}",
+        status=lambda d: "note" if d.get("retry_in") is not None else "blocked",
+    ),
+    "expire": EventKind(
+        says=lambda k, a, n, d: f"task {k} failed: the lease of {a} expired on its last attempt ({n})",
+        ended="the lease expired on the last attempt and the task failed",
+        status=lambda _d: "blocked",
+    ),
+    "release": EventKind(ended="it was released by agent {actor!r}"),
+    "revoke": EventKind(
+        says=lambda k, a, n, d: (
+            f"the lease of {d['owner']} on task {k} was revoked: its dependency {d['dependency']} was reopened by {a}"
+        ),
+        ended="it was revoked because a dependency was reopened ({dependency!r}, by agent {actor!r})",
+    ),
+    "reopen": EventKind(
+        says=lambda k, a, n, d: f"{a} reopened task {k}: {d['reason']}",
+        ended="it was reopened by agent {actor!r} ({reason})",
+    ),
+}
+
+
+def fingerprint(token: str) -> str:
+    """What the events keep of a lease token: enough to recognise it, nothing to use it with."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def detail_text(detail: dict[str, Any] | None) -> str | None:
+    return json.dumps(detail, separators=(",", ":"), ensure_ascii=False) if detail else None
+
+
+def event(kind: str, actor: str, detail: dict[str, Any] | None = None) -> store.Event:
+    if kind not in KINDS:
+        raise ValueError(f"unknown task event kind {kind!r}")
+    return store.Event(kind, actor, detail_text(detail))
+
+
+async def logged(
+    conn: Connection, workspace: str, key: str, attempt: int, ev: store.Event, at: float, *, recorded: bool = False
+) -> None:
+    """Record `ev` (unless the store `recorded` it with its change already) and, for the kinds the next
+    session must know, the harness's progress entry about it."""
+    if not recorded:
+        await store.record_event(conn, workspace, key, attempt, ev, at)
+    kind = KINDS[ev.kind]
+    if kind.says is not None:
+        detail = json.loads(ev.detail) if ev.detail else {}
+        summary = kind.says(key, ev.actor, attempt, detail)
+        await append_entry(
+            conn, Identity(workspace, HARNESS), summary=summary, status=kind.status(detail), task_key=key
+        )
+
+
+def how_it_ended(row: TaskEventRow) -> str:
+    """The `lease_lost` phrase for the event that ended a lease."""
+    detail = json.loads(row.detail) if row.detail else {}
+    return KINDS[row.kind].ended.format(actor=row.actor, attempt=row.attempt, **detail)
+
+
+def lease_history(rows: list[TaskEventRow], token: str) -> str | None:
+    """What ended the lease `token` held, from the task's events: None if it never held the task."""
+    mark = fingerprint(token)
+    for i, row in enumerate(rows):
+        if row.kind in ("claim", "take_over") and row.detail and json.loads(row.detail).get("lease") == mark:
+            later = [r for r in rows[i + 1 :] if KINDS[r.kind].ended]
+            return how_it_ended(later[0]) if later else ""
+    return None

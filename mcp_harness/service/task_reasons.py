@@ -1,0 +1,106 @@
+"""Why a claim found nothing: `reason`, `waiting_on` and `retry_after` (CONTRACT.md, "When claim_task finds
+nothing"). Runs only after the claim statement took nothing, off the hot path.
+
+The unfinished tasks the claim could take are followed down their dependencies that are not done, to the
+tasks at the root of the wait (tasks that wait on nothing unfinished themselves). Each root is classed by
+the first entry of `WAITS` that applies to it; the answer is the first entry of `WAITS` that classes any
+root. A new way to wait (issue 17: tasks in review) is one more entry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..models import ClaimTaskResult, WaitingOn
+from ..store import Connection
+from ..store import tasks as store
+from ..store.records import WaitRow
+
+MAX_WAITING_ON = 5
+
+
+def _never(_row: WaitRow, _at: float) -> float | None:
+    return None
+
+
+def _lease_left(row: WaitRow, at: float) -> float | None:
+    """Seconds until the lease ends; 0 for a task another claim (other tags) could take now."""
+    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == "claimed" else 0.0
+
+
+@dataclass(frozen=True)
+class Wait:
+    reason: str
+    applies: Callable[[WaitRow, float], bool]  #: does this root make the claim wait for this reason
+    retry_after: Callable[[WaitRow, float], float | None]  #: when the root may change by itself
+
+
+#: In precedence order: the soonest that can change by itself first.
+WAITS: tuple[Wait, ...] = (
+    Wait(
+        "backoff",
+        lambda r, at: r.status == "pending" and r.available_at > at,
+        lambda r, at: round(r.available_at - at, 3),
+    ),
+    # held by a live lease, or (outside the claim's tags) claimable by another agent
+    Wait("all_claimed", lambda r, at: r.status in ("claimed", "pending"), _lease_left),
+    # issue 17: Wait("waiting_on_review", lambda r, at: r.status == "in_review", _never),
+    Wait("blocked_by_failure", lambda r, at: r.status == "failed", _never),
+)
+
+
+def _waits_for(row: WaitRow) -> list[str]:
+    """The dependencies of a task that are not done (a failed task is a root whatever it depends on)."""
+    if row.status == "failed" or not row.waits_for:
+        return []
+    return json.loads(row.waits_for)
+
+
+async def _roots(conn: Connection, workspace: str, matched: list[WaitRow]) -> list[WaitRow]:
+    """The tasks at the root of the wait of `matched`, in the order they were found."""
+    seen: dict[str, WaitRow] = {row.key: row for row in matched}
+    roots: dict[str, WaitRow] = {}
+    frontier = matched
+    while frontier:
+        wanted: list[str] = []
+        for row in frontier:
+            deps = _waits_for(row)
+            if not deps:
+                roots[row.key] = row
+            wanted.extend(d for d in deps if d not in seen)
+        fetched = await store.waiting_by_key(conn, workspace, list(dict.fromkeys(wanted))) if wanted else []
+        seen.update((row.key, row) for row in fetched)
+        frontier = fetched
+    return list(roots.values())
+
+
+async def why_nothing(
+    conn: Connection, workspace: str, *, at: float, tags: list[str] | None, task_key: str | None
+) -> ClaimTaskResult:
+    """The answer to a claim that took nothing, judged over the tasks it could take."""
+    matched = await store.waiting(conn, workspace, tags=tags, task_key=task_key)
+    if not matched:
+        facts = await store.why_nothing(conn, workspace, now=at, tags=tags, task_key=task_key)
+        reason = "all_done" if facts.total else "none_pending"
+        return ClaimTaskResult(task=None, lease=None, reason=reason)
+    roots = await _roots(conn, workspace, matched)
+    classed: dict[str, list[WaitRow]] = {}
+    for root in roots:
+        wait = next((w for w in WAITS if w.applies(root, at)), None)
+        if wait is not None:
+            classed.setdefault(wait.reason, []).append(root)
+    wait = next((w for w in WAITS if w.reason in classed), None)
+    if wait is None:  # cannot happen while WAITS classes every unfinished status; answer safely anyway
+        return ClaimTaskResult(task=None, lease=None, reason="none_pending")
+    waiting = classed[wait.reason]
+    on = [WaitingOn(key=r.key, status=r.status, owner=r.owner, retry_after=wait.retry_after(r, at)) for r in waiting]
+    times = [w.retry_after for w in on if w.retry_after is not None]
+    on.sort(key=lambda w: (w.retry_after is None, w.retry_after or 0))
+    return ClaimTaskResult(
+        task=None,
+        lease=None,
+        reason=wait.reason,
+        waiting_on=on[:MAX_WAITING_ON],
+        retry_after=min(times) if times else None,
+    )

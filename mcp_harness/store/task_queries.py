@@ -1,0 +1,280 @@
+"""The task list's statements (see `queries.py` for how statements are written): claims, fenced
+updates, dependency flags, task events, the facts behind an empty claim, and listings."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from .connection import Query
+from .queries import _KEY, TASK, _both, columns, in_array
+from .records import (
+    ClaimedTask,
+    DependencyRow,
+    EmptyClaimFacts,
+    TaskCountRow,
+    TaskEventRow,
+    TaskRecord,
+    WaitRow,
+)
+
+# -- tasks -----------------------------------------------------------------------------------------
+TASK_BY_KEY = Query(f'SELECT {TASK} FROM tasks WHERE workspace = :ws AND "key" = :key', row=TaskRecord)
+TASKS_BY_KEY = _both(
+    lambda d: f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND {in_array(_KEY, 'keys', d)}", row=TaskRecord
+)
+INSERT_TASK = Query(
+    'INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, '
+    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at) VALUES "
+    "(:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, :dependents, "
+    ":content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at) RETURNING id"
+)
+INSERT_DEPENDENCY = Query("INSERT INTO task_deps (workspace, task_key, dep_key) VALUES (:ws, :task_key, :dep_key)")
+INSERT_TAG = Query("INSERT INTO task_tags (workspace, tag, task_id) VALUES (:ws, :tag, :task_id)")
+ADD_DEPENDENTS = Query('UPDATE tasks SET dependents = dependents + :n WHERE workspace = :ws AND "key" = :key')
+#: PostgreSQL plans the claim by these statistics (see `tasks.refresh_statistics`)
+ANALYZE_TASKS = Query("ANALYZE tasks, task_deps, task_tags")
+FAIL_EXPIRED_EXHAUSTED = Query(
+    "UPDATE tasks SET status = 'failed', ready = FALSE, lease_token = NULL, "
+    "last_error = :error, updated_at = :now "
+    "WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at <= :now AND attempts >= max_attempts "
+    f"RETURNING {TASK}",
+    row=TaskRecord,
+)
+HELD_BY = Query(
+    f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status = 'claimed' ORDER BY id",
+    row=TaskRecord,
+)
+TASK_COUNTS = Query(
+    "SELECT status, blocked, count(*) AS n FROM tasks WHERE workspace = :ws GROUP BY status, blocked", row=TaskCountRow
+)
+DEPENDENTS_OF = _both(
+    lambda d: f"SELECT task_key FROM task_deps WHERE workspace = :ws AND {in_array('dep_key', 'keys', d)}"
+)
+DEPENDENCIES_OF = _both(
+    lambda d: (
+        "SELECT d.task_key, t.status, t.blocked FROM task_deps AS d "
+        'JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key '
+        f"WHERE d.workspace = :ws AND {in_array('d.task_key', 'keys', d)}"
+    ),
+    row=DependencyRow,
+)
+SET_FLAGS = Query('UPDATE tasks SET ready = :ready, blocked = :blocked WHERE workspace = :ws AND "key" = :key')
+#: a claimed task whose dependency is no longer done goes back to pending, its attempt given back
+REVOKE_FOR_REOPENED_DEPENDENCY = Query(
+    "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
+    'lease_expires_at = NULL, attempts = :attempts, last_error = :error WHERE workspace = :ws AND "key" = :key'
+)
+
+
+# -- task events -----------------------------------------------------------------------------------
+_EVENT_COLUMNS = "workspace, task_key, kind, actor, attempt, detail, created_at"
+INSERT_TASK_EVENT = Query(
+    f"INSERT INTO task_events ({_EVENT_COLUMNS}) "
+    "VALUES (:ws, :key, :ev_kind, :ev_actor, :ev_attempt, :ev_detail, :ev_at)"
+)
+TASK_EVENTS = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key ORDER BY id",
+    row=TaskEventRow,
+)
+
+
+def with_event(update: str) -> str:
+    """PostgreSQL: `update` (an UPDATE ... RETURNING the task's columns) and the event of the change,
+    as ONE statement (`:ev_kind`, `:ev_actor`, `:ev_detail`, `:ev_at`; the attempt is the task's)."""
+    return (
+        f"WITH changed AS ({update}), logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) "
+        'SELECT workspace, "key", :ev_kind, :ev_actor, attempts, :ev_detail, :ev_at FROM changed) '
+        "SELECT * FROM changed"
+    )
+
+
+def _tagged(dialect: str) -> str:
+    """The task carries one of the tags in `:tags`."""
+    return f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
+
+
+def _claimable(by_tags: bool, by_key: bool, dialect: str, select: str = "id") -> str:
+    """The best claimable task: open and runnable (`ix_task_claim`), pending past its backoff or
+    claimed with a lease that ran out and attempts left, highest priority first, then oldest."""
+    where = "workspace = :ws AND ready = TRUE"
+    if by_tags:
+        where += (
+            f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
+        )
+    if by_key:
+        where += ' AND "key" = :key'
+    where += (
+        " AND ((status = 'pending' AND available_at <= :now)"
+        " OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts))"
+    )
+    return f"SELECT {select} FROM tasks WHERE {where} ORDER BY priority DESC, id LIMIT 1"
+
+
+@cache
+def claimable(by_tags: bool, by_key: bool) -> Query:
+    """Whether a claim would get a task now (what waiting claims poll)."""
+    return _both(lambda d: _claimable(by_tags, by_key, d), name=f"claimable({by_tags}, {by_key})")
+
+
+_CLAIM_SET = (
+    "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
+    "lease_seconds = :lease, attempts = attempts + 1, updated_at = :now"
+)
+_PICK = "id, status AS was_status, owner AS was_owner"
+
+
+@cache
+def claim(by_tags: bool, by_key: bool) -> Query:
+    """Take the best claimable task and record the claim: ONE statement. PostgreSQL skips rows another
+    claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
+    (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). SQLite (whose BEGIN IMMEDIATE
+    keeps other writers out already) runs `claim_pick`, `CLAIM_BY_ID` and `INSERT_TASK_EVENT` instead."""
+
+    def sql(dialect: str) -> str:
+        pick = _claimable(by_tags, by_key, dialect, select=_PICK) + " FOR UPDATE SKIP LOCKED"
+        set_ = _CLAIM_SET.replace("attempts = attempts", "attempts = t.attempts")
+        detail = (
+            "CASE WHEN was_status = 'claimed' "
+            "THEN json_build_object('lease', CAST(:fp AS text), 'previous_owner', was_owner)::text "
+            "ELSE json_build_object('lease', CAST(:fp AS text))::text END"
+        )
+        return (
+            f"WITH pick AS ({pick}), "
+            f"taken AS (UPDATE tasks AS t SET {set_} FROM pick WHERE t.id = pick.id "
+            f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
+            f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
+            "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
+            f"{detail}, :now FROM taken) "
+            f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
+        )
+
+    return Query(sql("postgresql"), row=ClaimedTask, name=f"claim({by_tags}, {by_key})")
+
+
+@cache
+def claim_pick(by_tags: bool, by_key: bool) -> Query:
+    """SQLite: the task a claim takes, with its status and owner before the claim."""
+    return Query(_claimable(by_tags, by_key, "sqlite", select=_PICK), name=f"claim_pick({by_tags}, {by_key})")
+
+
+CLAIM_BY_ID = Query(f"UPDATE tasks SET {_CLAIM_SET} WHERE id = :id RETURNING {TASK}", row=TaskRecord)
+
+
+def _assignments(values: tuple[str, ...]) -> str:
+    unknown = set(values) - set(TaskRecord._fields)
+    if unknown:
+        raise ValueError(f"not columns of tasks: {sorted(unknown)}")
+    return ", ".join(f"{c} = :v_{c}" for c in values)
+
+
+@cache
+def update_leased(values: tuple[str, ...], leaf_only: bool, logged: bool = False) -> Query:
+    """Set `values` (parameters `v_<column>`) on a claimed task only if the lease token matches (the
+    fence); with `leaf_only`, only if no task depends on it. `logged` (PostgreSQL): and record the
+    change's event in the same statement (see `with_event`; SQLite runs `INSERT_TASK_EVENT` after it)."""
+    where = "workspace = :ws AND \"key\" = :key AND status = 'claimed' AND lease_token = :token"
+    where += " AND dependents = 0" if leaf_only else ""
+    sql = f"UPDATE tasks SET {_assignments(values)} WHERE {where} RETURNING {TASK}"
+    name = f"update_leased({', '.join(values)}{'; logged' if logged else ''}; leaf_only={leaf_only})"
+    return Query(sql, postgresql=with_event(sql) if logged else None, row=TaskRecord, name=name)
+
+
+@cache
+def update_in_status(values: tuple[str, ...]) -> Query:
+    """Set `values` (parameters `v_<column>`) on a task whose status is one of `:statuses`."""
+    return _both(
+        lambda d: (
+            f'UPDATE tasks SET {_assignments(values)} WHERE workspace = :ws AND "key" = :key '
+            f"AND {in_array('status', 'statuses', d)} RETURNING {TASK}"
+        ),
+        row=TaskRecord,
+        name=f"update_in_status({', '.join(values)})",
+    )
+
+
+def _matching(by_tags: bool, by_key: bool, dialect: str) -> str:
+    where = "workspace = :ws"
+    if by_tags:
+        where += _tagged(dialect)
+    if by_key:
+        where += ' AND "key" = :key'
+    return where
+
+
+@cache
+def why_nothing(by_tags: bool, by_key: bool) -> Query:
+    """How many tasks an empty claim's filters match, and how many of them are finished."""
+
+    def sql(dialect: str) -> str:
+        return (
+            "SELECT count(*) AS total, count(*) FILTER (WHERE status = 'done') AS finished "
+            f"FROM tasks WHERE {_matching(by_tags, by_key, dialect)}"
+        )
+
+    return _both(sql, row=EmptyClaimFacts, name=f"why_nothing({by_tags}, {by_key})")
+
+
+_WAIT_COLUMNS = (
+    't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, '
+    '(SELECT {agg} FROM task_deps AS d JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
+    "WHERE d.workspace = t.workspace AND d.task_key = t.\"key\" AND x.status <> 'done') AS waits_for"
+)
+_AGG = {"sqlite": "json_group_array(d.dep_key)", "postgresql": "json_agg(d.dep_key)::text"}
+
+
+@cache
+def waiting(by_tags: bool, by_key: bool) -> Query:
+    """The unfinished tasks an empty claim's filters match (what the reasons start from)."""
+
+    def sql(dialect: str) -> str:
+        where = _matching(by_tags, by_key, dialect).replace("workspace", "t.workspace", 1)
+        where = where.replace(' "key"', ' t."key"').replace("AND id IN", "AND t.id IN")
+        return (
+            f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[dialect])} FROM tasks AS t "
+            f"WHERE {where} AND t.status <> 'done' ORDER BY t.id"
+        )
+
+    return _both(sql, row=WaitRow, name=f"waiting({by_tags}, {by_key})")
+
+
+_T_KEY = 't."key"'
+WAITING_BY_KEY = _both(
+    lambda d: (
+        f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[d])} FROM tasks AS t "
+        f"WHERE t.workspace = :ws AND t.status <> 'done' AND {in_array(_T_KEY, 'keys', d)}"
+    ),
+    row=WaitRow,
+)
+
+
+#: the claim's condition (see `_claimable`) as a test on one row
+_CLAIMABLE_NOW = (
+    "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
+    "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
+)
+
+
+@cache
+def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query:
+    """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
+    dependency, which `pending` then leaves out); `ready`: only tasks a claim could take at `:now`
+    (or, false, only the others)."""
+
+    def sql(dialect: str) -> str:
+        where = "workspace = :ws AND id > :after"
+        if ready is not None:
+            where += f" AND {'' if ready else 'NOT '}{_CLAIMABLE_NOW}"
+        if by_tag:
+            where += " AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND tag = :tag)"
+        if by_status:
+            shown = "(CASE WHEN status = 'pending' AND blocked THEN 'blocked' ELSE status END)"
+            where += " AND " + in_array(shown, "statuses", dialect)
+        return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
+
+    name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
+    return _both(sql, row=TaskRecord, name=name)
+
+
+for _name, _query in list(globals().items()):
+    if isinstance(_query, Query) and not _query.name:
+        _query.name = _name
