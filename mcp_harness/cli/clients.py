@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
-from .errors import InvalidArgument
+from ..config import ENV_PREFIX
+from ..errors import InvalidArgument
+from .common import env, identity
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor")
 
@@ -42,3 +46,17 @@ def snippet(client: str, transport: str, *, db: str, workspace: str, agent: str,
     bridge = {"command": "npx", "args": ["mcp-remote", url, "--header", "Authorization: Bearer ${HARNESS_TOKEN}"],
               "env": {"HARNESS_TOKEN": token}}  # fmt: skip
     return json.dumps({"mcpServers": {name: bridge}}, indent=2)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from ..config import resolve_db_url
+
+    db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"))
+    if db.startswith("sqlite+aiosqlite:///"):
+        db = db.removeprefix("sqlite+aiosqlite:///")  # a plain path reads better in a config file
+    ident = identity(args, with_agent=True)
+    agent = args.agent or env("AGENT", args.client)
+    print(snippet(args.client, args.transport, db=db, workspace=ident.workspace, agent=agent,
+                  url=args.url or f"http://127.0.0.1:{env('PORT', '8765')}/mcp",
+                  token=args.token or "PASTE-TOKEN-FROM-mcp-harness-token-create"))  # fmt: skip
+    return 0

@@ -1,0 +1,54 @@
+"""`mcp-harness` subcommands. One error boundary: a one-line reason on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+from ..config import ENV_PREFIX
+from ..errors import HarnessError
+from .parser import build_parser
+
+#: command -> "module:function" in this package, imported only when that command runs (a server start
+#: must not pay for tables, progress bars or client configuration)
+COMMANDS: dict[str, str] = {
+    "serve": "serve:cmd_serve",
+    "log": "reading:cmd_log",
+    "tasks": "reading:cmd_tasks",
+    "history": "reading:cmd_history",
+    "show": "reading:cmd_show",
+    "status": "reading:cmd_status",
+    "schema": "admin:cmd_schema",
+    "token": "admin:cmd_token",
+    "export": "admin:cmd_export",
+    "import": "admin:cmd_import",
+    "prune": "admin:cmd_prune",
+    "config": "clients:cmd_config",
+}
+
+
+def run_command(args: argparse.Namespace) -> int:
+    module, function = COMMANDS[args.command].split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get(ENV_PREFIX + "LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return run_command(args)
+    except HarnessError as exc:
+        print(f"mcp-harness: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"mcp-harness: {exc}", file=sys.stderr)
+        return 1
