@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import aclosing
 
 from ..errors import HarnessError
 from ..service import Harness
 from .common import identity, with_harness
+from .progress import bar, sized
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -51,18 +53,13 @@ def cmd_token(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
-def _terminal_progress(what: str, count: int) -> None:
-    """Long operations report progress on stderr when it is a terminal (stdout may be data)."""
-    if sys.stderr.isatty():
-        print(f"\r{what}: {count:,}", end="", file=sys.stderr, flush=True)
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
-        async for line in h.maintenance.export(args.workspace, progress=_terminal_progress):
-            sys.stdout.write(line + "\n")
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
+        # aclosing: a write that fails (a closed stdout) still ends the export's read transaction here
+        with bar() as progress:
+            async with aclosing(h.maintenance.export(args.workspace, progress=progress)) as lines:
+                async for line in lines:
+                    sys.stdout.write(line + "\n")
         return 0
 
     return with_harness(args, run)
@@ -72,9 +69,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
 
     async def run(h: Harness) -> int:
-        counts = await h.maintenance.import_lines(stream, progress=_terminal_progress)
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
+        with bar("bytes") as progress:
+            lines = progress.lines(stream, sized(stream), "importing")
+            counts = await h.maintenance.import_lines(lines)
         print("imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
         return 0
 
@@ -90,12 +87,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     async def run(h: Harness) -> int:
         before = await h.db.size_bytes()
-        report = await h.maintenance.prune(
-            keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace,
-            progress=_terminal_progress,
-        )  # fmt: skip
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
+        with bar("workspaces") as progress:
+            report = await h.maintenance.prune(
+                keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace, progress=progress
+            )
         after = await h.db.size_bytes()
         freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
         print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "

@@ -43,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return run_command(args)
+        status = run_command(args)
+        sys.stdout.flush()  # a closed stdout shows here, inside the boundary
+        return status
+    except BrokenPipeError:
+        return stdout_closed()
     except HarnessError as exc:
         print(f"mcp-harness: {exc.message}", file=sys.stderr)
         return 2
@@ -52,3 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"mcp-harness: {exc}", file=sys.stderr)
         return 1
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (`| head`): not an error. Point stdout at /dev/null so the
+    interpreter's last flush at exit does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+    return 0

@@ -1,13 +1,35 @@
-"""Read-only views for people: the progress log, the task board, a thread's history and state, status."""
+"""Read-only views for people: the progress log, the task board, a thread's history and state, status.
+
+`--json` prints the stable JSON form; otherwise aligned tables (`tables.py`). When the workspace has
+no data but the database holds others, a note on stderr names them (an empty workspace is not an
+error, but it looks like lost data when the name was mistyped)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ..errors import HarnessError
-from ..service import Harness
+from ..errors import NotFound
+from ..service import Harness, Identity
 from .common import identity, with_harness
+from .output import note, show
+from .tables import counts_line, progress_log, status_report, task_board
+
+
+async def other_workspaces(h: Harness, ident: Identity) -> str | None:
+    """'workspace X has no data; this database holds: a, b' when X is empty and others are not."""
+    names = await h.maintenance.workspaces()
+    if ident.workspace in names or not names:
+        return None
+    return (
+        f"workspace {ident.workspace!r} has no data; this database holds: {', '.join(names)} "
+        "(choose one with --workspace or MCP_HARNESS_WORKSPACE)"
+    )
+
+
+async def note_if_empty(h: Harness, ident: Identity) -> None:
+    if (message := await other_workspaces(h, ident)) is not None:
+        note(message)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -17,32 +39,15 @@ def cmd_log(args: argparse.Namespace) -> int:
         entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
         if args.json:
             print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
-            return 0
-        if not entries:
+        elif entries:
+            show(progress_log(entries))
+        else:
             print("no progress recorded yet")
-        for e in entries:
-            where = f" [{e.task_key}]" if e.task_key else ""
-            print(f"#{e.seq} {e.created_at[:19].replace('T', ' ')} {e.agent} {e.status.upper()}{where} ({e.thread})")
-            print(f"    {e.summary}")
-            if e.details:
-                print("    " + e.details.replace("\n", "\n    "))
-            for step in e.next_steps or []:
-                print(f"    next: {step}")
-            if e.artifacts:
-                print(f"    artifacts: {json.dumps(e.artifacts)}")
+        if not entries:
+            await note_if_empty(h, ident)
         return 0
 
     return with_harness(args, run)
-
-
-def _time_left(expires_at: str | None) -> str:
-    if not expires_at:
-        return ""
-    from datetime import UTC, datetime
-
-    left = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
-    seconds = int(left.total_seconds())
-    return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -51,30 +56,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
-                        "counts": counts.model_dump(),
-                    },
-                    indent=2,
-                )
-            )
-            return 0
-        print(
-            f"pending {counts.pending}  claimed {counts.claimed}  done {counts.done}  "
-            f"failed {counts.failed}  blocked {counts.blocked}"
-        )
-        if not tasks:
-            print("no tasks")
-            return 0
-        print(f"{'KEY':<28} {'STATUS':<9} {'OWNER':<14} {'LEASE':<16} {'PRI':>4} {'TRY':>5}  TITLE")
-        for t in tasks:
-            lease = _time_left(t.lease.expires_at) if t.lease else ""
-            print(
-                f"{t.key[:28]:<28} {t.status:<9} {(t.owner or '-')[:14]:<14} {lease[:16]:<16} {t.priority:>4} "
-                f"{t.attempts:>2}/{t.max_attempts:<2}  {t.title[:60]}"
-            )
+            board = {"tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
+                     "counts": counts.model_dump()}  # fmt: skip
+            print(json.dumps(board, indent=2))
+        else:
+            show(counts_line(counts.model_dump()), task_board(tasks) if tasks else "no tasks")
+        if not any(counts.model_dump().values()):
+            await note_if_empty(h, ident)
         return 0
 
     return with_harness(args, run)
@@ -85,11 +73,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     async def run(h: Harness) -> int:
         page = await h.checkpoints.list(ident, thread=args.thread, limit=args.limit)
+        if not page.checkpoints:
+            await no_checkpoint(h, ident, args.thread)
         if args.json:
             print(json.dumps(page.model_dump(mode="json")["checkpoints"], indent=2))
             return 0
-        if not page.checkpoints:
-            print(f"thread {args.thread!r} has no checkpoints")
         for c in page.checkpoints:
             label = f" [{c.label}]" if c.label else ""
             print(
@@ -101,13 +89,20 @@ def cmd_history(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+async def no_checkpoint(h: Harness, ident: Identity, thread: str, version: int | None = None) -> None:
+    """A thread with no checkpoint is an error for `show` and `history` (exit status 2)."""
+    others = await other_workspaces(h, ident)
+    what = f"no version {version}" if version is not None else "no checkpoint"
+    raise NotFound(f"thread {thread!r} has {what}" + (f"; {others}" if others else ""))
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
         brief = await h.restore(ident, thread=args.thread, version=args.version, progress_limit=0)
         if not brief.found:
-            raise HarnessError(f"thread {args.thread!r} has no checkpoint")
+            await no_checkpoint(h, ident, args.thread, args.version)
         print(json.dumps(brief.state, indent=2, ensure_ascii=False))
         return 0
 
@@ -115,13 +110,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..status import collect_status, render_status
+    from ..status import collect_status
 
     ident = identity(args)
 
     async def run(h: Harness) -> int:
         report = await collect_status(h, ident)
-        print(json.dumps(report, indent=2) if args.json else render_status(report))
+        others = await other_workspaces(h, ident)
+        if args.json:
+            print(json.dumps(report, indent=2))
+            if others:
+                note(others)
+        else:
+            show(*status_report(report), *([others] if others else []))
         return 0
 
     return with_harness(args, run)

@@ -22,10 +22,11 @@ from .checkpoints import blob_of
 FORMAT = "mcp-harness-export"
 FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
 
-Progress = Callable[[str, int], None]
+#: progress(what, done, total): total is None when it is not known beforehand
+Progress = Callable[[str, int, int | None], None]
 
 
-def _quiet(_what: str, _count: int) -> None:
+def _quiet(_what: str, _count: int, _total: int | None) -> None:
     return None
 
 
@@ -37,20 +38,28 @@ class PruneReport:
 
 
 class MaintenanceService(ServiceBase):
+    async def workspaces(self) -> list[str]:
+        """The workspaces this database holds, by name."""
+        async with self.db.read() as conn:
+            return await list_workspaces(conn)
+
     async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
         async with self.db.read_long() as conn:
             names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
             yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip
+            total = 0
+            for name in names:
+                total += await store.count_rows(conn, name)
             count = 0
             for name in names:
                 async for kind, row in store.export_rows(conn, name):
                     yield json.dumps({"type": kind, **row}, ensure_ascii=False, separators=(",", ":"))
                     count += 1
                     if count % 1000 == 0:
-                        progress("exported rows", count)
-            progress("exported rows", count)
+                        progress("exported rows", count, total)
+            progress("exported rows", count, total)
 
     async def import_lines(self, lines: Iterable[str], progress: Progress = _quiet) -> dict[str, int]:
         """Read an export back in one transaction: all of it lands, or (on any error) none of it.
@@ -91,8 +100,8 @@ class MaintenanceService(ServiceBase):
                     raise InvalidArgument(f"line {number}: a {kind} record is incomplete ({exc})") from exc
                 counts[kind] = counts.get(kind, 0) + 1
                 if number % 1000 == 0:
-                    progress("imported rows", number)
-        progress("imported rows", sum(counts.values()))
+                    progress("imported rows", number, None)
+        progress("imported rows", sum(counts.values()), None)
         if counts.get("task", 0):
             async with self.db.single() as conn:
                 await tasks_store.refresh_statistics(conn)
@@ -114,7 +123,8 @@ class MaintenanceService(ServiceBase):
         deleted = values = 0
         async with self.db.read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await list_workspaces(conn)
-        for name in names:
+        for done, name in enumerate(names):
+            progress("pruned workspaces", done, len(names))
             async with self.db.write() as conn:
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
@@ -133,7 +143,7 @@ class MaintenanceService(ServiceBase):
                 await segments.delete_ids(conn, name, dead)
                 values += len(dead)
             deleted += len(ids)
-            progress("pruned checkpoints", deleted)
+        progress("pruned workspaces", len(names), len(names))
         await self.db.vacuum()
         return PruneReport(workspaces=len(names), checkpoints_deleted=deleted, values_deleted=values)
 

@@ -1,0 +1,105 @@
+"""Start-up and exit of `mcp-harness serve` (stdio) against a no-op MCP server on the same SDK.
+
+    python tools/bench_startup.py [--rounds 15]
+
+Clients such as Claude Code and Claude Desktop start the server for every session, so what a person
+waits for is the time from spawning the process to the answer of `tools/list`, and the time the
+process takes to exit once the client closes its stdin. Both servers are spawned in turns in one
+run (ours as installed: the `mcp-harness` console script beside this Python, on a SQLite file made
+before the clock starts, as every session after a project's first finds it; the no-op as
+`python tools/noop_server.py`), speaking raw JSON-RPC
+over pipes (initialize, initialized, tools/list), so the client's own cost is not in the figures.
+Medians are reported with their ratios and the targets (start <= 1.3x, exit <= 1.5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {"start": 1.3, "exit": 1.5}
+
+MESSAGES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+]  # fmt: skip
+
+
+def our_command(db: str) -> list[str]:
+    script = Path(sys.executable).with_name("mcp-harness")
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "mcp_harness"]
+    return [*head, "serve", "--db", db, "--workspace", "bench", "--agent", "bench"]
+
+
+def noop_command() -> list[str]:
+    return [sys.executable, str(HERE / "noop_server.py")]
+
+
+def one_round(command: list[str]) -> tuple[float, float]:
+    """Spawn, wait for the tools/list answer (start), close stdin and wait for the exit (exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in MESSAGES))
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{command[0]} exited before answering tools/list")
+        answer = json.loads(line)
+        if answer.get("id") == 2:
+            if not answer.get("result", {}).get("tools"):
+                raise RuntimeError(f"{command[0]} listed no tools: {answer}")
+            break
+    started = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    exited = time.perf_counter() - t1
+    proc.stdout.close()
+    return started, exited
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    samples: dict[str, dict[str, list[float]]] = {"ours": {"start": [], "exit": []}, "noop": {"start": [], "exit": []}}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "harness.db")
+        one_round(noop_command())  # warm the page cache and .pyc files (and make the database)
+        one_round(our_command(db))
+        for _ in range(args.rounds):
+            for who, command in (("noop", noop_command()), ("ours", our_command(db))):
+                start, exit_ = one_round(command)
+                samples[who]["start"].append(start)
+                samples[who]["exit"].append(exit_)
+    print(f"{args.rounds} rounds, servers taking turns; medians (min-max)")
+    print("| phase | mcp-harness | no-op MCPServer | ratio | target | met |")
+    print("|---|---|---|---|---|---|")
+    failed = False
+    for phase in ("start", "exit"):
+        ours, noop = (statistics.median(samples[w][phase]) for w in ("ours", "noop"))
+        ratio = ours / noop
+        met = ratio <= TARGETS[phase]
+        failed |= not met
+        spread = {w: f"{min(samples[w][phase]) * 1000:.0f}-{max(samples[w][phase]) * 1000:.0f}" for w in samples}
+        label = "spawn to tools/list answer" if phase == "start" else "stdin closed to exit"
+        print(f"| {label} | {ours * 1000:.0f} ms ({spread['ours']}) | {noop * 1000:.0f} ms ({spread['noop']}) "
+              f"| {ratio:.2f}x | <= {TARGETS[phase]}x | {'yes' if met else 'no'} |")  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
