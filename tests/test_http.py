@@ -228,3 +228,23 @@ def test_workspaces_are_isolated(served, ops):
         anyio.run(scenario)
     except* ToolFailed as group:
         raise group.exceptions[0] from None
+
+
+@pytest.mark.anyio
+async def test_brief_from_a_shared_server(served):
+    """`brief --url URL --token-env VAR`: the official client asks the server as the token's agent."""
+    token = served.token("ws-brief", "remote-coder")
+    async with http_client(served.url, token) as client:
+        await call(client, "add_tasks", tasks=[{"key": "t1", "title": "First task"}])
+        await call(client, "claim_task")
+        await call(client, "record_progress", summary="remote progress", task_key="t1")
+    env = subprocess_env(TEAM_TOKEN=token)
+    out = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "TEAM_TOKEN", env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"shared server {served.url}/mcp" in out.stdout and "remote progress" in out.stdout
+    assert 'You hold: t1 "First task"' in out.stdout and token not in out.stdout
+    unset = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "NOT_SET_ANYWHERE")
+    assert unset.returncode != 0 and "NOT_SET_ANYWHERE is not set" in unset.stderr
+    refused = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "T", env=subprocess_env(T="mcph_bad"))
+    assert refused.returncode != 0 and "was refused (HTTP 401" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "history": "reading:cmd_history",
     "show": "reading:cmd_show",
     "status": "reading:cmd_status",
+    "brief": "brief:cmd_brief",
     "schema": "admin:cmd_schema",
     "token": "admin:cmd_token",
     "export": "admin:cmd_export",

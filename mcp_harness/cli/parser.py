@@ -62,6 +62,13 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p = sub.add_parser("status", parents=parents, help="threads, task board and leases at a glance")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("brief", parents=parents, help="the resume brief as text (for a person or a session-start hook)")
+    p.add_argument("--thread", default="main")
+    p.add_argument("--agent", default=None, help="whose held tasks to show (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--url", default=None, help="ask a shared HTTP server (its /mcp URL) instead of the database")
+    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
+                   help="with --url: the variable holding the bearer token (default MCP_HARNESS_TOKEN)")  # fmt: skip
+
 
 def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
