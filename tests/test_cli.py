@@ -112,3 +112,8 @@ def test_config_snippets(tmp_path):
     assert cursor["mcpServers"]["harness"]["headers"] == {"Authorization": "Bearer mcph_y"}
     bridge = json.loads(run_cli("config", "claude-desktop", "--transport", "http", "--token", "mcph_z").stdout)
     assert bridge["mcpServers"]["harness"]["env"] == {"HARNESS_TOKEN": "mcph_z"}
+    vscode = json.loads(run_cli("config", "vscode", "--db", db, "--workspace", "proj").stdout)["servers"]["harness"]
+    assert vscode["type"] == "stdio" and vscode["args"][-4:] == ["--workspace", "proj", "--agent", "vscode"]
+    remote = json.loads(run_cli("config", "vscode", "--transport", "http", "--token", "mcph_v").stdout)
+    assert remote["servers"]["harness"] == {"type": "http", "url": "http://127.0.0.1:8765/mcp",
+                                            "headers": {"Authorization": "Bearer mcph_v"}}  # fmt: skip

@@ -85,7 +85,7 @@ def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
 
 def _clients(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="print a ready configuration for an MCP client")
-    p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor"])
+    p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--db", default=None, help="database the stdio server uses (default: this machine's)")
     p.add_argument("--workspace", default=None)
