@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "import": "admin:cmd_import",
     "prune": "admin:cmd_prune",
     "config": "clients:cmd_config",
+    "init": "init:cmd_init",
 }
 
 

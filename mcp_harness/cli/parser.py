@@ -8,6 +8,8 @@ from pathlib import Path
 from .. import __version__
 from .common import env
 
+CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
+
 DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
 
 
@@ -85,13 +87,33 @@ def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
 
 def _clients(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="print a ready configuration for an MCP client")
-    p.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
+    p.add_argument("client", choices=CLIENTS)
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--db", default=None, help="database the stdio server uses (default: this machine's)")
     p.add_argument("--workspace", default=None)
     p.add_argument("--agent", default=None)
     p.add_argument("--url", default=None, help="http: the server's /mcp URL (default http://127.0.0.1:8765/mcp)")
     p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
+
+    p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
+    p.add_argument(
+        "--client",
+        action="append",
+        choices=CLIENTS,
+        default=None,
+        help="repeatable; default claude-code, and cursor/vscode if .cursor/ or .vscode/ is there",
+    )
+    p.add_argument("--workspace", default=None, help="default: the project's folder name (its git top level)")
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--url", default=None, help="http: the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
+                   help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)")  # fmt: skip
+    p.add_argument("--db", default=None, help="stdio: the database the server uses (default: each user's own)")
+    p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
+    p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
+    p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
+    p.add_argument("--no-hooks", action="store_true", help="no Claude Code SessionStart hook")
+    p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
 
 
 def _tokens_and_schemas(
