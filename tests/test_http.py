@@ -50,7 +50,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     async def main() -> None:
         settings = settings_for(db)
         async with Harness.open(settings) as harness:
-            app = build_app(harness, settings, "127.0.0.1", port)
+            app = build_app(harness, settings, "127.0.0.1", port, ["proxy.internal", "exact.internal:8443"])
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
             state["server"] = server
             await server.serve()
@@ -133,6 +133,20 @@ def test_bad_host_and_origin_are_refused(served):
     assert post_initialize(served.url, host="evil.example:80", **auth).status_code == 421
     assert post_initialize(served.url, origin="http://evil.example", **auth).status_code == 403
     assert post_initialize(served.url, origin=served.url, **auth).status_code == 200
+
+
+def test_host_checks_are_about_names_not_ports(served):
+    """Loopback names on any port (a proxy or port forward in front of a loopback bind is normal);
+    `--allowed-host NAME` on any port, `NAME:PORT` on exactly that port."""
+    auth = {"authorization": f"Bearer {served.token('ws-hosts', 'agent')}"}
+    for host in ("localhost:9999", "127.0.0.1:1", "[::1]:443", "localhost", "proxy.internal:4000", "proxy.internal",
+                 "exact.internal:8443"):  # fmt: skip
+        assert post_initialize(served.url, host=host, **auth).status_code == 200, host
+    for host in ("exact.internal:9000", "exact.internal", "evil.example:8443", "localhost.evil.example:80"):
+        assert post_initialize(served.url, host=host, **auth).status_code == 421, host
+    assert post_initialize(served.url, host="localhost:9999", origin="http://localhost:3000", **auth).status_code == 200
+    assert post_initialize(served.url, origin="http://proxy.internal:8080", **auth).status_code == 200
+    assert post_initialize(served.url, origin="https://exact.internal:9000", **auth).status_code == 403
 
 
 def test_healthz_reveals_nothing(served):
