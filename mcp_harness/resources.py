@@ -11,8 +11,6 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from .errors import HarnessError, NotFound
 from .jsonvalue import dumps
-from .service import iso
-from .store import checkpoints as checkpoint_store
 
 if TYPE_CHECKING:
     from .server import HarnessServer
@@ -35,6 +33,9 @@ def register_resources(server: HarnessServer) -> None:
         "harness://threads", name="threads", mime_type=JSON, description="Threads with their latest version and size"
     )
     async def threads() -> str:
+        from .service import iso  # imported once the database is open, not at start
+        from .store import checkpoints as checkpoint_store
+
         h, ident = server.current()
 
         async def read() -> Any:

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from . import __version__
 from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
+from .identity import Identity
 from .jsonvalue import dumps
 from .models import (
     AddTasksResult,
@@ -32,7 +36,11 @@ from .models import (
     TaskView,
 )
 from .schema_text import compact_schema, shallow_output_schema
-from .service import Harness, Identity
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
+    from mcp.server.mcpserver.resources import ReadResourceContents
+
+    from .service import Harness
 
 log = logging.getLogger("mcp_harness")
 
@@ -56,14 +64,39 @@ class ToolInfo:
     validate: Callable[[dict[str, Any]], dict[str, Any]]  #: the SDK's own argument validation for the tool
 
 
-class HarnessServer(MCPServer[Harness]):
+class HarnessServer(MCPServer[Any]):
     """`MCPServer` that answers every failure as `[code] message` and enforces identity and roles."""
 
     def __init__(self, *, identity: Identity | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.fixed_identity = identity
         self.tool_info: dict[str, ToolInfo] = {}
-        self.harness: Harness | None = None  # stdio: set while the lifespan runs; HTTP: at construction
+        self.harness: Harness | None = None  # stdio: set once the lifespan has opened it; HTTP: at construction
+        self.opened: anyio.Event | None = None  # stdio: set when an attempt to open the harness has ended
+        self.open_error: HarnessError | None = None  # stdio: why the last attempt failed
+        self.retry: anyio.Event | None = None  # stdio: set to make a failed opening try again
+        self.opens_itself = False  # stdio: the lifespan opens the harness (HTTP is given an open one)
+
+    async def ready(self) -> None:
+        """Wait until the harness is open: a stdio server opens it in the background, so that the
+        client's handshake (initialize, tools/list) is answered without waiting for the database.
+        After a failed attempt, the next call starts another."""
+        if self.harness is not None or not self.opens_itself:
+            return
+        if self.open_error is not None and self.retry is not None:
+            self.open_error, self.opened = None, anyio.Event()
+            self.retry.set()
+        assert self.opened is not None
+        await self.opened.wait()
+        if self.open_error is not None:
+            raise self.open_error
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Iterable[ReadResourceContents] | Any:
+        try:
+            await self.ready()
+        except HarnessError as exc:
+            raise ResourceError(exc.to_text()) from exc
+        return await super().read_resource(uri, context)
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""
@@ -126,6 +159,7 @@ class HarnessServer(MCPServer[Harness]):
         a third of a save's time; our tools all return a model of their declared result, so this
         validates the arguments exactly as the SDK does, calls the tool, and dumps the model once."""
         try:
+            await self.ready()
             info = self.tool_info.get(name)
             if info is None:
                 raise NotFound(f"no tool named {name!r}; tools: {', '.join(sorted(self.tool_info))}")
@@ -166,6 +200,36 @@ def error_result(exc: BaseException, tool: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.to_text())], is_error=True)
 
 
+async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
+    """Open the harness for a stdio server's life: the service is imported on a worker thread and the
+    database opened while the handshake goes on; tool calls wait for it (`HarnessServer.ready`). If it
+    cannot be opened, each call says why, and the next call tries again."""
+    while True:
+        server.retry = anyio.Event()
+        try:
+            service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_harness.service",
+                                                     abandon_on_cancel=True)  # fmt: skip
+            async with service.Harness.open(settings) as opened:
+                await opened.checkpoints.purge_idempotency_keys()
+                server.harness = opened
+                assert server.opened is not None
+                server.opened.set()
+                await stop.wait()
+                return
+        except HarnessError as exc:
+            log.error("cannot open the database: %s", exc.message)
+            server.open_error = exc
+        except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause
+            incident = secrets.token_hex(6)
+            log.error("internal error %s opening the database", incident, exc_info=exc)
+            server.open_error = Internal(f"the server could not open its database (incident {incident})")
+        finally:
+            server.harness = None
+            if server.opened is not None:
+                server.opened.set()
+        await server.retry.wait()
+
+
 def create_server(
     settings: Settings, identity: Identity | None, *, harness: Harness | None = None, **server_kwargs: Any
 ) -> HarnessServer:
@@ -173,18 +237,20 @@ def create_server(
     Without `harness` the server opens (and closes) its own for the life of the connection."""
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer[Harness]) -> AsyncIterator[Harness]:
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
         if harness is not None:
             server.harness = harness
-            yield harness
+            yield None
             return
-        async with Harness.open(settings) as opened:
-            await opened.checkpoints.purge_idempotency_keys()
-            server.harness = opened
+        server.opens_itself, server.opened, stop = True, anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_open, settings, server, stop)
             try:
-                yield opened
+                yield None
             finally:
-                server.harness = None
+                stop.set()
+                if server.harness is None:  # the client left before the database was open: stop opening it
+                    tg.cancel_scope.cancel()
 
     server = HarnessServer(
         name="mcp-harness",

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from ..config import ENV_PREFIX
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported by the commands that open it
-    from ..service import Harness, Identity
+    from ..identity import Identity
+    from ..service import Harness
 
 
 def env(name: str, default: str) -> str:
@@ -20,7 +21,7 @@ def env(name: str, default: str) -> str:
 
 
 def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
-    from ..service import Identity
+    from ..identity import Identity
 
     workspace = args.workspace or env("WORKSPACE", "default")
     agent = (getattr(args, "agent", None) or env("AGENT", "default")) if with_agent else "cli"
