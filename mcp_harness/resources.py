@@ -33,7 +33,7 @@ def register_resources(server: HarnessServer) -> None:
         "harness://threads", name="threads", mime_type=JSON, description="Threads with their latest version and size"
     )
     async def threads() -> str:
-        from .service import iso  # imported once the database is open, not at start
+        from .service import iso  # imported when first needed, not at start
         from .store import checkpoints as checkpoint_store
 
         h, ident = server.current()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -22,6 +20,7 @@ from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .identity import Identity
 from .jsonvalue import dumps
+from .lifespan import harness_lifespan
 from .models import (
     AddTasksResult,
     ClaimTaskResult,
@@ -200,64 +199,18 @@ def error_result(exc: BaseException, tool: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.to_text())], is_error=True)
 
 
-async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
-    """Open the harness for a stdio server's life: the service is imported on a worker thread and the
-    database opened while the handshake goes on; tool calls wait for it (`HarnessServer.ready`). If it
-    cannot be opened, each call says why, and the next call tries again."""
-    while True:
-        server.retry = anyio.Event()
-        try:
-            service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_harness.service",
-                                                     abandon_on_cancel=True)  # fmt: skip
-            async with service.Harness.open(settings) as opened:
-                await opened.checkpoints.purge_idempotency_keys()
-                server.harness = opened
-                assert server.opened is not None
-                server.opened.set()
-                await stop.wait()
-                return
-        except HarnessError as exc:
-            log.error("cannot open the database: %s", exc.message)
-            server.open_error = exc
-        except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause
-            incident = secrets.token_hex(6)
-            log.error("internal error %s opening the database", incident, exc_info=exc)
-            server.open_error = Internal(f"the server could not open its database (incident {incident})")
-        finally:
-            server.harness = None
-            if server.opened is not None:
-                server.opened.set()
-        await server.retry.wait()
-
-
 def create_server(
     settings: Settings, identity: Identity | None, *, harness: Harness | None = None, **server_kwargs: Any
 ) -> HarnessServer:
     """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens.
     Without `harness` the server opens (and closes) its own for the life of the connection."""
 
-    @asynccontextmanager
-    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
-        if harness is not None:
-            server.harness = harness
-            yield None
-            return
-        server.opens_itself, server.opened, stop = True, anyio.Event(), anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(hold_open, settings, server, stop)
-            try:
-                yield None
-            finally:
-                stop.set()
-                if server.harness is None:  # the client left before the database was open: stop opening it
-                    tg.cancel_scope.cancel()
-
     server = HarnessServer(
         name="mcp-harness",
         version=__version__,
         instructions=INSTRUCTIONS,
         identity=identity,
-        lifespan=lifespan,
+        lifespan=harness_lifespan(settings, harness),
         log_level="WARNING",
         **server_kwargs,
     )
