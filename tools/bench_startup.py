@@ -50,9 +50,11 @@ MESSAGES = [
 ]  # fmt: skip
 
 
-def our_command(db: str) -> list[str]:
+def our_command(db: str, checkout: str | None = None) -> list[str]:
+    """The installed console script; with `checkout`, `python -m mcp_harness` run from that folder
+    (another version of the code, e.g. `git worktree add /tmp/before COMMIT`), which it imports first."""
     script = Path(sys.executable).with_name("mcp-harness")
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "mcp_harness"]
+    head = [str(script)] if script.exists() and not checkout else [sys.executable, "-m", "mcp_harness"]
     return [*head, "serve", "--db", db, "--workspace", "bench", "--agent", "bench"]
 
 
@@ -71,13 +73,14 @@ def read_answer(proc: subprocess.Popen, wanted: int) -> dict:
             return answer
 
 
-def one_round(command: list[str], call: dict) -> tuple[float, float, float]:
+def one_round(command: list[str], call: dict, cwd: str | None = None) -> tuple[float, float, float]:
     """Spawn and wait for the tools/list answer (start); call one tool and wait for its answer (the
     first call, from spawn: what a server defers at start shows here); close stdin and wait for the
     process to end (exit)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                            cwd=cwd)  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in MESSAGES))
     proc.stdin.flush()
@@ -97,33 +100,49 @@ def one_round(command: list[str], call: dict) -> tuple[float, float, float]:
     return started, first_call, exited
 
 
+def measure(rounds: int, baseline: str | None) -> dict[str, dict[str, list[float]]]:
+    """Every server once per round, in turns: (name, command, tool call, working folder)."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = [("noop", noop_command(), CALLS["noop"], None),
+                   ("ours", our_command(str(Path(tmp) / "harness.db")), CALLS["ours"], None)]  # fmt: skip
+        if baseline:
+            servers.append(("baseline", our_command(str(Path(tmp) / "base.db"), baseline), CALLS["ours"], baseline))
+        for _name, command, call, cwd in servers:
+            one_round(command, call, cwd)  # warm the page cache and .pyc files (and make the databases)
+        for _ in range(rounds):
+            for name, command, call, cwd in servers:
+                for phase, seconds in zip(PHASES, one_round(command, call, cwd), strict=True):
+                    samples.setdefault(name, {p: [] for p in PHASES})[phase].append(seconds)
+    return samples
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--baseline", metavar="DIR", help="also measure the mcp-harness checked out in DIR (before)")
     args = parser.parse_args()
-    samples: dict[str, dict[str, list[float]]] = {w: {p: [] for p in PHASES} for w in ("ours", "noop")}
-    with tempfile.TemporaryDirectory() as tmp:
-        db = str(Path(tmp) / "harness.db")
-        one_round(noop_command(), CALLS["noop"])  # warm the page cache and .pyc files (and make the database)
-        one_round(our_command(db), CALLS["ours"])
-        for _ in range(args.rounds):
-            for who, command in (("noop", noop_command()), ("ours", our_command(db))):
-                for phase, seconds in zip(PHASES, one_round(command, CALLS[who]), strict=True):
-                    samples[who][phase].append(seconds)
-    print(f"{args.rounds} rounds, servers taking turns; medians (min-max)")
-    print("| phase | mcp-harness | no-op MCPServer | ratio | target | met |")
-    print("|---|---|---|---|---|---|")
+    samples = measure(args.rounds, args.baseline)
+    print(f"{args.rounds} rounds, servers taking turns; medians (min-max); ratios against the no-op server")
+    print(
+        "| phase | mcp-harness | no-op MCPServer | ratio | target | met |"
+        + (" baseline (ratio) |" if args.baseline else "")
+    )
+    print("|---|---|---|---|---|---|" + ("---|" if args.baseline else ""))
     failed = False
     for phase, label in PHASES.items():
-        ours, noop = (statistics.median(samples[w][phase]) for w in ("ours", "noop"))
-        ratio = ours / noop
+        median = {w: statistics.median(samples[w][phase]) for w in samples}
+        spread = {w: f"{min(samples[w][phase]) * 1000:.0f}-{max(samples[w][phase]) * 1000:.0f}" for w in samples}
+        shown = {w: f"{median[w] * 1000:.0f} ms ({spread[w]})" for w in samples}
+        ratio = median["ours"] / median["noop"]
         target = TARGETS.get(phase)
         met = target is None or ratio <= target
         failed |= not met
-        spread = {w: f"{min(samples[w][phase]) * 1000:.0f}-{max(samples[w][phase]) * 1000:.0f}" for w in samples}
         goal, verdict = (f"<= {target}x", "yes" if met else "no") if target else ("(no target)", "-")
-        print(f"| {label} | {ours * 1000:.0f} ms ({spread['ours']}) | {noop * 1000:.0f} ms ({spread['noop']}) "
-              f"| {ratio:.2f}x | {goal} | {verdict} |")  # fmt: skip
+        row = f"| {label} | {shown['ours']} | {shown['noop']} | {ratio:.2f}x | {goal} | {verdict} |"
+        if args.baseline:
+            row += f" {shown['baseline']} ({median['baseline'] / median['noop']:.2f}x) |"
+        print(row)
     return 1 if failed else 0
 
 
