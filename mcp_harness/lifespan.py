@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcp_harness")
 
+#: the database is opened once the client has listed the tools or called one, or after this long
+HANDSHAKE_SECONDS = 3.0
+
 
 def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     """The server's lifespan. With `harness` (HTTP: one harness for every request) it is just used;
@@ -33,7 +36,7 @@ def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[A
             server.harness = harness
             yield None
             return
-        server.opens_itself, server.opened, stop = True, anyio.Event(), anyio.Event()
+        server.opens_itself, server.opened, server.wanted, stop = True, anyio.Event(), anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(hold_open, settings, server, stop)
             try:
@@ -47,9 +50,13 @@ def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[A
 
 
 async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
-    """Open the harness for a stdio server's life: the service is imported on a worker thread and the
-    database opened while the handshake goes on; tool calls wait for it (`HarnessServer.ready`). If it
-    cannot be opened, each call says why, and the next call tries again."""
+    """Open the harness for a stdio server's life, once the handshake is over (the client has listed
+    the tools) or a call needs it: the service is imported on a worker thread and the database opened;
+    tool calls wait for it (`HarnessServer.ready`). If it cannot be opened, each call says why, and the
+    next call tries again."""
+    assert server.wanted is not None
+    with anyio.move_on_after(HANDSHAKE_SECONDS):
+        await server.wanted.wait()  # the handshake first: importing would take turns with it on the GIL
     while True:
         server.retry = anyio.Event()
         try:

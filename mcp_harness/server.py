@@ -75,6 +75,7 @@ class HarnessServer(MCPServer[Any]):
         self.open_error: HarnessError | None = None  # stdio: why the last attempt failed
         self.retry: anyio.Event | None = None  # stdio: set to make a failed opening try again
         self.opens_itself = False  # stdio: the lifespan opens the harness (HTTP is given an open one)
+        self.wanted: anyio.Event | None = None  # stdio: set once the handshake is over or a call needs the harness
 
     async def ready(self) -> None:
         """Wait until the harness is open: a stdio server opens it in the background, so that the
@@ -82,6 +83,8 @@ class HarnessServer(MCPServer[Any]):
         After a failed attempt, the next call starts another."""
         if self.harness is not None or not self.opens_itself:
             return
+        if self.wanted is not None:
+            self.wanted.set()
         if self.open_error is not None and self.retry is not None:
             self.open_error, self.opened = None, anyio.Event()
             self.retry.set()
@@ -89,6 +92,12 @@ class HarnessServer(MCPServer[Any]):
         await self.opened.wait()
         if self.open_error is not None:
             raise self.open_error
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        if self.wanted is not None:
+            self.wanted.set()  # the client has what it needs to start: now open the database
+        return tools
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Iterable[ReadResourceContents] | Any:
         try:
