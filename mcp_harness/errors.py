@@ -96,6 +96,10 @@ class Unavailable(HarnessError):
     code = "unavailable"
 
 
+class Damaged(Unavailable):
+    """The database file is damaged or not an mcp-harness database; no retry will help."""
+
+
 class Internal(HarnessError):
     """An unexpected error happened; the server log has the details."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..errors import HarnessError, Unavailable
+from ..errors import Damaged, HarnessError, Unavailable
 
 DAMAGED = "not an mcp-harness database, or damaged"
 READ_ONLY = (
@@ -35,6 +35,8 @@ def condition(exc: BaseException) -> HarnessError | None:
         message = _SQLITE.get(code & 0xFF) if isinstance(code, int) else None
     else:
         message = _POSTGRES.get(getattr(orig, "sqlstate", None) or "")
+    if message == DAMAGED:
+        return Damaged(message)
     return Unavailable(message) if message else None
 
 
