@@ -95,9 +95,10 @@ class Unavailable(HarnessError):
 
     code = "unavailable"
 
-
-class Damaged(Unavailable):
-    """The database file is damaged or not an mcp-harness database; no retry will help."""
+    def __init__(self, message: str | None = None, *, damaged: bool = False) -> None:
+        super().__init__(message)
+        #: the database file is damaged or not an mcp-harness database: no retry will help
+        self.damaged = damaged
 
 
 class Internal(HarnessError):

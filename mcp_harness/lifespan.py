@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .config import Settings
-from .errors import Damaged, HarnessError, Internal, Unavailable
+from .errors import HarnessError, Internal, Unavailable
 
 if TYPE_CHECKING:
     from .service import Harness
@@ -76,10 +76,10 @@ async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event
                 server.opened.set()
                 await stop.wait()
                 return
-        except Damaged as exc:
-            server.open_error = exc
-            raise  # ends the lifespan's task group, and with it the server
         except HarnessError as exc:
+            if isinstance(exc, Unavailable) and exc.damaged:
+                server.open_error = exc
+                raise  # ends the lifespan's task group, and with it the server
             log.error("cannot open the database: %s", exc.message)
             server.open_error = exc
         except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import call, mcp_client, run_cli
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test runs the command line in a process
 
 
 async def test_brief_names_state_tasks_and_progress(sqlite_url, workspace):

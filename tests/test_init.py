@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import call, mcp_client, subprocess_env
 
+pytestmark = pytest.mark.slow  # every test runs `mcp-harness init` in a process
+
 BIN = str(Path(sys.executable).parent)  # this install's mcp-harness is on the PATH init sees
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..errors import Damaged, HarnessError, Unavailable
+from ..errors import HarnessError, Unavailable
 
 DAMAGED = "not an mcp-harness database, or damaged"
 READ_ONLY = (
@@ -35,9 +35,7 @@ def condition(exc: BaseException) -> HarnessError | None:
         message = _SQLITE.get(code & 0xFF) if isinstance(code, int) else None
     else:
         message = _POSTGRES.get(getattr(orig, "sqlstate", None) or "")
-    if message == DAMAGED:
-        return Damaged(message)
-    return Unavailable(message) if message else None
+    return Unavailable(message, damaged=message == DAMAGED) if message else None
 
 
 def sqlite_writable(path: str) -> None:

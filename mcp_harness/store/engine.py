@@ -92,7 +92,7 @@ class Database:
                 # import or prune: close it now rather than keep a thread idle for the server's life
                 await self._engine.dispose()
         except Unavailable as exc:
-            raise type(exc)(f"{self.name}: {exc.message}") from exc  # a Damaged one stays Damaged
+            raise Unavailable(f"{self.name}: {exc.message}", damaged=exc.damaged) from exc
 
     @property
     def name(self) -> str:
