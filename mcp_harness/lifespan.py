@@ -28,6 +28,8 @@ log = logging.getLogger("mcp_harness")
 
 #: the database is opened once the client has listed the tools or called one, or after this long
 HANDSHAKE_SECONDS = 3.0
+#: how long a server whose client left before the database was open still waits for the attempt to end
+LAST_ATTEMPT_SECONDS = 10.0
 
 
 def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[Any], AbstractAsyncContextManager[None]]:
@@ -47,10 +49,27 @@ def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[A
                 yield None
             finally:
                 stop.set()
-                if server.harness is None:  # the client left before the database was open: stop opening it
-                    tg.cancel_scope.cancel()
+                if server.harness is None:  # the client left before the database was open
+                    opened = False
+                    try:
+                        opened = await last_attempt(server)
+                    finally:
+                        if not opened:
+                            tg.cancel_scope.cancel()  # stop waiting for a retry (an open one closes itself)
 
     return lifespan
+
+
+async def last_attempt(server: HarnessServer) -> bool:
+    """The client left before the database was open: let the attempt run and end (within
+    LAST_ATTEMPT_SECONDS), so that a damaged database is still reported (one line, a non-zero exit)
+    rather than the session ending silently. True when the database was opened (it closes itself)."""
+    if server.opened is None or server.wanted is None or server.opened.is_set():
+        return False
+    server.wanted.set()
+    with anyio.move_on_after(LAST_ATTEMPT_SECONDS):
+        await server.opened.wait()
+    return server.opened.is_set() and server.open_error is None
 
 
 async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
@@ -82,6 +101,9 @@ async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event
                 raise  # ends the lifespan's task group, and with it the server
             log.error("cannot open the database: %s", exc.message)
             server.open_error = exc
+        except OSError as exc:  # e.g. the database file's folder does not exist (yet)
+            log.error("cannot open the database: %s", exc.strerror or exc)
+            server.open_error = Unavailable(f"the database cannot be opened: {exc.strerror or exc}")
         except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause
             incident = secrets.token_hex(6)
             log.error("internal error %s opening the database", incident, exc_info=exc)
