@@ -95,6 +95,11 @@ class Unavailable(HarnessError):
 
     code = "unavailable"
 
+    def __init__(self, message: str | None = None, *, damaged: bool = False) -> None:
+        super().__init__(message)
+        #: the database file is damaged or not an mcp-harness database: no retry will help
+        self.damaged = damaged
+
 
 class Internal(HarnessError):
     """An unexpected error happened; the server log has the details."""

@@ -66,17 +66,40 @@ class HarnessTokenVerifier(TokenVerifier):
                            claims=claims)  # fmt: skip
 
 
+def split_host(value: str) -> tuple[str, str | None]:
+    """`NAME`, `NAME:PORT`, `[V6]` or `[V6]:PORT` -> (name, port or None)."""
+    if value.startswith("["):
+        name, _, rest = value.partition("]")
+        return name + "]", rest[1:] if rest.startswith(":") and rest[1:] else None
+    if value.count(":") == 1:
+        name, port = value.split(":")
+        return name, port or None
+    return value, None
+
+
 def security_settings(
     host: str, port: int, extra_hosts: list[str], extra_origins: list[str]
 ) -> TransportSecuritySettings:
-    """Host and Origin checks against DNS rebinding. Loopback names are always allowed on a loopback
-    bind; any other bind allows only its own address and the names given with --allowed-host."""
+    """Host and Origin checks against DNS rebinding, which is about the name, not the port. On a
+    loopback bind, loopback names are allowed on any port (a reverse proxy or a port forward in front
+    is normal); any other bind allows its own address on its port. `--allowed-host NAME` allows NAME
+    on any port, `NAME:PORT` exactly that."""
     bind = resolve_bind(host)
-    names = list(LOOPBACK_NAMES) if bind.loopback else ([] if bind.unspecified else [bind.url_host])
+    names: list[tuple[str, str]] = []  # (name, "*" or a port)
+    if bind.loopback:
+        names += [(name, "*") for name in LOOPBACK_NAMES]
+    elif not bind.unspecified:
+        names.append((bind.url_host, str(port)))
+    for extra in extra_hosts:
+        name, only = split_host(extra)
+        names.append((name, only or "*"))
     hosts, origins = [], []
-    for name in names + list(extra_hosts):
-        hosts += [name, f"{name}:{port}"]
-        origins += [f"http://{name}:{port}", f"https://{name}:{port}", f"http://{name}", f"https://{name}"]
+    for name, on in names:
+        hosts.append(f"{name}:{on}")
+        origins += [f"http://{name}:{on}", f"https://{name}:{on}"]
+        if on == "*" or name == bind.url_host:
+            hosts.append(name)  # no port in the Host header: the scheme's default port
+            origins += [f"http://{name}", f"https://{name}"]
     origins += list(extra_origins)
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 

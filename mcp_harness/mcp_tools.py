@@ -9,7 +9,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.types import Tool, ToolAnnotations
 from pydantic import BaseModel, create_model
@@ -25,6 +25,7 @@ from .arguments import (
     ToolArgs,
     UpdateTaskArgs,
 )
+from .identity import Identity
 from .models import (
     AddTasksResult,
     ClaimTaskResult,
@@ -36,10 +37,12 @@ from .models import (
     UpdateTaskAnswer,
 )
 from .schema_text import compact_schema, shallow_output_schema
-from .service import Harness, Identity
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
+    from .service import Harness
 
 #: a tool's body: the open harness, the caller, the validated arguments -> the result model
-Call = Callable[[Harness, Identity, Any], Awaitable[BaseModel]]
+Call = Callable[["Harness", Identity, Any], Awaitable[BaseModel]]
 
 
 @dataclass(frozen=True)

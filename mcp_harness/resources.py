@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from .errors import HarnessError, NotFound
+from .identity import Identity
 from .jsonvalue import dumps
-from .service import Harness, Identity
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
+    from .service import Harness
 
 JSON = "application/json"
 
 #: the open harness and the caller's identity (`HarnessServer.current`)
-Current = Callable[[], tuple[Harness, Identity]]
+Current = Callable[[], tuple["Harness", Identity]]
 
 
 async def guarded(read: Callable[[], Any]) -> str:

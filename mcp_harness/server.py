@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import BaseModel, ValidationError
 
@@ -18,10 +19,16 @@ from . import __version__
 from .arguments import validation_message
 from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
+from .identity import Identity
 from .jsonvalue import dumps
+from .lifespan import harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
 from .resources import register_prompts, register_resources
-from .service import Harness, Identity
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
+    from mcp.server.mcpserver.resources import ReadResourceContents
+
+    from .service import Harness
 
 log = logging.getLogger("mcp_harness")
 
@@ -33,7 +40,7 @@ INSTRUCTIONS = (
 )
 
 
-class HarnessServer(MCPServer[Harness]):
+class HarnessServer(MCPServer[Any]):
     """`MCPServer` that answers every failure as `[code] message` and enforces identity and roles."""
 
     def __init__(self, *, identity: Identity | None, tools: Iterable[HarnessTool] = TOOLS, **kwargs: Any) -> None:
@@ -42,7 +49,12 @@ class HarnessServer(MCPServer[Harness]):
         self.tools: dict[str, HarnessTool] = {}
         for tool in tools:
             self.add_harness_tool(tool)
-        self.harness: Harness | None = None  # stdio: set while the lifespan runs; HTTP: at construction
+        self.harness: Harness | None = None  # stdio: set once the lifespan has opened it; HTTP: at construction
+        self.opened: anyio.Event | None = None  # stdio: set when an attempt to open the harness has ended
+        self.open_error: HarnessError | None = None  # stdio: why the last attempt failed
+        self.retry: anyio.Event | None = None  # stdio: set to make a failed opening try again
+        self.opens_itself = False  # stdio: the lifespan opens the harness (HTTP is given an open one)
+        self.wanted: anyio.Event | None = None  # stdio: set once the handshake is over or a call needs the harness
 
     def add_harness_tool(self, tool: HarnessTool) -> None:
         """Offer a tool (listed after the ones before it); tools are ours alone, not the SDK's tool manager."""
@@ -58,6 +70,29 @@ class HarnessServer(MCPServer[Harness]):
             return fn
 
         return register
+
+    async def ready(self) -> None:
+        """Wait until the harness is open: a stdio server opens it in the background, so that the
+        client's handshake (initialize, tools/list) is answered without waiting for the database.
+        After a failed attempt, the next call starts another."""
+        if self.harness is not None or not self.opens_itself:
+            return
+        if self.wanted is not None:
+            self.wanted.set()
+        if self.open_error is not None and self.retry is not None:
+            self.open_error, self.opened = None, anyio.Event()
+            self.retry.set()
+        assert self.opened is not None
+        await self.opened.wait()
+        if self.open_error is not None:
+            raise self.open_error
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Iterable[ReadResourceContents] | Any:
+        try:
+            await self.ready()
+        except HarnessError as exc:
+            raise ResourceError(exc.to_text()) from exc
+        return await super().read_resource(uri, context)
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""
@@ -98,6 +133,8 @@ class HarnessServer(MCPServer[Harness]):
         return Identity(workspace=claims["workspace"], agent=claims["agent"], role=claims.get("role", "agent"))
 
     async def list_tools(self) -> list[Tool]:
+        if self.wanted is not None:
+            self.wanted.set()  # the client has what it needs to start: now open the database
         return [tool.published for tool in self.tools.values()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
@@ -105,6 +142,7 @@ class HarnessServer(MCPServer[Harness]):
         and structured content, the result model dumped once (the SDK's generic path would validate the
         returned model again and dump it twice, a third of a save's time)."""
         try:
+            await self.ready()
             tool = self.tools.get(name)
             if tool is None:
                 raise NotFound(f"no tool named {name!r}; tools: {', '.join(sorted(self.tools))}")
@@ -145,29 +183,12 @@ def create_server(
     """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens.
     Without `harness` the server opens (and closes) its own for the life of the connection."""
 
-    @asynccontextmanager
-    async def lifespan(_server: MCPServer[Harness]) -> AsyncIterator[Harness]:
-        if harness is not None:
-            server.harness = harness
-            yield harness
-            return
-        async with Harness.open(settings) as opened:
-            try:
-                await opened.checkpoints.purge_idempotency_keys()
-            except Unavailable as exc:  # e.g. a read-only database still serves reads
-                log.warning("old idempotency keys not purged: %s", exc.message)
-            server.harness = opened
-            try:
-                yield opened
-            finally:
-                server.harness = None
-
     server = HarnessServer(
         name="mcp-harness",
         version=__version__,
         instructions=INSTRUCTIONS,
         identity=identity,
-        lifespan=lifespan,
+        lifespan=harness_lifespan(settings, harness),
         log_level="WARNING",
         **server_kwargs,
     )

@@ -30,7 +30,9 @@ async def test_log_is_readable_and_filterable(seeded):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "docs note" in lines[1] and "api routes drafted" in out.stdout  # newest first
-    assert "IN_PROGRESS [api]" in out.stdout and "next: add validation" in out.stdout and "abc123" in out.stdout
+    api_row = next(line for line in lines if "api routes drafted" in line).split()
+    assert api_row[4:7] == ["IN_PROGRESS", "api", "main"]  # status, task, thread columns of the entry's row
+    assert "next: add validation" in out.stdout and "abc123" in out.stdout
     only_api = run_cli("log", "--db", db, "--workspace", ws, "--task", "api")
     assert "docs note" not in only_api.stdout and "api routes drafted" in only_api.stdout
     as_json = json.loads(run_cli("log", "--db", db, "--workspace", ws, "--thread", "docs", "--json").stdout)
@@ -110,3 +112,8 @@ def test_config_snippets(tmp_path):
     assert cursor["mcpServers"]["harness"]["headers"] == {"Authorization": "Bearer mcph_y"}
     bridge = json.loads(run_cli("config", "claude-desktop", "--transport", "http", "--token", "mcph_z").stdout)
     assert bridge["mcpServers"]["harness"]["env"] == {"HARNESS_TOKEN": "mcph_z"}
+    vscode = json.loads(run_cli("config", "vscode", "--db", db, "--workspace", "proj").stdout)["servers"]["harness"]
+    assert vscode["type"] == "stdio" and vscode["args"][-4:] == ["--workspace", "proj", "--agent", "vscode"]
+    remote = json.loads(run_cli("config", "vscode", "--transport", "http", "--token", "mcph_v").stdout)
+    assert remote["servers"]["harness"] == {"type": "http", "url": "http://127.0.0.1:8765/mcp",
+                                            "headers": {"Authorization": "Bearer mcph_v"}}  # fmt: skip

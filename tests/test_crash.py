@@ -62,14 +62,16 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
     for round_no in range(10):
         try:
             async with killable_server(db, "crash", "writer", pidfile) as client:
+                writing = anyio.Event()  # the server opens its database after the handshake: time the kill from there
 
-                async def writer(round_no: int = round_no) -> None:
+                async def writer(round_no: int = round_no, writing: anyio.Event = writing) -> None:
                     i = 0
                     while True:
                         i += 1
                         saved = await call(client, "save_checkpoint", mode="merge",
                                            state={"round": round_no, f"k{i % 7}": "v" * (i % 50)})  # fmt: skip
                         acked_versions.append(saved["version"])
+                        writing.set()
                         entry = await call(client, "record_progress", summary=f"round {round_no} step {i}")
                         acked_entries.add(entry["entry_id"])
                         key = f"r{round_no}-{i}"
@@ -81,6 +83,7 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(writer)
+                    await writing.wait()
                     await anyio.sleep(rng.uniform(0.3, 0.8))
                     os.kill(int(pidfile.read_text()), signal.SIGKILL)
         except* MCPError as group:

@@ -52,7 +52,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     async def main() -> None:
         settings = settings_for(db)
         async with Harness.open(settings) as harness:
-            app = build_app(harness, settings, "127.0.0.1", port)
+            app = build_app(harness, settings, "127.0.0.1", port, ["proxy.internal", "exact.internal:8443"])
             server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
             state["server"] = server
             await server.serve()
@@ -135,6 +135,20 @@ def test_bad_host_and_origin_are_refused(served):
     assert post_initialize(served.url, host="evil.example:80", **auth).status_code == 421
     assert post_initialize(served.url, origin="http://evil.example", **auth).status_code == 403
     assert post_initialize(served.url, origin=served.url, **auth).status_code == 200
+
+
+def test_host_checks_are_about_names_not_ports(served):
+    """Loopback names on any port (a proxy or port forward in front of a loopback bind is normal);
+    `--allowed-host NAME` on any port, `NAME:PORT` on exactly that port."""
+    auth = {"authorization": f"Bearer {served.token('ws-hosts', 'agent')}"}
+    for host in ("localhost:9999", "127.0.0.1:1", "[::1]:443", "localhost", "proxy.internal:4000", "proxy.internal",
+                 "exact.internal:8443"):  # fmt: skip
+        assert post_initialize(served.url, host=host, **auth).status_code == 200, host
+    for host in ("exact.internal:9000", "exact.internal", "evil.example:8443", "localhost.evil.example:80"):
+        assert post_initialize(served.url, host=host, **auth).status_code == 421, host
+    assert post_initialize(served.url, host="localhost:9999", origin="http://localhost:3000", **auth).status_code == 200
+    assert post_initialize(served.url, origin="http://proxy.internal:8080", **auth).status_code == 200
+    assert post_initialize(served.url, origin="https://exact.internal:9000", **auth).status_code == 403
 
 
 def test_healthz_reveals_nothing(served):
@@ -230,3 +244,23 @@ def test_workspaces_are_isolated(served, ops):
         anyio.run(scenario)
     except* ToolFailed as group:
         raise group.exceptions[0] from None
+
+
+@pytest.mark.anyio
+async def test_brief_from_a_shared_server(served):
+    """`brief --url URL --token-env VAR`: the official client asks the server as the token's agent."""
+    token = served.token("ws-brief", "remote-coder")
+    async with http_client(served.url, token) as client:
+        await call(client, "add_tasks", tasks=[{"key": "t1", "title": "First task"}])
+        await call(client, "claim_task")
+        await call(client, "record_progress", summary="remote progress", task_key="t1")
+    env = subprocess_env(TEAM_TOKEN=token)
+    out = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "TEAM_TOKEN", env=env)
+    assert out.returncode == 0, out.stderr
+    assert f"shared server {served.url}/mcp" in out.stdout and "remote progress" in out.stdout
+    assert 'You hold: t1 "First task"' in out.stdout and token not in out.stdout
+    unset = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "NOT_SET_ANYWHERE")
+    assert unset.returncode != 0 and "NOT_SET_ANYWHERE is not set" in unset.stderr
+    refused = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "T", env=subprocess_env(T="mcph_bad"))
+    assert refused.returncode != 0 and "was refused (HTTP 401" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

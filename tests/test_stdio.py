@@ -11,7 +11,7 @@ from collections import Counter
 
 import anyio
 import pytest
-from conftest import call, fail, serve_command, subprocess_env
+from conftest import call, fail, mcp_client, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
@@ -109,3 +109,25 @@ def test_cli_reports_unreachable_database_in_one_line():
     assert proc.stderr.strip().startswith("mcp-harness: ")
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+async def test_the_handshake_does_not_wait_for_the_database_and_a_bad_one_is_named_on_each_call(tmp_path):
+    """The database opens in the background while the client says hello; if it cannot be opened,
+    the server stays up and every call says why (and the process still ends when stdin closes)."""
+    async with stdio_client("postgresql+asyncpg://postgres@127.0.0.1:1/none", "ws", "agent") as client:
+        assert len((await client.list_tools()).tools) == 8
+        err = await fail(client, "restore_state")
+        assert err.code == "unavailable" and "not reachable" in err.text
+        again = await fail(client, "list_tasks")  # tried again, and failed again the same way
+        assert again.text == err.text
+        with pytest.raises(Exception, match="unavailable"):
+            await client.read_resource("harness://threads")
+
+
+async def test_a_database_that_could_not_be_opened_is_tried_again_on_the_next_call(tmp_path, workspace):
+    folder = tmp_path / "not-yet"
+    async with mcp_client(f"sqlite+aiosqlite:///{folder / 'harness.db'}", workspace) as client:
+        err = await fail(client, "restore_state")
+        assert err.code == "unavailable"
+        folder.mkdir()  # the cause goes away: the next call opens the database
+        assert (await call(client, "restore_state"))["found"] is False

@@ -5,34 +5,20 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from ..arguments import ToolArgs
-from ..config import Settings, check_name
+from ..config import Settings
 from ..errors import InvalidArgument
+from ..identity import Identity, Role  # noqa: F401 - re-exported: services take the caller's Identity
 from ..jsonvalue import canonical, value_hash
 from ..store import Connection, Database, UniqueViolation, idempotency
 from ..store.common import now
 
 M = TypeVar("M", bound=BaseModel)
-Role = Literal["agent", "reader"]
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who is calling: fixed by the connection (command line or bearer token), never by tool arguments."""
-
-    workspace: str
-    agent: str
-    role: Role = "agent"
-
-    def __post_init__(self) -> None:
-        check_name("workspace", self.workspace)
-        check_name("agent", self.agent)
 
 
 def iso(ts: float | None) -> str | None:

@@ -23,10 +23,11 @@ from .manifest import Blob, Chain
 FORMAT = "mcp-harness-export"
 FORMAT_VERSION = 2  #: 2 added segment records (long arrays); version 1 files import unchanged
 
-Progress = Callable[[str, int], None]
+#: progress(what, done, total): total is None when it is not known beforehand
+Progress = Callable[[str, int, int | None], None]
 
 
-def _quiet(_what: str, _count: int) -> None:
+def _quiet(_what: str, _count: int, _total: int | None) -> None:
     return None
 
 
@@ -38,20 +39,28 @@ class PruneReport:
 
 
 class MaintenanceService(ServiceBase):
+    async def workspaces(self) -> list[str]:
+        """The workspaces this database holds, by name."""
+        async with self.db.cold_read() as conn:
+            return await store.list_workspaces(conn)
+
     async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
         async with self.db.cold_read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
             yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                               "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip
+            total = 0
+            for name in names:
+                total += await store.count_rows(conn, name)
             count = 0
             for name in names:
                 async for kind, row in store.export_rows(conn, name):
                     yield json.dumps({"type": kind, **row}, ensure_ascii=False, separators=(",", ":"))
                     count += 1
                     if count % 1000 == 0:
-                        progress("exported rows", count)
-            progress("exported rows", count)
+                        progress("exported rows", count, total)
+            progress("exported rows", count, total)
 
     async def import_lines(self, lines: Iterable[str | bytes], progress: Progress = _quiet) -> dict[str, int]:
         """Read an export back. Every record is checked first (`import_check`: the tools' rules and
@@ -61,24 +70,26 @@ class MaintenanceService(ServiceBase):
         rows = iter(enumerate(lines, start=1))
         header = parse_line(1, next(rows, (1, ""))[1]) or {}
         checker = ImportChecker(self.limits, _check_header(header))
+        total = 0
         with tempfile.TemporaryFile() as spool:
             for number, raw in rows:
                 record = parse_line(number, raw)
                 if record is not None:
                     checker.record(number, str(record.pop("type", None)), record)
+                    total += 1
                     spool.write(f"{number} ".encode() + (raw if isinstance(raw, bytes) else raw.encode()).rstrip())
                     spool.write(b"\n")
                 if number % 1000 == 0:
-                    progress("checked rows", number)
+                    progress("checked rows", number, None)
             checker.finish()
             spool.seek(0)
-            counts = await self._write(spool, checker, progress)
+            counts = await self._write(spool, checker, progress, total)
         if counts.get("task", 0):
             async with self.db.single() as conn:
                 await tasks_store.refresh_statistics(conn)
         return counts
 
-    async def _write(self, spool: IO[bytes], checker: ImportChecker, progress: Progress) -> dict[str, int]:
+    async def _write(self, spool: IO[bytes], checker: ImportChecker, progress: Progress, total: int) -> dict[str, int]:
         """The checked records, inserted in one transaction (ids renumbered where the target decides)."""
         counts: dict[str, int] = {}
         ids = store.ImportIds()
@@ -103,8 +114,8 @@ class MaintenanceService(ServiceBase):
                     raise InvalidArgument(f"line {int(number)}: {exc.message}") from None
                 counts[kind] = counts.get(kind, 0) + 1
                 if sum(counts.values()) % 1000 == 0:
-                    progress("imported rows", sum(counts.values()))
-        progress("imported rows", sum(counts.values()))
+                    progress("imported rows", sum(counts.values()), total)
+        progress("imported rows", sum(counts.values()), total)
         return counts
 
     async def prune(
@@ -123,7 +134,8 @@ class MaintenanceService(ServiceBase):
         deleted = values = 0
         async with self.db.cold_read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
-        for name in names:
+        for done, name in enumerate(names):
+            progress("pruned workspaces", done, len(names))
             async with self.db.cold_write() as conn:
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
@@ -142,7 +154,7 @@ class MaintenanceService(ServiceBase):
                 await store.delete_segments(conn, name, dead)
                 values += len(dead)
             deleted += len(ids)
-            progress("pruned checkpoints", deleted)
+        progress("pruned workspaces", len(names), len(names))
         await self.db.vacuum()
         return PruneReport(workspaces=len(names), checkpoints_deleted=deleted, values_deleted=values)
 

@@ -76,6 +76,15 @@ async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tu
                 yield "task_tag", {"workspace": workspace, "tag": tag, "task_key": key}
 
 
+async def count_rows(conn: AsyncConnection, workspace: str) -> int:
+    """How many records `export_rows` yields for a workspace (a progress bar's total)."""
+    total = 0
+    for table in [t for _kind, t, _skip in EXPORTED] + [TaskTag.__table__]:
+        stmt = select(func.count()).select_from(table).where(_ws_column(table) == workspace)
+        total += (await conn.execute(stmt)).scalar_one()
+    return total
+
+
 async def workspace_has_data(conn: AsyncConnection, workspace: str) -> bool:
     for table in (checkpoints, tasks, Progress.__table__):
         stmt = select(func.count()).select_from(table).where(table.c.workspace == workspace)

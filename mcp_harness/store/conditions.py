@@ -35,7 +35,7 @@ def condition(exc: BaseException) -> HarnessError | None:
         message = _SQLITE.get(code & 0xFF) if isinstance(code, int) else None
     else:
         message = _POSTGRES.get(getattr(orig, "sqlstate", None) or "")
-    return Unavailable(message) if message else None
+    return Unavailable(message, damaged=message == DAMAGED) if message else None
 
 
 def sqlite_writable(path: str) -> None:

@@ -92,7 +92,7 @@ class Database:
                 # import or prune: close it now rather than keep a thread idle for the server's life
                 await self._engine.dispose()
         except Unavailable as exc:
-            raise Unavailable(f"{self.name}: {exc.message}") from exc
+            raise Unavailable(f"{self.name}: {exc.message}", damaged=exc.damaged) from exc
 
     @property
     def name(self) -> str:

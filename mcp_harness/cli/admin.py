@@ -1,0 +1,100 @@
+"""Commands that change the database from outside the MCP tools: schemas, tokens, export, import, prune."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import aclosing
+
+from ..errors import HarnessError
+from ..service import Harness
+from .common import identity, with_harness
+from .progress import bar, sized
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    ident = identity(args)
+    try:
+        schema = json.loads(args.file.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{args.file} is not valid JSON: {exc}") from exc
+
+    async def run(h: Harness) -> int:
+        version = await h.schemas.set_schema(ident, args.thread, schema)
+        print(f"schema version {version} registered for thread {args.thread!r} in workspace {ident.workspace!r}")
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    async def run(h: Harness) -> int:
+        if args.token_command == "create":
+            token = await h.tokens.create(args.workspace, args.agent, args.role)
+            print(f"token for agent {args.agent!r} in workspace {args.workspace!r} (role {args.role}); "
+                  "it is shown only now:")  # fmt: skip
+            print(token)
+        elif args.token_command == "list":
+            rows = await h.tokens.list(args.workspace)
+            if args.json:
+                print(json.dumps([r.__dict__ for r in rows], indent=2))
+                return 0
+            if not rows:
+                print("no tokens")
+            for r in rows:
+                state = f"revoked {r.revoked_at[:19]}" if r.revoked_at else "live"
+                print(f"{r.token_id:<16} {r.workspace:<20} {r.agent:<20} {r.role:<7} {r.created_at[:19]}  {state}")
+        else:
+            count = await h.tokens.revoke(args.token, workspace=args.workspace, agent=args.agent)
+            print(f"revoked {count} token{'s' if count != 1 else ''}")
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    async def run(h: Harness) -> int:
+        # aclosing: a write that fails (a closed stdout) still ends the export's read transaction here
+        with bar() as progress:
+            async with aclosing(h.maintenance.export(args.workspace, progress=progress)) as lines:
+                async for line in lines:
+                    sys.stdout.write(line + "\n")
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - bytes: the import checks the encoding
+
+    async def run(h: Harness) -> int:
+        with bar("bytes") as progress:
+            lines = progress.lines(stream, sized(stream), "importing")
+            counts = await h.maintenance.import_lines(lines)
+        print("imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+        return 0
+
+    try:
+        return with_harness(args, run)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    workspace = None if args.all_workspaces else identity(args).workspace
+
+    async def run(h: Harness) -> int:
+        before = await h.database_bytes()
+        with bar("workspaces") as progress:
+            report = await h.maintenance.prune(
+                keep_last=args.keep_last, older_than_days=args.older_than, workspace=workspace, progress=progress
+            )
+        after = await h.database_bytes()
+        freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
+        print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
+              f"in {report.workspaces} workspace(s){freed}")  # fmt: skip
+        return 0
+
+    return with_harness(args, run)

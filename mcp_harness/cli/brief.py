@@ -1,0 +1,203 @@
+"""`mcp-harness brief`: the resume brief as plain text (under 4 KB) for a person or a session-start hook.
+
+From this machine's database, or from a shared HTTP server (`--url`, with the bearer token read from
+the environment variable `--token-env`) through the official MCP client. Either way it is what
+`restore_state` answers (the latest state, the newest progress of every thread, the tasks this agent
+holds, the task counts) plus the first tasks waiting to be claimed, rendered for a model's context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import HarnessError, InvalidArgument, Unavailable
+from .common import env, with_harness
+
+LIMIT = 4000  #: bytes of text, at most
+STATE_BYTES = 1500  #: of the state's compact JSON, before it is cut
+WAITING = 5  #: pending tasks named
+
+
+def cmd_brief(args: argparse.Namespace) -> int:
+    if args.url:
+        restored, rows = fetch_remote(args.url, args.token_env, args.thread)
+        print(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
+        return 0
+    from ..service import Harness, Identity
+    from .reading import other_workspaces
+
+    ident = Identity(
+        workspace=args.workspace or env("WORKSPACE", "default"), agent=args.agent or env("AGENT", "default")
+    )
+
+    async def run(h: Harness) -> int:
+        restored = await h.restore(ident, thread=args.thread)
+        listed = await h.tasks.list(ident, status=["pending"], limit=20)
+        others = await other_workspaces(h, ident)
+        rows = [r.model_dump(mode="json") for r in listed.tasks]
+        text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}",
+                      thread=args.thread, agent=ident.agent, others=others)  # fmt: skip
+        print(text)
+        return 0
+
+    return with_harness(args, run)
+
+
+def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """restore_state and list_tasks from a shared server, as the token's agent."""
+    token = os.environ.get(token_env)
+    if not token:
+        raise InvalidArgument(f"environment variable {token_env} is not set: it must hold the bearer token for {url}")
+    import anyio
+
+    refused: list[int] = []  # the SDK reports an HTTP error without its status: note it on the way in
+
+    async def ask() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async def note_status(response: Any) -> None:
+            if response.status_code >= 400:
+                refused.append(response.status_code)
+
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [note_status]}) as http,
+            Client(streamable_http_client(url, http_client=http), read_timeout_seconds=30) as client,
+        ):
+            restored = await _call(client, "restore_state", {"thread": thread})
+            listed = await _call(client, "list_tasks", {"status": ["pending"], "limit": 20})
+        return restored, listed["tasks"]
+
+    try:
+        return anyio.run(ask)
+    except HarnessError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - connection failures arrive as (nested) exception groups
+        raise Unavailable(f"cannot get the brief from {url}: {_reason(exc, token_env, refused)}") from None
+
+
+async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        text = result.content[0].text if result.content else "an error"
+        raise Unavailable(f"the server answered {tool} with {text}")
+    return result.structured_content
+
+
+def _reason(exc: BaseException, token_env: str, statuses: list[int]) -> str:
+    """The innermost cause of a connection failure, in one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    status = statuses[0] if statuses else None
+    if status == 401:
+        return f"the token in {token_env} was refused (HTTP 401: missing, mistyped or revoked)"
+    if status is not None:
+        return f"HTTP {status}"
+    return str(exc) or type(exc).__name__
+
+
+def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: str, thread: str,
+           agent: str | None = None, others: str | None = None) -> str:  # fmt: skip
+    """The brief as text: a heading, the state, the tasks, the recent progress and what to do first."""
+    counts = restored["task_counts"]
+    if not restored["found"] and not restored["recent_progress"] and not any(counts.values()):
+        return _empty(where, others)
+    head = f"mcp-harness brief: {where}, thread {thread} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
+    tasks = _tasks(restored, waiting, counts, agent)
+    progress = [_entry(e) for e in restored["recent_progress"]]
+    first = ("First: continue the task you hold (heartbeat it); otherwise claim_task ONE task. Verify before "
+             "complete; record_progress (with task_key) and save_checkpoint before you stop.")  # fmt: skip
+    state = STATE_BYTES
+    while True:
+        parts = [head, _state(restored, state), *tasks]
+        if progress:
+            parts += ["Recent progress (newest first, every thread):", *progress]
+        text = "\n".join([*parts, first])
+        if len(text.encode()) <= LIMIT:
+            return text
+        if progress:
+            progress.pop()
+        elif state > 200:
+            state //= 2
+        else:
+            return text.encode()[: LIMIT - 4].decode(errors="ignore") + " ..."
+
+
+def _empty(where: str, others: str | None) -> str:
+    lines = [
+        f"mcp-harness brief: {where} has nothing yet (no checkpoint, no progress, no task).",
+        "First: plan the work as tasks (the initialize_project prompt, or add_tasks with acceptance steps),",
+        "then claim ONE task at a time; record_progress and save_checkpoint before you stop.",
+    ]
+    return "\n".join(lines + ([f"Note: {others}."] if others else []))
+
+
+def _state(restored: dict[str, Any], budget: int) -> str:
+    meta = restored["checkpoint"]
+    if meta is None:
+        return "State: no checkpoint on this thread yet."
+    label = f', label "{meta["label"]}"' if meta.get("label") else ""
+    text = json.dumps(restored["state"], ensure_ascii=False, separators=(",", ":"))
+    if len(text.encode()) > budget:
+        cut = text.encode()[:budget].decode(errors="ignore")
+        text = f"{cut} ... ({meta['size_bytes']} bytes in all: restore_state returns it whole, paths= returns parts)"
+    return (f"State: v{meta['version']} saved {_when(meta['created_at'])} by {meta['agent']}{label}, "
+            f"{meta['size_bytes']} B:\n  {text}")  # fmt: skip
+
+
+def _tasks(
+    restored: dict[str, Any], waiting: list[dict[str, Any]], counts: dict[str, int], agent: str | None
+) -> list[str]:
+    lines = ["Tasks: " + ", ".join(f"{n} {name}" for name, n in counts.items())]
+    who = f" (agent {agent})" if agent else ""
+    for held in restored["my_tasks"]:
+        lease = held.get("lease") or {}
+        lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
+                     f"lease {_left(lease)}")  # fmt: skip
+    ready = [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
+    if ready:
+        title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
+        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}' for r in ready[:WAITING])
+        more = f" (+{len(ready) - WAITING} more)" if len(ready) > WAITING else ""
+        lines.append(f"{title}: {names}{more}")
+    return lines
+
+
+def _after(row: dict[str, Any]) -> str:
+    """For a pending row without `ready`: the tasks it waits for (it may not be claimable yet)."""
+    deps = row.get("depends_on") or []
+    return f" (after {', '.join(deps)})" if deps and "ready" not in row else ""
+
+
+def _entry(e: dict[str, Any]) -> str:
+    task = f" [{e['task_key']}]" if e.get("task_key") else ""
+    line = f"  #{e['seq']} {_when(e['created_at'])} {e['agent']} {e['status'].upper()}{task} ({e['thread']}): "
+    line += _cut(e["summary"], 300)
+    for step in (e.get("next_steps") or [])[:3]:
+        line += f"\n     next: {_cut(step, 150)}"
+    return line
+
+
+def _left(lease: dict[str, Any]) -> str:
+    seconds = lease.get("expires_in_seconds")
+    if seconds is None and lease.get("expires_at"):
+        expires = datetime.strptime(lease["expires_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        seconds = (expires - datetime.now(UTC)).total_seconds()
+    if seconds is None:
+        return "unknown"
+    return f"{int(seconds)} s left" if seconds >= 0 else f"expired {int(-seconds)} s ago"
+
+
+def _when(iso: str) -> str:
+    return iso[:16].replace("T", " ")
+
+
+def _cut(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."

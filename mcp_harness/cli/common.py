@@ -1,0 +1,44 @@
+"""What every command shares: settings from flags and the environment, the caller's identity, and
+one harness opened for the command's life. Commands reach data only through `Harness` methods."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from ..config import ENV_PREFIX
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported by the commands that open it
+    from ..identity import Identity
+    from ..service import Harness
+
+
+def env(name: str, default: str) -> str:
+    """An `MCP_HARNESS_*` setting, or the default when it is unset or empty."""
+    return os.environ.get(ENV_PREFIX + name) or default
+
+
+def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
+    from ..identity import Identity
+
+    workspace = args.workspace or env("WORKSPACE", "default")
+    agent = (getattr(args, "agent", None) or env("AGENT", "default")) if with_agent else "cli"
+    return Identity(workspace=workspace, agent=agent)
+
+
+def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]]) -> int:
+    """Open the database named by `--db` (or the environment), run `fn`, close it."""
+    import anyio
+
+    from ..config import Settings
+    from ..service import Harness
+
+    settings = Settings.from_env(args.db)
+
+    async def run() -> int:
+        async with Harness.open(settings) as harness:
+            return await fn(harness)
+
+    return anyio.run(run)

@@ -1,0 +1,147 @@
+"""`mcp-harness init`: set a project up for its MCP clients in one command.
+
+Run inside a project: writes each client's project-scoped configuration (merged with what is there),
+Claude Code's SessionStart hook (the brief as the session's opening context) and a marked section
+of AGENTS.md (or CLAUDE.md) with the session loop. Idempotent: a second run changes nothing.
+Claude Desktop has no project file: its entry is merged into the user's configuration, after a backup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from ..config import NAME_RE
+from .clients import (
+    PROJECT_FILES,
+    SERVER_NAME,
+    command_path,
+    desktop_config_path,
+    http_entry,
+    serve_args,
+    stdio_entry,
+    token_reference,
+)
+from .common import env
+from .project import Change, instructions, merge_hook, merge_instructions, merge_server
+
+
+def project_root() -> Path:
+    """The git top-level folder of the current directory, or the current directory itself."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return Path.cwd()
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else Path.cwd()
+
+
+def workspace_name(root: Path) -> str:
+    """The project folder's name, made a valid workspace name."""
+    name = re.sub(r"[^A-Za-z0-9._:/-]+", "-", root.name).strip("-._:/")[:128]
+    return name if NAME_RE.fullmatch(name or "-") else "default"
+
+
+def launcher() -> tuple[str, str]:
+    """The command project files run, and a line saying what it resolves to. By name when
+    `mcp-harness` is on PATH (so it works for whoever opens the project), else this install's path."""
+    found = shutil.which("mcp-harness")
+    if found:
+        return "mcp-harness", f"'mcp-harness' resolves to {found} on this PATH."
+    path = command_path()
+    return path, (
+        f"mcp-harness is not on PATH, so the files name {path}, which works on this machine only: "
+        "install it on PATH (pipx install / uv tool install) and run init --force to use the name."
+    )
+
+
+def plan(args: argparse.Namespace, root: Path) -> tuple[list[Change], list[str]]:
+    """Every change init would make, and notes for the person (nothing is written here)."""
+    workspace = args.workspace or workspace_name(root)
+    command, resolves = launcher()
+    clients = args.client or ["claude-code", *[c for c in ("cursor", "vscode") if (root / f".{c}").is_dir()]]
+    changes, notes = [], [resolves]
+    for client in dict.fromkeys(clients):
+        changes.append(_server_change(args, root, client, workspace, command))
+    if "claude-code" in clients and not args.no_hooks:
+        if args.transport == "http":
+            brief = [command, "brief", "--url", _url(args), "--token-env", args.token_env]
+        else:
+            brief = [command, "brief", *_db(args), "--workspace", workspace, "--agent", args.agent or "claude-code"]
+        path = root / ".claude" / "settings.json"
+        changes.append(merge_hook(path, _read(path), shlex.join(brief), force=args.force))
+    if not args.no_instructions:
+        path = root / "CLAUDE.md" if (root / "CLAUDE.md").exists() else root / "AGENTS.md"
+        section = instructions(workspace, "claude-code" in clients and not args.no_hooks)
+        changes.append(merge_instructions(path, _read(path), section, force=args.force))
+    if args.transport == "http":
+        notes.append(
+            f"HTTP entries send the token from the environment variable {args.token_env}: set it (an agent token "
+            "from `mcp-harness token create`) where your client starts; no token is written."
+        )
+    return changes, notes
+
+
+def _server_change(args: argparse.Namespace, root: Path, client: str, workspace: str, command: str) -> Change:
+    desktop = client == "claude-desktop"
+    if args.transport == "http":
+        entry = http_entry(client, _url(args), token_reference(client, args.token_env))
+        runs = f"{_url(args)} with the token from {args.token_env}"
+    else:
+        exe = command_path() if desktop else command  # Desktop does not start servers with a shell's PATH
+        entry = stdio_entry(client, exe, serve_args(workspace, args.agent or client, args.db))
+        runs = shlex.join([entry["command"], *entry["args"]])
+    path, key = (desktop_config_path(), "mcpServers") if desktop else (root / PROJECT_FILES[client][0],
+                                                                      PROJECT_FILES[client][1])  # fmt: skip
+    change = merge_server(path, _read(path), key, SERVER_NAME, entry, force=args.force, runs=runs)
+    change.backup = desktop
+    return change
+
+
+def _url(args: argparse.Namespace) -> str:
+    return args.url or f"http://127.0.0.1:{env('PORT', '8765')}/mcp"
+
+
+def _db(args: argparse.Namespace) -> list[str]:
+    return ["--db", args.db] if args.db else []
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def write(change: Change) -> str | None:
+    """Write one change (a backup of the old file first where asked); returns the backup's path."""
+    assert change.text is not None
+    backup = None
+    if change.backup and change.path.exists():
+        backup = change.path.with_name(f"{change.path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+        shutil.copy2(change.path, backup)
+    change.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = change.path.with_name(change.path.name + ".mcp-harness-tmp")
+    tmp.write_text(change.text, encoding="utf-8")
+    tmp.replace(change.path)  # whole or not at all
+    return str(backup) if backup else None
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = project_root()
+    changes, notes = plan(args, root)
+    print(f"mcp-harness init{' (dry run: nothing is written)' if args.dry_run else ''}: project {root}")
+    for change in changes:
+        shown = change.path.relative_to(root) if change.path.is_relative_to(root) else change.path
+        if change.text is None:
+            print(f"  {shown}: {change.what}")
+        elif args.dry_run:
+            print(f"  {shown}: would be written ({change.what}):")
+            print("    " + change.text.rstrip("\n").replace("\n", "\n    "))
+        else:
+            backup = write(change)
+            print(f"  {shown}: {change.what}" + (f" (the old file is kept as {backup})" if backup else ""))
+    for line in notes:
+        print(line)
+    return 0

@@ -1,0 +1,141 @@
+"""The command line's grammar: every subcommand and its flags (argparse, nothing imported to run them)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import __version__
+from .common import env
+
+CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
+
+DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-harness", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"mcp-harness {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
+    ws = argparse.ArgumentParser(add_help=False)
+    ws.add_argument("--workspace", default=None, help="workspace (env MCP_HARNESS_WORKSPACE, default 'default')")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _serve(sub, [common, ws])
+    _reading(sub, [common, ws])
+    _maintenance(sub, common, ws)
+    _clients(sub)
+    _tokens_and_schemas(sub, common, ws)
+    return parser
+
+
+def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", parents=parents, help="run the MCP server (stdio by default)")
+    p.add_argument("--transport", choices=["stdio", "http"], default=env("TRANSPORT", "stdio"))
+    p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--host", default=env("HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(env("PORT", "8765")))
+    p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
+    p.add_argument("--allowed-origin", action="append", default=None, help="extra Origin allowed (http)")
+
+
+def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("log", parents=parents, help="the progress log, newest first")
+    p.add_argument("--thread", default=None)
+    p.add_argument("--task", default=None)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("tasks", parents=parents, help="the task board; `tasks show KEY`: one task's story")
+    p.add_argument("show", nargs="*", metavar="show KEY", help="one task: its lease, events and progress entries")
+    p.add_argument(
+        "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
+    )
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("history", parents=parents, help="checkpoints of a thread, newest first")
+    p.add_argument("thread")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("show", parents=parents, help="print a thread's state (latest or --version)")
+    p.add_argument("thread")
+    p.add_argument("--version", type=int, default=None)
+
+    p = sub.add_parser("status", parents=parents, help="threads, task board and leases at a glance")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("brief", parents=parents, help="the resume brief as text (for a person or a session-start hook)")
+    p.add_argument("--thread", default="main")
+    p.add_argument("--agent", default=None, help="whose held tasks to show (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--url", default=None, help="ask a shared HTTP server (its /mcp URL) instead of the database")
+    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
+                   help="with --url: the variable holding the bearer token (default MCP_HARNESS_TOKEN)")  # fmt: skip
+
+
+def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
+    p.add_argument("--workspace", default=None)
+
+    p = sub.add_parser("import", parents=[common], help="read an export back (into workspaces with no data)")
+    p.add_argument("file", help="an export file, or - for stdin")
+
+    p = sub.add_parser("prune", parents=[common, ws], help="delete old unlabelled checkpoints, return disk space")
+    p.add_argument("--keep-last", type=int, required=True, help="checkpoints kept per thread (at least 1)")
+    p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="only delete ones older than this")
+    p.add_argument("--all-workspaces", action="store_true", help="prune every workspace")
+
+
+def _clients(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="print a ready configuration for an MCP client")
+    p.add_argument("client", choices=CLIENTS)
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--db", default=None, help="database the stdio server uses (default: this machine's)")
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--agent", default=None)
+    p.add_argument("--url", default=None, help="http: the server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
+
+    p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
+    p.add_argument(
+        "--client",
+        action="append",
+        choices=CLIENTS,
+        default=None,
+        help="repeatable; default claude-code, and cursor/vscode if .cursor/ or .vscode/ is there",
+    )
+    p.add_argument("--workspace", default=None, help="default: the project's folder name (its git top level)")
+    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--url", default=None, help="http: the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
+                   help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)")  # fmt: skip
+    p.add_argument("--db", default=None, help="stdio: the database the server uses (default: each user's own)")
+    p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
+    p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
+    p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
+    p.add_argument("--no-hooks", action="store_true", help="no Claude Code SessionStart hook")
+    p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
+
+
+def _tokens_and_schemas(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser
+) -> None:
+    p = sub.add_parser("token", help="bearer tokens for the HTTP server")
+    tsub = p.add_subparsers(dest="token_command", required=True, metavar="SUBCOMMAND")
+    t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
+    t.add_argument("--workspace", required=True)
+    t.add_argument("--agent", required=True)
+    t.add_argument("--role", choices=["agent", "reader"], default="agent")
+    t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
+    t.add_argument("--workspace", default=None)
+    t.add_argument("--json", action="store_true")
+    t = tsub.add_parser("revoke", parents=[common], help="revoke a token, or all tokens of --workspace/--agent")
+    t.add_argument("token", nargs="?", default=None, help="the token text or its id (tk_...)")
+    t.add_argument("--workspace", default=None)
+    t.add_argument("--agent", default=None)
+
+    p = sub.add_parser("schema", help="state schemas")
+    ssub = p.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
+    s = ssub.add_parser("set", parents=[common, ws], help="register a JSON Schema (Draft 2020-12) for a thread")
+    s.add_argument("--thread", required=True)
+    s.add_argument("file", type=Path)

@@ -1,0 +1,124 @@
+"""What `init` merges into a project's files: a server entry into a client's JSON configuration,
+Claude Code's SessionStart hook, and the marked instructions section of AGENTS.md / CLAUDE.md.
+
+Each function takes a file's current text (None when it does not exist) and returns a `Change`:
+the new text (None when nothing changes) and one line saying what it did or why it did not."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgument
+
+BEGIN = "<!-- mcp-harness:begin -->"
+END = "<!-- mcp-harness:end -->"
+HOOK_MATCHER = "startup|resume|clear|compact"  #: every way a Claude Code session starts
+HOOK_TIMEOUT = 30  #: seconds; the brief answers in well under one
+OUR_HOOK = re.compile(r"(^|[\s/\\\"'])(mcp-harness|mcp_harness)[\"']?\s+brief(\s|$)")
+
+
+@dataclass
+class Change:
+    path: Path
+    text: str | None  #: the file's new content; None: leave the file as it is
+    what: str  #: one line for the person: what was (or would be) done, or why not
+    backup: bool = False  #: copy the old file aside first (a user's own configuration)
+
+
+def load_json(path: Path, text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix or move it, then "
+                              "run init again (nothing was written)") from None  # fmt: skip
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"{path} does not hold a JSON object: fix or move it (nothing was written)")
+    return data
+
+
+def dump_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def merge_server(path: Path, text: str | None, key: str, name: str, entry: dict[str, Any], *, force: bool,
+                 runs: str) -> Change:  # fmt: skip
+    """Add `entry` as server `name` under `key`, keeping every other server; an existing different
+    entry of that name is kept unless `force`."""
+    data = load_json(path, text)
+    servers = data.setdefault(key, {})
+    if not isinstance(servers, dict):
+        raise InvalidArgument(f"{path}: {key!r} is not a JSON object: fix it (nothing was written)")
+    current = servers.get(name)
+    if current == entry:
+        return Change(path, None, f"server {name!r} already set up (unchanged)")
+    if current is not None and not force:
+        return Change(path, None, f"server {name!r} exists with other settings: kept (--force replaces it)")
+    servers[name] = entry
+    verb = "replaced" if current is not None else "added"
+    return Change(path, dump_json(data), f"{verb} server {name!r}, which runs: {runs}")
+
+
+def merge_hook(path: Path, text: str | None, command: str, *, force: bool) -> Change:
+    """Add a SessionStart hook running `command` (the brief) to Claude Code's settings; an existing
+    mcp-harness brief hook with another command is kept unless `force`."""
+    data = load_json(path, text)
+    hooks = data.setdefault("hooks", {})
+    groups = hooks.setdefault("SessionStart", []) if isinstance(hooks, dict) else None
+    if not isinstance(groups, list):
+        raise InvalidArgument(f"{path}: 'hooks.SessionStart' is not a list: fix it (nothing was written)")
+    ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if _is_ours(h)]
+    if any(h.get("command") == command for h in ours):
+        return Change(path, None, f"SessionStart hook already runs: {command} (unchanged)")
+    if ours and not force:
+        return Change(path, None, f"a SessionStart hook runs {ours[0].get('command')!r}: kept (--force replaces it)")
+    if ours:
+        ours[0]["command"] = command
+        ours[0].setdefault("timeout", HOOK_TIMEOUT)
+    else:
+        hook = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
+        groups.append({"matcher": HOOK_MATCHER, "hooks": [hook]})
+    return Change(path, dump_json(data), f"{'replaced' if ours else 'added'} SessionStart hook, which runs: {command}")
+
+
+def _is_ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and bool(OUR_HOOK.search(str(hook.get("command", ""))))
+
+
+def instructions(workspace: str, hook: bool) -> str:
+    """The marked section: the session loop in five lines."""
+    opening = ("The SessionStart hook puts `mcp-harness brief` in front of you; then call `restore_state`"
+               if hook else "Start with `restore_state`")  # fmt: skip
+    return "\n".join([
+        BEGIN,
+        f"## Working memory: mcp-harness (workspace `{workspace}`, MCP server `harness`)",
+        "",
+        f"1. {opening}: the latest state, recent progress of every thread, the tasks you hold.",
+        "2. Continue the task you hold, or `claim_task` ONE task; no task? its `reason` says why.",
+        "3. Work on that one task; `update_task(action=\"heartbeat\")` during long work.",
+        "4. Verify end to end, then `update_task(action=\"complete\", verification=...)`; stopping before it is "
+        "done? `release` it.",
+        "5. Before you stop: `record_progress` (with `task_key`, what was verified, `next_steps`), then "
+        "`save_checkpoint(mode=\"merge\")`.",
+        END,
+    ])  # fmt: skip
+
+
+def merge_instructions(path: Path, text: str | None, section: str, *, force: bool) -> Change:
+    """Append the marked section once; an edited section is kept unless `force`."""
+    text = text or ""
+    start, end = text.find(BEGIN), text.find(END)
+    if start == -1 or end < start:
+        joined = (text.rstrip("\n") + "\n\n" if text.strip() else "") + section + "\n"
+        return Change(path, joined, "added the mcp-harness section (the session loop in five lines)")
+    current = text[start : end + len(END)]
+    if current == section:
+        return Change(path, None, "the mcp-harness section is already there (unchanged)")
+    if not force:
+        return Change(path, None, "the mcp-harness section differs (edited?): kept (--force rewrites it)")
+    return Change(path, text[:start] + section + text[end + len(END) :], "rewrote the mcp-harness section")

@@ -1,0 +1,130 @@
+"""Read-only views for people: the progress log, the task board, a thread's history and state, status.
+
+`--json` prints the stable JSON form; otherwise aligned tables (`tables.py`). When the workspace has
+no data but the database holds others, a note on stderr names them (an empty workspace is not an
+error, but it looks like lost data when the name was mistyped)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import NotFound
+from ..service import Harness, Identity
+from .common import identity, with_harness
+from .output import note, show
+from .tables import counts_line, progress_log, status_report, task_board
+
+
+async def other_workspaces(h: Harness, ident: Identity) -> str | None:
+    """'workspace X has no data; this database holds: a, b' when X is empty and others are not."""
+    names = await h.maintenance.workspaces()
+    if ident.workspace in names or not names:
+        return None
+    return (
+        f"workspace {ident.workspace!r} has no data; this database holds: {', '.join(names)} "
+        "(choose one with --workspace or MCP_HARNESS_WORKSPACE)"
+    )
+
+
+async def note_if_empty(h: Harness, ident: Identity) -> None:
+    if (message := await other_workspaces(h, ident)) is not None:
+        note(message)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
+        if args.json:
+            print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
+        elif entries:
+            show(progress_log(entries))
+        else:
+            print("no progress recorded yet")
+        if not entries:
+            await note_if_empty(h, ident)
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    ident = identity(args)
+    if args.show:  # tasks show KEY
+        from .task_story import show_task
+
+        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json))
+
+    async def run(h: Harness) -> int:
+        tasks, counts = await h.tasks.board(ident, statuses=args.status)
+        if args.json:
+            board = {"tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
+                     "counts": counts.model_dump()}  # fmt: skip
+            print(json.dumps(board, indent=2))
+        else:
+            show(counts_line(counts.model_dump()), task_board(tasks) if tasks else "no tasks")
+        if not any(counts.model_dump().values()):
+            await note_if_empty(h, ident)
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        page = await h.checkpoints.list(ident, thread=args.thread, limit=args.limit)
+        if not page.checkpoints:
+            await no_checkpoint(h, ident, args.thread)
+        if args.json:
+            print(json.dumps(page.model_dump(mode="json")["checkpoints"], indent=2))
+            return 0
+        for c in page.checkpoints:
+            label = f" [{c.label}]" if c.label else ""
+            print(
+                f"v{c.version:<5} {c.created_at[:19].replace('T', ' ')} {c.agent:<14} {c.size_bytes:>9} B "
+                f"{c.checkpoint_id}{label}"
+            )
+        return 0
+
+    return with_harness(args, run)
+
+
+async def no_checkpoint(h: Harness, ident: Identity, thread: str, version: int | None = None) -> None:
+    """A thread with no checkpoint is an error for `show` and `history` (exit status 2)."""
+    others = await other_workspaces(h, ident)
+    what = f"no version {version}" if version is not None else "no checkpoint"
+    raise NotFound(f"thread {thread!r} has {what}" + (f"; {others}" if others else ""))
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        brief = await h.restore(ident, thread=args.thread, version=args.version, progress_limit=0)
+        if not brief.found:
+            await no_checkpoint(h, ident, args.thread, args.version)
+        print(json.dumps(brief.state, indent=2, ensure_ascii=False))
+        return 0
+
+    return with_harness(args, run)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        report = await h.status(ident)
+        others = await other_workspaces(h, ident)
+        if args.json:
+            print(json.dumps(report, indent=2))
+            if others:
+                note(others)
+        else:
+            show(*status_report(report), *([others] if others else []))
+        return 0
+
+    return with_harness(args, run)

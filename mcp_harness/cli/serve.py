@@ -1,0 +1,38 @@
+"""`mcp-harness serve`: the MCP server over stdio (one agent) or HTTP (shared, bearer tokens)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..config import Settings
+from .common import identity
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = Settings.from_env(args.db)
+    if args.transport == "stdio":
+        from ..server import create_server
+
+        server = create_server(settings, identity(args, with_agent=True))
+        server.run("stdio")
+        leave_now()
+    from ..http import serve_http
+
+    return serve_http(settings, args)
+
+
+def leave_now() -> None:
+    """End a stdio server that has finished cleanly (the client closed stdin, the database is closed)
+    without the interpreter's teardown: freeing every module and object one by one took most of the
+    time between stdin closing and the process ending, and a client waits for that on every session.
+    Output is flushed and logging shut down first; nothing else is left to do."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)

@@ -1,0 +1,105 @@
+"""Tables for people: the task board, the progress log and the status report (`rich`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.text import Text
+
+from .output import table
+
+#: a status's colour on a terminal
+STATUS_STYLE = {
+    "pending": "",
+    "claimed": "yellow",
+    "in_review": "cyan",
+    "done": "green",
+    "failed": "red",
+    "blocked": "magenta",
+    "cancelled": "dim",
+    "in_progress": "yellow",
+    "note": "",
+}
+#: progress entries written by the harness itself (a fail, a lease taken over, a reopen) carry this agent
+HARNESS_AGENT = "harness"
+
+
+def when(iso: str | None) -> str:
+    """`2026-11-30T10:02:03.123456Z` -> `2026-11-30 10:02:03` (UTC)."""
+    return iso[:19].replace("T", " ") if iso else "-"
+
+
+def time_left(expires_at: str | None, *, at: datetime | None = None) -> str:
+    if not expires_at:
+        return ""
+    left = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - (at or datetime.now(UTC))
+    seconds = int(left.total_seconds())
+    return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    return "  ".join(f"{name} {n}" for name, n in counts.items())
+
+
+def styled(status: str, text: str | None = None) -> Text:
+    return Text(text or status, style=STATUS_STYLE.get(status, ""))
+
+
+def task_board(tasks: list[Any]) -> Any:
+    """KEY STATUS OWNER LEASE PRI TRY TITLE, one row per task (`TaskView`s)."""
+    t = table("KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "TITLE", wide="TITLE")
+    for task in tasks:
+        lease = time_left(task.lease.expires_at) if task.lease else ""
+        t.add_row(task.key, styled(task.status), task.owner or "-", lease, str(task.priority),
+                  f"{task.attempts}/{task.max_attempts}", task.title)  # fmt: skip
+    return t
+
+
+def progress_log(entries: list[Any]) -> Any:
+    """# TIME AGENT STATUS TASK THREAD ENTRY, newest first; the entry cell holds the summary, then its
+    details, next steps and artifacts. The harness's own entries are set apart (dim, italic)."""
+    t = table("#", "TIME (UTC)", "AGENT", "STATUS", "TASK", "THREAD", "ENTRY", wide="ENTRY")
+    for e in entries:
+        body = [e.summary, *([e.details] if e.details else [])]
+        body += [f"next: {step}" for step in e.next_steps or []]
+        if e.artifacts:
+            body.append(f"artifacts: {json.dumps(e.artifacts, ensure_ascii=False)}")
+        by_harness = e.agent == HARNESS_AGENT
+        t.add_row(str(e.seq), when(e.created_at), Text(e.agent, style="italic" if by_harness else "bold"),
+                  styled(e.status, e.status.upper()), e.task_key or "-", e.thread, "\n".join(body),
+                  style="dim" if by_harness else None)  # fmt: skip
+    return t
+
+
+def status_report(report: dict[str, Any]) -> list[Any]:
+    """The status report as lines and tables (see `Harness.status` for its fields)."""
+    out: list[Any] = [
+        Text(f"workspace {report['workspace']}  ({when(report['generated_at'])} UTC)", style="bold"),
+        f"database: {report['database_bytes'] / 1024:.1f} KiB",
+        f"checkpoints: {report['checkpoints']}   progress entries: {report['progress_entries']}",
+    ]
+    out.append("threads:" if report["threads"] else "threads: none")
+    if report["threads"]:
+        threads = table("THREAD", "VERSION", "SIZE", "UPDATED (UTC)")
+        for r in report["threads"]:
+            threads.add_row(r["thread"], f"v{r['latest_version']}", f"{r['size_bytes']} B", when(r["updated_at"]))
+        out.append(threads)
+    out.append("tasks: " + counts_line(report["task_counts"]))
+    stuck = "STUCK (lease ran out without a heartbeat; not re-claimed yet):"
+    for title, key in (("live leases:", "live_leases"), (stuck, "stuck")):
+        if report[key]:
+            out.append(Text(title, style="red" if key == "stuck" else ""))
+            leases = table("TASK", "OWNER", "ATTEMPT", "EXPIRES (UTC)", "LAST PROGRESS (UTC)")
+            for lease in report[key]:
+                leases.add_row(lease["task"], lease["owner"] or "-", str(lease["attempt"]), when(lease["expires_at"]),
+                               when(lease["last_progress_at"]))  # fmt: skip
+            out.append(leases)
+    if report["largest_checkpoints"]:
+        out.append("largest checkpoints:")
+        largest = table("THREAD", "VERSION", "SIZE", "LABEL")
+        for c in report["largest_checkpoints"]:
+            largest.add_row(c["thread"], f"v{c['version']}", f"{c['size_bytes']} B", c["label"] or "")
+        out.append(largest)
+    return out

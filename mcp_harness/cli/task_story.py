@@ -1,0 +1,36 @@
+"""`mcp-harness tasks show KEY`: one task's whole story (the task, its lease, its events and the
+progress entries about it), for a person or as JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from ..errors import InvalidArgument
+from ..service import Harness, Identity
+
+
+async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
+    """`tasks show KEY`: the task, its lease, its events and the progress entries about it."""
+    if len(words) != 2 or words[0] != "show":
+        raise InvalidArgument("use `tasks show KEY` (or `tasks` alone for the board)")
+    story = await h.tasks.story(ident, words[1])
+    if as_json:
+        print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
+        return 0
+    t = story.task
+    print(f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
+    if t.lease:
+        left = datetime.strptime(t.lease.expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
+        print(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
+    for name in ("depends_on", "last_error", "verification", "result"):
+        if getattr(t, name) not in (None, []):
+            print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
+    print("events:" if story.events else "events: none")
+    for e in story.events:
+        detail = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+        print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
+    print("progress:" if story.progress else "progress: none")
+    for p in story.progress:
+        print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
+    return 0

@@ -1,0 +1,24 @@
+"""Who is calling: a small module of its own, so that a server can know its identity before the
+service (and SQLAlchemy with it) is imported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .config import check_name
+
+Role = Literal["agent", "reader"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is calling: fixed by the connection (command line or bearer token), never by tool arguments."""
+
+    workspace: str
+    agent: str
+    role: Role = "agent"
+
+    def __post_init__(self) -> None:
+        check_name("workspace", self.workspace)
+        check_name("agent", self.agent)

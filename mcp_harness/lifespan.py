@@ -1,0 +1,115 @@
+"""How a server holds its harness open: given one (HTTP), or opening its own in the background for
+the life of a stdio connection, so that the client's handshake is answered before the database is
+open (importing the service and SQLAlchemy, then opening the database, is most of a start-up).
+A database that is damaged or not ours ends the server (the command line prints one line and exits
+non-zero), since no retry can help; one that cannot be reached now is named on every call instead."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .config import Settings
+from .errors import HarnessError, Internal, Unavailable
+
+if TYPE_CHECKING:
+    from .service import Harness
+
+#: the server this lifespan belongs to (`server.HarnessServer`, not imported: it imports this module)
+HarnessServer = Any
+
+log = logging.getLogger("mcp_harness")
+
+#: the database is opened once the client has listed the tools or called one, or after this long
+HANDSHAKE_SECONDS = 3.0
+#: how long a server whose client left before the database was open still waits for the attempt to end
+LAST_ATTEMPT_SECONDS = 10.0
+
+
+def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """The server's lifespan. With `harness` (HTTP: one harness for every request) it is just used;
+    without, one is opened in the background (`hold_open`) and closed when the connection ends."""
+
+    @asynccontextmanager
+    async def lifespan(server: HarnessServer) -> AsyncIterator[None]:
+        if harness is not None:
+            server.harness = harness
+            yield None
+            return
+        server.opens_itself, server.opened, server.wanted, stop = True, anyio.Event(), anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_open, settings, server, stop)
+            try:
+                yield None
+            finally:
+                stop.set()
+                if server.harness is None:  # the client left before the database was open
+                    opened = False
+                    try:
+                        opened = await last_attempt(server)
+                    finally:
+                        if not opened:
+                            tg.cancel_scope.cancel()  # stop waiting for a retry (an open one closes itself)
+
+    return lifespan
+
+
+async def last_attempt(server: HarnessServer) -> bool:
+    """The client left before the database was open: let the attempt run and end (within
+    LAST_ATTEMPT_SECONDS), so that a damaged database is still reported (one line, a non-zero exit)
+    rather than the session ending silently. True when the database was opened (it closes itself)."""
+    if server.opened is None or server.wanted is None or server.opened.is_set():
+        return False
+    server.wanted.set()
+    with anyio.move_on_after(LAST_ATTEMPT_SECONDS):
+        await server.opened.wait()
+    return server.opened.is_set() and server.open_error is None
+
+
+async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
+    """Open the harness for a stdio server's life, once the handshake is over (the client has listed
+    the tools) or a call needs it: the service is imported on a worker thread and the database opened;
+    tool calls wait for it (`HarnessServer.ready`). If it cannot be opened, each call says why, and the
+    next call tries again; a damaged database is raised, which ends the server."""
+    assert server.wanted is not None
+    with anyio.move_on_after(HANDSHAKE_SECONDS):
+        await server.wanted.wait()  # the handshake first: importing would take turns with it on the GIL
+    while True:
+        server.retry = anyio.Event()
+        try:
+            service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_harness.service",
+                                                     abandon_on_cancel=True)  # fmt: skip
+            async with service.Harness.open(settings) as opened:
+                try:
+                    await opened.checkpoints.purge_idempotency_keys()
+                except Unavailable as exc:  # e.g. a read-only database still serves reads
+                    log.warning("old idempotency keys not purged: %s", exc.message)
+                server.harness = opened
+                assert server.opened is not None
+                server.opened.set()
+                await stop.wait()
+                return
+        except HarnessError as exc:
+            if isinstance(exc, Unavailable) and exc.damaged:
+                server.open_error = exc
+                raise  # ends the lifespan's task group, and with it the server
+            log.error("cannot open the database: %s", exc.message)
+            server.open_error = exc
+        except OSError as exc:  # e.g. the database file's folder does not exist (yet)
+            log.error("cannot open the database: %s", exc.strerror or exc)
+            server.open_error = Unavailable(f"the database cannot be opened: {exc.strerror or exc}")
+        except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause
+            incident = secrets.token_hex(6)
+            log.error("internal error %s opening the database", incident, exc_info=exc)
+            server.open_error = Internal(f"the server could not open its database (incident {incident})")
+        finally:
+            server.harness = None
+            if server.opened is not None:
+                server.opened.set()
+        await server.retry.wait()

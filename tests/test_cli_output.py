@@ -1,0 +1,106 @@
+"""What people see from the CLI: tables on a terminal (colour unless NO_COLOR), progress bars on a
+terminal's stderr, notes about other workspaces, and no complaint when stdout's reader goes away."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+from conftest import call, mcp_client, run_cli, subprocess_env
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test runs the command line in a process
+YELLOW = "\x1b[33m"
+
+
+@pytest.fixture
+async def project_db(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace, agent="coder") as c:
+        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API"}, {"key": "ui", "title": "UI"}])
+        await call(c, "claim_task", task_key="api")
+        await call(c, "record_progress", summary="started", task_key="api")
+        await call(c, "save_checkpoint", state={f"key{i}": "x" * 100 for i in range(2000)})  # ~230 KB
+    return sqlite_url.split("///", 1)[1], workspace
+
+
+def on_terminal(*args: str, stream: str = "stdout", **env: str) -> tuple[str, int]:
+    """Run the CLI with `stream` on a pseudo-terminal; return what the terminal showed and the exit status."""
+    master, slave = pty.openpty()
+    other = subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_harness", *args], env=subprocess_env(**env),
+                            stdout=slave if stream == "stdout" else other,
+                            stderr=slave if stream == "stderr" else other)  # fmt: skip
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the process closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return b"".join(chunks).decode(errors="replace"), proc.wait(timeout=60)
+
+
+async def test_tables_are_coloured_on_a_terminal_unless_no_color(project_db):
+    db, ws = project_db
+    shown, status = on_terminal("tasks", "--db", db, "--workspace", ws)
+    assert status == 0 and YELLOW in shown and "Build the API" in shown  # claimed is yellow
+    plain, status = on_terminal("tasks", "--db", db, "--workspace", ws, NO_COLOR="1")
+    assert status == 0 and YELLOW not in plain and "Build the API" in plain
+    piped = run_cli("tasks", "--db", db, "--workspace", ws)
+    assert "\x1b[" not in piped.stdout and piped.stdout.splitlines()[1].split() == [
+        "KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "TITLE"]  # fmt: skip
+
+
+async def test_progress_bars_on_a_terminal_only(project_db, tmp_path):
+    db, ws = project_db
+    shown, status = on_terminal("export", "--db", db, "--workspace", ws, stream="stderr")
+    assert status == 0 and "exported rows" in shown and "100%" in shown
+    piped = run_cli("export", "--db", db, "--workspace", ws)
+    assert piped.returncode == 0 and piped.stderr == ""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_text(piped.stdout)
+    shown, status = on_terminal("import", str(backup), "--db", str(tmp_path / "new.db"), stream="stderr")
+    assert status == 0 and "importing" in shown and "100%" in shown
+    shown, status = on_terminal("prune", "--keep-last", "1", "--db", db, "--workspace", ws, stream="stderr")
+    assert status == 0 and "pruned workspaces" in shown
+
+
+async def test_a_closed_stdout_is_not_an_error(project_db):
+    db, ws = project_db
+    for args in (["show", "main"], ["export"], ["log"], ["tasks"]):
+        proc = subprocess.Popen([sys.executable, "-m", "mcp_harness", *args, "--db", db, "--workspace", ws],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())  # fmt: skip
+        assert proc.stdout.readline()  # like `| head -1`: read a line, then go away
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == 0, args
+        assert proc.stderr.read() == b"", args
+        proc.stderr.close()
+
+
+async def test_an_empty_workspace_names_the_ones_that_exist(project_db):
+    db, ws = project_db
+    status = run_cli("status", "--db", db)  # the default workspace: nothing there
+    assert status.returncode == 0 and f"this database holds: {ws}" in status.stdout
+    as_json = run_cli("status", "--db", db, "--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["threads"] == [] and ws in as_json.stderr
+    for args in (["log"], ["tasks"]):
+        out = run_cli(*args, "--db", db)
+        assert out.returncode == 0 and f"this database holds: {ws}" in out.stderr, args
+    history = run_cli("history", "main", "--db", db)
+    assert history.returncode == 2 and "has no checkpoint" in history.stderr and ws in history.stderr
+    assert run_cli("status", "--db", db, "--workspace", ws).stderr == ""
+
+
+async def test_history_of_an_unknown_thread_fails_like_show(project_db):
+    db, ws = project_db
+    for args in (["history", "nope"], ["history", "nope", "--json"], ["show", "nope"]):
+        out = run_cli(*args, "--db", db, "--workspace", ws)
+        assert out.returncode == 2 and out.stdout == "", args
+        assert out.stderr.strip() == "mcp-harness: thread 'nope' has no checkpoint", args

@@ -1,0 +1,150 @@
+"""Start-up and exit of `mcp-harness serve` (stdio) against a no-op MCP server on the same SDK.
+
+    python tools/bench_startup.py [--rounds 15]
+
+Clients such as Claude Code and Claude Desktop start the server for every session, so what a person
+waits for is the time from spawning the process to the answer of `tools/list`, and the time the
+process takes to exit once the client closes its stdin. Both servers are spawned in turns in one
+run (ours as installed: the `mcp-harness` console script beside this Python, on a SQLite file made
+before the clock starts, as every session after a project's first finds it; the no-op as
+`python tools/noop_server.py`), speaking raw JSON-RPC
+over pipes (initialize, initialized, tools/list, then one tool call: `list_checkpoints` for ours,
+the no-op tool for the other), so the client's own cost is not in the figures. Medians are reported
+with their ratios and the targets (start <= 1.3x, exit <= 1.5x); the first call's answer, counted
+from the spawn, shows what a server does after the handshake instead of before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {"start": 1.3, "exit": 1.5}
+PHASES = {"start": "spawn to tools/list answer", "first_call": "spawn to a first tool call's answer",
+          "exit": "stdin closed to exit"}  # fmt: skip
+
+#: after tools/list, one call of a tool that reads nothing much, so that the exit is that of a server in use
+CALLS = {
+    "ours": {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "list_checkpoints", "arguments": {}},
+    },
+    "noop": {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "noop", "arguments": {}}},
+}
+
+MESSAGES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+]  # fmt: skip
+
+
+def our_command(db: str, checkout: str | None = None) -> list[str]:
+    """The installed console script; with `checkout`, `python -m mcp_harness` run from that folder
+    (another version of the code, e.g. `git worktree add /tmp/before COMMIT`), which it imports first."""
+    script = Path(sys.executable).with_name("mcp-harness")
+    head = [str(script)] if script.exists() and not checkout else [sys.executable, "-m", "mcp_harness"]
+    return [*head, "serve", "--db", db, "--workspace", "bench", "--agent", "bench"]
+
+
+def noop_command() -> list[str]:
+    return [sys.executable, str(HERE / "noop_server.py")]
+
+
+def read_answer(proc: subprocess.Popen, wanted: int) -> dict:
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the server exited before answering request {wanted}")
+        answer = json.loads(line)
+        if answer.get("id") == wanted:
+            return answer
+
+
+def one_round(command: list[str], call: dict, cwd: str | None = None) -> tuple[float, float, float]:
+    """Spawn and wait for the tools/list answer (start); call one tool and wait for its answer (the
+    first call, from spawn: what a server defers at start shows here); close stdin and wait for the
+    process to end (exit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                            cwd=cwd)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in MESSAGES))
+    proc.stdin.flush()
+    if not read_answer(proc, 2).get("result", {}).get("tools"):
+        raise RuntimeError(f"{command[0]} listed no tools")
+    started = time.perf_counter() - t0
+    proc.stdin.write(json.dumps(call).encode() + b"\n")
+    proc.stdin.flush()
+    if read_answer(proc, 3).get("result", {}).get("isError", True):
+        raise RuntimeError(f"{command[0]} failed the tool call")
+    first_call = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    exited = time.perf_counter() - t1
+    proc.stdout.close()
+    return started, first_call, exited
+
+
+def measure(rounds: int, baseline: str | None) -> dict[str, dict[str, list[float]]]:
+    """Every server once per round, in turns: (name, command, tool call, working folder)."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = [("noop", noop_command(), CALLS["noop"], None),
+                   ("ours", our_command(str(Path(tmp) / "harness.db")), CALLS["ours"], None)]  # fmt: skip
+        if baseline:
+            servers.append(("baseline", our_command(str(Path(tmp) / "base.db"), baseline), CALLS["ours"], baseline))
+        for _name, command, call, cwd in servers:
+            one_round(command, call, cwd)  # warm the page cache and .pyc files (and make the databases)
+        for _ in range(rounds):
+            for name, command, call, cwd in servers:
+                for phase, seconds in zip(PHASES, one_round(command, call, cwd), strict=True):
+                    samples.setdefault(name, {p: [] for p in PHASES})[phase].append(seconds)
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--baseline", metavar="DIR", help="also measure the mcp-harness checked out in DIR (before)")
+    args = parser.parse_args()
+    samples = measure(args.rounds, args.baseline)
+    print(f"{args.rounds} rounds, servers taking turns; medians (min-max); ratios against the no-op server")
+    print(
+        "| phase | mcp-harness | no-op MCPServer | ratio | target | met |"
+        + (" baseline (ratio) |" if args.baseline else "")
+    )
+    print("|---|---|---|---|---|---|" + ("---|" if args.baseline else ""))
+    failed = False
+    for phase, label in PHASES.items():
+        median = {w: statistics.median(samples[w][phase]) for w in samples}
+        spread = {w: f"{min(samples[w][phase]) * 1000:.0f}-{max(samples[w][phase]) * 1000:.0f}" for w in samples}
+        shown = {w: f"{median[w] * 1000:.0f} ms ({spread[w]})" for w in samples}
+        ratio = median["ours"] / median["noop"]
+        target = TARGETS.get(phase)
+        met = target is None or ratio <= target
+        failed |= not met
+        goal, verdict = (f"<= {target}x", "yes" if met else "no") if target else ("(no target)", "-")
+        row = f"| {label} | {shown['ours']} | {shown['noop']} | {ratio:.2f}x | {goal} | {verdict} |"
+        if args.baseline:
+            row += f" {shown['baseline']} ({median['baseline'] / median['noop']:.2f}x) |"
+        print(row)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
