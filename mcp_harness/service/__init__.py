@@ -7,10 +7,11 @@ from contextlib import asynccontextmanager
 
 from ..config import Settings, check_int, check_name
 from ..models import RestoreStateResult
-from ..store import Database
+from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
+from .console import ConsoleService
 from .maintenance import MaintenanceService
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
@@ -32,6 +33,7 @@ class Harness:
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
         self.maintenance = MaintenanceService(db, settings)
+        self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
 
     @classmethod
     @asynccontextmanager
@@ -42,6 +44,7 @@ class Harness:
             await db.open()
             yield cls(db, settings)
         finally:
+            await changes.close(db)
             await db.close()
 
     async def restore(

@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from ..errors import HarnessError, Internal, Unavailable
+from .changes import NOTIFY_WRITES
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
 from .raw import asyncpg_errors, pg_error
@@ -99,6 +100,7 @@ class Database:
         if self._sync_writer is None:
             async with _wrap_errors(), self._pg_transaction() as conn:
                 yield conn
+                await conn.execute(NOTIFY_WRITES)  # the change feed of every process hears of this commit
             return
         async with _wrap_errors(), self._write_lock:
             conn = await self._begin_immediate()
