@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
     p.add_argument("--allowed-origin", action="append", default=None, help="extra Origin allowed (http)")
 
+    p = sub.add_parser("ui", parents=[common, ws], help="the operator console in a browser (on 127.0.0.1)")
+    p.add_argument("--port", type=int, default=int(_env("UI_PORT", "8766")), help="0: any free port")
+    p.add_argument("--agent", default=None, help="your name in what you do (default: your login name)")
+
     p = sub.add_parser("log", parents=[common, ws], help="the progress log, newest first")
     p.add_argument("--thread", default=None)
     p.add_argument("--task", default=None)
@@ -90,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
     t.add_argument("--workspace", required=True)
     t.add_argument("--agent", required=True)
-    t.add_argument("--role", choices=["agent", "reader"], default="agent")
+    t.add_argument("--role", choices=["agent", "reader", "operator"], default="agent")
     t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
     t.add_argument("--workspace", default=None)
     t.add_argument("--json", action="store_true")
@@ -381,6 +385,12 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from .console.serve import serve_ui
+
+    return serve_ui(Settings.from_env(args.db), args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": cmd_serve,
     "log": cmd_log,
@@ -394,4 +404,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": cmd_import,
     "prune": cmd_prune,
     "config": cmd_config,
+    "ui": cmd_ui,
 }

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .config import Settings
+from .console import TokenLogin, console_routes
 from .errors import HarnessError, InvalidArgument
 from .server import create_server
 from .service import Harness
@@ -86,12 +87,16 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
             return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    return server.streamable_http_app(
+    security = security_settings(host, port, extra_hosts or [], extra_origins or [])
+    app = server.streamable_http_app(
         stateless_http=True,
         json_response=False,  # SSE responses still carry progress notifications
-        transport_security=security_settings(host, port, extra_hosts or [], extra_origins or []),
+        transport_security=security,
         host=host,
     )
+    app.router.routes.extend(console_routes(harness, TokenLogin(harness.tokens), allowed_hosts=security.allowed_hosts,
+                                            metrics_open=is_loopback(host)))  # fmt: skip
+    return app
 
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from . import __version__
 from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
+from .metrics import observe_tool_calls
 from .models import (
     AddTasksResult,
     ClaimTaskResult,
@@ -120,6 +121,7 @@ class HarnessServer(MCPServer[Harness]):
 
         return register
 
+    @observe_tool_calls  # the metrics: calls by tool and result code, latency per tool
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         """Run a tool and shape its answer. The SDK's generic path (validate arguments, call, revalidate
         the returned model, dump it as indented JSON text, dump it again as structured content) costs

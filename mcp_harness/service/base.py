@@ -20,7 +20,7 @@ from ..store import Database, idempotency
 from ..store.common import now
 
 M = TypeVar("M", bound=BaseModel)
-Role = Literal["agent", "reader"]
+Role = Literal["agent", "reader", "operator"]
 
 
 @dataclass(frozen=True)
