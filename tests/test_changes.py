@@ -3,29 +3,16 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import anyio
 import pytest
-from conftest import settings_for, subprocess_env
+from conftest import settings_for
+from console_support import agent_call
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import changes
 
 pytestmark = pytest.mark.anyio
-HELPER = Path(__file__).parent / "helpers" / "agent_call.py"
-
-
-def agent_call(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> dict:
-    """A tool call by an agent in another process (the real server, the official client)."""
-    out = subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
-                         capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
 
 
 async def test_one_feed_per_database_per_process(harness: Harness):

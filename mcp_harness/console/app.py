@@ -4,6 +4,8 @@ the helpers every page shares (who is asking, which workspace, how errors are sh
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ from ..errors import Forbidden, HarnessError, InvalidArgument, NotFound, Unavail
 from ..service import Harness, Identity
 from .auth import Login, Session
 
+log = logging.getLogger("mcp_harness.console")
 HERE = Path(__file__).parent
 #: no inline script or style at all; everything from this origin; nothing from anywhere else
 CSP = (
@@ -78,7 +81,8 @@ class Console:
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page; for htmx's live refresh (`HX-Request`) only its `live` block."""
         template = self.env.get_template(name)
-        context = {"request": request, "now": when_now(), **context}
+        context = {"request": request, "now": when_now(), "tab": None, "workspace": None, "session": None,
+                   "title": "", **context}  # fmt: skip
         if request.headers.get("hx-request") and "live" in template.blocks:
             body = "".join(template.blocks["live"](template.new_context(context)))
         else:
@@ -123,8 +127,15 @@ def page(fn: Handler) -> Handler:
         except HarnessError as exc:
             status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
             session = await console.login.session(request)
+            back = request.query_params.get("w") if not isinstance(exc, Forbidden) else None
             return console.render(request, "message.html", status, session=session, title="Not possible",
-                                  message=exc.message, workspace=request.query_params.get("w"))  # fmt: skip
+                                  message=exc.message, back=back)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the boundary: a person sees an incident id, the log the rest
+            incident = secrets.token_hex(6)
+            log.error("internal error %s in console page %s", incident, request.url.path, exc_info=exc)
+            return console.render(request, "message.html", 500, title="Something went wrong", back=None,
+                                  message=f"An unexpected error happened (incident {incident}); the server log "
+                                  "has the details.")  # fmt: skip
 
     return handle
 

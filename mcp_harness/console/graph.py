@@ -71,7 +71,7 @@ def layout(tasks: list[Dependency], edges: list[tuple[str, str]]) -> Picture:
     for level in sorted(columns):
         keys = columns[level]
         if level > 0:  # order by where the dependencies sit; creation order breaks ties (sort is stable)
-            keys.sort(key=lambda k: sum(row[d] for d in deps[k]) / len(deps[k]))
+            keys.sort(key=lambda k: sum(row[d] for d in deps[k]) / len(deps[k]) if deps[k] else len(keys))
         for index, key in enumerate(keys):
             row[key] = index
     by_key = {t.key: t for t in tasks}
