@@ -21,6 +21,7 @@ event); when nobody waits, nothing runs.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import weakref
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ from sqlalchemy import make_url, text
 
 from .raw import prebuilt
 
+log = logging.getLogger(__name__)
 CHANNEL = "mcp_harness_change"
 #: run at the end of every PostgreSQL write transaction: a NOTIFY only if the transaction wrote
 #: (a transaction id is assigned on the first write), so a claim that found nothing wakes nobody
@@ -108,9 +110,13 @@ class ChangeFeed:
                         await (also.wait() if also is not None else anyio.sleep(SQLITE_INTERVAL))
             return
         while self.version == seen and not (also is not None and also.is_set()):
-            listener = await self._pg_listener()
-            xid = int(await listener.fetchval(_XID_SQL))
-            if self._xid is not None and xid != self._xid:
+            try:
+                listener = await self._pg_listener()
+                xid = int(await listener.fetchval(_XID_SQL))
+            except Exception as exc:  # noqa: BLE001 - the database is away: waiters fall back to their checks
+                log.warning("change feed: cannot listen for changes (%s); retrying", type(exc).__name__)
+                self._listener, xid = None, None
+            if self._xid is not None and xid is not None and xid != self._xid:
                 self._bump()
             self._xid = xid
             with anyio.move_on_after(PG_XID_INTERVAL):
@@ -125,7 +131,11 @@ class ChangeFeed:
             if not path or path == ":memory:":
                 return  # nothing to watch: another connection could not see this database anyway
             self._sqlite = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        current = self._sqlite.execute("PRAGMA data_version").fetchone()[0]
+        try:
+            current = self._sqlite.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error as exc:  # waiters fall back to their own checks; the next look tries again
+            log.warning("change feed: cannot read data_version (%s)", exc)
+            return
         if self._data_version is not None and current != self._data_version:
             self._bump()
         self._data_version = current
