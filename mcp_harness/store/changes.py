@@ -145,7 +145,7 @@ class ChangeFeed:
             if self._listener is None or self._listener.is_closed():
                 import asyncpg
 
-                listener = await asyncpg.connect(_dsn(self._url))
+                listener = await asyncpg.connect(_dsn(self._url), timeout=10)
                 await listener.add_listener(CHANNEL, self._bump)
                 listener.add_termination_listener(self._lost)
                 self._listener = listener
