@@ -35,6 +35,10 @@ KNOWN_CODES = frozenset(
 )  # fmt: skip
 
 
+#: (tool, code) -> its counter and histogram: resolving labels on every call cost more than counting
+_series: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
 def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Wrap `HarnessServer.call_tool`: count each call by its result code and time it."""
 
@@ -43,8 +47,10 @@ def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[...
         started = time.perf_counter()
         result = await call_tool(self, name, arguments, context)
         tool = name if name in getattr(self, "tool_info", {}) else "unknown"  # names are not ours to multiply
-        TOOL_CALLS.labels(tool, result_code(result)).inc()
-        TOOL_SECONDS.labels(tool).observe(time.perf_counter() - started)
+        key = (tool, result_code(result))
+        series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
+        series[0].inc()
+        series[1].observe(time.perf_counter() - started)
         return result
 
     return observed
