@@ -214,6 +214,7 @@ def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
 def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
     db = str(tmp_path / "ui.db")
     seed(db, "shop")
+    seed(db, "lab")
     with ui_process(db, "--agent", "olivia") as (login_url, _proc):
         base = login_url.split("/ui/")[0]
         with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as first:
@@ -221,6 +222,8 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             assert response.status_code == 303
             cookie = response.headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie
+            picker = first.get("/ui/")  # two workspaces, and this session may see every one
+            assert picker.status_code == 200 and "/ui/board?w=lab" in picker.text and "/ui/board?w=shop" in picker.text
             board = first.get("/ui/board?w=shop")
             assert board.status_code == 200 and "olivia" in board.text and "operator" in board.text
             assert first.get(login_url).status_code == 403  # used: even by the browser that used it
