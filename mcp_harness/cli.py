@@ -13,7 +13,9 @@ from pathlib import Path
 import anyio
 
 from . import __version__
-from .config import ENV_PREFIX, Settings
+from .clientconfig import snippet
+from .config import ENV_PREFIX, Settings, resolve_db_url
+from .console import command as ui_command
 from .errors import HarnessError, harness_error_in
 from .service import Harness, Identity
 
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
     p.add_argument("--allowed-origin", action="append", default=None, help="extra Origin allowed (http)")
 
+    ui_command.add_parser(sub, [common, ws])  # `mcp-harness ui`, the operator console
     p = sub.add_parser("log", parents=[common, ws], help="the progress log, newest first")
     p.add_argument("--thread", default=None)
     p.add_argument("--task", default=None)
@@ -90,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
     t.add_argument("--workspace", required=True)
     t.add_argument("--agent", required=True)
-    t.add_argument("--role", choices=["agent", "reader"], default="agent")
+    t.add_argument("--role", choices=["agent", "reader", "operator"], default="agent")
     t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
     t.add_argument("--workspace", default=None)
     t.add_argument("--json", action="store_true")
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return COMMANDS[args.command](args)
+        return (getattr(args, "handler", None) or COMMANDS[args.command])(args)
     except (HarnessError, BaseExceptionGroup) as exc:  # a server's task group wraps what stopped it
         reason = harness_error_in(exc)
         if reason is None:
@@ -370,9 +373,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from .clientconfig import snippet
-    from .config import resolve_db_url
-
     db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"))
     if db.startswith("sqlite+aiosqlite:///"):
         db = db.removeprefix("sqlite+aiosqlite:///")  # a plain path reads better in a config file

@@ -20,6 +20,7 @@ from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .jsonvalue import dumps
 from .mcp_tools import TOOLS, HarnessTool
+from .metrics import observe_tool_calls
 from .resources import register_prompts, register_resources
 from .service import Harness, Identity
 
@@ -100,6 +101,7 @@ class HarnessServer(MCPServer[Harness]):
     async def list_tools(self) -> list[Tool]:
         return [tool.published for tool in self.tools.values()]
 
+    @observe_tool_calls  # the metrics: calls by tool and result code, latency per tool
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         """Run a tool and shape its answer: every failure as `[code] message`, a success as compact JSON text
         and structured content, the result model dumped once (the SDK's generic path would validate the

@@ -19,7 +19,7 @@ from ..store import Connection, Database, UniqueViolation, idempotency
 from ..store.common import now
 
 M = TypeVar("M", bound=BaseModel)
-Role = Literal["agent", "reader"]
+Role = Literal["agent", "reader", "operator"]
 
 
 @dataclass(frozen=True)
