@@ -46,7 +46,7 @@ def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[...
     async def observed(self: Any, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
         result = await call_tool(self, name, arguments, context)
-        tool = name if name in getattr(self, "tool_info", {}) else "unknown"  # names are not ours to multiply
+        tool = name if name in getattr(self, "tools", {}) else "unknown"  # names are not ours to multiply
         key = (tool, result_code(result))
         series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
         series[0].inc()
