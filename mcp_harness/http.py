@@ -23,6 +23,8 @@ from starlette.responses import JSONResponse
 from .binds import Bind, resolve_bind
 from .config import Settings
 from .connections import protocol_with_header_timeout, quiet_accept_errors, raise_open_files_limit
+from .console.auth import TokenLogin
+from .console.routes import console_routes
 from .errors import HarnessError, InvalidArgument
 from .server import create_server
 from .service import Harness
@@ -122,13 +124,16 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
             return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
+    security = security_settings(host, port, extra_hosts or [], extra_origins or [])
     app = server.streamable_http_app(
         stateless_http=True,
         json_response=False,  # SSE responses still carry progress notifications
-        transport_security=security_settings(host, port, extra_hosts or [], extra_origins or []),
+        transport_security=security,
         host=host,
     )
     _answer_503_when_tokens_cannot_be_checked(app)
+    app.router.routes.extend(console_routes(harness, TokenLogin(harness.tokens), allowed_hosts=security.allowed_hosts,
+                                            metrics_open=resolve_bind(host).loopback))  # fmt: skip
     return app
 
 

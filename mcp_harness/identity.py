@@ -8,7 +8,7 @@ from typing import Literal
 
 from .config import check_name
 
-Role = Literal["agent", "reader"]
+Role = Literal["agent", "reader", "operator"]
 
 
 @dataclass(frozen=True)

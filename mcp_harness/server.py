@@ -23,6 +23,7 @@ from .identity import Identity
 from .jsonvalue import dumps
 from .lifespan import harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
+from .metrics import observe_tool_calls
 from .resources import register_prompts, register_resources
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
@@ -137,6 +138,7 @@ class HarnessServer(MCPServer[Any]):
             self.wanted.set()  # the client has what it needs to start: now open the database
         return [tool.published for tool in self.tools.values()]
 
+    @observe_tool_calls  # the metrics: calls by tool and result code, latency per tool
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         """Run a tool and shape its answer: every failure as `[code] message`, a success as compact JSON text
         and structured content, the result model dumped once (the SDK's generic path would validate the

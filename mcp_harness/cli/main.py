@@ -33,6 +33,9 @@ COMMANDS: dict[str, str] = {
 
 
 def run_command(args: argparse.Namespace) -> int:
+    handler = getattr(args, "handler", None)  # a command defined beside its adapter (`ui`: console/command.py)
+    if handler is not None:
+        return handler(args)
     module, function = COMMANDS[args.command].split(":")
     return getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .. import __version__
+from ..console import command as ui_command
 from .common import env
 
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     _maintenance(sub, common, ws)
     _clients(sub)
     _tokens_and_schemas(sub, common, ws)
+    ui_command.add_parser(sub, [common, ws])  # `mcp-harness ui`, the operator console
     return parser
 
 
@@ -125,7 +127,7 @@ def _tokens_and_schemas(
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
     t.add_argument("--workspace", required=True)
     t.add_argument("--agent", required=True)
-    t.add_argument("--role", choices=["agent", "reader"], default="agent")
+    t.add_argument("--role", choices=["agent", "reader", "operator"], default="agent")
     t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
     t.add_argument("--workspace", default=None)
     t.add_argument("--json", action="store_true")

@@ -9,10 +9,11 @@ from typing import Any
 from ..arguments import RestoreStateArgs
 from ..config import Settings
 from ..models import RestoreStateResult, ThreadInfo
-from ..store import Database
+from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
+from .console import ConsoleService
 from .maintenance import MaintenanceService
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
@@ -35,6 +36,7 @@ class Harness:
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
         self.maintenance = MaintenanceService(db, settings)
+        self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
 
     @classmethod
     @asynccontextmanager
@@ -45,6 +47,7 @@ class Harness:
             await db.open()
             yield cls(db, settings)
         finally:
+            await changes.close(db)
             await db.close()
 
     async def restore(

@@ -1,5 +1,5 @@
 """How waiting claims learn that work may be there: this process's own changes wake them at once,
-other processes' changes (and the clock) are found by a cheap read-only poll."""
+other processes' commits through the change feed (`store/changes.py`), the clock by a cheap read-only poll."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from ..store import changes
 from ..store import tasks as store
 from ..store.common import now
 from .base import Identity, ServiceBase
@@ -26,16 +27,15 @@ class WaitingClaims(ServiceBase):
     async def _wait_for_work(
         self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
     ) -> None:
-        """Sleep until a claim may succeed: woken at once by this process's own changes, and by a
-        cheap read-only check every poll interval for what other processes (or the clock: a lease
-        running out, a backoff ending) made claimable. No shared counter is written for this, so
-        completes never contend on a hot row."""
-        until = anyio.current_time() + remaining
-        while anyio.current_time() < until:
-            step = min(self.settings.poll_interval_seconds, until - anyio.current_time())
-            with anyio.move_on_after(step):
-                await self._changed.wait()
-                return
+        """Sleep until a claim may succeed: woken at once by this process's own changes; by the change
+        feed (a commit by any process) once a cheap read-only check finds a claimable task; and by that
+        check every poll interval (the clock alone makes work claimable: a lease running out, a backoff
+        ending). No shared counter is written for this, so completes never contend on a hot row."""
+
+        async def claimable() -> bool:
             async with self.db.read() as conn:
-                if await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key):
-                    return
+                return await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key)
+
+        await changes.feed(self.db).wait_until(
+            claimable, remaining, recheck=self.settings.poll_interval_seconds, local=self._changed
+        )

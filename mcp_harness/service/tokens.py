@@ -13,7 +13,7 @@ from ..store.common import now
 from .base import Identity, Role, ServiceBase, iso
 
 TOKEN_PREFIX = "mcph_"
-ROLES = ("agent", "reader")
+ROLES = ("agent", "reader", "operator")
 
 
 def token_hash(token: str) -> str:

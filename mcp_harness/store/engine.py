@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from ..errors import Unavailable
 from . import queries
+from .changes import NOTIFY_WRITES
 from .conditions import PG_READ_ONLY, sqlite_writable
 from .connection import Connection
 from .errors import wrap_errors
@@ -120,6 +121,7 @@ class Database:
         if not self.is_sqlite:
             async with wrap_errors(), self._pg_transaction() as conn:
                 yield conn
+                await conn.execute(NOTIFY_WRITES)  # the change feed of every process hears of this commit
             return
         async with wrap_errors(), self._write_lock:
             conn = await self._begin_immediate()

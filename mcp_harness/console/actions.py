@@ -1,0 +1,92 @@
+"""What the console's forms do: sign in (a one-time code or a bearer token), sign out, and the
+operator's actions. Every POST must come from the console's own origin with the session's CSRF
+token; actions need the `operator` role and act under the person's name."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ..errors import Forbidden, InvalidArgument
+from ..service import Identity
+from .app import Console, Redirect, page
+from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
+
+
+@page
+async def login_page(console: Console, request: Request) -> Response:
+    code = request.query_params.get("code")
+    login = console.login
+    if code is not None and isinstance(login, CodeLogin):
+        sid = login.redeem(code)
+        if sid is None:
+            return _login(console, request, 403, "This login code was already used, or it is not the one "
+                          "mcp-harness ui printed. Use the browser window that opened it, or restart "
+                          "mcp-harness ui for a new code.")  # fmt: skip
+        response = RedirectResponse(console.url("/"), status_code=303)
+        set_cookie(request, response, sid)
+        return response
+    if await login.session(request) is not None:
+        raise Redirect(console.url("/"))
+    return _login(console, request, 200, None)
+
+
+def _login(console: Console, request: Request, status: int, error: str | None) -> Response:
+    return console.render(request, "login.html", status, session=None, workspace=None, title="Sign in",
+                          error=error, kind=console.login.kind)  # fmt: skip
+
+
+@page
+async def login(console: Console, request: Request) -> Response:
+    """Sign in with a bearer token (the shared server's `/ui`)."""
+    check_origin(request)
+    if isinstance(console.login, CodeLogin):
+        raise Forbidden("this console signs in with the login code that mcp-harness ui printed")
+    form = await request.form()
+    token = str(form.get("token") or "").strip()
+    session = await console.login.session_for(token) if token else None
+    if session is None:
+        return _login(console, request, 401, "That token is not valid (mistyped, or revoked). Ask for a new one: "
+                      "mcp-harness token create --workspace W --agent YOUR-NAME --role operator")  # fmt: skip
+    response = RedirectResponse(console.url("/"), status_code=303)
+    set_cookie(request, response, token)
+    return response
+
+
+@page
+async def logout(console: Console, request: Request) -> Response:
+    session = await console.session(request)
+    form = await request.form()
+    check_form(request, session, _field(form, "csrf"))
+    console.login.end(request)
+    response = RedirectResponse(console.url("/login"), status_code=303)
+    clear_cookie(request, response)
+    return response
+
+
+@page
+async def reopen(console: Console, request: Request) -> Response:
+    """Reopen a done or failed task, with the reason the contract requires (recorded in the log)."""
+    session = await console.session(request)
+    form = await request.form()
+    check_form(request, session, _field(form, "csrf"))
+    if not session.can_act:
+        raise Forbidden(f"reopening a task needs the operator role; this sign-in is a {session.role}")
+    workspace, key, reason = _field(form, "w"), _field(form, "key"), (_field(form, "reason") or "").strip()
+    if not workspace or not key:
+        raise InvalidArgument("the form names no task")
+    if not session.may_see(workspace):
+        raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
+    if not reason:
+        raise InvalidArgument("say why the task is reopened: the reason goes into the progress log")
+    nonce = _field(form, "nonce")
+    await console.harness.tasks.update(
+        Identity(workspace=workspace, agent=session.agent, role="operator"), task_key=key, action="reopen",
+        reason=reason, idempotency_key=f"console:{nonce}" if nonce else None,
+    )  # fmt: skip
+    return RedirectResponse(console.url("/task", w=workspace, key=key, done="reopened"), status_code=303)
+
+
+def _field(form: object, name: str) -> str | None:
+    value = form.get(name)  # type: ignore[attr-defined]
+    return value if isinstance(value, str) else None

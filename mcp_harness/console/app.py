@@ -1,0 +1,215 @@
+"""The console's Starlette app: routes, templates (autoescaped), security headers, Host checks, and
+the helpers every page shares (who is asking, which workspace, how errors are shown)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..errors import Forbidden, HarnessError, InvalidArgument, NotFound, Unavailable
+from ..service import Harness, Identity
+from .auth import Login, Session
+
+log = logging.getLogger("mcp_harness.console")
+HERE = Path(__file__).parent
+#: no inline script or style at all; everything from this origin; nothing from anywhere else
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),  # not no-referrer: that would make a form's Origin "null"
+]
+#: how statuses read on the page
+LABELS = {"pending": "Pending", "claimed": "Claimed", "blocked": "Blocked", "failed": "Failed", "done": "Done",
+          "in_review": "In review", "cancelled": "Cancelled"}  # fmt: skip
+STATUS = {NotFound: 404, InvalidArgument: 400, Forbidden: 403, Unavailable: 503}
+
+
+class Redirect(Exception):
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+class Console:
+    """One console: the harness it reads, how people sign in, and where it is mounted."""
+
+    def __init__(self, harness: Harness, login: Login, *, base: str = "/ui", workspace: str | None = None) -> None:
+        self.harness = harness
+        self.login = login
+        self.base = base
+        self.default_workspace = workspace
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # everything agents wrote (titles, summaries, states) is shown as text
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.globals.update(url=self.url, static=self.static, live_attrs=live_attrs, labels=LABELS)
+        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty)
+
+    def url(self, path: str, **params: Any) -> str:
+        query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+        return f"{self.base}{path}" + (f"?{query}" if query else "")
+
+    def static(self, name: str) -> str:
+        return f"{self.base}/static/{name}?v={__version__}"
+
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """A page; for htmx's live refresh (`HX-Request`) only its `live` block."""
+        template = self.env.get_template(name)
+        context = {"request": request, "now": when_now(), "tab": None, "workspace": None, "session": None,
+                   "title": "", **context}  # fmt: skip
+        if request.headers.get("hx-request") and "live" in template.blocks:
+            body = "".join(template.blocks["live"](template.new_context(context)))
+        else:
+            body = template.render(context)
+        return HTMLResponse(body, status_code=status, headers={"cache-control": "no-store"})
+
+    async def session(self, request: Request) -> Session:
+        session = await self.login.session(request)
+        if session is None:
+            raise Redirect(self.url("/login"))
+        return session
+
+    async def viewer(self, request: Request) -> tuple[Session, Identity]:
+        """The session and the identity it reads a workspace (`?w=`) as; without one, the picker."""
+        session = await self.session(request)
+        workspace = request.query_params.get("w") or session.workspace
+        if not workspace:
+            raise Redirect(self.url("/"))
+        if not session.may_see(workspace):
+            raise Forbidden(f"this sign-in may see workspace {session.workspace!r} only")
+        return session, Identity(workspace=workspace, agent=session.agent, role=_role(session))
+
+
+def _role(session: Session) -> Any:
+    return session.role if session.role in ("agent", "reader", "operator") else "reader"
+
+
+Handler = Callable[[Console, Request], Awaitable[Response]]
+
+
+def page(fn: Handler) -> Handler:
+    """Redirects and contract errors become responses a person can read; nothing else leaks."""
+
+    @wraps(fn)
+    async def handle(console: Console, request: Request) -> Response:
+        try:
+            return await fn(console, request)
+        except Redirect as redirect:
+            if request.headers.get("hx-request"):  # htmx follows this with a full page load
+                return Response(status_code=204, headers={"hx-redirect": redirect.url})
+            return RedirectResponse(redirect.url, status_code=303)
+        except HarnessError as exc:
+            status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+            session = await console.login.session(request)
+            back = request.query_params.get("w") if not isinstance(exc, Forbidden) else None
+            return console.render(request, "message.html", status, session=session, title="Not possible",
+                                  message=exc.message, back=back)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - the boundary: a person sees an incident id, the log the rest
+            incident = secrets.token_hex(6)
+            log.error("internal error %s in console page %s", incident, request.url.path, exc_info=exc)
+            return console.render(request, "message.html", 500, title="Something went wrong", back=None,
+                                  message=f"An unexpected error happened (incident {incident}); the server log "
+                                  "has the details.")  # fmt: skip
+
+    return handle
+
+
+def live_attrs(request: Request) -> Markup:
+    """The attributes of a page's live part: htmx re-fetches the page (its `live` block) on `change`."""
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return Markup('id="live" hx-get="{}" hx-trigger="sse:change" hx-swap="outerHTML"').format(path)
+
+
+def ago(iso: str | None) -> str:
+    """`3m ago` for an ISO time (the browser keeps it current)."""
+    if not iso:
+        return "never"
+    return f"{_span(time.time() - _ts(iso))} ago"
+
+
+def left(iso: str | None) -> str:
+    """`4m 12s left`, or `overdue 30s`, for a deadline."""
+    if not iso:
+        return ""
+    seconds = _ts(iso) - time.time()
+    return f"{_span(seconds)} left" if seconds >= 0 else f"overdue {_span(-seconds)}"
+
+
+def when(iso: str | None) -> str:
+    return iso[:19].replace("T", " ") + " UTC" if iso else ""
+
+
+def when_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def _ts(iso: str) -> float:
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def _span(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+class Guard:
+    """Every console response: the security headers; every request: a Host this server answers to
+    (DNS rebinding: a page elsewhere must not reach the console through a name it controls)."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str]) -> None:
+        self.app = app
+        self.allowed = set(allowed_hosts)
+
+    def host_allowed(self, host: str) -> bool:
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return host in self.allowed or f"{name}:*" in self.allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if not self.host_allowed(host):
+            response = PlainTextResponse("Invalid Host header", status_code=421)
+            await response(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = list(message.get("headers", [])) + HEADERS
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

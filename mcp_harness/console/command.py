@@ -1,0 +1,23 @@
+"""`mcp-harness ui`: its arguments and how it runs (the console's libraries load only when it runs)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from ..config import ENV_PREFIX, Settings
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("ui", parents=parents, help="the operator console in a browser (on 127.0.0.1)")
+    default_port = int(os.environ.get(ENV_PREFIX + "UI_PORT") or "8766")
+    p.add_argument("--port", type=int, default=default_port, help="0: any free port")
+    p.add_argument("--agent", default=None, help="your name in what you do (default: your login name)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .serve import serve_ui
+
+    return serve_ui(Settings.from_env(args.db), args)

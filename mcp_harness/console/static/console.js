@@ -1,0 +1,45 @@
+// mcp-harness console: keeps lease countdowns and "ago" times current, and shows whether the
+// page is following live changes. No inline script anywhere (the Content-Security-Policy forbids it).
+(function () {
+  "use strict";
+  var serverNow = Date.parse(document.body.getAttribute("data-server-now") || "");
+  var skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
+
+  function span(seconds) {
+    var s = Math.floor(seconds);
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+  }
+
+  function tick() {
+    var now = Date.now() + skew;
+    document.querySelectorAll("time.countdown").forEach(function (el) {
+      var left = (Date.parse(el.getAttribute("datetime")) - now) / 1000;
+      el.textContent = left >= 0 ? span(left) + " left" : "overdue " + span(-left);
+      el.classList.toggle("overdue", left < 0);
+      el.classList.toggle("soon", left >= 0 && left < 60);
+    });
+    document.querySelectorAll("time.ago").forEach(function (el) {
+      var ago = (now - Date.parse(el.getAttribute("datetime"))) / 1000;
+      el.textContent = span(Math.max(0, ago)) + " ago";
+    });
+  }
+
+  function live(on) {
+    var dot = document.getElementById("live-dot");
+    if (dot) {
+      dot.classList.toggle("on", on);
+      dot.title = on ? "Live: this page follows changes as they happen" : "Not live: reconnecting";
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    tick();
+    setInterval(tick, 1000);
+    document.body.addEventListener("htmx:sseOpen", function () { live(true); });
+    document.body.addEventListener("htmx:sseError", function () { live(false); });
+    document.body.addEventListener("htmx:afterSwap", tick);
+  });
+})();

@@ -1,0 +1,130 @@
+"""The console's pages: workspace picker, board, task, dependency graph, timeline, threads, agents.
+Each reads through the service layer and renders a template; each has a `live` block that htmx
+re-fetches when the change feed says something changed."""
+
+from __future__ import annotations
+
+import secrets
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import InvalidArgument
+from .app import Console, Redirect, page
+from .graph import layout
+
+PER_COLUMN = 100  #: cards per board column before "show all"
+SHOW_ALL = 2000
+
+
+def _int(request: Request, name: str, low: int = 1) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a whole number, got {raw!r}") from None
+    if value < low:
+        raise InvalidArgument(f"{name} must be at least {low}, got {value}")
+    return value
+
+
+def _text(request: Request, name: str) -> str | None:
+    value = (request.query_params.get(name) or "").strip()
+    return value or None
+
+
+@page
+async def home(console: Console, request: Request) -> Response:
+    """The workspace picker; straight to the board when there is only one choice."""
+    session = await console.session(request)
+    if session.workspace is not None:
+        raise Redirect(console.url("/board", w=session.workspace))
+    names = await console.harness.console.workspaces()
+    chosen = console.default_workspace
+    if chosen and request.query_params.get("pick") is None:
+        raise Redirect(console.url("/board", w=chosen))
+    if len(names) == 1 and request.query_params.get("pick") is None:
+        raise Redirect(console.url("/board", w=names[0]))
+    return console.render(request, "workspaces.html", session=session, workspace=None, names=names,
+                          title="Workspaces")  # fmt: skip
+
+
+@page
+async def board(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    per_column = SHOW_ALL if request.query_params.get("all") else PER_COLUMN
+    data = await console.harness.console.board(ident, per_column=per_column)
+    return console.render(request, "board.html", session=session, workspace=ident.workspace, board=data,
+                          title="Board", tab="board", show_all=per_column == SHOW_ALL)  # fmt: skip
+
+
+@page
+async def task(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    key = _text(request, "key")
+    if key is None:
+        raise Redirect(console.url("/board", w=ident.workspace))
+    data = await console.harness.console.task(ident, key, before_seq=_int(request, "before"))
+    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
+                          title=key, tab="board", nonce=secrets.token_urlsafe(12),
+                          done=request.query_params.get("done"))  # fmt: skip
+
+
+@page
+async def graph(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.graph(ident)
+    return console.render(request, "graph.html", session=session, workspace=ident.workspace, graph=data,
+                          picture=layout(data.nodes, data.edges), title="Dependencies", tab="graph")  # fmt: skip
+
+
+@page
+async def timeline(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    filters = {
+        "agent": _text(request, "agent"),
+        "task_key": _text(request, "task"),
+        "thread": _text(request, "thread"),
+        "status": _text(request, "status"),
+        "text": _text(request, "q"),
+    }
+    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"))
+    return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
+                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"))  # fmt: skip
+
+
+@page
+async def threads(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.threads(ident)
+    return console.render(request, "threads.html", session=session, workspace=ident.workspace, threads=data,
+                          title="Threads", tab="threads")  # fmt: skip
+
+
+@page
+async def thread(console: Console, request: Request) -> Response:
+    """A thread's history; one version's state (`v`); or what changed from version `a` to `b`."""
+    session, ident = await console.viewer(request)
+    name = _text(request, "t")
+    if name is None:
+        raise Redirect(console.url("/threads", w=ident.workspace))
+    before = _int(request, "before")
+    history = await console.harness.checkpoints.list(ident, thread=name, limit=50, before_version=before)
+    old, new = _int(request, "a"), _int(request, "b")
+    changes = await console.harness.console.diff(ident, name, old, new) if old and new else None
+    shown = None
+    if changes is None and history.checkpoints:
+        shown = await console.harness.console.state(ident, name, _int(request, "v"))
+    return console.render(request, "thread.html", session=session, workspace=ident.workspace, thread=name,
+                          history=history, shown=shown, diff=changes, title=f"Thread {name}", tab="threads",
+                          before=before)  # fmt: skip
+
+
+@page
+async def agents(console: Console, request: Request) -> Response:
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.agents(ident)
+    return console.render(request, "agents.html", session=session, workspace=ident.workspace, agents=data,
+                          title="Agents", tab="agents")  # fmt: skip

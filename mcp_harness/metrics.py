@@ -1,0 +1,127 @@
+"""Prometheus metrics at `GET /metrics`: tool calls by tool and result code, latency per tool, tasks
+by status per workspace, leases past their time, claims that waited.
+
+Counters live in this process (each server process is its own scrape target); task figures are read
+from the database when scraped. Open on a loopback bind; elsewhere a bearer token of any role."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from .errors import HarnessError
+from .service import Harness
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+TOOL_CALLS = Counter(
+    "mcp_harness_tool_calls", "MCP tool calls by tool and result code (ok, or the error code)",
+    ["tool", "code"], registry=REGISTRY,
+)  # fmt: skip
+TOOL_SECONDS = Histogram(
+    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (claim_task includes its wait)",
+    ["tool"], registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)  # fmt: skip
+KNOWN_CODES = frozenset(
+    ("invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
+     "too_large", "forbidden", "schema_violation", "unavailable", "internal")
+)  # fmt: skip
+
+
+#: (tool, code) -> its counter and histogram: resolving labels on every call cost more than counting
+_series: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Wrap `HarnessServer.call_tool`: count each call by its result code and time it."""
+
+    @wraps(call_tool)
+    async def observed(self: Any, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        started = time.perf_counter()
+        result = await call_tool(self, name, arguments, context)
+        tool = name if name in getattr(self, "tools", {}) else "unknown"  # names are not ours to multiply
+        key = (tool, result_code(result))
+        series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
+        series[0].inc()
+        series[1].observe(time.perf_counter() - started)
+        return result
+
+    return observed
+
+
+def result_code(result: Any) -> str:
+    """`ok`, or the contract's code at the start of an error result's text (`[lease_lost] ...`)."""
+    if not getattr(result, "is_error", False):
+        return "ok"
+    text = result.content[0].text if result.content else ""
+    code = text[1 : text.find("]")] if text.startswith("[") else ""
+    return code if code in KNOWN_CODES else "internal"
+
+
+class _DatabaseFigures:
+    """Figures read from the database at scrape time (set just before `generate_latest`)."""
+
+    def __init__(self) -> None:
+        self.counts: list[tuple[str, str, int]] = []
+        self.expired: list[tuple[str, int]] = []
+        self.claim_waits = 0
+
+    def collect(self) -> Any:
+        tasks = GaugeMetricFamily("mcp_harness_tasks", "Tasks by status, per workspace", labels=["workspace", "status"])
+        for workspace, status, n in self.counts:
+            tasks.add_metric([workspace, status], n)
+        yield tasks
+        expired = GaugeMetricFamily(
+            "mcp_harness_leases_expired",
+            "Leases past their time that no claim has taken over yet, per workspace",
+            labels=["workspace"],
+        )
+        for workspace, n in self.expired:
+            expired.add_metric([workspace], n)
+        yield expired
+        yield CounterMetricFamily(
+            "mcp_harness_claim_waits", "Times a claim_task call found no task and waited for one (wait_seconds)",
+            value=self.claim_waits,
+        )  # fmt: skip
+
+
+async def render(harness: Harness) -> bytes:
+    """The exposition text: this process's counters, then the database's figures."""
+    figures = _DatabaseFigures()
+    figures.counts, figures.expired = await harness.console.metrics()
+    figures.claim_waits = harness.console.changes.claim_waits
+    scrape = CollectorRegistry(auto_describe=False)
+    scrape.register(figures)
+    return generate_latest(REGISTRY) + generate_latest(scrape)
+
+
+def metrics_endpoint(harness: Harness, *, open_access: bool) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /metrics`: open when the server listens on loopback only; otherwise a bearer token of any role."""
+
+    async def endpoint(request: Request) -> Response:
+        if not open_access:
+            header = request.headers.get("authorization", "")
+            token = header[7:].strip() if header[:7].lower() == "bearer " else ""
+            try:
+                ident = await harness.tokens.verify(token) if token else None
+            except HarnessError:
+                ident = None
+            if ident is None:
+                return PlainTextResponse(
+                    "metrics need a bearer token (any role) on this server: Authorization: Bearer <token>",
+                    status_code=401, headers={"www-authenticate": "Bearer"},
+                )  # fmt: skip
+        try:
+            body = await render(harness)
+        except HarnessError:
+            return PlainTextResponse("the database is not available right now", status_code=503)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return endpoint

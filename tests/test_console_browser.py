@@ -1,0 +1,240 @@
+"""The console in a real browser: Playwright driving Debian's Chromium (`/usr/bin/chromium`, installed
+by .ci/run; Playwright's own browser downloads are not possible here). Every test saves a screenshot:
+the board's goes to $MCP_HARNESS_SCREENSHOT_DIR when set (docs/screenshots for the README), the
+others to the test's temporary directory."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from console_support import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("MCP_HARNESS_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+VIEWPORT = {"width": 1440, "height": 900}
+
+if not shutil.which(CHROMIUM):
+    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run `fn` (which may start an event loop of its own) beside Playwright's loop."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=300)
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(viewport=VIEWPORT)
+    yield ctx
+    ctx.close()
+
+
+def shot(page: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """A shared HTTP server over a seeded database: its URL and the database."""
+    db = str(tmp_path_factory.mktemp("browser") / "harness.db")
+    with shared_server(db) as url:
+        yield url, db
+
+
+def sign_in_with_token(page: Any, url: str, tok: str) -> None:
+    page.goto(f"{url}/ui/")
+    assert page.url.endswith("/ui/login")
+    page.fill("#token", tok)
+    page.click("form.stack button[type=submit]")
+    page.wait_for_url("**/ui/board?w=*")
+
+
+def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
+    db = str(tmp_path / "board.db")
+    in_thread(seed, db, "shop")
+    with ui_process(db, "--agent", "olivia") as (login_url, _proc):
+        page = context.new_page()
+        page.goto(login_url)
+        page.wait_for_url("**/ui/board?w=shop")
+        expected = {
+            "pending": ["cart", "payments", "xss"],
+            "claimed": ["api"],
+            "blocked": ["deploy"],
+            "failed": ["ci"],
+            "done": ["schema"],
+        }
+        for status, keys in expected.items():
+            shown = page.locator(f"section.column.s-{status} article.card").evaluate_all(
+                "cards => cards.map(c => c.dataset.key)"
+            )
+            assert sorted(shown) == keys, (status, shown)
+        card = page.locator("article.card[data-key=api]")
+        assert card.locator("p.title").inner_text() == "REST endpoints for orders"
+        assert "alice" in card.inner_text() and "left" in card.locator("time.countdown").inner_text()
+        assert "waits on" in page.locator("article.card[data-key=cart]").inner_text().lower()
+        assert "ready" in page.locator("article.card[data-key=payments]").inner_text()
+        assert "libssl3" in page.locator("article.card[data-key=ci]").inner_text()
+        page.wait_for_selector("#live-dot.on")  # the live stream is open
+        target = Path(os.environ.get("MCP_HARNESS_SCREENSHOT_DIR") or tmp_path) / "board.png"
+        shot(page, target)
+
+
+def test_a_claim_in_another_process_appears_without_a_reload(context: Any, team: tuple[str, str], tmp_path: Path):
+    url, db = team
+    ws = f"live-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    page = context.new_page()
+    sign_in_with_token(page, url, token(db, ws, "rita", "reader"))
+    page.wait_for_selector("#live-dot.on")
+    page.evaluate("document.body.dataset.marker = 'the same page'")
+    assert page.locator("section.column.s-claimed article.card[data-key=payments]").count() == 0
+    got = agent_call(db, ws, "carol", "claim_task", task_key="payments")
+    assert got["task"]["owner"] == "carol"
+    card = page.locator("section.column.s-claimed article.card[data-key=payments]")
+    card.wait_for(timeout=10_000)
+    assert "carol" in card.inner_text()
+    assert page.evaluate("document.body.dataset.marker") == "the same page"  # no reload happened
+    shot(page, tmp_path / "claimed-live.png")
+
+
+def test_an_operator_reopens_a_task_and_the_database_agrees(context: Any, team: tuple[str, str], tmp_path: Path):
+    url, db = team
+    ws = f"ops-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    page = context.new_page()
+    sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
+    page.click("article.card[data-key=schema] a.key")
+    page.wait_for_url("**/ui/task?*key=schema*")
+    assert page.locator(".task-head .pill").inner_text() == "Done"
+    page.click("details.action summary")
+    page.fill("#reason", "the ERD is not in docs/ after all")
+    page.click("details.action button[type=submit]")
+    page.wait_for_url("**done=reopened*")
+    assert "was reopened" in page.locator(".flash").inner_text()
+    assert page.locator(".task-head .pill").inner_text() == "Pending"
+    shot(page, tmp_path / "reopened.png")
+    assert tasks_json(db, ws)["schema"]["status"] == "pending"
+    entry = log_json(db, ws)[0]
+    assert (entry["agent"], entry["task_key"]) == ("olga", "schema")
+    assert "the ERD is not in docs/ after all" in entry["summary"]
+
+
+def test_a_reader_sees_no_action_and_forged_posts_are_refused(
+    browser: Any, context: Any, team: tuple[str, str], tmp_path: Path
+):
+    url, db = team
+    ws = f"forge-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    reader = context.new_page()
+    sign_in_with_token(reader, url, token(db, ws, "rita", "reader"))
+    reader.goto(f"{url}/ui/task?w={ws}&key=schema")
+    assert reader.locator("details.action").count() == 0 and reader.locator("text=Reopen").count() == 0
+    shot(reader, tmp_path / "reader-task.png")
+    csrf = reader.locator("input[name=csrf]").first.get_attribute("value")
+    refused = reader.request.post(f"{url}/ui/task/reopen", headers={"origin": url}, max_redirects=0,
+                                  form={"csrf": csrf, "w": ws, "key": "schema", "reason": "reader tries"})  # fmt: skip
+    assert refused.status == 403
+
+    operator_ctx = browser.new_context(viewport=VIEWPORT)
+    try:
+        operator = operator_ctx.new_page()
+        sign_in_with_token(operator, url, token(db, ws, "olga", "operator"))
+        operator.goto(f"{url}/ui/task?w={ws}&key=schema")
+        csrf = operator.locator("input[name=csrf]").first.get_attribute("value")
+        form = {"csrf": csrf, "w": ws, "key": "schema", "reason": "forged"}
+        for data, origin in (({**form, "csrf": ""}, url), (form, "http://evil.example")):
+            response = operator.request.post(f"{url}/ui/task/reopen", form=data, headers={"origin": origin},
+                                             max_redirects=0)  # fmt: skip
+            assert response.status == 403
+        # A page on another site that posts the form (with the right CSRF token, as if it had stolen
+        # it): the browser sends no SameSite=Strict cookie with it, so nobody is signed in.
+        evil = operator_ctx.new_page()
+        hidden = "".join(f'<input type="hidden" name="{k}" value="{v}">' for k, v in form.items())
+        evil.route("http://evil.example/", lambda route: route.fulfill(
+            content_type="text/html",
+            body=f'<form id="f" method="post" action="{url}/ui/task/reopen">{hidden}<button>go</button></form>',
+        ))  # fmt: skip
+        evil.goto("http://evil.example/")
+        evil.click("#f button")
+        evil.wait_for_load_state()
+        assert "/ui/login" in evil.url or evil.locator("text=Not possible").count() == 1
+        shot(evil, tmp_path / "forged.png")
+    finally:
+        operator_ctx.close()
+    assert tasks_json(db, ws)["schema"]["status"] == "done"
+
+
+def test_a_script_in_a_title_is_shown_as_text(context: Any, team: tuple[str, str], tmp_path: Path):
+    url, db = team
+    ws = f"xss-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    sign_in_with_token(page, url, token(db, ws, "rita", "reader"))
+    card = page.locator("article.card[data-key=xss]")
+    assert card.locator("p.title").inner_text() == XSS_TITLE
+    assert card.locator("img, script").count() == 0
+    for path in (f"/ui/task?w={ws}&key=xss", f"/ui/graph?w={ws}"):
+        page.goto(url + path)
+        page.wait_for_load_state()
+        assert page.locator("main img, main script").count() == 0
+    page.goto(f"{url}/ui/task?w={ws}&key=xss")
+    assert page.locator(".task-head h1").inner_text().endswith(XSS_TITLE)
+    assert page.evaluate("typeof window.pwned") == "undefined" and dialogs == []
+    shot(page, tmp_path / "xss-task.png")
+
+
+def test_a_used_login_code_cannot_be_used_again(browser: Any, context: Any, tmp_path: Path):
+    db = str(tmp_path / "code.db")
+    in_thread(seed, db, "shop")
+    with ui_process(db, "--agent", "olivia") as (login_url, _proc):
+        first = context.new_page()
+        first.goto(login_url)
+        first.wait_for_url("**/ui/board?w=shop")
+        assert "olivia" in first.locator(".who").inner_text()
+        other = browser.new_context(viewport=VIEWPORT)
+        try:
+            second = other.new_page()
+            response = second.goto(login_url)
+            assert response.status == 403 and "already used" in second.content()
+            shot(second, tmp_path / "used-code.png")
+            second.goto(login_url.split("/ui/")[0] + "/ui/board?w=shop")
+            assert second.url.endswith("/ui/login")  # still not signed in
+        finally:
+            other.close()
+        first.reload()
+        assert first.locator("section.column").count() == 5  # the first browser is still signed in

@@ -1,0 +1,237 @@
+"""The console over real HTTP (no browser): sign-in, roles, CSRF and Origin checks, the Host check,
+security headers, escaping, the live event stream, and /metrics."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from html.parser import HTMLParser
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from conftest import run_cli
+from console_support import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_harness.console.app import CSP
+
+#: every test here starts processes: the CLI for tokens and seeding, a shared server
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("console") / "harness.db")
+
+
+@pytest.fixture(scope="module")
+def url(db: str) -> Iterator[str]:
+    with shared_server(db) as served:
+        yield served
+
+
+@pytest.fixture
+def ws(db: str) -> str:
+    name = f"shop-{secrets.token_hex(3)}"
+    seed(db, name)
+    return name
+
+
+@contextmanager
+def signed_in(url: str, tok: str) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        response = client.post("/ui/login", data={"token": tok}, headers={"origin": url})
+        assert response.status_code == 303, response.text
+        yield client
+
+
+class Tags(HTMLParser):
+    """What the page really contains (not what its text says): inline scripts, styles and handlers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inline: list[str] = []
+        self.script_sources: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        names = dict(attrs)
+        if tag == "script":
+            if "src" in names:
+                self.script_sources.append(names["src"] or "")
+            else:
+                self.inline.append("<script>")
+        if tag == "style":
+            self.inline.append("<style>")
+        self.inline += [f"{tag} {name}=" for name in names if name == "style" or name.startswith("on")]
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+def test_without_signing_in_only_the_sign_in_page_is_shown(url: str, ws: str):
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        for path in ("/ui/", f"/ui/board?w={ws}", f"/ui/task?w={ws}&key=schema", f"/ui/events?w={ws}",
+                     f"/ui/log?w={ws}", f"/ui/agents?w={ws}"):  # fmt: skip
+            response = client.get(path)
+            assert response.status_code == 303 and response.headers["location"] == "/ui/login", path
+        page = client.get("/ui/login")
+        assert page.status_code == 200 and 'name="token"' in page.text and "schema" not in page.text
+
+
+def test_a_bad_token_does_not_sign_in(url: str):
+    with httpx2.Client(base_url=url, timeout=30) as client:
+        response = client.post("/ui/login", data={"token": "mcph_nope"}, headers={"origin": url})
+        assert response.status_code == 401 and "not valid" in response.text
+        assert not response.cookies
+
+
+def test_a_token_sees_its_own_workspace_only(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        assert client.get("/ui/").headers["location"] == f"/ui/board?w={ws}"
+        assert client.get(f"/ui/board?w={ws}").status_code == 200
+        assert client.get("/ui/board?w=someone-else").status_code == 403
+
+
+def test_pages_are_escaped_and_carry_a_csp_that_forbids_inline_script(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        for path in (f"/ui/board?w={ws}", f"/ui/task?w={ws}&key=xss", f"/ui/graph?w={ws}", f"/ui/log?w={ws}",
+                     f"/ui/threads?w={ws}", f"/ui/agents?w={ws}"):  # fmt: skip
+            page = client.get(path)
+            assert page.status_code == 200, path
+            assert page.headers["content-security-policy"] == CSP
+            assert "'unsafe-inline'" not in CSP and "script-src 'self'" in CSP
+            assert "<script>window.pwned" not in page.text and 'onerror="window' not in page.text
+            tags = Tags()
+            tags.feed(page.text)
+            assert tags.inline == [], path
+            assert tags.script_sources and all(src.startswith("/ui/static/") for src in tags.script_sources)
+        board = client.get(f"/ui/board?w={ws}").text
+        assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in board
+        assert XSS_TITLE not in board
+
+
+def test_a_reader_sees_no_action_and_cannot_act(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        page = client.get(f"/ui/task?w={ws}&key=schema").text
+        assert "Reopen" not in page and "/ui/task/reopen" not in page
+        response = client.post("/ui/task/reopen", headers={"origin": url},
+                               data={"csrf": csrf_of(page), "w": ws, "key": "schema", "reason": "try"})  # fmt: skip
+        assert response.status_code == 403 and "operator" in response.text
+    assert tasks_json(db, ws)["schema"]["status"] == "done"
+
+
+def test_forged_posts_are_refused_and_a_real_one_reopens(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        page = client.get(f"/ui/task?w={ws}&key=schema").text
+        assert 'action="/ui/task/reopen"' in page
+        form = {"csrf": csrf_of(page), "w": ws, "key": "schema", "reason": "the ERD is missing"}
+        forged = [
+            ({**form, "csrf": ""}, {"origin": url}),  # no CSRF token
+            ({**form, "csrf": "x" * 64}, {"origin": url}),  # a wrong one
+            (form, {"origin": "http://evil.example"}),  # another origin
+            (form, {}),  # no origin at all
+        ]
+        for data, headers in forged:
+            response = client.post("/ui/task/reopen", data=data, headers=headers)
+            assert response.status_code == 403, (data, headers)
+        assert tasks_json(db, ws)["schema"]["status"] == "done"
+        response = client.post("/ui/task/reopen", data=form, headers={"origin": url})
+        assert response.status_code == 303 and "done=reopened" in response.headers["location"]
+    assert tasks_json(db, ws)["schema"]["status"] == "pending"
+    entry = log_json(db, ws)[0]
+    assert entry["agent"] == "olga" and entry["task_key"] == "schema" and "the ERD is missing" in entry["summary"]
+
+
+def test_a_revoked_token_is_signed_out_at_once(url: str, db: str, ws: str):
+    tok = token(db, ws, "rita", "reader")
+    with signed_in(url, tok) as client:
+        assert client.get(f"/ui/board?w={ws}").status_code == 200
+        assert run_cli("token", "revoke", tok, "--db", db).returncode == 0
+        assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+
+
+def test_a_host_this_server_does_not_answer_to_is_refused(url: str):
+    response = httpx2.get(f"{url}/ui/login", headers={"host": "evil.example"}, timeout=30)
+    assert response.status_code == 421
+
+
+def test_the_event_stream_says_change_when_another_process_commits(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        with client.stream("GET", f"/ui/events?w={ws}", timeout=60) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            events = 0
+            lines = stream.iter_lines()
+            for line in lines:
+                if line.startswith("event: change"):
+                    events += 1
+                    if events == 1:  # the first says "look again" as the stream opens
+                        agent_call(db, ws, "bob", "record_progress", summary="from another process")
+                    else:
+                        break
+            assert events == 2
+
+
+def test_metrics_are_open_on_loopback_and_count_tool_calls(url: str, db: str, ws: str):
+    text = httpx2.get(f"{url}/metrics", timeout=30).text
+    assert f'mcp_harness_tasks{{status="failed",workspace="{ws}"}} 1.0' in text
+    assert f'mcp_harness_tasks{{status="claimed",workspace="{ws}"}} 1.0' in text
+    assert "mcp_harness_claim_waits_total" in text and "mcp_harness_leases_expired" in text
+    tok = token(db, ws, "m", "agent")
+
+    async def calls() -> None:
+        headers = {"Authorization": f"Bearer {tok}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=30) as client,
+        ):
+            assert not (await client.call_tool("list_tasks", {})).is_error
+            assert (await client.call_tool("claim_task", {"task_key": "no-such-task"})).is_error
+
+    anyio.run(calls)
+    text = httpx2.get(f"{url}/metrics", timeout=30).text
+    assert re.search(r'mcp_harness_tool_calls_total\{code="ok",tool="list_tasks"\} [1-9]', text)
+    assert re.search(r'mcp_harness_tool_calls_total\{code="not_found",tool="claim_task"\} [1-9]', text)
+    assert re.search(r'mcp_harness_tool_call_seconds_count\{tool="list_tasks"\} [1-9]', text)
+
+
+def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
+    db = str(tmp_path / "exposed.db")
+    tok = token(db, "w", "scraper", "reader")
+    with shared_server(db, bind_as="10.1.2.3") as url:
+        port = url.rsplit(":", 1)[1]
+        host = {"host": f"10.1.2.3:{port}"}
+        assert httpx2.get(f"{url}/metrics", headers=host, timeout=30).status_code == 401
+        bad = httpx2.get(f"{url}/metrics", headers={**host, "authorization": "Bearer mcph_nope"}, timeout=30)
+        assert bad.status_code == 401
+        good = httpx2.get(f"{url}/metrics", headers={**host, "authorization": f"Bearer {tok}"}, timeout=30)
+        assert good.status_code == 200 and "mcp_harness_tasks" in good.text
+
+
+@pytest.mark.slow
+def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
+    db = str(tmp_path / "ui.db")
+    seed(db, "shop")
+    seed(db, "lab")
+    with ui_process(db, "--agent", "olivia") as (login_url, _proc):
+        base = login_url.split("/ui/")[0]
+        with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as first:
+            response = first.get(login_url)
+            assert response.status_code == 303
+            cookie = response.headers["set-cookie"].lower()
+            assert "httponly" in cookie and "samesite=strict" in cookie
+            picker = first.get("/ui/")  # two workspaces, and this session may see every one
+            assert picker.status_code == 200 and "/ui/board?w=lab" in picker.text and "/ui/board?w=shop" in picker.text
+            board = first.get("/ui/board?w=shop")
+            assert board.status_code == 200 and "olivia" in board.text and "operator" in board.text
+            assert first.get(login_url).status_code == 403  # used: even by the browser that used it
+        with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as second:
+            again = second.get(login_url)
+            assert again.status_code == 403 and "already used" in again.text and not again.cookies
+            assert second.get("/ui/board?w=shop").headers["location"] == "/ui/login"
+            assert second.get("/metrics").status_code == 200  # loopback: open

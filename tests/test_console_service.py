@@ -1,0 +1,180 @@
+"""What the console reads (service/console.py), on both backends: the board, one task, the graph,
+the timeline, threads and their diffs, agents, workspaces and the metrics' figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_harness.errors import InvalidArgument, NotFound
+from mcp_harness.models import TaskSpec
+from mcp_harness.service import Harness, Identity
+from mcp_harness.service.jsondiff import MAX_CHANGES, diff
+
+pytestmark = pytest.mark.anyio
+
+
+async def seed(h: Harness, ws: str) -> Identity:
+    """base -> mid -> top; lone; bad (fails) -> stuck (blocked); held by bob."""
+    alice, bob = Identity(ws, "alice"), Identity(ws, "bob")
+    await h.tasks.add(alice, tasks=[
+        TaskSpec(key="base", title="Base <b>work</b>", priority=2, steps=["one", "two"], description="d"),
+        TaskSpec(key="mid", title="Middle", depends_on=["base"]),
+        TaskSpec(key="top", title="Top", depends_on=["mid", "base"]),
+        TaskSpec(key="lone", title="Alone", tags=["x"]),
+        TaskSpec(key="bad", title="Will fail", max_attempts=1),
+        TaskSpec(key="stuck", title="Behind a failure", depends_on=["bad"]),
+        TaskSpec(key="held", title="Held by bob", priority=9),
+    ])  # fmt: skip
+    got = await h.tasks.claim(alice, task_key="base")
+    await h.tasks.update(alice, task_key="base", action="complete", lease_token=got.lease.token, verification="ok")
+    got = await h.tasks.claim(alice, task_key="bad")
+    await h.tasks.update(alice, task_key="bad", action="fail", lease_token=got.lease.token, error="boom", retry=False)
+    await h.tasks.claim(bob, task_key="held", lease_seconds=60)
+    return alice
+
+
+async def test_board_columns_show_every_task_with_what_it_waits_on(harness: Harness, workspace: str):
+    alice = await seed(harness, workspace)
+    board = await harness.console.board(alice)
+    columns = {c.status: c for c in board.columns}
+    assert [c.status for c in board.columns] == ["pending", "claimed", "blocked", "failed", "done"]
+    assert {s: [card.key for card in c.cards] for s, c in columns.items()} == {
+        "pending": ["mid", "top", "lone"],
+        "claimed": ["held"],
+        "blocked": ["stuck"],
+        "failed": ["bad"],
+        "done": ["base"],
+    }
+    assert {s: c.total for s, c in columns.items()} == board.counts.model_dump()
+    cards = {card.key: card for c in board.columns for card in c.cards}
+    assert cards["mid"].ready and cards["lone"].ready and not cards["top"].ready
+    assert [(d.key, d.status) for d in cards["top"].waits_on] == [("mid", "pending")]
+    assert [(d.key, d.status) for d in cards["stuck"].waits_on] == [("bad", "failed")]
+    assert cards["held"].owner == "bob" and cards["held"].lease_expires_at and not cards["held"].lease_expired
+    assert cards["bad"].last_error == "boom" and cards["bad"].attempts == 1
+    assert cards["base"].title == "Base <b>work</b>"  # stored as written; the templates escape it
+    small = await harness.console.board(alice, per_column=1)
+    assert [len(c.cards) for c in small.columns] == [1, 1, 1, 1, 1]
+    assert {c.status: c.total for c in small.columns}["pending"] == 3
+
+
+async def test_task_page_has_dependencies_both_ways_and_its_progress(harness: Harness, workspace: str):
+    alice = await seed(harness, workspace)
+    for i in range(3):
+        await harness.progress.record(alice, summary=f"about mid {i}", task_key="mid")
+    await harness.progress.record(alice, summary="about something else", task_key="top")
+    page = await harness.console.task(alice, "mid", limit=2)
+    assert page.task.key == "mid" and page.task.status == "pending"
+    assert [(d.key, d.status) for d in page.depends_on] == [("base", "done")]
+    assert [d.key for d in page.dependents] == ["top"]
+    assert [e.summary for e in page.progress] == ["about mid 2", "about mid 1"]
+    older = await harness.console.task(alice, "mid", before_seq=page.more_progress, limit=2)
+    assert [e.summary for e in older.progress] == ["about mid 0"] and older.more_progress is None
+    with pytest.raises(NotFound):
+        await harness.console.task(alice, "nope")
+
+
+async def test_graph_has_the_tasks_and_the_edges_among_them(harness: Harness, workspace: str):
+    alice = await seed(harness, workspace)
+    graph = await harness.console.graph(alice)
+    assert [n.key for n in graph.nodes] == ["base", "mid", "top", "lone", "bad", "stuck", "held"]
+    assert sorted(graph.edges) == [("mid", "base"), ("stuck", "bad"), ("top", "base"), ("top", "mid")]
+    assert graph.total == 7
+    first = await harness.console.graph(alice, limit=2)
+    assert [n.key for n in first.nodes] == ["base", "mid"] and first.edges == [("mid", "base")] and first.total == 7
+
+
+async def test_timeline_filters_search_and_pages(harness: Harness, workspace: str):
+    alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
+    await harness.progress.record(alice, summary="Fixed the LOGIN bug", status="done", task_key="t1")
+    await harness.progress.record(bob, summary="notes", details="the login page is slow", thread="side")
+    await harness.progress.record(bob, summary="100% done_ish", status="in_progress")
+    await harness.progress.record(alice, summary="unrelated", status="blocked")
+    tl = harness.console.timeline
+    assert [e.summary for e in (await tl(alice, text="login")).entries] == ["notes", "Fixed the LOGIN bug"]
+    assert [e.summary for e in (await tl(alice, agent="bob")).entries] == ["100% done_ish", "notes"]
+    assert [e.summary for e in (await tl(alice, thread="side")).entries] == ["notes"]
+    assert [e.summary for e in (await tl(alice, task_key="t1")).entries] == ["Fixed the LOGIN bug"]
+    assert [e.summary for e in (await tl(alice, status="blocked")).entries] == ["unrelated"]
+    assert [e.summary for e in (await tl(alice, text="100%")).entries] == ["100% done_ish"]  # % is not a wildcard
+    assert (await tl(alice, text="0_d")).entries == []  # nor is _
+    page = await tl(alice, limit=3)
+    assert len(page.entries) == 3 and page.next_before_seq == page.entries[-1].seq
+    rest = await tl(alice, limit=3, before_seq=page.next_before_seq)
+    assert [e.summary for e in rest.entries] == ["Fixed the LOGIN bug"] and rest.next_before_seq is None
+    with pytest.raises(InvalidArgument):
+        await tl(alice, status="finished")
+
+
+async def test_threads_states_and_diffs(harness: Harness, workspace: str):
+    alice = Identity(workspace, "alice")
+    await harness.checkpoints.save(alice, state={"a": 1, "list": [1, 2], "gone": True}, thread="t")
+    await harness.checkpoints.save(alice, state={"a": 2, "list": [1, 2, 3], "new/key": {"x": None}}, thread="t")
+    [summary] = await harness.console.threads(alice)
+    assert (summary.name, summary.latest_version) == ("t", 2)
+    meta, state = await harness.console.state(alice, "t", 1)
+    assert meta.version == 1 and state == {"a": 1, "list": [1, 2], "gone": True}
+    found = await harness.console.diff(alice, "t", 1, 2)
+    assert [(c.pointer, c.kind, c.old, c.new) for c in found.changes] == [
+        ("/a", "changed", 1, 2),
+        ("/list/2", "added", None, 3),
+        ("/gone", "removed", True, None),
+        ("/new~1key", "added", None, {"x": None}),
+    ]
+    with pytest.raises(NotFound):
+        await harness.console.state(alice, "t", 9)
+
+
+def test_diff_compares_json_values_not_python_ones():
+    assert diff({"a": True}, {"a": 1})[0][0].kind == "changed"
+    assert diff({"a": 1}, {"a": 1.0}) == ([], 0)
+    assert [c.pointer for c in diff([1, 2, 3], [1])[0]] == ["/1", "/2"]
+    assert [c.kind for c in diff([1, 2], [2, 1])[0]] == ["changed"]
+    changes, more = diff({str(i): i for i in range(MAX_CHANGES + 7)}, {})
+    assert len(changes) == MAX_CHANGES and more == 7
+
+
+async def test_agents_show_holders_last_seen_and_overdue_leases(harness: Harness, workspace: str):
+    from mcp_harness import clock
+
+    alice = await seed(harness, workspace)
+    await harness.progress.record(Identity(workspace, "carol"), summary="hello")
+    clock.advance(120)  # bob's 60-second lease on `held` runs out
+    agents = await harness.console.agents(alice)
+    rows = {a.agent: a for a in agents.agents}
+    assert set(rows) == {"alice", "bob", "carol"}
+    assert [c.key for c in rows["bob"].holds] == ["held"] and rows["alice"].holds == []
+    assert all(a.last_seen for a in agents.agents)
+    assert [(c.key, c.owner, c.lease_expired) for c in agents.overdue] == [("held", "bob", True)]
+
+
+async def test_workspaces_include_those_with_only_tasks(harness: Harness, workspace: str):
+    await harness.tasks.add(Identity(workspace + "-tasks", "a"), tasks=[TaskSpec(key="k", title="t")])
+    await harness.progress.record(Identity(workspace + "-log", "a"), summary="s")
+    names = await harness.console.workspaces()
+    assert {workspace + "-tasks", workspace + "-log"} <= set(names) and names == sorted(names)
+
+
+async def test_metrics_figures_count_tasks_per_workspace_and_overdue_leases(harness: Harness, workspace: str):
+    from mcp_harness import clock
+
+    await seed(harness, workspace)
+    clock.advance(120)
+    counts, expired = await harness.console.metrics()
+    mine = {status: n for ws, status, n in counts if ws == workspace}
+    assert mine == {"pending": 3, "claimed": 1, "blocked": 1, "failed": 1, "done": 1}
+    assert (workspace, 1) in expired
+
+
+def test_graph_layout_places_tasks_right_of_what_they_wait_for():
+    from mcp_harness.console.graph import layout
+    from mcp_harness.service.console import Dependency
+
+    tasks = [Dependency(k, "pending", None, f"title {k}") for k in ("late", "a", "b", "c", "alone")]
+    edges = [("b", "a"), ("c", "b"), ("c", "late")]  # late: no dependencies, only c waits for it
+    picture = layout(tasks, edges)
+    x = {n.key: n.x for n in picture.nodes}
+    assert x["a"] < x["b"] < x["c"] and x["alone"] == x["a"]
+    assert x["late"] == x["b"]  # next to the task that waits for it, not back in the first column
+    assert len(picture.edges) == 3 and picture.width > x["c"] and picture.height > 0
+    assert layout([], []).nodes == []
