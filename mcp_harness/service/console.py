@@ -20,6 +20,7 @@ from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .progress import progress_entry
+from .task_events import HARNESS
 from .task_views import status_of, task_view
 
 #: the board's columns, left to right (a status another change adds gets its place here)
@@ -243,6 +244,7 @@ class ConsoleService(ServiceBase):
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             held = await store.claimed(conn, ident.workspace)
+        seen.pop(HARNESS, None)  # the harness's own log entries: not an agent of the team
         holds: dict[str, list[Card]] = {}
         overdue = []
         for r in held:
