@@ -124,7 +124,8 @@ class MaintenanceService(ServiceBase):
         async with self.db.cold_read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
         for name in names:
-            async with self.db.cold_write() as conn:
+            async with self.db.cold_write() as conn:  # one transaction: the scan and the deletes
+                await store.lock_values(conn, name)
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
                 referenced: set[str] = set()
