@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import anyio
 import pytest
+from conftest import call, run_cli, serve_command, settings_for, subprocess_env
+from mcp import Client, StdioServerParameters
 
 from mcp_harness.errors import Internal, NotFound
 from mcp_harness.service import Harness, Identity, maintenance
@@ -122,3 +125,54 @@ async def test_a_missing_value_is_reported_with_checkpoint_and_value(harness: Ha
     assert saved.checkpoint_id in raised.value.message and "missing" in raised.value.message
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert saved.checkpoint_id in logged and "value 7" not in logged and "value 7" not in raised.value.message
+
+
+@pytest.mark.slow
+async def test_prune_processes_racing_server_processes(db_url, workspace):
+    """Three `mcp-harness serve` processes save and merge while `mcp-harness prune` runs in rounds in
+    other processes; every acknowledged state that prune did not delete restores exactly."""
+    acknowledged: dict[str, dict] = {}
+    done = anyio.Event()
+
+    async def agent(t: int) -> None:
+        cmd = serve_command(db_url, workspace, f"agent-{t}")
+        params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env())
+        async with Client(params, read_timeout_seconds=120) as client:
+            state: dict = {}
+            for version in range(40):
+                if version % 4 == 0:  # a replace that brings back a value only old checkpoints hold
+                    state = {"messages": [message(k) for k in range(10)], "value": blob(t * 100 + version % 8)}
+                    saved = await call(client, "save_checkpoint", state=state, thread=f"t{t}")
+                else:  # a merge that appends to the long list
+                    messages = state["messages"] + [message(version)]
+                    saved = await call(
+                        client, "save_checkpoint", state={"messages": messages}, thread=f"t{t}", mode="merge"
+                    )
+                    state = {**state, "messages": messages}
+                acknowledged[saved["checkpoint_id"]] = state
+
+    async def pruner() -> None:
+        while not done.is_set():
+            result = await anyio.to_thread.run_sync(
+                lambda: run_cli("prune", "--db", db_url, "--keep-last", "2", "--workspace", workspace)
+            )
+            assert result.returncode == 0, result.stderr
+
+    with anyio.fail_after(300):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pruner)
+            async with anyio.create_task_group() as agents:
+                for t in range(3):
+                    agents.start_soon(agent, t)
+            done.set()
+
+    async with Harness.open(settings_for(db_url)) as h:
+        reader, restored = Identity(workspace, "auditor"), 0
+        for checkpoint_id, state in acknowledged.items():
+            try:
+                got = await h.restore(reader, checkpoint_id=checkpoint_id)
+            except NotFound:
+                continue
+            assert got.state == state, checkpoint_id
+            restored += 1
+    assert len(acknowledged) == 120 and restored >= 6
