@@ -30,7 +30,7 @@ from ..store.common import now
 from ..store.records import CheckpointRow, CheckpointWithManifest
 from . import lists, manifest
 from .base import Identity, ServiceBase, iso, new_id
-from .manifest import INLINE_MAX_BYTES, Blob, Entry, Inline
+from .manifest import INLINE_MAX_BYTES, Blob, Chain, Entry, Inline, missing_value
 from .schemas import validate_state
 
 
@@ -72,7 +72,9 @@ class CheckpointService(ServiceBase):
                     f"expected_version={latest}"
                 )
             parent = manifest.loads(head.manifest) if head.manifest else []
-            entries, new_blobs, fresh = await self._build_manifest(conn, ident.workspace, parent, state, encoded, mode)
+            entries, new_blobs, fresh = await self._build_manifest(
+                conn, ident.workspace, parent, state, encoded, mode, parent_id=head.checkpoint_id
+            )
             size = manifest.state_size(entries)
             if size > self.limits.max_state_bytes:
                 raise TooLarge(
@@ -80,7 +82,9 @@ class CheckpointService(ServiceBase):
                     + (" (measured after the merge)" if mode == "merge" else "")
                 )
             schema_version = await validate_state(
-                head.schema, thread, lambda: self._materialise(conn, ident.workspace, entries, fresh)
+                head.schema,
+                thread,
+                lambda: self._materialise(conn, ident.workspace, entries, fresh, checkpoint=head.checkpoint_id),
             )
             created = now()
             row = {
@@ -128,6 +132,8 @@ class CheckpointService(ServiceBase):
         state: dict[str, Any],
         encoded: dict[str, bytes],
         mode: str,
+        *,
+        parent_id: str | None,
     ) -> tuple[list[Entry], dict[str, bytes], dict[str, bytes]]:
         """(manifest, values to store as blobs, every new value's bytes by hash)."""
         new_blobs: dict[str, bytes] = {}
@@ -149,7 +155,7 @@ class CheckpointService(ServiceBase):
             return [await entry(k, encoded[k], v) for k, v in state.items()], new_blobs, fresh
         # Only keys whose patch is an object merge into an old value: read just those.
         merging = [by_key[k] for k, v in state.items() if isinstance(v, dict) and k in by_key]
-        old_values = await self._materialise(conn, workspace, merging) if merging else {}
+        old_values = await self._materialise(conn, workspace, merging, checkpoint=parent_id) if merging else {}
         out = dict(by_key)
         for key, patch in state.items():
             if patch is None:
@@ -162,9 +168,16 @@ class CheckpointService(ServiceBase):
         return list(out.values()), new_blobs, fresh
 
     async def _materialise(
-        self, conn: Connection, workspace: str, entries: list[Entry], fresh: dict[str, bytes] | None = None
+        self,
+        conn: Connection,
+        workspace: str,
+        entries: list[Entry],
+        fresh: dict[str, bytes] | None = None,
+        *,
+        checkpoint: str | None = None,
     ) -> dict[str, Any]:
-        """The values of these manifest entries, by key (`fresh`: bytes of values not stored yet)."""
+        """The values of these manifest entries (of `checkpoint`, named if one is missing), by key
+        (`fresh`: bytes of values not stored yet)."""
         fresh = fresh or {}
         wanted = [e.hash for e in entries if isinstance(e, Blob) and e.hash not in fresh]
         values = {**(await store.load_values(conn, workspace, wanted) if wanted else {}), **fresh}
@@ -174,8 +187,10 @@ class CheckpointService(ServiceBase):
                 out[e.key] = json.loads(e.json)
             elif e.hash in values:
                 out[e.key] = json.loads(values[e.hash])
+            elif isinstance(e, Chain):
+                out[e.key] = await lists.load(conn, workspace, e, checkpoint)
             else:
-                out[e.key] = await lists.load(conn, workspace, e)
+                raise missing_value(checkpoint, f"value {e.hash}")
         return out
 
     async def load(
@@ -212,10 +227,11 @@ class CheckpointService(ServiceBase):
             return None, None, None
         entries = manifest.loads(row.manifest)
         if pointers is None:
-            return checkpoint_meta(row), await self._materialise(conn, ident.workspace, entries), None
+            state = await self._materialise(conn, ident.workspace, entries, checkpoint=row.id)
+            return checkpoint_meta(row), state, None
         wanted_keys = {tokens[0] for _p, tokens in pointers}
         part = [e for e in entries if e.key in wanted_keys]  # only the top-level values asked for
-        document = await self._materialise(conn, ident.workspace, part)
+        document = await self._materialise(conn, ident.workspace, part, checkpoint=row.id)
         out: dict[str, Any] = {}
         missing: list[str] = []
         for pointer, tokens in pointers:

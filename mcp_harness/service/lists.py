@@ -25,11 +25,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from ..errors import Internal
 from ..jsonvalue import value_hash
 from ..store import Connection
 from ..store import segments as store
-from .manifest import Chain, Entry
+from .manifest import Chain, Entry, missing_value
 
 #: arrays whose canonical JSON is shorter than this are stored as one value
 CHAIN_MIN_BYTES = 2048
@@ -113,12 +112,14 @@ async def _chain_json(conn: Connection, workspace: str, tail: int) -> bytes:
     return b"[" + b",".join(await store.chain(conn, workspace, tail)) + b"]"
 
 
-async def load(conn: Connection, workspace: str, entry: Chain) -> list[Any]:
-    """The array a chain entry stands for."""
+async def load(conn: Connection, workspace: str, entry: Chain, checkpoint: str | None = None) -> list[Any]:
+    """The array a chain entry of `checkpoint` stands for."""
     value = json.loads(await _chain_json(conn, workspace, entry.tail))[entry.skip :]
     if len(value) != entry.count:
-        raise Internal(
-            f"stored array {entry.key!r} has {len(value)} elements where its checkpoint recorded {entry.count}"
+        raise missing_value(
+            checkpoint,
+            f"the segment chain ending at segment {entry.tail} (value {entry.hash}): "
+            f"{len(value)} elements stored where {entry.count} were saved",
         )
     return value
 

@@ -136,7 +136,8 @@ class MaintenanceService(ServiceBase):
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
         for done, name in enumerate(names):
             progress("pruned workspaces", done, len(names))
-            async with self.db.cold_write() as conn:
+            async with self.db.cold_write() as conn:  # one transaction: the scan and the deletes
+                await store.lock_values(conn, name)
                 ids = await store.prunable(conn, name, keep_last=keep_last, older_than=cutoff)
                 await store.delete_checkpoints(conn, ids)
                 referenced: set[str] = set()

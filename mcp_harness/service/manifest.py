@@ -13,14 +13,30 @@ alone. This module is the only one that reads or writes that layout.
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import Internal
 from ..jsonvalue import dumps as dump_json
 from ..jsonvalue import key_bytes
 
 #: values whose canonical JSON is at most this long are kept inline in the manifest
 INLINE_MAX_BYTES = 64
+
+log = logging.getLogger(__name__)
+
+
+def missing_value(checkpoint: str | None, what: str) -> Internal:
+    """The error for a stored value a checkpoint names but the store no longer holds (`what`: the
+    value's hash or segment ids, never its key or data), logged with the checkpoint and the value."""
+    incident = secrets.token_hex(6)
+    log.error("incident %s: checkpoint %s names %s, which is missing from the store", incident, checkpoint, what)
+    return Internal(
+        f"checkpoint {checkpoint} cannot be read: a stored value it needs is missing (incident {incident}); "
+        "the server log names the value"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, delete, func, select
+from sqlalchemy import Table, delete, func, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import InvalidArgument
+from . import queries as q
 from .tables import (
     Blob,
     Checkpoint,
@@ -142,6 +143,14 @@ async def _insert_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids
         ids.tasks[(values["workspace"], values["key"])] = new_id
         return
     await conn.execute(table.insert().values(**values))
+
+
+async def lock_values(conn: AsyncConnection, workspace: str) -> None:
+    """Hold off every save to the workspace until this transaction ends (PostgreSQL: they take
+    `q.SAVE_VALUES_LOCK`; SQLite: prune's BEGIN IMMEDIATE already does), so that no save commits a
+    reference to a value between prune's scan of the manifests and its deletes."""
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text(q.PRUNE_VALUES_LOCK.sqlite), {"ws": workspace})
 
 
 async def prunable(conn: AsyncConnection, workspace: str, *, keep_last: int, older_than: float | None) -> list[str]:

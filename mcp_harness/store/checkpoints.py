@@ -14,9 +14,13 @@ async def lock_thread(conn: Connection, workspace: str, thread: str) -> ThreadHe
     """Lock the thread row until commit (creating it on the first save); returns what a save needs,
     in one statement: the latest version, its checkpoint id and manifest, the newest state schema.
 
-    On PostgreSQL the row lock orders concurrent saves to one thread across hosts; on SQLite the
-    write transaction (BEGIN IMMEDIATE) already does."""
+    On PostgreSQL the row lock orders concurrent saves to one thread across hosts, and the save first
+    takes the workspace's values lock (shared: saves run side by side) so that prune's value clean-up
+    never runs while it commits (see `q.SAVE_VALUES_LOCK`); on SQLite the write transaction (BEGIN
+    IMMEDIATE) already does both."""
     params = {"ws": workspace, "thread": thread}
+    if conn.dialect == "postgresql":
+        await conn.execute(q.SAVE_VALUES_LOCK, params)
     head = await conn.fetch_one(q.LOCK_THREAD, params)
     if head is None:
         await ensure_workspace(conn, workspace)

@@ -75,6 +75,13 @@ WHERE t.workspace = :ws AND t.name = :thread
 """
 #: PostgreSQL: the row lock orders saves to one thread across hosts (SQLite's BEGIN IMMEDIATE does already)
 LOCK_THREAD = Query(_LOCK_THREAD, postgresql=_LOCK_THREAD + "FOR UPDATE OF t", row=ThreadHead)
+#: PostgreSQL: a save holds this (shared) to commit, prune's value clean-up the exclusive one
+#: (`PRUNE_VALUES_LOCK`), so a save that references a stored value (its INSERT ... ON CONFLICT DO
+#: NOTHING finds it, or it appends after a list's segment) never commits between prune's scan of
+#: the manifests and its deletes. SQLite's write transactions (BEGIN IMMEDIATE) are serial already.
+#: Keyed per workspace: (a constant for mcp-harness, hashtext(workspace)).
+SAVE_VALUES_LOCK = Query("SELECT pg_advisory_xact_lock_shared(1835233384, hashtext(:ws))")
+PRUNE_VALUES_LOCK = Query("SELECT pg_advisory_xact_lock(1835233384, hashtext(:ws))")
 INSERT_THREAD = Query(
     "INSERT INTO threads (workspace, name, latest_version, latest_id, updated_at) "
     "VALUES (:ws, :thread, 0, NULL, :at) ON CONFLICT DO NOTHING"
