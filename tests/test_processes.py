@@ -76,6 +76,8 @@ async def test_wait_seconds_is_woken_by_another_server_process(sqlite_url, works
         stdio_client(sqlite_url, workspace, "producer") as producer,
     ):
         result: dict = {}
+        for client in (waiter, producer):  # both servers have opened the database (after the handshake)
+            await call(client, "list_tasks")
 
         async def wait() -> None:
             start = anyio.current_time()
