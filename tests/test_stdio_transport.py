@@ -269,3 +269,26 @@ def test_a_closed_stdin_is_refused_in_one_line(sqlite_url, workspace):
                           preexec_fn=lambda: os.close(0))  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip() == "mcp-harness: stdin is closed; start the server from an MCP client (or a shell)"
+
+
+def test_requests_still_running_when_stdin_ends_are_answered_then_bounded(sqlite_url, workspace, tmp_path):
+    """A long-polling claim sent just before stdin ends gets its real answer; one that outlasts
+    `DRAIN_SECONDS` (cut to 2 s here) is cancelled with a JSON-RPC error, and the server ends."""
+    patched = (
+        "import sys, mcp_harness.stdio as s; s.DRAIN_SECONDS = 2.0; "
+        "from mcp_harness.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    command = [sys.executable, "-c", patched, *serve_command(sqlite_url, workspace, "raw")[3:]]
+    wire = Wire("pipes", command, subprocess_env(), tmp_path)
+    try:
+        wire.read_in_background()
+        wire.send(*INITIALIZE, tool_call(1, "claim_task", wait_seconds=1), tool_call(2, "claim_task", wait_seconds=30))
+        wire.close_input()
+        answers = wire.answers(1, 2)
+        status, stderr = wire.finish()
+    finally:
+        wire.close()
+    assert status == 0
+    assert result(answers[1])["reason"] == "none_pending"
+    assert answers[2]["error"]["code"] == -32000  # the SDK's "Connection closed"
+    assert "stdin ended; 1 requests still running are cancelled after 2 s" in stderr
