@@ -119,7 +119,7 @@ async def test_a_query_whose_columns_differ_from_its_record_is_refused(db_url, w
         unnamed = Query('SELECT "key", title, 1 + 1 FROM tasks WHERE workspace = :ws')
         async with h.db.read() as conn:
             row = await conn.fetch_one(unnamed, {"ws": workspace})
-        assert (row.key, row.title, row[2]) == ("a", "A", 2)
+        assert (row.key, row.title, row.column2) == ("a", "A", 2)
 
 
 def test_parameters_are_numbered_once_for_asyncpg():
