@@ -147,8 +147,10 @@ def test_an_operator_reopens_a_task_and_the_database_agrees(context: Any, team: 
     assert page.locator(".task-head .pill").inner_text() == "Pending"
     shot(page, tmp_path / "reopened.png")
     assert tasks_json(db, ws)["schema"]["status"] == "pending"
-    entry = log_json(db, ws)[0]
-    assert (entry["agent"], entry["task_key"]) == ("olga", "schema")
+    # revision 2: the harness records the reopen (and any lease it revoked), naming the person
+    entry = next(e for e in log_json(db, ws) if e["task_key"] == "schema")
+    assert (entry["agent"], entry["task_key"]) == ("harness", "schema")
+    assert entry["summary"].startswith("olga reopened task schema")
     assert "the ERD is not in docs/ after all" in entry["summary"]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
-from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskView
+from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail
 from ..store import changes
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
@@ -21,7 +21,7 @@ from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .progress import progress_entry
 from .task_events import HARNESS
-from .task_views import status_of, task_view
+from .task_views import status_of, task_detail
 
 #: the board's columns, left to right (a status another change adds gets its place here)
 BOARD_COLUMNS = ("pending", "claimed", "blocked", "failed", "done")
@@ -78,7 +78,7 @@ class Board:
 
 @dataclass(frozen=True)
 class TaskPage:
-    task: TaskView
+    task: TaskDetail  #: with its lease
     depends_on: list[Dependency]
     dependents: list[Dependency]
     progress: list[ProgressEntry]
@@ -172,7 +172,7 @@ class ConsoleService(ServiceBase):
             )  # fmt: skip
         more = entries[limit - 1].seq if len(entries) > limit else None
         return TaskPage(
-            task=task_view(row, now()),
+            task=task_detail(row, now()),
             depends_on=[Dependency(d.key, status_of(d), d.owner, d.title) for d in depends_on],
             dependents=[Dependency(d.key, status_of(d), d.owner, d.title) for d in dependents],
             progress=[progress_entry(r) for r in entries[:limit]],
