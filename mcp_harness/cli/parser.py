@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NoReturn
 
 from .. import __version__
 from ..console import command as ui_command
@@ -14,8 +15,27 @@ CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
 DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
 
 
+def port_number(text: str) -> int:
+    """A TCP port for `--port`: a whole number from 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a whole number from 0 to 65535")
+    return port
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad command-line words are one line on stderr (which command, what was wrong) and exit 2,
+    as every other error of the CLI; `--help` still prints the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-harness", description=DESCRIPTION)
+    parser = OneLineParser(prog="mcp-harness", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"mcp-harness {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
@@ -36,7 +56,7 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
     p.add_argument("--transport", choices=["stdio", "http"], default=env("TRANSPORT", "stdio"))
     p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(env("PORT", "8765")))
+    p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
     p.add_argument("--allowed-origin", action="append", default=None, help="extra Origin allowed (http)")
 
