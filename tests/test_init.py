@@ -162,3 +162,14 @@ def test_dry_run_writes_nothing_and_bad_json_stops_everything(project):
     bad = init(project)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "settings.json" in bad.stderr
     assert not (project / ".mcp.json").exists()  # nothing was written
+
+
+def test_the_instructions_section_is_the_same_whatever_the_flags(project):
+    """A second run with other clients (or without hooks) finds the section it wrote unchanged."""
+    first = init(project)
+    assert first.returncode == 0, first.stderr
+    for flags in (("--client", "cursor", "--client", "vscode"), ("--no-hooks",), ()):
+        again = init(project, *flags)
+        assert again.returncode == 0, again.stderr
+        assert "edited" not in again.stdout + again.stderr, (flags, again.stdout, again.stderr)
+    assert (project / "AGENTS.md").read_text().count("## Working memory: mcp-harness") == 1

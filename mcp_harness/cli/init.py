@@ -76,7 +76,7 @@ def plan(args: argparse.Namespace, root: Path) -> tuple[list[Change], list[str]]
         changes.append(merge_hook(path, _read(path), shlex.join(brief), force=args.force))
     if not args.no_instructions:
         path = root / "CLAUDE.md" if (root / "CLAUDE.md").exists() else root / "AGENTS.md"
-        section = instructions(workspace, "claude-code" in clients and not args.no_hooks)
+        section = instructions(workspace)
         changes.append(merge_instructions(path, _read(path), section, force=args.force))
     if args.transport == "http":
         notes.append(

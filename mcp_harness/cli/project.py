@@ -90,10 +90,10 @@ def _is_ours(hook: Any) -> bool:
     return isinstance(hook, dict) and bool(OUR_HOOK.search(str(hook.get("command", ""))))
 
 
-def instructions(workspace: str, hook: bool) -> str:
-    """The marked section: the session loop in five lines."""
-    opening = ("The SessionStart hook puts `mcp-harness brief` in front of you; then call `restore_state`"
-               if hook else "Start with `restore_state`")  # fmt: skip
+def instructions(workspace: str) -> str:
+    """The marked section: the session loop in five lines. One text whichever clients and hooks a run
+    sets up, so running `init` again with other flags never finds it "edited"."""
+    opening = "Start with `restore_state` (where the SessionStart hook is set up, its brief came first)"
     return "\n".join([
         BEGIN,
         f"## Working memory: mcp-harness (workspace `{workspace}`, MCP server `harness`)",
