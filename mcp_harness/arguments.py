@@ -76,7 +76,15 @@ class SaveCheckpointArgs(ToolArgs):
     label: Label = None
     metadata: dict[str, Any] | None = None
     expected_version: Annotated[int | None, Field(ge=0, le=MAX_INT)] = None  #: 0 = no checkpoint yet
+    fork_from: Annotated[str | None, Field(max_length=200)] = None  #: a checkpoint_id: start this new thread from it
     idempotency_key: IdemKey = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        # Without fork_from when not given: keys stored before it existed still match their retries.
+        out = super().fingerprint()
+        if out["fork_from"] is None:
+            del out["fork_from"]
+        return out
 
 
 class RestoreStateArgs(ToolArgs):
