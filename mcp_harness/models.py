@@ -20,6 +20,10 @@ def _absent(value: Any) -> bool:
     return value is None
 
 
+#: a list of task keys, published as such even where the field may be absent
+KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
+
+
 class Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -133,9 +137,9 @@ class UpdateTaskResult(TaskView):
     (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
 
     #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
-    #: so published as plain arrays
-    unblocked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
-    revoked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+    #: so published as arrays
+    unblocked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+    revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
 
 class HeartbeatResult(Result):
@@ -143,11 +147,17 @@ class HeartbeatResult(Result):
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
-    # What update_task publishes as its outputSchema: both shapes of its answer. A heartbeat answers
-    # `{lease}` only (HeartbeatResult); other actions the task, plus unblocked (complete) or revoked (reopen).
-    # (No docstring: it would be published, and every byte of tools/list is an agent's context.)
+    # What update_task publishes as its outputSchema: both shapes of its answer, said in its description.
+    # (No docstring: the description below is the published one.)
 
-    lease: Annotated[Lease | None, WithJsonSchema({"type": "object"})] = Field(default=None, exclude_if=_absent)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "description": "heartbeat: {lease} only. Other actions: the task as it now stands, plus unblocked "
+            "(complete) or revoked (reopen)."
+        }
+    )
+
+    lease: Lease | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskEvent(Result):
