@@ -138,9 +138,14 @@ async def test_resources_and_prompts(client):
     init = await client.get_prompt("initialize_project", {"goal": "build a todo app"})
     text = init.messages[0].content.text
     assert "build a todo app" in text and "add_tasks" in text and "acceptance steps" in text
+    assert "restore_state first" in text and "20-200" not in text and "re- adds" not in text
     resume = await client.get_prompt("resume_session", {"thread": "feat/x"})
     text = resume.messages[0].content.text
     assert 'restore_state(thread="feat/x")' in text and "ONE task" in text and "verification" in text
+    # the session discipline of the contract: restore first, task_key on progress, release what you leave
+    assert text.index("First call restore_state") < text.index("claim_task") < text.index("Verify")
+    assert "task_key set to the task" in text and 'action="release") before you stop' in text
+    assert text.index("Verify") < text.index('action="complete"') and "Before you stop, call save_checkpoint" in text
 
 
 async def test_ready_flags_match_a_full_recomputation(harness, workspace):
