@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_serializer,
+)
 
 from .config import NAME_PATTERN
 
@@ -190,10 +198,20 @@ class RestoreStateResult(Result):
     found: bool
     checkpoint: CheckpointMeta | None
     state: dict[str, Any] | None
-    missing_paths: list[str] | None = None
+    missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
     task_counts: TaskCounts
+
+    @field_serializer("checkpoint", "recent_progress", mode="wrap")
+    def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+        """The brief is read at the start of every session, so it leaves out what says nothing: unset
+        fields of the checkpoint and of entries, and entries' `entry_id` (`seq` names an entry as well,
+        and no tool takes either)."""
+        out = handler(value)
+        if info.field_name == "recent_progress":
+            return [{k: v for k, v in e.items() if v is not None and k != "entry_id"} for e in out]
+        return out if out is None else {k: v for k, v in out.items() if v is not None}
 
 
 class TaskSpec(BaseModel):

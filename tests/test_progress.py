@@ -52,7 +52,9 @@ async def test_recent_progress_is_the_whole_workspace(client):
     assert docs["recent_progress"] == main["recent_progress"] and docs["state"] == {"d": 1}
     assert [(e["summary"], e["thread"]) for e in other["recent_progress"]] == expected[:1]
     listed = json.loads((await client.read_resource("harness://progress")).contents[0].text)["progress"]
-    assert listed == main["recent_progress"]
+    assert [(e["seq"], e["summary"], e["thread"]) for e in listed] == [
+        (e["seq"], e["summary"], e["thread"]) for e in main["recent_progress"]
+    ]
 
 
 async def test_progress_errors(db_url, workspace):
