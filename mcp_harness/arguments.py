@@ -17,13 +17,6 @@ from .errors import InvalidArgument
 from .models import ProgressStatus, TaskSpec, TaskStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-
-
-def said(text: str) -> Any:
-    """A one-line description, published on the argument: every byte is an agent's context."""
-    return Field(description=text)
-
-
 Label = Annotated[str | None, Field(max_length=200)]
 #: length checked by the service (1-200 characters); the server's instructions say what it does
 IdemKey = str | None
@@ -33,6 +26,11 @@ STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": l
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
 #: and `paths`, JSON Pointers into such a value
 JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result", "paths"})
+
+
+def said(text: str) -> Any:
+    """A one-line description, published on the argument: every byte is an agent's context."""
+    return Field(description=text)
 
 
 def _published(schema: dict[str, Any]) -> None:
