@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_serializer,
+)
 
 from .config import NAME_PATTERN
 
@@ -18,6 +26,10 @@ ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "wai
 def _absent(value: Any) -> bool:
     """Left out of a result when not set (fields that only some answers carry)."""
     return value is None
+
+
+#: a list of task keys, published as such even where the field may be absent
+KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 
 class Result(BaseModel):
@@ -133,9 +145,9 @@ class UpdateTaskResult(TaskView):
     (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
 
     #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
-    #: so published as plain arrays
-    unblocked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
-    revoked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+    #: so published as arrays
+    unblocked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+    revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
 
 class HeartbeatResult(Result):
@@ -143,11 +155,17 @@ class HeartbeatResult(Result):
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
-    # What update_task publishes as its outputSchema: both shapes of its answer. A heartbeat answers
-    # `{lease}` only (HeartbeatResult); other actions the task, plus unblocked (complete) or revoked (reopen).
-    # (No docstring: it would be published, and every byte of tools/list is an agent's context.)
+    # What update_task publishes as its outputSchema: both shapes of its answer, said in its description.
+    # (No docstring: the description below is the published one.)
 
-    lease: Annotated[Lease | None, WithJsonSchema({"type": "object"})] = Field(default=None, exclude_if=_absent)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "description": "heartbeat: {lease} only. Other actions: the task as it now stands, plus unblocked "
+            "(complete) or revoked (reopen)."
+        }
+    )
+
+    lease: Lease | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskEvent(Result):
@@ -180,10 +198,20 @@ class RestoreStateResult(Result):
     found: bool
     checkpoint: CheckpointMeta | None
     state: dict[str, Any] | None
-    missing_paths: list[str] | None = None
+    missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
     task_counts: TaskCounts
+
+    @field_serializer("checkpoint", "recent_progress", mode="wrap")
+    def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+        """The brief is read at the start of every session, so it leaves out what says nothing: unset
+        fields of the checkpoint and of entries, and entries' `entry_id` (`seq` names an entry as well,
+        and no tool takes either)."""
+        out = handler(value)
+        if info.field_name == "recent_progress":
+            return [{k: v for k, v in e.items() if v is not None and k != "entry_id"} for e in out]
+        return out if out is None else {k: v for k, v in out.items() if v is not None}
 
 
 class TaskSpec(BaseModel):

@@ -216,7 +216,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         assert (await h.restore(ident, thread="feat/x", label="fork")).state == {"other": True}
         listing = await h.tasks.list(ident)
         assert [(t.key, t.status) for t in listing.tasks] == [("t1", "done"), ("t2", "pending"), ("t3", "claimed")]
-        assert [e.summary for e in brief.recent_progress] == ["did things"]  # thread main's
+        assert [e.summary for e in brief.recent_progress] == ["a note", "did things"]  # every thread's
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
