@@ -19,7 +19,7 @@ from .models import ProgressStatus, TaskSpec, TaskStatus
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
 IdemKey = str | None  # length checked by the service (1-200 characters)
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+Action = Literal["heartbeat", "complete", "fail", "release", "reopen", "approve", "reject", "retry_now", "cancel"]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
@@ -143,6 +143,7 @@ class UpdateTaskArgs(ToolArgs):
     error: str | None = None
     retry: bool = True
     reason: str | None = None
+    comment: str | None = Field(default=None, description="approve, reject (required): the reviewer's note")
     idempotency_key: IdemKey = None
 
 
