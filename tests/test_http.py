@@ -171,6 +171,7 @@ async def test_reader_role_is_read_only(served):
         assert (await call(reader, "restore_state"))["checkpoint"]["version"] == 1
 
 
+@pytest.mark.anyio
 async def test_only_operator_tokens_approve_or_reject(served):
     ws = f"rv-{secrets.token_hex(3)}"
     async with http_client(served.url, served.token(ws, "coder")) as coder:
