@@ -228,3 +228,22 @@ def test_review_cli(tmp_path, workspace):
     assert out.returncode == 2 and "not waiting out a backoff" in out.stderr
     shown = run_cli("tasks", "show", "design", *base)
     assert "approve by ann" in shown.stdout and "review: a person approves it" in shown.stdout
+
+
+async def test_review_outranks_failure_and_yields_to_leases(db_url, workspace):
+    """The contract's precedence: backoff, all_claimed, waiting_on_review, blocked_by_failure."""
+    async with connect(db_url, workspace, "coder") as agent:
+        plan = [t("r", review=True, priority=2), t("f", max_attempts=1, priority=1), t("x", depends_on=["r", "f"])]
+        await call(agent, "add_tasks", tasks=plan)
+        got = await call(agent, "claim_task")
+        await complete(agent, "r", got["lease"]["token"])
+        got = await call(agent, "claim_task")
+        await call(agent, "update_task", task_key="f", action="fail", lease_token=got["lease"]["token"], error="no")
+        nothing = await call(agent, "claim_task")
+        assert nothing["reason"] == "waiting_on_review" and [w["key"] for w in nothing["waiting_on"]] == ["r"]
+        await call(agent, "add_tasks", tasks=[t("y", depends_on=["f"])])
+        assert (await call(agent, "claim_task", task_key="y"))["reason"] == "blocked_by_failure"
+        await call(agent, "add_tasks", tasks=[t("z")])
+        held = await call(agent, "claim_task")
+        assert held["task"]["key"] == "z"
+        assert (await call(agent, "claim_task"))["reason"] == "all_claimed"
