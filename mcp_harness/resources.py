@@ -118,7 +118,9 @@ Do exactly this, using the mcp-harness tools:
 2. Break the goal into many small, independently verifiable tasks (typically 20-200), each doable in
    one focused session. For each: a stable key (e.g. "auth-login-form"), a title, a description, and
    `steps`: concrete acceptance steps a tester could follow end to end. Set depends_on where order
-   matters and priority for what should come first. Every task starts not done.
+   matters and priority for what should come first. Every task starts not done. Set review: true on
+   risky or irreversible steps (a person approves the result before dependents start), and add a
+   kind: "gate" task where a person must decide (a product or design sign-off) before work goes on.
 3. Call add_tasks with them (in batches if there are many), with an idempotency_key per batch.
 4. Call save_checkpoint with the project's shared facts (goal, architecture decisions, how to run and
    test, conventions) and label "initialized".
