@@ -247,3 +247,43 @@ async def test_review_outranks_failure_and_yields_to_leases(db_url, workspace):
         held = await call(agent, "claim_task")
         assert held["task"]["key"] == "z"
         assert (await call(agent, "claim_task"))["reason"] == "all_claimed"
+
+
+async def test_review_fields_are_exported_and_old_exports_still_import(db_url, workspace, tmp_path):
+    import json
+
+    coder, ann = Identity(workspace, "coder"), Identity(workspace, "ann", "operator")
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(coder, tasks=[t("d", review=True), t("g", kind="gate", depends_on=["d"]), t("x")])
+        got = await h.tasks.claim(coder, task_key="d")
+        await h.tasks.update(coder, task_key="d", action="complete", lease_token=got.lease.token, verification="v")
+        await h.tasks.reject(ann, "d", "again")
+        await h.tasks.cancel(ann, "x", "dropped")
+        lines = [line async for line in h.maintenance.export(workspace)]
+    copy = f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}"
+    async with Harness.open(settings_for(copy)) as h:
+        await h.maintenance.import_lines(lines)
+        tasks, counts = await h.tasks.board(coder)
+        shown = {task.key: (task.status, task.review, task.kind, task.review_comment) for task in tasks}
+        assert shown == {"d": ("pending", True, "work", "again"), "g": ("pending", False, "gate", None),
+                         "x": ("cancelled", False, "work", None)}  # fmt: skip
+        assert (await h.tasks.claim(coder, task_key="d")).task.review_comment == "again"
+        assert counts.cancelled == 1
+
+    # an export made before migration 5: task records without the three fields, and no new statuses
+    old = []
+    for line in lines:
+        record = json.loads(line)
+        if record.get("type") == "task":
+            for column in ("review", "kind", "review_comment"):
+                record.pop(column)
+            record["status"] = "pending" if record["status"] == "cancelled" else record["status"]
+        if record.get("type") != "task_event":
+            old.append(json.dumps(record))
+    older = f"sqlite+aiosqlite:///{tmp_path / 'older.db'}"
+    async with Harness.open(settings_for(older)) as h:
+        await h.maintenance.import_lines(old)
+        tasks, _counts = await h.tasks.board(coder)
+        assert {task.key: (task.review, task.kind) for task in tasks} == {
+            "d": (False, "work"), "g": (False, "work"), "x": (False, "work")}  # fmt: skip
+        assert (await h.tasks.add(coder, tasks=[t("x")])).unchanged == ["x"]  # the old content hash still matches
