@@ -48,10 +48,15 @@ async def test_round_trip_over_stdio(sqlite_url, workspace):
 
 
 async def test_tools_list_stays_small(sqlite_url, workspace):
+    """The contract's measure: what a model reads (each tool's name, description, input schema and
+    annotations, all tools together) stays under 7,500 bytes of compact JSON. (Output schemas are for
+    the client's validation and are not part of the budget.)"""
     async with stdio_client(sqlite_url, workspace, "a") as client:
         listing = await client.list_tools()
-        size = len(listing.model_dump_json(by_alias=True, exclude_none=True))
-        assert size < 8000, f"tools/list is {size} bytes"
+        read = [t.model_dump(mode="json", by_alias=True, exclude_none=True, include={"name", "description",
+                "input_schema", "annotations"}) for t in listing.tools]  # fmt: skip
+        size = len(json.dumps(read, separators=(",", ":"), ensure_ascii=False).encode())
+        assert size < 7500, f"what a model reads of tools/list is {size} bytes"
 
 
 async def test_state_survives_a_server_restart(sqlite_url, workspace):

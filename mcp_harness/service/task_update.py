@@ -221,7 +221,7 @@ class UpdatingTasks(WaitingClaims):
         async def body(conn: Connection) -> tuple[TaskRecord, float, store.Settled]:
             at = now()
             row = await change(conn, at)
-            settled = store.Settled([], [], [], [])
+            settled = store.Settled.nothing()
             if row.dependents:
                 settled = await store.propagate(conn, ident.workspace, [task_key], at)
             for lost in settled.revoked:

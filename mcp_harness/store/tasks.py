@@ -36,8 +36,12 @@ class Settled(NamedTuple):
 
     unblocked: list[str]
     revoked: list[TaskRecord]
-    opened: list[str] = []
-    returned: list[TaskRecord] = []
+    opened: list[str]
+    returned: list[TaskRecord]
+
+    @classmethod
+    def nothing(cls) -> Settled:
+        return cls([], [], [], [])
 
 
 async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
@@ -185,7 +189,7 @@ async def propagate(conn: Connection, workspace: str, changed: list[str], at: fl
     A claimed task whose dependency is no longer done (it was reopened) loses its lease: it goes
     back to pending with the attempt given back, so no task is ever held while a dependency is not
     done; its holder's next call gets `lease_lost`."""
-    settled = Settled([], [], [], [])
+    settled = Settled.nothing()
     queue = list(changed)
     while queue:
         found = await conn.fetch_all(q.DEPENDENTS_OF, {"ws": workspace, "keys": array(conn.dialect, queue)})
