@@ -60,6 +60,24 @@ def default_db_path() -> Path:
     return Path(base) / "mcp-harness" / "harness.db"
 
 
+def missing_db_file(value: str | None) -> Path | None:
+    """The SQLite file `--db` names when it does not exist, without creating anything; None when it
+    exists, when `value` is not a SQLite file (PostgreSQL, in memory) or when it is the default
+    database (created on first use by any command)."""
+    if not value:
+        return None
+    if "://" not in value:
+        path = Path(value).expanduser()
+    elif value.split("://", 1)[0] in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
+        rest = value.split("://", 1)[1]
+        if not rest.startswith("/") or rest in ("/", "/:memory:") or rest.startswith("/file:"):
+            return None
+        path = Path(rest[1:].split("?", 1)[0])
+    else:
+        return None
+    return None if path.exists() else path
+
+
 def resolve_db_url(value: str | None) -> str:
     """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL."""
     if not value:

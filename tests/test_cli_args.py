@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
+from conftest import call, mcp_client
 
 from mcp_harness.cli.main import main
 
@@ -15,7 +17,7 @@ from mcp_harness.cli.main import main
         (["serve", "--port", "x"], "'x' is not a port"),
         (["tasks", "--status", "nope"], "invalid choice: 'nope'"),
         (["bogus"], "invalid choice: 'bogus'"),
-        (["log", "--limit", "abc"], "invalid int value"),
+        (["log", "--limit", "abc"], "'abc' is not a count"),
     ],
 )
 def test_bad_words_are_one_line_and_exit_2(argv, needle, capsys, tmp_path):
@@ -26,3 +28,53 @@ def test_bad_words_are_one_line_and_exit_2(argv, needle, capsys, tmp_path):
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err, err
     assert err.startswith("mcp-harness"), err
     assert not (tmp_path / "h.db").exists()  # refused before anything was opened
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["log", "--limit", "0"], "'0' is not a count"),
+        (["history", "main", "--limit", "-3"], "'-3' is not a count"),
+        (["config", "claude-code", "--transport", "http", "--url", "notaurl"], "'notaurl' is not a server URL"),
+        (["init", "--transport", "http", "--url", "ftp://x/mcp"], "'ftp://x/mcp' is not a server URL"),
+        (["brief", "--url", "http://:99/mcp"], "is not a server URL"),
+    ],
+)
+def test_counts_and_urls_are_checked(argv, needle, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["status"], ["log"], ["tasks"], ["tasks", "show", "k"], ["history", "main"], ["show", "main"], ["export"]],
+)
+def test_a_mistyped_db_is_refused_not_created(argv, capsys, tmp_path):
+    """A read command on a SQLite file that is not there says so (exit 2) and creates nothing: an empty
+    database made from a typo looks like lost data."""
+    missing = tmp_path / "typo" / "harnes.db"
+    assert main([*argv, "--db", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no database at {missing}" in err, err
+    assert not missing.exists() and not missing.parent.exists()
+    assert main([*argv, "--db", f"sqlite+aiosqlite:///{missing}"]) == 2
+    assert not missing.parent.exists()
+
+
+def test_export_of_an_unknown_workspace_and_import_of_a_missing_file(capsys, tmp_path):
+    db = str(tmp_path / "h.db")
+
+    async def seed() -> None:
+        async with mcp_client(f"sqlite+aiosqlite:///{db}", "alpha") as client:
+            await call(client, "record_progress", summary="started")
+
+    anyio.run(seed)
+    assert main(["export", "--workspace", "nosuch", "--db", db]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "workspace 'nosuch' has no data to export; this database holds: alpha" in captured.err, captured.err
+    assert main(["import", str(tmp_path / "missing.jsonl"), "--db", db]) == 2
+    assert "cannot read" in capsys.readouterr().err

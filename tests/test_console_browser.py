@@ -139,9 +139,9 @@ def test_an_operator_reopens_a_task_and_the_database_agrees(context: Any, team: 
     page.click("article.card[data-key=schema] a.key")
     page.wait_for_url("**/ui/task?*key=schema*")
     assert page.locator(".task-head .pill").inner_text() == "Done"
-    page.click("details.action summary")
-    page.fill("#reason", "the ERD is not in docs/ after all")
-    page.click("details.action button[type=submit]")
+    page.click("summary[data-action=reopen]")
+    page.fill("#reopen-reason", "the ERD is not in docs/ after all")
+    page.click("details.action[open] button[type=submit]")
     page.wait_for_url("**done=reopened*")
     assert "was reopened" in page.locator(".flash").inner_text()
     assert page.locator(".task-head .pill").inner_text() == "Pending"
@@ -152,6 +152,29 @@ def test_an_operator_reopens_a_task_and_the_database_agrees(context: Any, team: 
     assert (entry["agent"], entry["task_key"]) == ("harness", "schema")
     assert entry["summary"].startswith("olga reopened task schema")
     assert "the ERD is not in docs/ after all" in entry["summary"]
+
+
+def test_a_live_refresh_waits_while_a_person_types_a_reason(context: Any, team: tuple[str, str], tmp_path: Path):
+    """An open action form keeps what was typed when another process changes the task; closing the
+    form catches the page up (the change shows without a reload)."""
+    url, db = team
+    ws = f"typing-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    page = context.new_page()
+    sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
+    page.goto(f"{url}/ui/task?w={ws}&key=schema")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    page.evaluate("document.body.dataset.marker = 'the same page'")
+    page.click("summary[data-action=reopen]")
+    page.fill("#reopen-reason", "half-typed reason")
+    agent_call(db, ws, "dave", "record_progress", summary="schema reviewed by dave", task_key="schema")
+    page.wait_for_timeout(2_500)  # the change feed has fired by now (within 2 s)
+    assert page.input_value("#reopen-reason") == "half-typed reason"
+    assert page.locator("text=schema reviewed by dave").count() == 0
+    page.click("summary[data-action=reopen]")  # close the form: the held refresh runs
+    page.locator("text=schema reviewed by dave").wait_for(timeout=5_000)
+    assert page.evaluate("document.body.dataset.marker") == "the same page"
+    shot(page, tmp_path / "caught-up.png")
 
 
 def test_a_reader_sees_no_action_and_forged_posts_are_refused(

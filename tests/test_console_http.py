@@ -3,6 +3,7 @@ security headers, escaping, the live event stream, and /metrics."""
 
 from __future__ import annotations
 
+import html
 import re
 import secrets
 from collections.abc import Iterator
@@ -119,7 +120,7 @@ def test_pages_are_escaped_and_carry_a_csp_that_forbids_inline_script(url: str, 
 def test_a_reader_sees_no_action_and_cannot_act(url: str, db: str, ws: str):
     with signed_in(url, token(db, ws, "rita", "reader")) as client:
         page = client.get(f"/ui/task?w={ws}&key=schema").text
-        assert "Reopen" not in page and "/ui/task/reopen" not in page
+        assert "Reopen" not in page and "/ui/task/reopen" not in page and "data-action=" not in page
         response = client.post("/ui/task/reopen", headers={"origin": url},
                                data={"csrf": csrf_of(page), "w": ws, "key": "schema", "reason": "try"})  # fmt: skip
         assert response.status_code == 403 and "operator" in response.text
@@ -147,6 +148,26 @@ def test_forged_posts_are_refused_and_a_real_one_reopens(url: str, db: str, ws: 
     entry = next(e for e in log_json(db, ws) if e["task_key"] == "schema")  # revision 2: the harness's entry
     assert entry["agent"] == "harness" and entry["summary"].startswith("olga reopened task schema")
     assert "the ERD is missing" in entry["summary"]
+
+
+def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        failed = client.get(f"/ui/task?w={ws}&key=ci").text
+        events = failed[failed.index("<h2>Events</h2>") :]
+        assert events.index("claim") < events.index("fail") and "the ARM runner image lacks libssl3" in events
+        assert re.findall(r'data-action="(\w+)"', failed) == ["reopen", "cancel"]
+        claimed = client.get(f"/ui/task?w={ws}&key=api").text
+        assert re.findall(r'data-action="(\w+)"', claimed) == ["release", "cancel"]
+        assert "Take api back from alice?" in claimed
+        fresh = client.get(f"/ui/task?w={ws}&key=xss").text
+        assert "no transitions yet" in fresh
+        response = client.post("/ui/task/explode", headers={"origin": url},
+                               data={"csrf": csrf_of(fresh), "w": ws, "key": "xss"})  # fmt: skip
+        assert response.status_code == 404 and "no console action 'explode'" in html.unescape(response.text)
+        response = client.post("/ui/task/cancel", headers={"origin": url},
+                               data={"csrf": csrf_of(fresh), "w": ws, "key": "xss", "reason": "  "})  # fmt: skip
+        assert response.status_code == 400 and "cancel needs a reason" in response.text
+    assert tasks_json(db, ws)["xss"]["status"] == "pending"
 
 
 def test_a_revoked_token_is_signed_out_at_once(url: str, db: str, ws: str):

@@ -7,7 +7,7 @@ import json
 import sys
 from contextlib import aclosing
 
-from ..errors import HarnessError
+from ..errors import HarnessError, NotFound
 from ..service import Harness
 from .common import identity, with_harness
 from .progress import bar, sized
@@ -55,6 +55,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
+        if args.workspace is not None and args.workspace not in (names := await h.maintenance.workspaces()):
+            held = ", ".join(names) if names else "nothing yet"
+            raise NotFound(f"workspace {args.workspace!r} has no data to export; this database holds: {held}")
         # aclosing: a write that fails (a closed stdout) still ends the export's read transaction here
         with bar() as progress:
             async with aclosing(h.maintenance.export(args.workspace, progress=progress)) as lines:
@@ -62,17 +65,21 @@ def cmd_export(args: argparse.Namespace) -> int:
                     sys.stdout.write(line + "\n")
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - bytes: the import checks the encoding
+    try:
+        stream = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - bytes: the import checks the encoding
+    except OSError as exc:
+        raise NotFound(f"cannot read {args.file}: {exc.strerror or exc}") from None
 
     async def run(h: Harness) -> int:
         with bar("bytes") as progress:
             lines = progress.lines(stream, sized(stream), "importing")
             counts = await h.maintenance.import_lines(lines)
-        print("imported " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+        done = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        print(f"imported {done}" if done else "imported nothing: the file holds no rows")
         return 0
 
     try:
@@ -97,4 +104,4 @@ def cmd_prune(args: argparse.Namespace) -> int:
               f"in {report.workspaces} workspace(s){freed}")  # fmt: skip
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)

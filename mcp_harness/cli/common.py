@@ -54,13 +54,19 @@ def person(args: argparse.Namespace) -> Identity:
     return Identity(workspace=args.workspace or env("WORKSPACE", "default"), agent=name, role="operator")
 
 
-def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]]) -> int:
-    """Open the database named by `--db` (or the environment), run `fn`, close it."""
+def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]], *, existing: bool = False) -> int:
+    """Open the database named by `--db` (or the environment), run `fn`, close it. With `existing`
+    (commands that only read or change what is there) a SQLite file that is not there is refused
+    rather than created: a mistyped `--db` must not look like an empty database."""
     import anyio
 
-    from ..config import Settings
+    from ..config import Settings, missing_db_file
+    from ..errors import NotFound
     from ..service import Harness
 
+    db = args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB")
+    if existing and (missing := missing_db_file(db)) is not None:
+        raise NotFound(f"no database at {missing}: check --db (or {ENV_PREFIX}DB); a server creates it on first use")
     settings = Settings.from_env(args.db)
 
     async def run() -> int:

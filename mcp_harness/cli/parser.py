@@ -30,6 +30,31 @@ def port_number(text: str) -> int:
     return port
 
 
+def positive(text: str) -> int:
+    """A count for `--limit`: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: use a whole number of at least 1")
+    return number
+
+
+def http_url(text: str) -> str:
+    """A server address for `--url`: http:// or https://, a host, and usually the /mcp path."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - a bad port raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a server URL: use e.g. http://127.0.0.1:8765/mcp")
+    return text
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Bad command-line words are one line on stderr (which command, what was wrong) and exit 2,
     as every other error of the CLI; `--help` still prints the whole usage."""
@@ -71,7 +96,7 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p = sub.add_parser("log", parents=parents, help="the progress log, newest first")
     p.add_argument("--thread", default=None)
     p.add_argument("--task", default=None)
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=positive, default=20)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
@@ -94,7 +119,7 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     p = sub.add_parser("history", parents=parents, help="checkpoints of a thread, newest first")
     p.add_argument("thread")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=positive, default=20)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("show", parents=parents, help="print a thread's state (latest or --version)")
@@ -107,7 +132,8 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p = sub.add_parser("brief", parents=parents, help="the resume brief as text (for a person or a session-start hook)")
     p.add_argument("--thread", default="main")
     p.add_argument("--agent", default=None, help="whose held tasks to show (env MCP_HARNESS_AGENT, default 'default')")
-    p.add_argument("--url", default=None, help="ask a shared HTTP server (its /mcp URL) instead of the database")
+    p.add_argument("--url", type=http_url, default=None,
+                   help="ask a shared HTTP server (its /mcp URL), not the database")  # fmt: skip
     p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
                    help="with --url: the variable holding the bearer token (default MCP_HARNESS_TOKEN)")  # fmt: skip
 
@@ -132,7 +158,9 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=None, help="database the stdio server uses (default: this machine's)")
     p.add_argument("--workspace", default=None)
     p.add_argument("--agent", default=None)
-    p.add_argument("--url", default=None, help="http: the server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument(
+        "--url", type=http_url, default=None, help="http: the server's /mcp URL (default http://127.0.0.1:8765/mcp)"
+    )
     p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
 
     p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
@@ -145,7 +173,12 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workspace", default=None, help="default: the project's folder name (its git top level)")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    p.add_argument("--url", default=None, help="http: the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)")
+    p.add_argument(
+        "--url",
+        type=http_url,
+        default=None,
+        help="http: the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)",
+    )
     p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
                    help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)")  # fmt: skip
     p.add_argument("--db", default=None, help="stdio: the database the server uses (default: each user's own)")

@@ -47,7 +47,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             await note_if_empty(h, ident)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -61,7 +61,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.show:  # tasks show KEY
         from .task_story import show_task
 
-        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json))
+        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json), existing=True)
 
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)
@@ -75,7 +75,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             await note_if_empty(h, ident)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -96,7 +96,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 async def no_checkpoint(h: Harness, ident: Identity, thread: str, version: int | None = None) -> None:
@@ -116,7 +116,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(brief.state, indent=2, ensure_ascii=False))
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -133,4 +133,4 @@ def cmd_status(args: argparse.Namespace) -> int:
             show(*status_report(report), *([others] if others else []))
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)

@@ -1,13 +1,15 @@
 """What the console's forms do: sign in (a one-time code or a bearer token), sign out, and the
-operator's actions. Every POST must come from the console's own origin with the session's CSRF
+operator's actions (`ACTIONS`). Every POST must come from the console's own origin with the session's CSRF
 token; actions need the `operator` role and act under the person's name."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import Forbidden, InvalidArgument
+from ..errors import Forbidden, InvalidArgument, NotFound
 from ..service import Identity
 from .app import Console, Redirect, page
 from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
@@ -64,27 +66,58 @@ async def logout(console: Console, request: Request) -> Response:
     return response
 
 
+@dataclass(frozen=True)
+class Action:
+    """One operator button: the form field the contract requires (`reason` or `comment`), whether it
+    must be filled, and the word for the flash message after it."""
+
+    field: str | None
+    required: bool
+    done: str
+
+
+#: the operator's actions on one task (the contract's `update_task` actions a person takes from here)
+ACTIONS: dict[str, Action] = {
+    "approve": Action("comment", False, "approved"),
+    "reject": Action("comment", True, "rejected"),
+    "reopen": Action("reason", True, "reopened"),
+    "release": Action(None, False, "released"),
+    "retry_now": Action(None, False, "made claimable now"),
+    "cancel": Action("reason", True, "cancelled"),
+}
+
+
 @page
-async def reopen(console: Console, request: Request) -> Response:
-    """Reopen a done or failed task, with the reason the contract requires (recorded in the log)."""
+async def act(console: Console, request: Request) -> Response:
+    """POST /task/{action}: one of `ACTIONS` on one task, as the signed-in person, recorded by the
+    service as a task event and a progress entry naming them."""
+    name = request.path_params["action"]
+    action = ACTIONS.get(name)
+    if action is None:
+        raise NotFound(f"no console action {name!r}; there are: {', '.join(ACTIONS)}")
     session = await console.session(request)
     form = await request.form()
     check_form(request, session, _field(form, "csrf"))
     if not session.can_act:
-        raise Forbidden(f"reopening a task needs the operator role; this sign-in is a {session.role}")
-    workspace, key, reason = _field(form, "w"), _field(form, "key"), (_field(form, "reason") or "").strip()
+        raise Forbidden(f"{name} needs the operator role; this sign-in is a {session.role}")
+    workspace, key = _field(form, "w"), _field(form, "key")
     if not workspace or not key:
         raise InvalidArgument("the form names no task")
     if not session.may_see(workspace):
         raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
-    if not reason:
-        raise InvalidArgument("say why the task is reopened: the reason goes into the progress log")
+    given: dict[str, str] = {}
+    if action.field is not None:
+        text = (_field(form, action.field) or "").strip()
+        if action.required and not text:
+            raise InvalidArgument(f"{name} needs a {action.field}: it goes into the progress log")
+        if text:
+            given[action.field] = text
     nonce = _field(form, "nonce")
     await console.harness.tasks.update(
-        Identity(workspace=workspace, agent=session.agent, role="operator"), task_key=key, action="reopen",
-        reason=reason, idempotency_key=f"console:{nonce}" if nonce else None,
+        Identity(workspace=workspace, agent=session.agent, role="operator"), task_key=key, action=name,
+        idempotency_key=f"console:{name}:{nonce}" if nonce else None, **given,
     )  # fmt: skip
-    return RedirectResponse(console.url("/task", w=workspace, key=key, done="reopened"), status_code=303)
+    return RedirectResponse(console.url("/task", w=workspace, key=key, done=action.done), status_code=303)
 
 
 def _field(form: object, name: str) -> str | None:

@@ -49,7 +49,7 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/logout", bind(actions.logout), methods=["POST"]),
         Route("/board", bind(views.board)),
         Route("/task", bind(views.task)),
-        Route("/task/reopen", bind(actions.reopen), methods=["POST"]),
+        Route("/task/{action}", bind(actions.act), methods=["POST"]),
         Route("/graph", bind(views.graph)),
         Route("/log", bind(views.timeline)),
         Route("/threads", bind(views.threads)),

@@ -10,7 +10,7 @@ from typing import Any
 from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
-from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail
+from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
 from ..store import changes
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
@@ -21,7 +21,7 @@ from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .progress import progress_entry
 from .task_events import HARNESS
-from .task_views import status_of, task_detail
+from .task_views import status_of, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
 BOARD_COLUMNS = ("pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled")
@@ -83,6 +83,7 @@ class TaskPage:
     dependents: list[Dependency]
     progress: list[ProgressEntry]
     more_progress: int | None  #: before_seq for older entries, if there are any
+    events: list[TaskEvent] = field(default_factory=list)  #: every transition, oldest first
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ class ConsoleService(ServiceBase):
                 conn, ident.workspace, agent=None, task_key=key, thread=None, status=None, text=None,
                 before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
+            events = await task_store.events(conn, ident.workspace, key)
         more = entries[limit - 1].seq if len(entries) > limit else None
         return TaskPage(
             task=task_detail(row, now()),
@@ -177,6 +179,7 @@ class ConsoleService(ServiceBase):
             dependents=[Dependency(d.key, status_of(d), d.owner, d.title) for d in dependents],
             progress=[progress_entry(r) for r in entries[:limit]],
             more_progress=more,
+            events=[task_event(e) for e in events],
         )
 
     async def graph(self, ident: Identity, *, limit: int = 300) -> Graph:

@@ -6,8 +6,8 @@ import base64
 import json
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskDetail, TaskRow, TaskView
-from ..store.records import TaskRecord
+from ..models import HeldTask, Lease, TaskDetail, TaskEvent, TaskRow, TaskView
+from ..store.records import TaskEventRow, TaskRecord
 from .base import iso
 
 
@@ -67,6 +67,16 @@ def task_view(row: TaskRecord, at: float, model: type[TaskView] = TaskView, **ex
 def task_detail(row: TaskRecord, at: float) -> TaskDetail:
     """The task with its lease (for people: the CLI)."""
     return task_view(row, at, TaskDetail, lease=lease_of(row, at))
+
+
+def task_event(row: TaskEventRow) -> TaskEvent:
+    return TaskEvent(
+        kind=row.kind,
+        actor=row.actor,
+        attempt=row.attempt,
+        created_at=iso(row.created_at),
+        detail=json.loads(row.detail) if row.detail else None,
+    )
 
 
 def task_row(row: TaskRecord, at: float) -> TaskRow:

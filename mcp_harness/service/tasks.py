@@ -6,23 +6,22 @@ and the wake-up signal they share (`task_wait`); reading lives here."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..arguments import ListTasksArgs
 from ..config import check_name
 from ..errors import NotFound
-from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskEvent, TaskStory
+from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskStory
 from ..store import Connection
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity, iso
+from .base import Identity
 from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
 from .task_review import ReviewingTasks
-from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_row
+from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_event, task_row
 
 
 class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
@@ -81,15 +80,6 @@ class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
             entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
         return TaskStory(
             task=task_detail(row, at),
-            events=[
-                TaskEvent(
-                    kind=e.kind,
-                    actor=e.actor,
-                    attempt=e.attempt,
-                    created_at=iso(e.created_at),
-                    detail=json.loads(e.detail) if e.detail else None,
-                )
-                for e in events
-            ],  # fmt: skip
+            events=[task_event(e) for e in events],
             progress=[progress_entry(p) for p in reversed(entries)],
         )

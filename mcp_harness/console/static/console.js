@@ -41,5 +41,23 @@
     document.body.addEventListener("htmx:sseOpen", function () { live(true); });
     document.body.addEventListener("htmx:sseError", function () { live(false); });
     document.body.addEventListener("htmx:afterSwap", tick);
+    // A person typing a reason must not lose it to a live refresh: while an action's form is open
+    // the refresh waits, and closing the form catches up.
+    var held = false;
+    document.body.addEventListener("htmx:beforeRequest", function (evt) {
+      var part = document.getElementById("live");
+      if (part && evt.detail.elt === part && part.querySelector("details.action[open]")) {
+        evt.preventDefault();
+        held = true;
+      }
+    });
+    document.addEventListener("toggle", function (evt) {
+      var el = evt.target;
+      if (held && el.matches && el.matches("details.action") && !el.open) {
+        held = false;
+        var part = document.getElementById("live");
+        if (part) htmx.trigger(part, "sse:change");
+      }
+    }, true);  // toggle does not bubble
   });
 })();
