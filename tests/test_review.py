@@ -287,3 +287,26 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
         assert {task.key: (task.review, task.kind) for task in tasks} == {
             "d": (False, "work"), "g": (False, "work"), "x": (False, "work")}  # fmt: skip
         assert (await h.tasks.add(coder, tasks=[t("x")])).unchanged == ["x"]  # the old content hash still matches
+
+
+async def test_reopening_a_dependency_sends_what_waits_in_review_back(db_url, workspace):
+    async with (
+        connect(db_url, workspace, "coder") as agent,
+        connect(db_url, workspace, "ann", "operator") as ann,
+    ):
+        await call(agent, "add_tasks", tasks=[t("base"), t("doc", review=True, depends_on=["base"]),
+                                              t("go", kind="gate", depends_on=["base"])])  # fmt: skip
+        got = await call(agent, "claim_task")
+        await complete(agent, "base", got["lease"]["token"])
+        assert (await rows(agent))["go"]["status"] == "in_review"
+        got = await call(agent, "claim_task")
+        await complete(agent, "doc", got["lease"]["token"])
+        await call(ann, "update_task", task_key="base", action="reopen", reason="the base was wrong")
+        listed = await rows(agent)
+        assert [listed[k]["status"] for k in ("base", "doc", "go")] == ["pending", "pending", "pending"]
+        assert listed["doc"]["attempts"] == 0  # its attempt is given back: the work is redone for another's fault
+        got = await call(agent, "claim_task")
+        assert got["task"]["key"] == "base"
+        await complete(agent, "base", got["lease"]["token"])
+        assert (await rows(agent))["go"]["status"] == "in_review"  # the gate opens again
+        assert (await call(agent, "claim_task"))["task"]["key"] == "doc"
