@@ -20,7 +20,7 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
 #: length checked by the service (1-200 characters); the server's instructions say what it does
 IdemKey = str | None
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+Action = Literal["heartbeat", "complete", "fail", "release", "reopen", "approve", "reject", "retry_now", "cancel"]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
@@ -175,7 +175,8 @@ class UpdateTaskArgs(ToolArgs):
     verification: Annotated[str | None, said("complete (required): how each step was verified")] = None
     error: Annotated[str | None, said("fail: what went wrong")] = None
     retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
-    reason: Annotated[str | None, said("reopen: why")] = None
+    reason: Annotated[str | None, said("reopen, cancel: why")] = None
+    comment: Annotated[str | None, said("approve, reject (required): the reviewer's note")] = None
     idempotency_key: IdemKey = None
 
 

@@ -157,7 +157,8 @@ TOOLS: tuple[HarnessTool, ...] = (
         UpdateTaskArgs,
         UpdateTaskAnswer,
         "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
-        "(reason) revives a done/failed task.",
+        "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
+        "(reason).",
         lambda h, who, a: h.tasks.update(who, a),
     ),
     HarnessTool(

@@ -19,7 +19,8 @@ from .config import NAME_PATTERN
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
-TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
+TaskStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
+TaskKind = Literal["work", "gate"]
 ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
 
 
@@ -108,8 +109,10 @@ class Lease(Result):
 class TaskCounts(Result):
     pending: int = 0
     claimed: int = 0
+    in_review: int = 0
     done: int = 0
     failed: int = 0
+    cancelled: int = 0
     blocked: int = 0
 
 
@@ -132,6 +135,10 @@ class TaskView(Result):
     created_at: str
     updated_at: str
     completed_at: str | None = None
+    review: bool = False
+    kind: TaskKind = "work"
+    #: the last reject's comment, for whoever claims the task next
+    review_comment: str | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskDetail(TaskView):
@@ -191,7 +198,8 @@ class HeldTask(Result):
     title: str
     description: str | None
     steps: list[str]
-    lease: Lease
+    lease: Lease | None  #: null while the task waits in review
+    status: TaskStatus = "claimed"
 
 
 class RestoreStateResult(Result):
@@ -229,6 +237,8 @@ class TaskSpec(BaseModel):
         default_factory=list
     )
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    review: bool = Field(default=False, description="complete waits for a person's approve")
+    kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
 
 
 class AddTasksResult(Result):
@@ -262,6 +272,8 @@ class TaskRow(Result):
     priority: int
     attempts: int
     depends_on: list[str]
+    review: bool
+    kind: TaskKind
 
 
 class ListTasksResult(Result):

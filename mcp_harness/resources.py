@@ -119,6 +119,8 @@ Do exactly this, using the mcp-harness tools:
    may need only a few), each doable in one focused session. For each: a stable key (e.g.
    "auth-login-form"), a title, a description, and `steps`: concrete acceptance steps a tester could
    follow end to end. Set depends_on where order matters and priority for what should come first.
+   Set review: true on risky or irreversible steps (a person approves the result before dependents
+   start), and add a kind: "gate" task where a person must decide (a product or design sign-off).
 3. Call add_tasks with them (in batches if there are many), with an idempotency_key per batch.
    Adding an identical task again changes nothing; a used key with other content is refused.
 4. Call save_checkpoint with the project's shared facts (goal, architecture decisions, how to run and

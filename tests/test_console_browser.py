@@ -262,4 +262,4 @@ def test_a_used_login_code_cannot_be_used_again(browser: Any, context: Any, tmp_
         finally:
             other.close()
         first.reload()
-        assert first.locator("section.column").count() == 5  # the first browser is still signed in
+        assert first.locator("section.column").count() == 7  # the first browser is still signed in

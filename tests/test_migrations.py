@@ -220,8 +220,11 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
-    # every row kept; migration 4 added the (empty) task events table
-    assert after == {**{name: rows for name, rows in before.items() if name != "harness_meta"}, "task_events": []}
+    # every row kept; migration 4 added the (empty) task events table, migration 5 three task columns
+    # (review false, kind work, no review comment)
+    kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
+    kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
+    assert after == {**kept, "task_events": []}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []
 
     async with Harness.open(settings_for(url)) as h:  # and it keeps working: a list grows, ids continue
