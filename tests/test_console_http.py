@@ -300,3 +300,34 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             assert again.status_code == 403 and "already used" in again.text and not again.cookies
             assert second.get("/ui/board?w=shop").headers["location"] == "/ui/login"
             assert second.get("/metrics").status_code == 200  # loopback: open
+
+
+def card_of(board: str, key: str) -> str:
+    """One card's HTML on the board."""
+    start = board.index(f'data-key="{key}"')
+    return board[start : board.index("</article>", start)]
+
+
+def test_a_cancelled_dependency_is_not_waited_on_and_its_card_gives_the_reason(url: str, db: str, ws: str):
+    """The board agrees with list_tasks' `ready` (contract revision 2); the cancel reason replaces the old error."""
+    plan = [{"key": "readme", "title": "README", "max_attempts": 2},
+            {"key": "docs", "title": "Docs", "depends_on": ["readme"]}]  # fmt: skip
+    agent_call(db, ws, "alice", "add_tasks", tasks=plan)
+    lease = agent_call(db, ws, "alice", "claim_task", task_key="readme")["lease"]
+    agent_call(db, ws, "alice", "update_task", task_key="readme", action="fail", lease_token=lease["token"],
+               error="the old error")  # fmt: skip
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        page = client.get(f"/ui/task?w={ws}&key=readme").text
+        form = {"csrf": csrf_of(page), "w": ws, "key": "readme", "reason": "the wiki has it"}
+        response = client.post("/ui/task/cancel", headers={"origin": url}, data=form)
+        assert response.status_code == 303
+        listed = {t["key"]: t for t in agent_call(db, ws, "bob", "list_tasks")["tasks"]}
+        assert listed["docs"]["ready"] is True
+        board = client.get(f"/ui/board?w={ws}").text
+        docs = card_of(board, "docs")
+        assert "waits on" not in docs and 'class="chip ready"' in docs
+        readme = card_of(board, "readme")
+        assert "the wiki has it" in readme and "the old error" not in readme
+        task = client.get(f"/ui/task?w={ws}&key=docs").text
+        assert "cancelled: not waited on" in task and "Nothing holds it back" in task
+        assert "Waits on 1 of 1: api" in client.get(f"/ui/task?w={ws}&key=cart").text  # api is claimed
