@@ -331,3 +331,34 @@ def test_a_cancelled_dependency_is_not_waited_on_and_its_card_gives_the_reason(u
         task = client.get(f"/ui/task?w={ws}&key=docs").text
         assert "cancelled: not waited on" in task and "Nothing holds it back" in task
         assert "Waits on 1 of 1: api" in client.get(f"/ui/task?w={ws}&key=cart").text  # api is claimed
+
+
+def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(url: str, db: str, ws: str):
+    plan = [{"key": "copy", "title": "Checkout copy", "review": True},
+            {"key": "go", "title": "Go live?", "kind": "gate", "depends_on": ["copy"]}]  # fmt: skip
+    agent_call(db, ws, "alice", "add_tasks", tasks=plan)
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        board = client.get(f"/ui/board?w={ws}").text
+        assert "Gate: a person decides" in card_of(board, "go") and "Review" in card_of(board, "copy")
+        assert "Gate: a person decides" not in card_of(board, "copy") and ">Review<" not in card_of(board, "api")
+        assert "Waiting for an operator" not in board  # nothing in review yet
+        graph = client.get(f"/ui/graph?w={ws}").text
+        assert re.search(r'class="node s-pending kind-gate"', graph) and "gate: a person decides" in graph
+        assert re.search(r'class="node s-pending needs-review"', graph)
+        lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
+        agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
+                   verification="read aloud")  # fmt: skip
+        board = client.get(f"/ui/board?w={ws}").text
+        review = board[board.index('aria-label="In review"') : board.index('aria-label="Blocked"')]
+        assert "Waiting for an operator: open the task to approve or reject." in review and 'data-key="copy"' in review
+        reject_prompt = "The next agent to claim it reads this."
+        page = client.get(f"/ui/task?w={ws}&key=copy").text
+        assert ">Review<" in page and reject_prompt in page and "Attempts</dt><dd>1 of 3" in page
+        page = client.get(f"/ui/task?w={ws}&key=go").text  # still waits on copy
+        assert "Gate: a person decides" in page and "Attempts" not in page and "<h2>Decision</h2>" in page
+        form = {"csrf": csrf_of(page), "w": ws, "key": "copy", "comment": "fine"}
+        assert client.post("/ui/task/approve", headers={"origin": url}, data=form).status_code == 303
+        page = client.get(f"/ui/task?w={ws}&key=go").text
+        assert 'class="pill s-in_review"' in page and re.findall(r'data-action="(\w+)"', page)[:2] == [
+            "approve", "reject"]  # fmt: skip
+        assert reject_prompt not in page and "A rejected gate fails" in page and "Attempts" not in page
