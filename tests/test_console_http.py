@@ -362,3 +362,18 @@ def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(ur
         assert 'class="pill s-in_review"' in page and re.findall(r'data-action="(\w+)"', page)[:2] == [
             "approve", "reject"]  # fmt: skip
         assert reject_prompt not in page and "A rejected gate fails" in page and "Attempts" not in page
+
+
+def test_every_status_has_a_colour_and_a_place_in_the_graph_legend(url: str, db: str, ws: str):
+    from mcp_harness.console.app import LABELS
+
+    css = (Path(__file__).parent.parent / "mcp_harness" / "console" / "static" / "console.css").read_text()
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        graph = client.get(f"/ui/graph?w={ws}").text
+        legend = graph[graph.index('class="legend"') : graph.index("</p>", graph.index('class="legend"'))]
+        board = client.get(f"/ui/board?w={ws}").text
+    for status, label in LABELS.items():
+        assert re.search(rf"\.s-{status} \{{ --c: var\(--{status}\); --cbg: var\(--{status}-bg\); \}}", css), status
+        assert re.search(rf"--{status}: #[0-9a-f]{{6}}; --{status}-bg: #[0-9a-f]{{6}};", css), status
+        assert f'<span class="chip s-{status}">{label}</span>' in legend, status
+        assert f'class="column s-{status}"' in board and f'class="count s-{status}"' in board, status
