@@ -56,9 +56,20 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
+    """A browser context whose pages must never break the Content-Security-Policy (checked at the end)."""
     ctx = browser.new_context(viewport=VIEWPORT)
+    violations: list[str] = []
+    ctx.on("console", lambda m: violations.append(f"{m.page.url if m.page else ''}: {m.text}")
+           if "Content Security Policy" in m.text else None)  # fmt: skip
+    # The browser's own report of each violation too (a console line can be lost while a page unloads).
+    ctx.expose_function("cspViolation", lambda text: violations.append(text))
+    ctx.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => window.cspViolation("
+        "`${e.documentURI}: ${e.violatedDirective} ${e.sourceFile}:${e.lineNumber} ${e.sample}`))"
+    )
     yield ctx
     ctx.close()
+    assert violations == []
 
 
 def shot(page: Any, path: Path) -> None:
@@ -297,3 +308,54 @@ def test_a_used_login_code_cannot_be_used_again(browser: Any, context: Any, tmp_
             other.close()
         first.reload()
         assert first.locator("section.column").count() == 7  # the first browser is still signed in
+
+
+def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_error(
+    context: Any, team: tuple[str, str], tmp_path: Path
+):
+    """The buttons are announced as buttons (role="button", aria-expanded kept in step) and open from the
+    keyboard; an approve and a release, with live refreshes between, log no console error (CSP included)."""
+    url, db = team
+    ws = f"keys-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    agent_call(db, ws, "alice", "add_tasks", tasks=[
+        {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]}])  # fmt: skip
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
+    page.goto(f"{url}/ui/task?w={ws}&key=signoff")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    reject = page.get_by_role("button", name="Reject", exact=True)
+    assert reject.get_attribute("aria-expanded") == "false"
+    assert "next agent to claim" not in page.locator("details.action:has([data-action=reject])").inner_text()
+    reject.focus()
+    page.keyboard.press("Enter")
+    page.locator("#reject-comment").wait_for(state="visible")
+    assert reject.get_attribute("aria-expanded") == "true"
+    reject.focus()
+    page.keyboard.press(" ")  # Space closes it again
+    page.locator("#reject-comment").wait_for(state="hidden")
+    assert reject.get_attribute("aria-expanded") == "false"
+    agent_call(db, ws, "dave", "record_progress", summary="a change while the page is open", task_key="signoff")
+    page.locator("text=a change while the page is open").wait_for(timeout=10_000)  # a live refresh happened
+    approve = page.get_by_role("button", name="Approve", exact=True)
+    approve.focus()
+    page.keyboard.press("Space")
+    page.fill("#approve-comment", "looks right")
+    page.get_by_role("button", name="Approve signoff").click()
+    page.wait_for_url("**done=approved*")
+    page.goto(f"{url}/ui/task?w={ws}&key=api")  # claimed by alice in the seed
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    page.get_by_role("button", name="Release", exact=True).click()
+    page.get_by_role("button", name="Release api").click()
+    page.wait_for_url("**done=released*")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    agent_call(db, ws, "carol", "claim_task", task_key="api")
+    page.locator(".task-head .pill", has_text="Claimed").wait_for(timeout=10_000)  # live again after the release
+    page.goto(f"{url}/ui/board?w={ws}")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    shot(page, tmp_path / "after-flows.png")
+    assert tasks_json(db, ws)["signoff"]["status"] == "done"
+    assert errors == []
