@@ -359,3 +359,30 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     shot(page, tmp_path / "after-flows.png")
     assert tasks_json(db, ws)["signoff"]["status"] == "done"
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [1024, 900, 600, 400])
+def test_the_board_wraps_on_narrow_screens_instead_of_scrolling_sideways(
+    browser: Any, team: tuple[str, str], tmp_path: Path, width: int
+):
+    url, db = team
+    ws = f"narrow-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = ctx.new_page()
+        sign_in_with_token(page, url, token(db, ws, "rita", "reader"))
+        sizes = page.evaluate("""() => ({
+            page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+            board: [document.querySelector('.board').scrollWidth, document.querySelector('.board').clientWidth],
+            right: Math.max(...[...document.querySelectorAll('section.column')]
+                .map(c => c.getBoundingClientRect().right)),
+        })""")  # fmt: skip
+        shot(page, tmp_path / f"board-{width}.png")
+        assert sizes["page"][0] <= sizes["page"][1] and sizes["board"][0] <= sizes["board"][1], sizes
+        assert sizes["right"] <= width, sizes  # every column (Blocked and Failed too) is on screen
+        for status in ("blocked", "failed"):
+            box = page.locator(f"section.column.s-{status}").bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width and box["width"] >= 180, (status, box)
+    finally:
+        ctx.close()
