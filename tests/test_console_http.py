@@ -377,3 +377,8 @@ def test_every_status_has_a_colour_and_a_place_in_the_graph_legend(url: str, db:
         assert re.search(rf"--{status}: #[0-9a-f]{{6}}; --{status}-bg: #[0-9a-f]{{6}};", css), status
         assert f'<span class="chip s-{status}">{label}</span>' in legend, status
         assert f'class="column s-{status}"' in board and f'class="count s-{status}"' in board, status
+    colours = [re.search(rf"--{status}: (#[0-9a-f]{{6}});", css).group(1) for status in LABELS]
+    rgb = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in colours]
+    for i, a in enumerate(rgb):  # no two statuses look alike (grey cancelled beside slate pending did)
+        for b in rgb[i + 1 :]:
+            assert max(abs(x - y) for x, y in zip(a, b, strict=True)) >= 24, (colours, a, b)
