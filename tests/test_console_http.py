@@ -382,3 +382,39 @@ def test_every_status_has_a_colour_and_a_place_in_the_graph_legend(url: str, db:
     for i, a in enumerate(rgb):  # no two statuses look alike (grey cancelled beside slate pending did)
         for b in rgb[i + 1 :]:
             assert max(abs(x - y) for x, y in zip(a, b, strict=True)) >= 24, (colours, a, b)
+
+
+def test_ctrl_c_stops_the_ui_quietly_while_a_page_follows_the_event_stream(tmp_path: Path):
+    """A browser tab keeps /events open; Ctrl-C must end the stream cleanly, not log an ASGI ERROR."""
+    import signal
+    import threading
+
+    db = str(tmp_path / "quiet.db")
+    seed(db, "shop")
+    with ui_process(db, "--agent", "olivia") as (login_url, proc):
+        base = login_url.split("/ui/")[0]
+        opened = threading.Event()
+        ended: list[str] = []
+
+        def follow() -> None:
+            with httpx2.Client(base_url=base, timeout=30) as client:
+                assert client.get(login_url).status_code == 303  # signed in (a cookie), sent on to the board
+                try:
+                    with client.stream("GET", "/ui/events?w=shop") as stream:
+                        for line in stream.iter_lines():
+                            if line.startswith("event: change"):
+                                opened.set()
+                    ended.append("the server ended the stream")
+                except httpx2.HTTPError as exc:
+                    ended.append(repr(exc))
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        assert opened.wait(30)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        reader.join(timeout=10)
+        stderr = proc.stderr.read()
+    assert proc.returncode in (0, 130), (proc.returncode, stderr)
+    assert "ERROR" not in stderr and "Traceback" not in stderr, stderr
+    assert ended == ["the server ended the stream"]  # completed, not cut off
