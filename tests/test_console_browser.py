@@ -96,16 +96,30 @@ def sign_in_with_token(page: Any, url: str, tok: str) -> None:
 def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
     db = str(tmp_path / "board.db")
     in_thread(seed, db, "shop")
+    agent_call(db, "shop", "alice", "add_tasks", tasks=[  # schema is done: the gate waits on a person at once
+        {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
+        {"key": "copy", "title": "Checkout copy, reviewed by a person", "review": True, "depends_on": ["signoff"]},
+        {"key": "legacy", "title": "Port the legacy CSV export"},
+    ])  # fmt: skip
     with ui_process(db, "--agent", "olivia") as (login_url, _proc):
         page = context.new_page()
         page.goto(login_url)
         page.wait_for_url("**/ui/board?w=shop")
+        page.goto(login_url.split("/ui/")[0] + "/ui/task?w=shop&key=legacy")  # cancelled through its button
+        page.get_by_role("button", name="Cancel", exact=True).click()
+        page.fill("#cancel-reason", "nobody uses the CSV export any more")
+        page.get_by_role("button", name="Cancel legacy").click()
+        page.wait_for_url("**done=cancelled*")
+        page.click("a:text-is('Board')")
+        page.wait_for_url("**/ui/board?w=shop")
         expected = {
-            "pending": ["cart", "payments", "xss"],
+            "pending": ["cart", "copy", "payments", "xss"],
             "claimed": ["api"],
+            "in_review": ["signoff"],
             "blocked": ["deploy"],
             "failed": ["ci"],
             "done": ["schema"],
+            "cancelled": ["legacy"],
         }
         for status, keys in expected.items():
             shown = page.locator(f"section.column.s-{status} article.card").evaluate_all(
@@ -118,6 +132,9 @@ def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
         assert "waits on" in page.locator("article.card[data-key=cart]").inner_text().lower()
         assert "ready" in page.locator("article.card[data-key=payments]").inner_text()
         assert "libssl3" in page.locator("article.card[data-key=ci]").inner_text()
+        assert "Gate: a person decides" in page.locator("article.card[data-key=signoff]").inner_text()
+        assert "Waiting for an operator" in page.locator("section.column.s-in_review").inner_text()
+        assert "nobody uses the CSV export" in page.locator("article.card[data-key=legacy]").inner_text()
         page.wait_for_selector("#live-dot.on")  # the live stream is open
         target = Path(os.environ.get("MCP_HARNESS_SCREENSHOT_DIR") or tmp_path) / "board.png"
         shot(page, target)
