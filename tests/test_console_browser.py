@@ -350,11 +350,11 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     reject.focus()
     page.keyboard.press("Enter")
     page.locator("#reject-comment").wait_for(state="visible")
-    assert reject.get_attribute("aria-expanded") == "true"
+    sync_api.expect(reject).to_have_attribute("aria-expanded", "true")  # set on `toggle`, a moment later
     reject.focus()
     page.keyboard.press(" ")  # Space closes it again
     page.locator("#reject-comment").wait_for(state="hidden")
-    assert reject.get_attribute("aria-expanded") == "false"
+    sync_api.expect(reject).to_have_attribute("aria-expanded", "false")
     agent_call(db, ws, "dave", "record_progress", summary="a change while the page is open", task_key="signoff")
     page.locator("text=a change while the page is open").wait_for(timeout=10_000)  # a live refresh happened
     approve = page.get_by_role("button", name="Approve", exact=True)
