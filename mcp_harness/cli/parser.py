@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
     ws = argparse.ArgumentParser(add_help=False)
-    ws.add_argument("--workspace", default=None, help="workspace (env MCP_HARNESS_WORKSPACE, default 'default')")
+    ws.add_argument("--workspace", default=None,
+                    help="workspace (env MCP_HARNESS_WORKSPACE; default: the project's, else 'default')")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _serve(sub, [common, ws])
     _reading(sub, [common, ws])
@@ -123,7 +124,8 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
-    p.add_argument("--workspace", default=None)
+    p.add_argument("--workspace", default=None, help="default: the project's (see README), else every workspace")
+    p.add_argument("--all-workspaces", action="store_true", help="every workspace, even inside a project")
 
     p = sub.add_parser("import", parents=[common], help="read an export back (into workspaces with no data)")
     p.add_argument("file", help="an export file, or - for stdin")
