@@ -88,20 +88,30 @@ def resolve_db_url(value: str | None) -> str:
             path.parent.chmod(0o700)
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in value:
-        path = Path(value).expanduser().resolve()
+        path = not_a_directory(Path(value).expanduser().resolve())
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite+aiosqlite:///{path}"
     scheme = value.split("://", 1)[0]
-    if scheme in ("sqlite", "sqlite+pysqlite"):
-        return "sqlite+aiosqlite://" + value.split("://", 1)[1]
+    if scheme in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
+        rest = value.split("://", 1)[1]
+        if rest.startswith("/") and rest not in ("/", "/:memory:") and not rest.startswith("/file:"):
+            not_a_directory(Path(rest[1:].split("?", 1)[0]))
+        return "sqlite+aiosqlite://" + rest
     if scheme in ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg2"):
         return "postgresql+asyncpg://" + value.split("://", 1)[1]
-    if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+    if scheme == "postgresql+asyncpg":
         return value
     raise InvalidArgument(
         f"database URL scheme {scheme!r} is not supported: use sqlite+aiosqlite:///PATH, "
         "postgresql+asyncpg://USER@HOST/DB or a plain file path"
     )
+
+
+def not_a_directory(path: Path) -> Path:
+    """`path`, unless it is a folder (SQLite would only say it cannot open it)."""
+    if path.is_dir():
+        raise InvalidArgument(f"the database {path} is a directory: give a file path (e.g. {path / 'harness.db'})")
+    return path
 
 
 def _env_int(name: str, default: int) -> int:
