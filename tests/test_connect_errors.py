@@ -79,3 +79,10 @@ def test_serve_says_it_in_one_line(transport):
         assert SECRET not in out.stderr + out.stdout
         if transport == "http":
             assert out.returncode == 2
+
+
+@pytest.mark.parametrize("port", ["notaport", "99999"])
+def test_a_postgresql_url_with_a_bad_port_is_one_line_without_the_password(port, capsys):
+    assert main(["status", "--db", f"postgresql://app:{SECRET}@127.0.0.1:{port}/db"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "port that is not a number" in err and SECRET not in err, err
