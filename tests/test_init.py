@@ -286,3 +286,18 @@ def test_claude_desktop_alone_writes_no_instructions(project):
     out = init(project, "--client", "claude-desktop")
     assert out.returncode == 0, out.stderr
     assert snapshot(project) == {}  # Desktop reads no AGENTS.md; its config is the user's
+
+
+@pytest.mark.anyio
+async def test_after_init_commands_in_a_subfolder_use_the_projects_workspace(project, tmp_path):
+    db = tmp_path / "team.db"
+    async with mcp_client(f"sqlite+aiosqlite:///{db}", "shop-front", agent="claude-code") as c:
+        await call(c, "add_tasks", tasks=[{"key": "cart", "title": "Shopping cart"}])
+    assert init(project, "--db", str(db), "--no-hooks", "--no-instructions").returncode == 0
+    env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(tmp_path / "xdg"))
+    for argv, needle in ((["tasks"], "cart"), (["tasks", "show", "cart"], "Shopping cart"),
+                         (["status"], "workspace shop-front")):  # fmt: skip
+        out = subprocess.run([sys.executable, "-m", "mcp_harness", *argv], cwd=project / "src", capture_output=True,
+                             text=True, env=env, timeout=60)  # fmt: skip
+        assert out.returncode == 0 and needle in out.stdout and out.stderr == "", (argv, out.stdout, out.stderr)
+    assert not (tmp_path / "xdg").exists()  # the project's database, not this user's default
