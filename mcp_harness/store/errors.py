@@ -6,8 +6,9 @@ the store ever sees sqlite3, asyncpg or SQLAlchemy types.
 - any other database error: `StorageError` (the server logs it and answers `internal` with an id).
 
 `connect_refused()` names the two refusals a first connection meets that waiting will not cure (the
-database does not exist; the user or password was refused): `Database.open()` reports them with the
-server's address, and never the password.
+database does not exist; the user or password was refused): `Database.open()` reports them as
+`Unavailable` (the server's database, not the caller's arguments) with the server's address and what
+to do, never the password.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from ..errors import HarnessError, Internal, InvalidArgument, Unavailable
+from ..errors import HarnessError, Internal, Unavailable
 from .conditions import condition
 from .connection import StorageError, UniqueViolation
 from .sqlite import is_busy
@@ -107,10 +108,12 @@ def connect_refused(exc: BaseException | None, url: str) -> HarnessError | None:
     where = f"{parts.host or 'localhost'}:{parts.port or 5432}"
     if state == "3D000":  # invalid_catalog_name
         name = parts.database or ""
-        return InvalidArgument(f"database {name!r} does not exist on {where}: create it (createdb {name}) or fix --db")
+        return Unavailable(f"database {name!r} does not exist on {where}: create it (createdb {name}) or fix --db")
     user = parts.username or "(the login name)"
-    reason = str(getattr(driver, "args", [""])[0] or "").replace(parts.password or "\0", "***") if driver else ""
-    return InvalidArgument(
+    reason = str(driver.args[0]) if driver is not None and driver.args else ""  # e.g. role "x" does not exist
+    if parts.password:
+        reason = reason.replace(parts.password, "***")
+    return Unavailable(
         f"PostgreSQL on {where} refused to sign in user {user!r} ({reason or 'sign-in refused'}): check the user "
         "and its password (PGPASSWORD or ~/.pgpass, never in --db where others can see it) or fix --db"
     )
