@@ -10,7 +10,6 @@ import sys
 
 from ..config import ENV_PREFIX
 from ..errors import HarnessError, harness_error_in
-from .locate import apply_project_defaults
 from .parser import build_parser
 
 #: command -> "module:function" in this package, imported only when that command runs (a server start
@@ -49,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        apply_project_defaults(args)  # inside a project set up with `init`: its workspace
+        if getattr(args, "workspace", "") is None:  # inside a project set up with `init`: its workspace
+            from .locate import apply_project_defaults
+
+            apply_project_defaults(args)
         status = run_command(args)
         sys.stdout.flush()  # a closed stdout shows here, inside the boundary
         return status
