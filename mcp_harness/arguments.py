@@ -18,13 +18,19 @@ from .models import ProgressStatus, TaskSpec, TaskStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
-IdemKey = str | None  # length checked by the service (1-200 characters)
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen"]
+#: length checked by the service (1-200 characters); the server's instructions say what it does
+IdemKey = str | None
+Action = Literal["heartbeat", "complete", "fail", "release", "reopen", "approve", "reject", "retry_now", "cancel"]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
 #: and `paths`, JSON Pointers into such a value
 JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result", "paths"})
+
+
+def said(text: str) -> Any:
+    """A one-line description, published on the argument: every byte is an agent's context."""
+    return Field(description=text)
 
 
 def _published(schema: dict[str, Any]) -> None:
@@ -72,11 +78,26 @@ class SaveCheckpointArgs(ToolArgs):
 
     state: dict[str, Any]
     thread: Name = "main"
-    mode: Literal["replace", "merge"] = "replace"
+    mode: Annotated[
+        Literal["replace", "merge"],
+        said("merge: RFC 7396 patch on the latest state (arrays replaced whole, null deletes)"),
+    ] = "replace"
     label: Label = None
     metadata: dict[str, Any] | None = None
-    expected_version: Annotated[int | None, Field(ge=0, le=MAX_INT)] = None  #: 0 = no checkpoint yet
+    expected_version: Annotated[
+        int | None, Field(ge=0, le=MAX_INT), said("refuse unless the thread is at it; 0: new")
+    ] = None
+    fork_from: Annotated[
+        str | None, Field(max_length=200), said("checkpoint_id: start this new thread from its state")
+    ] = None
     idempotency_key: IdemKey = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        # Without fork_from when not given: keys stored before it existed still match their retries.
+        out = super().fingerprint()
+        if out["fork_from"] is None:
+            del out["fork_from"]
+        return out
 
 
 class RestoreStateArgs(ToolArgs):
@@ -86,8 +107,12 @@ class RestoreStateArgs(ToolArgs):
     version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None
     checkpoint_id: str | None = None
     label: Label = None
-    paths: Annotated[list[Annotated[str, Field(max_length=1000)]] | None, Field(max_length=100)] = None
-    progress_limit: Annotated[int, Field(ge=0, le=100)] = 5
+    paths: Annotated[
+        list[Annotated[str, Field(max_length=1000)]] | None,
+        Field(max_length=100),
+        said("JSON Pointers: only these parts"),
+    ] = None
+    progress_limit: Annotated[int, Field(ge=0, le=100), said("newest progress entries, all threads")] = 5
 
 
 class ListCheckpointsArgs(ToolArgs):
@@ -102,11 +127,11 @@ class RecordProgressArgs(ToolArgs):
     tool = "record_progress"
 
     summary: Annotated[str, Field(min_length=1)]
-    thread: Name = "main"
+    thread: Annotated[Name, said("a tag: one log per workspace")] = "main"
     status: ProgressStatus = "note"
     details: str | None = None
     next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None
-    task_key: Name | None = None
+    task_key: Annotated[Name | None, said("the task this is about")] = None
     artifacts: dict[str, Any] | None = None
     idempotency_key: IdemKey = None
 
@@ -124,10 +149,14 @@ class AddTasksArgs(ToolArgs):
 class ClaimTaskArgs(ToolArgs):
     tool = "claim_task"
 
-    lease_seconds: Annotated[int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = 900
-    tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32)] = None
-    task_key: Name | None = None
-    wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0  #: long-poll this long for a claimable task
+    lease_seconds: Annotated[int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]), said("heartbeat before it ends")] = (
+        900
+    )
+    tags: Annotated[
+        list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32), said("only tasks with one of these")
+    ] = None
+    task_key: Annotated[Name | None, said("this task only")] = None
+    wait_seconds: Annotated[float, Field(ge=0, le=60), said("wait this long for a claimable task")] = 0
     idempotency_key: IdemKey = None
 
 
@@ -136,13 +165,18 @@ class UpdateTaskArgs(ToolArgs):
 
     task_key: Name
     action: Action
-    lease_token: str | None = None
-    lease_seconds: Annotated[int | None, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1])] = None
-    result: Any = None
-    verification: str | None = None
-    error: str | None = None
-    retry: bool = True
-    reason: str | None = None
+    lease_token: Annotated[str | None, said("claim's lease.token")] = None
+    lease_seconds: Annotated[
+        int | None,
+        Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]),
+        said("heartbeat: new length (default: the claim's)"),
+    ] = None
+    result: Annotated[Any, said("complete: any JSON the next tasks may need")] = None
+    verification: Annotated[str | None, said("complete (required): how each step was verified")] = None
+    error: Annotated[str | None, said("fail: what went wrong")] = None
+    retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
+    reason: Annotated[str | None, said("reopen, cancel: why")] = None
+    comment: Annotated[str | None, said("approve, reject (required): the reviewer's note")] = None
     idempotency_key: IdemKey = None
 
 
@@ -150,11 +184,11 @@ class ListTasksArgs(ToolArgs):
     tool = "list_tasks"
 
     #: one status or a list; published with the statuses once (a single one is checked against the same list)
-    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA] = None
-    ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"})] = None  #: true: only tasks claimable now
+    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("one status or a list")] = None
+    ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
     tag: Annotated[str | None, Field(max_length=64)] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
-    cursor: str | None = None
+    cursor: Annotated[str | None, said("next_cursor of the last page")] = None
 
 
 #: every tool's argument model, in the order tools are listed

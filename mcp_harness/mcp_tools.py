@@ -36,7 +36,7 @@ from .models import (
     SaveCheckpointResult,
     UpdateTaskAnswer,
 )
-from .schema_text import compact_schema, shallow_output_schema
+from .schema_text import compact_schema
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
     from .service import Harness
@@ -61,8 +61,9 @@ class HarnessTool:
 
     @cached_property
     def published(self) -> Tool:
-        """The tools/list entry: flat parameters and a shallow result schema, both without pydantic's titles."""
-        output = shallow_output_schema(self.result.model_json_schema())
+        """The tools/list entry: flat parameters and the result's whole schema (nested types in `$defs`), both
+        without pydantic's titles. A model reads the input side; clients validate results with the output."""
+        output = self.result.model_json_schema()
         return Tool(
             name=self.name,
             description=self.description,
@@ -114,15 +115,14 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         SaveCheckpointArgs,
         SaveCheckpointResult,
-        "Save state as the thread's next version. mode=merge: RFC 7396 merge patch onto the latest state. "
-        "expected_version: refuse unless the thread is at it (0 = no checkpoint yet).",
+        "Save state as the thread's next version.",
         lambda h, who, a: h.checkpoints.save(who, a),
     ),
     HarnessTool(
         RestoreStateArgs,
         RestoreStateResult,
-        "Resume brief: the latest state (or version/checkpoint_id/label; paths: JSON Pointers to return only "
-        "those), recent progress, tasks you hold, task counts.",
+        "Resume brief: the thread's latest state (or version/checkpoint_id/label), the workspace's recent "
+        "progress, tasks you hold, task counts.",
         lambda h, who, a: h.restore(who, a),
         read_only=True,
     ),
@@ -150,15 +150,15 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         ClaimTaskArgs,
         ClaimTaskResult,
-        "Claim the best claimable task (or task_key) atomically, under a lease. wait_seconds long-polls. None: "
-        "see reason.",
+        "Claim the best claimable task atomically, under a lease. task null: reason says why.",
         lambda h, who, a: h.tasks.claim(who, a),
     ),
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
         "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
-        "(reason) revives a done/failed task.",
+        "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
+        "(reason).",
         lambda h, who, a: h.tasks.update(who, a),
     ),
     HarnessTool(

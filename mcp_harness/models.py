@@ -5,19 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_serializer,
+)
 
 from .config import NAME_PATTERN
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
-TaskStatus = Literal["pending", "claimed", "done", "failed", "blocked"]
+TaskStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
+TaskKind = Literal["work", "gate"]
 ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
 
 
 def _absent(value: Any) -> bool:
     """Left out of a result when not set (fields that only some answers carry)."""
     return value is None
+
+
+#: a list of task keys, published as such even where the field may be absent
+KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 
 class Result(BaseModel):
@@ -96,8 +109,10 @@ class Lease(Result):
 class TaskCounts(Result):
     pending: int = 0
     claimed: int = 0
+    in_review: int = 0
     done: int = 0
     failed: int = 0
+    cancelled: int = 0
     blocked: int = 0
 
 
@@ -120,6 +135,10 @@ class TaskView(Result):
     created_at: str
     updated_at: str
     completed_at: str | None = None
+    review: bool = False
+    kind: TaskKind = "work"
+    #: the last reject's comment, for whoever claims the task next
+    review_comment: str | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskDetail(TaskView):
@@ -133,9 +152,9 @@ class UpdateTaskResult(TaskView):
     (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
 
     #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
-    #: so published as plain arrays
-    unblocked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
-    revoked: Annotated[list[str] | None, WithJsonSchema({"type": "array"})] = Field(default=None, exclude_if=_absent)
+    #: so published as arrays
+    unblocked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+    revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
 
 class HeartbeatResult(Result):
@@ -143,11 +162,17 @@ class HeartbeatResult(Result):
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
-    # What update_task publishes as its outputSchema: both shapes of its answer. A heartbeat answers
-    # `{lease}` only (HeartbeatResult); other actions the task, plus unblocked (complete) or revoked (reopen).
-    # (No docstring: it would be published, and every byte of tools/list is an agent's context.)
+    # What update_task publishes as its outputSchema: both shapes of its answer, said in its description.
+    # (No docstring: the description below is the published one.)
 
-    lease: Annotated[Lease | None, WithJsonSchema({"type": "object"})] = Field(default=None, exclude_if=_absent)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "description": "heartbeat: {lease} only. Other actions: the task as it now stands, plus unblocked "
+            "(complete) or revoked (reopen)."
+        }
+    )
+
+    lease: Lease | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskEvent(Result):
@@ -173,17 +198,28 @@ class HeldTask(Result):
     title: str
     description: str | None
     steps: list[str]
-    lease: Lease
+    lease: Lease | None  #: null while the task waits in review
+    status: TaskStatus = "claimed"
 
 
 class RestoreStateResult(Result):
     found: bool
     checkpoint: CheckpointMeta | None
     state: dict[str, Any] | None
-    missing_paths: list[str] | None = None
+    missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
     task_counts: TaskCounts
+
+    @field_serializer("checkpoint", "recent_progress", mode="wrap")
+    def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+        """The brief is read at the start of every session, so it leaves out what says nothing: unset
+        fields of the checkpoint and of entries, and entries' `entry_id` (`seq` names an entry as well,
+        and no tool takes either)."""
+        out = handler(value)
+        if info.field_name == "recent_progress":
+            return [{k: v for k, v in e.items() if v is not None and k != "entry_id"} for e in out]
+        return out if out is None else {k: v for k, v in out.items() if v is not None}
 
 
 class TaskSpec(BaseModel):
@@ -201,6 +237,8 @@ class TaskSpec(BaseModel):
         default_factory=list
     )
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    review: bool = Field(default=False, description="complete waits for a person's approve")
+    kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
 
 
 class AddTasksResult(Result):
@@ -234,6 +272,8 @@ class TaskRow(Result):
     priority: int
     attempts: int
     depends_on: list[str]
+    review: bool
+    kind: TaskKind
 
 
 class ListTasksResult(Result):

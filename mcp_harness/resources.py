@@ -113,30 +113,37 @@ INITIALIZE = """You are the INITIALIZER agent of a long-running project. Goal:
 {goal}
 
 Do exactly this, using the mcp-harness tools:
-1. Call restore_state. If tasks already exist (task_counts not all zero), stop: the project is
+1. Call restore_state first. If tasks already exist (task_counts not all zero), stop: the project is
    initialized; follow the resume_session prompt instead.
-2. Break the goal into many small, independently verifiable tasks (typically 20-200), each doable in
-   one focused session. For each: a stable key (e.g. "auth-login-form"), a title, a description, and
-   `steps`: concrete acceptance steps a tester could follow end to end. Set depends_on where order
-   matters and priority for what should come first. Every task starts not done.
+2. Break the goal into small, independently verifiable tasks, as many as the goal needs (a small goal
+   may need only a few), each doable in one focused session. For each: a stable key (e.g.
+   "auth-login-form"), a title, a description, and `steps`: concrete acceptance steps a tester could
+   follow end to end. Set depends_on where order matters and priority for what should come first.
+   Set review: true on risky or irreversible steps (a person approves the result before dependents
+   start), and add a kind: "gate" task where a person must decide (a product or design sign-off).
 3. Call add_tasks with them (in batches if there are many), with an idempotency_key per batch.
+   Adding an identical task again changes nothing; a used key with other content is refused.
 4. Call save_checkpoint with the project's shared facts (goal, architecture decisions, how to run and
    test, conventions) and label "initialized".
 5. Call record_progress (status "done") summarising the plan, with next_steps naming the first tasks.
 Do not start implementing tasks in this session."""
 
 RESUME = """You are a WORKING session of a long-running project (thread "{thread}"). Follow this loop:
-1. Call restore_state(thread="{thread}"). Read the state, recent_progress (newest first) and my_tasks.
-2. If my_tasks holds a task, continue it (heartbeat with its lease token if its lease is close to
-   expiring). Otherwise call claim_task. If no task is returned, read `reason`: wait (wait_seconds) or
-   stop and report.
+1. First call restore_state(thread="{thread}"). Read the state, recent_progress (newest first, every
+   thread) and my_tasks.
+2. If my_tasks holds a task, continue it (heartbeat with its lease token when expires_in_seconds runs
+   low). Otherwise call claim_task. If it returns no task, read `reason`: wait (wait_seconds, or
+   retry_after) or stop and report.
 3. Work on that ONE task only. Do not start another task in this session.
 4. Verify it end to end against every acceptance step (run it, test it, as a user would). Only then call
    update_task(action="complete", lease_token=..., verification="how you verified each step").
-   If you cannot finish, call update_task(action="fail", error=..., retry=true) or action="release".
+   If it fails, call update_task(action="fail", error=...). If you will not finish it, call
+   update_task(action="release") before you stop, so that another agent can take it at once.
    A regression in a done task: update_task(action="reopen", reason=...).
-5. Call record_progress: what was done, how it was verified, artifacts (files, commit), next_steps.
-6. Call save_checkpoint(thread="{thread}", mode="merge", state={{...what the next session needs...}}).
+5. Call record_progress with task_key set to the task: what was done, how it was verified, artifacts
+   (files, commit), next_steps.
+6. Before you stop, call save_checkpoint(thread="{thread}", mode="merge", state={{...what the next
+   session needs...}}).
 Never edit or delete tasks: tasks are only added, claimed, completed, failed, released or reopened."""
 
 

@@ -42,43 +42,10 @@ def compact_schema(node: Any, *, output: bool = False, in_properties: bool = Fal
         if isinstance(other.get("type"), str) and "$ref" not in other:
             out.pop("anyOf")
             out.update({**other, "type": [other["type"], "null"]})
+            if "enum" in other:  # an enum constrains every type: null must be one of its values
+                out["enum"] = [*other["enum"], None]
     return out
 
 
 def _is_bare_type(option: Any) -> bool:
     return isinstance(option, dict) and set(option) == {"type"} and isinstance(option["type"], str)
-
-
-def shallow_output_schema(schema: dict[str, Any], max_depth: int = 1) -> dict[str, Any]:
-    """Inline `$ref`s and describe values below `max_depth` by their JSON type only.
-
-    Tool results nest (a task inside a claim, progress entries inside a brief); spelling every nested
-    field in every tool's `outputSchema` would cost an agent several kilobytes of context on each
-    `tools/list`. The top levels keep every property and type; the README documents the rest."""
-    defs = schema.get("$defs", {})
-
-    def resolve(node: dict[str, Any]) -> dict[str, Any]:
-        while "$ref" in node:
-            node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
-        return node
-
-    def walk(node: Any, depth: int) -> Any:
-        if not isinstance(node, dict):
-            return node
-        node = resolve(node)
-        if "anyOf" in node:
-            options = [walk(o, depth) for o in node["anyOf"]]
-            types = [o.get("type") for o in options]
-            if depth >= max_depth and all(isinstance(t, str) for t in types):
-                return {"type": types if len(types) > 1 else types[0]}
-            return {**{k: v for k, v in node.items() if k != "anyOf"}, "anyOf": options}
-        if depth >= max_depth and node.get("type") in ("object", "array", ["object", "null"], ["array", "null"]):
-            return {"type": node["type"]}
-        out = {k: v for k, v in node.items() if k not in ("properties", "items", "$defs")}
-        if "properties" in node:
-            out["properties"] = {name: walk(sub, depth + 1) for name, sub in node["properties"].items()}
-        if "items" in node:
-            out["items"] = walk(node["items"], depth + 1)
-        return out
-
-    return walk(schema, 0)

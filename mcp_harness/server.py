@@ -12,7 +12,8 @@ import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp.types import CallToolResult, TextContent, Tool
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, Tool
 from pydantic import BaseModel, ValidationError
 
 from . import __version__
@@ -94,6 +95,21 @@ class HarnessServer(MCPServer[Any]):
         except HarnessError as exc:
             raise ResourceError(exc.to_text()) from exc
         return await super().read_resource(uri, context)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context | None = None
+    ) -> Any:
+        """An unknown prompt or a missing required argument is the caller's mistake: answer JSON-RPC invalid
+        params (-32602) in one line, where the SDK would answer an internal error and log a traceback."""
+        prompts = {p.name: p for p in await self.list_prompts()}
+        prompt = prompts.get(name)
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, f"no prompt named {name!r}; prompts: {', '.join(sorted(prompts))}")
+        given = arguments or {}
+        missing = [a.name for a in prompt.arguments or [] if a.required and not given.get(a.name)]
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"prompt {name!r} needs the argument {', '.join(missing)} (non-empty)")
+        return await super().get_prompt(name, arguments, context)
 
     def current(self) -> tuple[Harness, Identity]:
         """The open harness and the caller's identity, for any handler (tools, resources)."""

@@ -134,6 +134,14 @@ def agent_call(db: str, workspace: str, agent: str, tool: str, **arguments: obje
     return json.loads(out.stdout)
 
 
+def agent_call_error(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> str:
+    """The error text of a tool call that must fail (`[code] message`)."""
+    out = subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
+                         capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    assert out.returncode != 0, out.stdout
+    return out.stderr.strip()
+
+
 def tasks_json(db: str, workspace: str) -> dict[str, dict]:
     """What the database says, through the CLI (another process)."""
     out = run_cli("tasks", "--db", db, "--workspace", workspace, "--json")

@@ -16,6 +16,7 @@ async def test_brief_names_state_tasks_and_progress(sqlite_url, workspace):
         await call(c, "claim_task", task_key="api")
         await call(c, "record_progress", summary="routes drafted", task_key="api", next_steps=["add validation"])
         await call(c, "record_progress", summary="design note")
+        await call(c, "record_progress", summary="docs outline", thread="docs")  # one log: shown on main's brief
         await call(c, "save_checkpoint", state={"phase": "build"}, label="kickoff")
     db = sqlite_url.split("///", 1)[1]
     out = run_cli("brief", "--db", db, "--workspace", workspace, "--agent", "coder")
@@ -25,6 +26,7 @@ async def test_brief_names_state_tasks_and_progress(sqlite_url, workspace):
     assert "1 pending, 1 claimed" in text and 'You hold (agent coder): api "Build the API"' in text
     assert 'docs "Write the docs"' in text
     assert text.index("design note") < text.index("routes drafted")  # newest first
+    assert "(docs): docs outline" in text and "(main): design note" in text
     assert "next: add validation" in text and "claim_task" in text
     other = run_cli("brief", "--db", db, "--workspace", workspace, "--agent", "someone-else")
     assert "You hold" not in other.stdout  # held tasks are the agent's own

@@ -55,7 +55,7 @@ async def test_tables_are_coloured_on_a_terminal_unless_no_color(project_db):
     assert status == 0 and YELLOW not in plain and "Build the API" in plain
     piped = run_cli("tasks", "--db", db, "--workspace", ws)
     assert "\x1b[" not in piped.stdout and piped.stdout.splitlines()[1].split() == [
-        "KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "TITLE"]  # fmt: skip
+        "KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "KIND", "TITLE"]  # fmt: skip
 
 
 async def test_progress_bars_on_a_terminal_only(project_db, tmp_path):

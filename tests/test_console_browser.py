@@ -154,6 +154,40 @@ def test_an_operator_reopens_a_task_and_the_database_agrees(context: Any, team: 
     assert "the ERD is not in docs/ after all" in entry["summary"]
 
 
+def test_an_operator_approves_a_gate_and_the_database_agrees(context: Any, team: tuple[str, str], tmp_path: Path):
+    url, db = team
+    ws = f"gate-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    agent_call(db, ws, "alice", "add_tasks", tasks=[
+        {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
+        {"key": "build", "title": "Build the order flow", "depends_on": ["signoff"]},
+    ])  # fmt: skip
+    assert tasks_json(db, ws)["signoff"]["status"] == "in_review"  # schema is done: the gate waits on a person
+    page = context.new_page()
+    sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
+    card = page.locator("section.column.s-in_review article.card[data-key=signoff]")
+    card.wait_for(timeout=10_000)
+    card.locator("a.key").click()
+    page.wait_for_url("**/ui/task?*key=signoff*")
+    assert page.locator(".task-head .pill").inner_text() == "In review"
+    assert page.locator("summary[data-action]").evaluate_all("els => els.map(e => e.dataset.action)") == [
+        "approve", "reject", "cancel"]  # fmt: skip
+    page.click("summary[data-action=approve]")
+    page.fill("#approve-comment", "ERD and flows look right")
+    shot(page, tmp_path / "approve-form.png")
+    page.click("details.action[open] button[type=submit]")
+    page.wait_for_url("**done=approved*")
+    assert page.locator(".task-head .pill").inner_text() == "Done"
+    assert tasks_json(db, ws)["signoff"]["status"] == "done"
+    entry = next(e for e in log_json(db, ws) if e["task_key"] == "signoff")
+    assert entry["agent"] == "harness" and entry["summary"].startswith("olga approved task signoff")
+    assert "ERD and flows look right" in entry["summary"]
+    got = agent_call(db, ws, "bob", "claim_task", task_key="build")
+    assert got["task"]["key"] == "build"  # the gate's dependent is claimable now
+    page.locator("ol.events li", has_text="approve").wait_for(timeout=5_000)  # the events panel, live
+    shot(page, tmp_path / "approved.png")
+
+
 def test_a_live_refresh_waits_while_a_person_types_a_reason(context: Any, team: tuple[str, str], tmp_path: Path):
     """An open action form keeps what was typed when another process changes the task; closing the
     form catches the page up (the change shows without a reload)."""
@@ -262,4 +296,4 @@ def test_a_used_login_code_cannot_be_used_again(browser: Any, context: Any, tmp_
         finally:
             other.close()
         first.reload()
-        assert first.locator("section.column").count() == 5  # the first browser is still signed in
+        assert first.locator("section.column").count() == 7  # the first browser is still signed in

@@ -15,7 +15,17 @@ import anyio
 import httpx2
 import pytest
 from conftest import run_cli
-from console_support import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
+from console_support import (
+    XSS_TITLE,
+    agent_call,
+    agent_call_error,
+    log_json,
+    seed,
+    shared_server,
+    tasks_json,
+    token,
+    ui_process,
+)
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -168,6 +178,39 @@ def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: s
                                data={"csrf": csrf_of(fresh), "w": ws, "key": "xss", "reason": "  "})  # fmt: skip
         assert response.status_code == 400 and "cancel needs a reason" in response.text
     assert tasks_json(db, ws)["xss"]["status"] == "pending"
+
+
+def test_an_operator_releases_retries_rejects_and_cancels(url: str, db: str, ws: str):
+    """Each button's POST does what the contract's operator action does, in the person's name."""
+    agent_call(db, ws, "alice", "add_tasks", tasks=[{"key": "copy", "title": "Checkout copy", "review": True}])
+    lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
+    agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
+               verification="read it aloud")  # fmt: skip
+    held = agent_call(db, ws, "alice", "claim_task", task_key="xss")["lease"]
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+
+        def act(action: str, key: str, **fields: str) -> httpx2.Response:
+            page = client.get(f"/ui/task?w={ws}&key={key}").text
+            assert f'data-action="{action}"' in page, (action, key)
+            return client.post(f"/ui/task/{action}", headers={"origin": url},
+                               data={"csrf": csrf_of(page), "w": ws, "key": key, **fields})  # fmt: skip
+
+        assert act("release", "xss").headers["location"].endswith("done=released")
+        refused = agent_call_error(db, ws, "alice", "update_task", task_key="xss", action="heartbeat",
+                                   lease_token=held["token"])  # fmt: skip
+        assert refused.startswith("[lease_lost]") and "an operator ('olga') released it" in refused, refused
+        assert act("reject", "copy").status_code == 400  # a reject needs its comment
+        assert act("reject", "copy", comment="too long; half the words").status_code == 303
+        assert act("cancel", "payments", reason="payments move to the next release").status_code == 303
+    rows = tasks_json(db, ws)
+    assert (rows["xss"]["status"], rows["copy"]["status"], rows["payments"]["status"]) == (
+        "pending", "pending", "cancelled")  # fmt: skip
+    summaries = [e["summary"] for e in log_json(db, ws) if e["agent"] == "harness"]
+    assert any(s.startswith("operator olga released task xss (held by alice)") for s in summaries), summaries
+    assert any(s.startswith("olga rejected task copy: too long; half the words") for s in summaries)
+    assert any(s.startswith("olga cancelled task payments: payments move") for s in summaries)
+    claimed = agent_call(db, ws, "bob", "claim_task", task_key="copy")
+    assert claimed["task"]["review_comment"] == "too long; half the words"  # reaches the next claimer
 
 
 def test_a_revoked_token_is_signed_out_at_once(url: str, db: str, ws: str):

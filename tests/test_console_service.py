@@ -37,13 +37,16 @@ async def test_board_columns_show_every_task_with_what_it_waits_on(harness: Harn
     alice = await seed(harness, workspace)
     board = await harness.console.board(alice)
     columns = {c.status: c for c in board.columns}
-    assert [c.status for c in board.columns] == ["pending", "claimed", "blocked", "failed", "done"]
+    assert [c.status for c in board.columns] == [
+        "pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled"]  # fmt: skip
     assert {s: [card.key for card in c.cards] for s, c in columns.items()} == {
         "pending": ["mid", "top", "lone"],
         "claimed": ["held"],
         "blocked": ["stuck"],
         "failed": ["bad"],
         "done": ["base"],
+        "in_review": [],
+        "cancelled": [],
     }
     assert {s: c.total for s, c in columns.items()} == board.counts.model_dump()
     cards = {card.key: card for c in board.columns for card in c.cards}
@@ -54,7 +57,7 @@ async def test_board_columns_show_every_task_with_what_it_waits_on(harness: Harn
     assert cards["bad"].last_error == "boom" and cards["bad"].attempts == 1
     assert cards["base"].title == "Base <b>work</b>"  # stored as written; the templates escape it
     small = await harness.console.board(alice, per_column=1)
-    assert [len(c.cards) for c in small.columns] == [1, 1, 1, 1, 1]
+    assert [len(c.cards) for c in small.columns] == [1, 1, 0, 1, 1, 1, 0]
     assert {c.status: c.total for c in small.columns}["pending"] == 3
 
 

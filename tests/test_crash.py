@@ -57,7 +57,7 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
     db = str(tmp_path / "crash.db")
     pidfile = tmp_path / "server.pid"
     acked_versions: list[int] = []
-    acked_entries: set[str] = set()
+    acked_entries: set[int] = set()
     acked_done: set[str] = set()
     for round_no in range(10):
         try:
@@ -73,7 +73,7 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
                         acked_versions.append(saved["version"])
                         writing.set()
                         entry = await call(client, "record_progress", summary=f"round {round_no} step {i}")
-                        acked_entries.add(entry["entry_id"])
+                        acked_entries.add(entry["seq"])
                         key = f"r{round_no}-{i}"
                         await call(client, "add_tasks", tasks=[{"key": key, "title": key}])
                         got = await call(client, "claim_task", task_key=key)
@@ -102,7 +102,7 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
         assert set(acked_versions) <= versions, "an acknowledged checkpoint was lost"
         assert sorted(versions) == list(range(1, max(versions) + 1)), "versions have no holes"
         log = await call(client, "restore_state", progress_limit=100)
-        listed = {e["entry_id"] for e in log["recent_progress"]}
+        listed = {e["seq"] for e in log["recent_progress"]}
         tasks: dict[str, str] = {}
         listing = {"next_cursor": None}
         while True:
@@ -115,7 +115,7 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
         assert await call(client, "save_checkpoint", state={"after": "crashes"})  # it restarts and serves
     with sqlite3.connect(db) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        stored = {row[0] for row in raw.execute("SELECT entry_id FROM progress")}
+        stored = {row[0] for row in raw.execute("SELECT seq FROM progress")}
     assert acked_entries <= stored, "an acknowledged progress entry was lost"
     assert listed <= stored
 

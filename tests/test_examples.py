@@ -32,7 +32,15 @@ def test_resume_after_crash(tmp_path):
     assert facts["held_task"] == "step-3" and facts["same_lease"]
     assert facts["next_step"] == "step-3: add input validation" and facts["state_current"] == "step-3"
     assert facts["completed_after_resume"]
-    assert facts["task_counts"] == {"pending": 2, "claimed": 0, "done": 3, "failed": 0, "blocked": 0}
+    assert facts["task_counts"] == {
+        "pending": 2,
+        "claimed": 0,
+        "in_review": 0,
+        "done": 3,
+        "failed": 0,
+        "cancelled": 0,
+        "blocked": 0,
+    }
     integrity = subprocess.run(
         [sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("
          "'PRAGMA integrity_check').fetchone()[0])", str(tmp_path / "demo.db")],
@@ -47,5 +55,34 @@ def test_http_team():
     out, facts = run_example("http_team.py")
     assert f"killed agent {facts['victim']} while it held" in out
     assert facts["killed_holding"] and facts["finished_by"] in {"ann", "bo", "cy"} - {facts["victim"]}
-    assert facts["counts"] == {"pending": 0, "claimed": 0, "done": 10, "failed": 0, "blocked": 0}
+    assert facts["counts"] == {
+        "pending": 0,
+        "claimed": 0,
+        "in_review": 0,
+        "done": 10,
+        "failed": 0,
+        "cancelled": 0,
+        "blocked": 0,
+    }
     assert facts["order_ok"] and len(facts["completed"]) == 10
+
+
+def test_multi_session_log_tells_the_story(tmp_path):
+    """Initializer, a session that dies holding a task, two agents side by side, a failure retried, a
+    reopen: `mcp-harness log` alone shows each of them, the harness's own entries included."""
+    out, facts = run_example("multi_session.py", "--db", str(tmp_path / "shop.db"))
+    assert facts["statuses"] == dict.fromkeys(["schema", "api", "ui", "docs", "ci"], "done")
+    log = out[out.index("$ mcp-harness log") :]
+    harness = [(key, text) for agent, key, text in facts["log"] if agent == "harness"]
+    failed = [t for k, t in harness if k == "api" and "failed on attempt 1" in t]
+    assert failed and "integration test timed out" in failed[0] and "retried after" in failed[0]
+    taken = [t for k, t in harness if k == "docs" and "took over task docs (attempt 2)" in t]
+    assert taken and "the lease of ann expired" in taken[0]
+    assert ("schema", "tester reopened task schema: orders has no total column; the checkout needs it") in harness
+    for text in (failed[0], taken[0], "tester reopened task schema"):
+        assert text in log, text  # the people's log shows the same, on one line
+    texts = [text for _agent, _key, text in facts["log"]]  # oldest first
+    assert texts.index("schema: done and verified") < texts.index(failed[0]) < texts.index("api: done and verified")
+    assert texts.index(taken[0]) < texts.index("docs: done and verified")
+    assert facts["log"][-1] == ["ann", "schema", "schema: added orders.total"]  # the fix after the reopen
+    assert facts["completed_by"]["api"] in {"ann", "bo"} and set(facts["completed_by"].values()) <= {"ann", "bo"}

@@ -171,6 +171,30 @@ async def test_reader_role_is_read_only(served):
         assert (await call(reader, "restore_state"))["checkpoint"]["version"] == 1
 
 
+@pytest.mark.anyio
+async def test_only_operator_tokens_approve_or_reject(served):
+    ws = f"rv-{secrets.token_hex(3)}"
+    async with http_client(served.url, served.token(ws, "coder")) as coder:
+        await call(coder, "add_tasks", tasks=[{"key": "d", "title": "design", "review": True},
+                                              {"key": "g", "title": "sign-off", "kind": "gate"}])  # fmt: skip
+        got = await call(coder, "claim_task")
+        await call(coder, "update_task", task_key="d", action="complete", lease_token=got["lease"]["token"],
+                   verification="ok")  # fmt: skip
+        for key, action in (("d", "approve"), ("g", "reject")):
+            err = await fail(coder, "update_task", task_key=key, action=action, comment="mine")
+            assert err.code == "forbidden" and "'operator' role" in err.text, err.text
+    async with http_client(served.url, served.token(ws, "auditor", "reader")) as reader:
+        for key, action in (("d", "approve"), ("g", "reject")):
+            err = await fail(reader, "update_task", task_key=key, action=action, comment="mine")
+            assert err.code == "forbidden", err.text
+        rows = (await call(reader, "list_tasks"))["tasks"]
+        assert [r["status"] for r in rows] == ["in_review", "in_review"]  # nothing changed
+    async with http_client(served.url, served.token(ws, "ann", "operator")) as ann:
+        assert (await call(ann, "update_task", task_key="d", action="approve"))["status"] == "done"
+        rejected = await call(ann, "update_task", task_key="g", action="reject", comment="no")
+        assert rejected["status"] == "failed"
+
+
 def test_token_cli_lists_without_secrets(served):
     token = served.token("ws-list", "lister", "reader")
     out = run_cli("token", "list", "--db", served.db, "--workspace", "ws-list")

@@ -155,6 +155,8 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     with sqlite3.connect(path) as raw:  # the layout version 1 created
         raw.execute("DROP TABLE segments")
         raw.execute("DROP TABLE task_events")  # (migration 4)
+        for column in ("review", "kind", "review_comment"):  # (migration 5)
+            raw.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
         raw.execute("DROP INDEX ix_checkpoint_label")
         raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")

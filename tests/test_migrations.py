@@ -216,12 +216,15 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         assert (await h.restore(ident, thread="feat/x", label="fork")).state == {"other": True}
         listing = await h.tasks.list(ident)
         assert [(t.key, t.status) for t in listing.tasks] == [("t1", "done"), ("t2", "pending"), ("t3", "claimed")]
-        assert [e.summary for e in brief.recent_progress] == ["did things"]  # thread main's
+        assert [e.summary for e in brief.recent_progress] == ["a note", "did things"]  # every thread's
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
-    # every row kept; migration 4 added the (empty) task events table
-    assert after == {**{name: rows for name, rows in before.items() if name != "harness_meta"}, "task_events": []}
+    # every row kept; migration 4 added the (empty) task events table, migration 5 three task columns
+    # (review false, kind work, no review comment)
+    kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
+    kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
+    assert after == {**kept, "task_events": []}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []
 
     async with Harness.open(settings_for(url)) as h:  # and it keeps working: a list grows, ids continue

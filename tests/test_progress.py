@@ -37,13 +37,24 @@ async def test_entry_fields_round_trip(client):
     assert entry["task_key"] == "auth-login" and entry["artifacts"] == {"files": ["app/login.py"], "commit": "abc123"}
 
 
-async def test_recent_progress_covers_the_requested_thread(client):
+async def test_recent_progress_is_the_whole_workspace(client):
+    """One log per workspace: `thread` on record_progress is a tag; every restore_state, whatever its
+    thread, shows the newest entries of all threads, each naming its thread; the progress resource
+    agrees."""
     await call(client, "record_progress", summary="on main")
     await call(client, "record_progress", summary="on docs", thread="docs")
+    await call(client, "save_checkpoint", state={"d": 1}, thread="docs")
     main = await call(client, "restore_state")
     docs = await call(client, "restore_state", thread="docs")
-    assert [e["summary"] for e in main["recent_progress"]] == ["on main"]
-    assert [e["summary"] for e in docs["recent_progress"]] == ["on docs"]
+    other = await call(client, "restore_state", thread="never-used", progress_limit=1)
+    expected = [("on docs", "docs"), ("on main", "main")]
+    assert [(e["summary"], e["thread"]) for e in main["recent_progress"]] == expected
+    assert docs["recent_progress"] == main["recent_progress"] and docs["state"] == {"d": 1}
+    assert [(e["summary"], e["thread"]) for e in other["recent_progress"]] == expected[:1]
+    listed = json.loads((await client.read_resource("harness://progress")).contents[0].text)["progress"]
+    assert [(e["seq"], e["summary"], e["thread"]) for e in listed] == [
+        (e["seq"], e["summary"], e["thread"]) for e in main["recent_progress"]
+    ]
 
 
 async def test_progress_errors(db_url, workspace):
@@ -129,9 +140,14 @@ async def test_resources_and_prompts(client):
     init = await client.get_prompt("initialize_project", {"goal": "build a todo app"})
     text = init.messages[0].content.text
     assert "build a todo app" in text and "add_tasks" in text and "acceptance steps" in text
+    assert "restore_state first" in text and "20-200" not in text and "re- adds" not in text
     resume = await client.get_prompt("resume_session", {"thread": "feat/x"})
     text = resume.messages[0].content.text
     assert 'restore_state(thread="feat/x")' in text and "ONE task" in text and "verification" in text
+    # the session discipline of the contract: restore first, task_key on progress, release what you leave
+    assert text.index("First call restore_state") < text.index("claim_task") < text.index("Verify")
+    assert "task_key set to the task" in text and 'action="release") before you stop' in text
+    assert text.index("Verify") < text.index('action="complete"') and "Before you stop, call save_checkpoint" in text
 
 
 async def test_ready_flags_match_a_full_recomputation(harness, workspace):

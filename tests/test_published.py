@@ -36,3 +36,75 @@ async def test_published_listings_are_pinned(sqlite_url, workspace):
     if os.environ.get("MCP_HARNESS_UPDATE_PINS"):
         PINNED.write_text(text)
     assert text == PINNED.read_text(), "the published listings changed; see this module's docstring"
+
+
+#: What a model reads of the tools must stay under this (CONTRACT.md, revision 2), with room to spare for
+#: the arguments still to come (review gates: more update_task actions and a `comment`, ~600 bytes).
+MODEL_VISIBLE_LIMIT = 7_500
+#: Arguments whose meaning is not plain from their name and type: each carries a one-line description.
+DESCRIBED = {
+    "save_checkpoint": {"mode", "expected_version", "fork_from"},
+    "restore_state": {"paths", "progress_limit"},
+    "record_progress": {"thread", "task_key"},
+    "claim_task": {"lease_seconds", "tags", "task_key", "wait_seconds"},
+    "update_task": {"lease_token", "lease_seconds", "result", "verification", "error", "retry", "reason"},
+    "list_tasks": {"status", "ready", "cursor"},
+}
+
+
+def model_visible(tools: list) -> bytes:
+    """Each tool's name, description, input schema and annotations, all tools together, as compact JSON."""
+    seen = [
+        {k: v for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
+         if k in ("name", "description", "inputSchema", "annotations")}
+        for t in tools
+    ]  # fmt: skip
+    return json.dumps(seen, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def test_what_a_model_reads_of_the_tools_fits_its_budget(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    size = len(model_visible(list(tools.values())))
+    print(f"tools/list, model-visible: {size} bytes")  # shown with -s; the README quotes it
+    assert size < MODEL_VISIBLE_LIMIT, f"{size} bytes"
+    for name, wanted in DESCRIBED.items():
+        props = tools[name].input_schema["properties"]
+        missing = sorted(arg for arg in wanted if "description" not in props[arg])
+        assert not missing, f"{name}: no description on {missing}"
+        long = [arg for arg, p in props.items() if len(p.get("description", "")) > 100]
+        assert not long, f"{name}: descriptions over one short line on {long}"
+    assert tools["update_task"].input_schema["properties"]["result"] != {}  # says it takes any JSON
+    assert tools["add_tasks"].input_schema["$defs"]["TaskSpec"]["properties"]["steps"]["description"]
+
+
+def resolve(schema: dict, node: dict) -> dict:
+    """`node` with its `$ref` (or the non-null option of an anyOf) followed, inside `schema`."""
+    options = [o for o in node.get("anyOf", []) if o.get("type") != "null"]
+    node = options[0] if options else node
+    ref = node.get("$ref")
+    return schema["$defs"][ref.rsplit("/", 1)[-1]] if ref else node
+
+
+async def test_output_schemas_describe_nested_results(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace) as client:
+        out = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+    claim = out["claim_task"]
+    lease = resolve(claim, claim["properties"]["lease"])["properties"]
+    assert lease["token"]["type"] == "string" and lease["expires_in_seconds"]["type"] == "number"
+    assert "pending" in resolve(claim, claim["properties"]["task"])["properties"]["status"]["enum"]
+    assert set(resolve(claim, claim["properties"]["waiting_on"]["items"])["properties"]) >= {"key", "retry_after"}
+    rows = out["list_tasks"]
+    row = resolve(rows, rows["properties"]["tasks"]["items"])["properties"]
+    assert row["ready"]["type"] == "boolean" and row["depends_on"]["items"] == {"type": "string"}
+    update = out["update_task"]
+    assert (
+        "heartbeat: {lease} only" in update["description"]
+        and "token" in resolve(update, update["properties"]["lease"])["properties"]
+    )
+    assert update["properties"]["unblocked"]["items"] == {"type": "string"}
+    brief = out["restore_state"]
+    entry = resolve(brief, brief["properties"]["recent_progress"]["items"])["properties"]
+    assert {"thread", "task_key", "summary"} <= set(entry)
+    held = resolve(brief, brief["properties"]["my_tasks"]["items"])["properties"]
+    assert "token" in resolve(brief, held["lease"])["properties"]

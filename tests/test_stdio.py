@@ -13,6 +13,7 @@ import anyio
 import pytest
 from conftest import call, fail, mcp_client, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
+from test_published import MODEL_VISIBLE_LIMIT, model_visible
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 
@@ -48,10 +49,14 @@ async def test_round_trip_over_stdio(sqlite_url, workspace):
 
 
 async def test_tools_list_stays_small(sqlite_url, workspace):
+    """What a model reads of the tools (test_published.py has the budget) is as small over stdio; the
+    whole listing, output schemas with their nested types included, stays bounded too."""
     async with stdio_client(sqlite_url, workspace, "a") as client:
         listing = await client.list_tools()
-        size = len(listing.model_dump_json(by_alias=True, exclude_none=True))
-        assert size < 8000, f"tools/list is {size} bytes"
+        size = len(model_visible(listing.tools))
+        assert size < MODEL_VISIBLE_LIMIT, f"what a model reads of tools/list is {size} bytes"
+        whole = len(listing.model_dump_json(by_alias=True, exclude_none=True))
+        assert whole < 16_000, f"tools/list is {whole} bytes"
 
 
 async def test_state_survives_a_server_restart(sqlite_url, workspace):
@@ -131,3 +136,20 @@ async def test_a_database_that_could_not_be_opened_is_tried_again_on_the_next_ca
         assert err.code == "unavailable"
         folder.mkdir()  # the cause goes away: the next call opens the database
         assert (await call(client, "restore_state"))["found"] is False
+
+
+async def test_serve_role_operator_and_reader(sqlite_url, workspace):
+    """A person reviewing from a desktop client: `serve --role operator`; MCP_HARNESS_ROLE=reader is read-only."""
+    async with stdio_client(sqlite_url, workspace, "coder") as coder:
+        await call(coder, "add_tasks", tasks=[{"key": "g", "title": "sign-off", "kind": "gate"}])
+        err = await fail(coder, "update_task", task_key="g", action="approve")
+        assert err.code == "forbidden"
+    cmd = [*serve_command(sqlite_url, workspace, "ann"), "--role", "operator"]
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env())
+    async with Client(params, read_timeout_seconds=60) as ann:
+        assert (await call(ann, "update_task", task_key="g", action="approve"))["status"] == "done"
+    cmd = serve_command(sqlite_url, workspace, "auditor")
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=subprocess_env(MCP_HARNESS_ROLE="reader"))
+    async with Client(params, read_timeout_seconds=60) as reader:
+        err = await fail(reader, "add_tasks", tasks=[{"key": "x", "title": "x"}])
+        assert err.code == "forbidden" and "reader" in err.text

@@ -1,11 +1,13 @@
-"""A Hypothesis state machine over add/claim/heartbeat/complete/fail/release/reopen/clock-advance.
+"""A Hypothesis state machine over add/claim/heartbeat/complete/fail/release/reopen/clock-advance, with
+review tasks and gates decided by an operator (approve/reject/cancel).
 
 A model tracks who holds the current lease of each task and predicts which lease operations must
 succeed; after every step the invariants are checked against the database: at most one live lease
 per task, a claimed task's dependencies are all done, done is terminal except by reopen, attempts
 never exceed max_attempts, and the maintained ready/blocked flags equal a full recomputation. Every
 empty claim (of any task, or of one named task) gives the reason the contract's table names for the
-state it left, and `waiting_on` names real tasks of that reason.
+state it left, and `waiting_on` names real tasks of that reason. A task in review (and only there)
+has every dependency settled (done or cancelled), and so has every gate, which is never claimed.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from mcp_harness import clock
 from mcp_harness.config import Settings
-from mcp_harness.errors import InvalidArgument, LeaseLost
+from mcp_harness.errors import InvalidArgument, LeaseLost, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import tasks as task_store
 
 AGENTS = ["a", "b", "c"]
 WS = "sm"
+SETTLED = ("done", "cancelled")
+OPERATOR = Identity(WS, "olga", "operator")
 
 
 class TaskMachine(RuleBasedStateMachine):
@@ -60,17 +64,23 @@ class TaskMachine(RuleBasedStateMachine):
 
     @initialize(
         specs=st.lists(
-            st.tuples(st.integers(0, 3), st.integers(1, 3), st.sets(st.integers(0, 7), max_size=2)),
+            st.tuples(
+                st.integers(0, 3),
+                st.integers(1, 3),
+                st.sets(st.integers(0, 7), max_size=2),
+                st.sampled_from(["work", "work", "review", "gate"]),
+            ),
             min_size=3,
             max_size=8,
         )
     )
     def add(self, specs) -> None:
         tasks = []
-        for i, (priority, attempts, deps) in enumerate(specs):
+        for i, (priority, attempts, deps, kind) in enumerate(specs):
             depends = sorted(f"k{d}" for d in deps if d < i)  # a DAG: only earlier tasks
             tasks.append(TaskSpec(key=f"k{i}", title=f"t{i}", priority=priority, max_attempts=attempts,
-                                  depends_on=depends))  # fmt: skip
+                                  depends_on=depends, review=kind == "review",
+                                  kind="gate" if kind == "gate" else "work"))  # fmt: skip
         self.run(self.h.tasks.add(Identity(WS, "planner"), tasks=tasks))
         self.keys = [t.key for t in tasks]
         self.holder = {k: None for k in self.keys}
@@ -78,7 +88,11 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(agent=st.sampled_from(AGENTS), named=st.none() | st.integers(0, 7))
     def claim(self, agent: str, named: int | None) -> None:
         key = None if named is None or not self.keys else self.keys[named % len(self.keys)]
-        got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10, task_key=key))
+        try:
+            got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10, task_key=key))
+        except InvalidArgument:
+            assert key is not None and self._rows()[0][key].kind == "gate", f"claim of {key} refused"
+            return
         if got.task is None:
             # A claim that finds no work fails the leases that ran out on their last attempt.
             rows, _flags = self._rows()
@@ -95,7 +109,7 @@ class TaskMachine(RuleBasedStateMachine):
         """The contract's table, stated over the state the empty claim left: the roots of what the
         wanted unfinished tasks wait on, each a reason; the first of the precedence order wins."""
         now = clock.now()
-        unfinished = [k for k in wanted if rows[k].status != "done"]
+        unfinished = [k for k in wanted if rows[k].status not in SETTLED]
         if not unfinished:
             assert got.reason == "all_done" and got.waiting_on is None, got
             return
@@ -104,7 +118,7 @@ class TaskMachine(RuleBasedStateMachine):
         while stack:
             k = stack.pop()
             row = rows[k]
-            waits = [d for d in json.loads(row.depends_on) if rows[d].status != "done"]
+            waits = [d for d in json.loads(row.depends_on) if rows[d].status not in SETTLED]
             if row.status == "failed" or not waits:
                 roots.add(k)
             else:
@@ -114,6 +128,9 @@ class TaskMachine(RuleBasedStateMachine):
             row = rows[k]
             if row.status == "failed":
                 return "blocked_by_failure"
+            if row.status == "in_review":
+                return "waiting_on_review"
+            assert row.kind == "work", f"gate {k} waits on nothing yet is {row.status}"
             if row.status == "pending" and row.available_at > now:
                 return "backoff"
             # held by a live lease, or (outside a named claim) one another claim would take now
@@ -181,12 +198,49 @@ class TaskMachine(RuleBasedStateMachine):
         except InvalidArgument:
             return  # not done or failed: nothing to reopen
         self.reopened.add(key)
-        self.holder[key] = None
-        self.completed_by.pop(key, None)
-        rows, _flags = self._rows()  # claims downstream of a reopened task are revoked
-        for other, row in rows.items():
-            if row.status == "pending":
-                self.holder[other] = None
+        self._sync()  # claims downstream of a reopened task are revoked, reviews downstream sent back
+
+    def _sync(self) -> None:
+        """After a change that may end leases (reopen, cancel, reject): forget the leases that ended, and
+        the completing tokens whose retry is no longer a no-op."""
+        rows, _flags = self._rows()
+        for key, row in rows.items():
+            if row.status != "claimed":
+                self.holder[key] = None
+            if row.status not in ("done", "in_review") or row.lease_token != self.completed_by.get(key):
+                self.completed_by.pop(key, None)
+
+    def _operator(self, index: int, action: str, **kw) -> str | None:
+        """The operator's `action` on a task; the task's status before, or None if it was refused as
+        not applying to that status (the refusal must name the status)."""
+        key = self.keys[index % len(self.keys)]
+        before = self._rows()[0][key]
+        try:
+            self.run(self.h.tasks.update(OPERATOR, task_key=key, action=action, **kw))
+        except (InvalidArgument, NotFound) as exc:
+            assert "is " in exc.message, exc.message
+            return None
+        return before.status
+
+    @precondition(lambda self: bool(self.keys))
+    @rule(index=st.integers(0, 7))
+    def approve(self, index):
+        before = self._operator(index, "approve", comment="fine")
+        assert before in (None, "in_review")
+
+    @precondition(lambda self: bool(self.keys))
+    @rule(index=st.integers(0, 7))
+    def reject(self, index):
+        before = self._operator(index, "reject", comment="redo")
+        assert before in (None, "in_review")
+        self._sync()
+
+    @precondition(lambda self: bool(self.keys))
+    @rule(index=st.integers(0, 7))
+    def cancel(self, index):
+        before = self._operator(index, "cancel", reason="not needed")
+        assert before in (None, "pending", "claimed", "in_review", "failed")
+        self._sync()
 
     @rule(seconds=st.sampled_from([1, 5, 11, 30]))
     def advance(self, seconds):
@@ -209,15 +263,19 @@ class TaskMachine(RuleBasedStateMachine):
         now = clock.now()
         for key, row in rows.items():
             assert row.attempts <= row.max_attempts, f"{key} used {row.attempts} attempts"
+            assert not (row.kind == "gate" and row.status == "claimed"), f"gate {key} was claimed"
+            if row.status in ("claimed", "in_review"):
+                for dep in json.loads(row.depends_on):
+                    assert rows[dep].status in SETTLED, f"{key} {row.status} while {dep} is {rows[dep].status}"
+            if row.kind == "gate" and row.status == "pending":
+                assert not flags[key][0], f"gate {key} has every dependency settled but is not in review"
             if row.status == "claimed":
                 assert row.lease_token is not None
-                for dep in __import__("json").loads(row.depends_on):
-                    assert rows[dep].status == "done", f"{key} claimed while {dep} is {rows[dep].status}"
                 holder = self.holder[key]
                 if row.lease_expires_at > now:
                     assert holder is not None and holder[1] == row.lease_token, "a live lease nobody holds"
             deps_done, blocked = flags[key]
-            assert bool(row.ready) == (deps_done and row.status in task_store.OPEN), key
+            assert bool(row.ready) == (deps_done and row.status in task_store.OPEN and row.kind == "work"), key
             assert bool(row.blocked) == blocked, key
         now_done = {k for k, r in rows.items() if r.status == "done"}
         lost = (self.done_before - now_done) - self.reopened
@@ -227,6 +285,6 @@ class TaskMachine(RuleBasedStateMachine):
 
 
 TaskMachine.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-test_task_state_machine = pytest.mark.slow(TaskMachine.TestCase)  # 40 runs of 30 steps
+test_task_state_machine = pytest.mark.slow(TaskMachine.TestCase)  # 60 runs of 30 steps

@@ -166,6 +166,9 @@ def _tasks(
     lines = ["Tasks: " + ", ".join(f"{n} {name}" for name, n in counts.items())]
     who = f" (agent {agent})" if agent else ""
     for held in restored["my_tasks"]:
+        if held.get("status") == "in_review":
+            lines.append(f'Yours, waiting for a person\'s review: {held["key"]} "{_cut(held["title"], 120)}"')
+            continue
         lease = held.get("lease") or {}
         lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
                      f"lease {_left(lease)}")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -21,11 +22,36 @@ def env(name: str, default: str) -> str:
 
 
 def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
+    """The stdio server's identity (`with_agent`: --agent, --role and their variables), else the CLI's."""
+    from ..errors import InvalidArgument
     from ..identity import Identity
 
     workspace = args.workspace or env("WORKSPACE", "default")
-    agent = (getattr(args, "agent", None) or env("AGENT", "default")) if with_agent else "cli"
-    return Identity(workspace=workspace, agent=agent)
+    if not with_agent:
+        return Identity(workspace=workspace, agent="cli")
+    agent = getattr(args, "agent", None) or env("AGENT", "default")
+    role = getattr(args, "role", None) or env("ROLE", "agent")
+    if role not in ("agent", "reader", "operator"):
+        raise InvalidArgument(f"MCP_HARNESS_ROLE must be agent, reader or operator, not {role!r}")
+    return Identity(workspace=workspace, agent=agent, role=role)  # type: ignore[arg-type]
+
+
+def person(args: argparse.Namespace) -> Identity:
+    """A person acting from the command line, as an operator: --agent, else the login name, else `operator`."""
+    import getpass
+
+    from ..config import NAME_PATTERN
+    from ..identity import Identity
+
+    name = getattr(args, "agent", None)
+    if not name:
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError, ImportError):
+            name = None
+        if not name or not re.fullmatch(NAME_PATTERN, name):
+            name = "operator"
+    return Identity(workspace=args.workspace or env("WORKSPACE", "default"), agent=name, role="operator")
 
 
 def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]], *, existing: bool = False) -> int:

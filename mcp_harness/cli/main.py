@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "serve": "serve:cmd_serve",
     "log": "reading:cmd_log",
     "tasks": "reading:cmd_tasks",
+    "review": "review:cmd_review",
     "history": "reading:cmd_history",
     "show": "reading:cmd_show",
     "status": "reading:cmd_status",

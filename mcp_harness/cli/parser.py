@@ -11,6 +11,10 @@ from ..console import command as ui_command
 from .common import env
 
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
+ROLES = ("agent", "reader", "operator")
+STATUSES = ("pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked")
+#: `--agent` of the commands a person runs as an operator
+PERSON = "who acts (default: your login name, else 'operator')"
 
 DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
 
@@ -81,6 +85,8 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
     p = sub.add_parser("serve", parents=parents, help="run the MCP server (stdio by default)")
     p.add_argument("--transport", choices=["stdio", "http"], default=env("TRANSPORT", "stdio"))
     p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--role", choices=ROLES, default=None,
+                   help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)")  # fmt: skip
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
     p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
@@ -94,11 +100,22 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p.add_argument("--limit", type=positive, default=20)
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("tasks", parents=parents, help="the task board; `tasks show KEY`: one task's story")
-    p.add_argument("show", nargs="*", metavar="show KEY", help="one task: its lease, events and progress entries")
-    p.add_argument(
-        "--status", action="append", default=None, choices=["pending", "claimed", "done", "failed", "blocked"]
-    )
+    p = sub.add_parser(
+        "tasks", parents=parents,
+        help="the task board; `tasks show KEY`: one task's story; `tasks release|retry|cancel KEY` (operator)",
+    )  # fmt: skip
+    p.add_argument("show", nargs="*", metavar="show|release|retry|cancel KEY",
+                   help="show: one task's lease, events and progress; release: end its lease; retry: end its "
+                   "backoff; cancel (--reason): the plan no longer needs it")  # fmt: skip
+    p.add_argument("--status", action="append", default=None, choices=STATUSES)
+    p.add_argument("--reason", default=None, help="cancel: why the plan no longer needs the task")
+    p.add_argument("--agent", default=None, help=PERSON)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("review", parents=parents, help="tasks waiting for a person: list, approve KEY, reject KEY")
+    p.add_argument("words", nargs="+", metavar="list|approve KEY|reject KEY")
+    p.add_argument("--comment", default=None, help="the reviewer's note (required to reject)")
+    p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("history", parents=parents, help="checkpoints of a thread, newest first")
@@ -183,7 +200,7 @@ def _tokens_and_schemas(
     t = tsub.add_parser("create", parents=[common], help="create a token (printed once, on the last line)")
     t.add_argument("--workspace", required=True)
     t.add_argument("--agent", required=True)
-    t.add_argument("--role", choices=["agent", "reader", "operator"], default="agent")
+    t.add_argument("--role", choices=ROLES, default="agent")
     t = tsub.add_parser("list", parents=[common], help="tokens (never their text)")
     t.add_argument("--workspace", default=None)
     t.add_argument("--json", action="store_true")

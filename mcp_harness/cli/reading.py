@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import NotFound
+from ..errors import InvalidArgument, NotFound
 from ..service import Harness, Identity
 from .common import identity, with_harness
 from .output import note, show
@@ -52,6 +52,12 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
+    if args.show and args.show[0] in ("release", "retry", "cancel"):  # an operator's action
+        from .review import task_action
+
+        if len(args.show) != 2:
+            raise InvalidArgument(f"use `tasks {args.show[0]} KEY`")
+        return task_action(args, *args.show)
     if args.show:  # tasks show KEY
         from .task_story import show_task
 

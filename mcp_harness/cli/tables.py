@@ -48,12 +48,14 @@ def styled(status: str, text: str | None = None) -> Text:
 
 
 def task_board(tasks: list[Any]) -> Any:
-    """KEY STATUS OWNER LEASE PRI TRY TITLE, one row per task (`TaskView`s)."""
-    t = table("KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "TITLE", wide="TITLE")
+    """KEY STATUS OWNER LEASE PRI TRY KIND TITLE, one row per task (`TaskView`s); KIND says `gate` or
+    `review` (completing it waits for a person)."""
+    t = table("KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "KIND", "TITLE", wide="TITLE")
     for task in tasks:
         lease = time_left(task.lease.expires_at) if task.lease else ""
+        kind = "gate" if task.kind == "gate" else "review" if task.review else ""
         t.add_row(task.key, styled(task.status), task.owner or "-", lease, str(task.priority),
-                  f"{task.attempts}/{task.max_attempts}", task.title)  # fmt: skip
+                  f"{task.attempts}/{task.max_attempts}", kind, task.title)  # fmt: skip
     return t
 
 

@@ -13,7 +13,7 @@ from ..service import Harness, Identity
 async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
     """`tasks show KEY`: the task, its lease, its events and the progress entries about it."""
     if len(words) != 2 or words[0] != "show":
-        raise InvalidArgument("use `tasks show KEY` (or `tasks` alone for the board)")
+        raise InvalidArgument("use `tasks show KEY`, `tasks release|retry|cancel KEY` (or `tasks` alone for the board)")
     story = await h.tasks.story(ident, words[1])
     if as_json:
         print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
@@ -23,7 +23,9 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
     if t.lease:
         left = datetime.strptime(t.lease.expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
         print(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
-    for name in ("depends_on", "last_error", "verification", "result"):
+    if t.kind == "gate" or t.review:
+        print("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
+    for name in ("depends_on", "last_error", "verification", "result", "review_comment"):
         if getattr(t, name) not in (None, []):
             print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
     print("events:" if story.events else "events: none")

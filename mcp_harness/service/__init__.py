@@ -58,7 +58,8 @@ class Harness:
         args = RestoreStateArgs.of(args, fields)
         async with self.db.read() as conn:
             meta, state, missing = await self.checkpoints.load(conn, ident, args)
-            rows = await progress_store.recent(conn, ident.workspace, thread=args.thread, limit=args.progress_limit)
+            # One log per workspace (revision 2): the newest entries of every thread, each naming its thread.
+            rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
         return RestoreStateResult(
             found=meta is not None,

@@ -27,7 +27,7 @@ from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult
 from ..store import Connection
 from ..store import checkpoints as store
 from ..store.common import now
-from ..store.records import CheckpointRow, CheckpointWithManifest
+from ..store.records import CheckpointRow, CheckpointWithManifest, ThreadHead
 from . import lists, manifest
 from .base import Identity, ServiceBase, iso, new_id
 from .manifest import INLINE_MAX_BYTES, Blob, Chain, Entry, Inline, missing_value
@@ -50,7 +50,6 @@ class CheckpointService(ServiceBase):
         """Save a state as its thread's next version (`args`, or its fields as keywords)."""
         args = SaveCheckpointArgs.of(args, fields)
         state, thread, mode, label, metadata = args.state, args.thread, args.mode, args.label, args.metadata
-        expected_version = args.expected_version
         check_depth(state, self.limits.max_depth, what="state")
         metadata_json = self._metadata_json(metadata)
         # Encode, before any lock is taken, the values stored as given (a merge's object patches are
@@ -63,17 +62,9 @@ class CheckpointService(ServiceBase):
 
         async def body(conn: Connection) -> SaveCheckpointResult:
             head = await store.lock_thread(conn, ident.workspace, thread)
-            latest = head.version
-            if expected_version is not None and expected_version != latest:
-                raise VersionConflict(
-                    f"thread {thread!r} is at version {latest}, you expected {expected_version}"
-                    + ("" if latest else " (it has no checkpoint yet: expected_version 0 means that)")
-                    + f"; call restore_state(thread={thread!r}) to see what changed, then retry with "
-                    f"expected_version={latest}"
-                )
-            parent = manifest.loads(head.manifest) if head.manifest else []
+            latest, parent_id, parent = await self._base(conn, ident, args, head)
             entries, new_blobs, fresh = await self._build_manifest(
-                conn, ident.workspace, parent, state, encoded, mode, parent_id=head.checkpoint_id
+                conn, ident.workspace, parent, state, encoded, mode, parent_id=parent_id
             )
             size = manifest.state_size(entries)
             if size > self.limits.max_state_bytes:
@@ -84,7 +75,7 @@ class CheckpointService(ServiceBase):
             schema_version = await validate_state(
                 head.schema,
                 thread,
-                lambda: self._materialise(conn, ident.workspace, entries, fresh, checkpoint=head.checkpoint_id),
+                lambda: self._materialise(conn, ident.workspace, entries, fresh, checkpoint=parent_id),
             )
             created = now()
             row = {
@@ -92,7 +83,7 @@ class CheckpointService(ServiceBase):
                 "workspace": ident.workspace,
                 "thread": thread,
                 "version": latest + 1,
-                "parent_id": head.checkpoint_id,
+                "parent_id": parent_id,
                 "label": label,
                 "metadata_json": metadata_json,
                 "manifest": manifest.dumps(entries),
@@ -107,12 +98,41 @@ class CheckpointService(ServiceBase):
                 checkpoint_id=row["id"],
                 thread=thread,
                 version=row["version"],
-                parent_id=head.checkpoint_id,
+                parent_id=parent_id,
                 created_at=iso(created),
                 size_bytes=size,
             )
 
         return await self.exactly_once(ident, args, SaveCheckpointResult, body)
+
+    async def _base(
+        self, conn: Connection, ident: Identity, args: SaveCheckpointArgs, head: ThreadHead
+    ) -> tuple[int, str | None, list[Entry]]:
+        """What a save builds on: (the thread's latest version, the parent checkpoint's id, its manifest).
+        The parent is the thread's latest checkpoint, or for a fork (`fork_from`) the checkpoint named."""
+        thread, expected = args.thread, args.expected_version
+        if args.fork_from is not None:
+            if expected not in (None, 0):
+                raise InvalidArgument(
+                    f"fork_from starts a new thread: expected_version must be 0 or omitted, not {expected}"
+                )
+            if head.version:
+                raise InvalidArgument(
+                    f"thread {thread!r} already has {head.version} checkpoint(s); fork_from starts a new "
+                    "thread: choose a thread name with no checkpoint"
+                )
+            source = await store.get_checkpoint(conn, ident.workspace, thread, checkpoint_id=args.fork_from)
+            if source is None:
+                raise NotFound(f"no checkpoint with checkpoint_id {args.fork_from!r} in this workspace")
+            return 0, source.id, manifest.loads(source.manifest)
+        if expected is not None and expected != head.version:
+            raise VersionConflict(
+                f"thread {thread!r} is at version {head.version}, you expected {expected}"
+                + ("" if head.version else " (it has no checkpoint yet: expected_version 0 means that)")
+                + f"; call restore_state(thread={thread!r}) to see what changed, then retry with "
+                f"expected_version={head.version}"
+            )
+        return head.version, head.checkpoint_id, manifest.loads(head.manifest) if head.manifest else []
 
     def _metadata_json(self, metadata: dict[str, Any] | None) -> str | None:
         """A checkpoint's metadata as stored, once checked against the limits."""

@@ -24,7 +24,7 @@ from .task_events import HARNESS
 from .task_views import status_of, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
-BOARD_COLUMNS = ("pending", "claimed", "blocked", "failed", "done")
+BOARD_COLUMNS = ("pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled")
 PROGRESS_STATUSES = ("done", "in_progress", "blocked", "note")
 
 

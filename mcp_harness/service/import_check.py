@@ -20,7 +20,7 @@ from ..errors import DependencyError, InvalidArgument
 from ..jsonvalue import check_depth, value_hash
 from ..models import TaskSpec
 from . import manifest as manifests
-from .import_records import HASH, fields, parse_json
+from .import_records import HASH, LATER_FIELDS, fields, parse_json
 from .manifest import Blob, Chain, Entry
 from .task_graph import topological_order
 
@@ -33,6 +33,7 @@ class TaskFacts:
     status: str
     depends_on: list[str]
     tags: set[str]
+    kind: str = "work"
     deps_seen: set[str] = field(default_factory=set)  #: from task_dep records
     tags_seen: set[str] = field(default_factory=set)  #: from task_tag records
 
@@ -71,6 +72,8 @@ class ImportChecker:
         spec = self.fields.get(kind)
         if spec is None:
             raise InvalidArgument(f"unknown record type {kind!r}")
+        for column, value in LATER_FIELDS.get(kind, {}).items():  # exports made before they existed
+            record.setdefault(column, value)
         missing = [f for f in spec if f not in record]
         unknown = [f for f in record if f not in spec]
         if missing or unknown:
@@ -218,7 +221,10 @@ class ImportChecker:
         parts = {c: self._json(r[c], c, list, lists_limit) for c in ("steps", "depends_on", "tags")}
         try:
             spec = TaskSpec.model_validate(
-                {**{c: r[c] for c in ("key", "title", "description", "priority", "max_attempts")}, **parts},
+                {
+                    **{c: r[c] for c in ("key", "title", "description", "priority", "max_attempts", "review", "kind")},
+                    **parts,
+                },
                 strict=True,
             )
         except ValidationError as exc:
@@ -233,7 +239,9 @@ class ImportChecker:
             self._json(r["result"], f"the result of task {spec.key!r}", None, self.limits.max_value_bytes)
         if r["status"] == "claimed" and None in (r["owner"], r["lease_token"], r["lease_expires_at"]):
             raise InvalidArgument(f"task {spec.key!r} is claimed but has no owner, lease token or lease expiry")
-        self.tasks[(ws, spec.key)] = TaskFacts(self._number, r["status"], spec.depends_on, set(spec.tags))
+        if spec.kind == "gate" and r["status"] == "claimed":
+            raise InvalidArgument(f"task {spec.key!r} is a gate but claimed: gates are never claimed")
+        self.tasks[(ws, spec.key)] = TaskFacts(self._number, r["status"], spec.depends_on, set(spec.tags), spec.kind)
 
     def _task_dep(self, ws: str, r: dict[str, Any]) -> None:
         task, dep = r["task_key"], r["dep_key"]
@@ -301,10 +309,12 @@ class ImportChecker:
         for key in order:
             facts = graph[key]
             deps = [graph[d] for d in set(facts.depends_on)]
-            done = all(d.status == "done" for d in deps)
+            done = all(d.status in ("done", "cancelled") for d in deps)
             if facts.status == "claimed" and not done:
                 raise InvalidArgument(f"line {facts.line}: task {key!r} is claimed while a dependency is not done")
-            blocked = any(d.status == "failed" or self.task_flags[(ws, d_key)]["blocked"]
-                          for d_key, d in zip(set(facts.depends_on), deps, strict=True))  # fmt: skip
-            self.task_flags[(ws, key)] = {"ready": done and facts.status in OPEN, "blocked": blocked,
-                                          "dependents": dependents[key]}  # fmt: skip
+            blocked = any(
+                d.status == "failed" or (self.task_flags[(ws, d_key)]["blocked"] and d.status != "cancelled")
+                for d_key, d in zip(set(facts.depends_on), deps, strict=True)
+            )  # fmt: skip, noqa: E501
+            ready = done and facts.status in OPEN and facts.kind != "gate"
+            self.task_flags[(ws, key)] = {"ready": ready, "blocked": blocked, "dependents": dependents[key]}

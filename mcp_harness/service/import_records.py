@@ -69,13 +69,15 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                      "created_at": TIME},
         "task": {"workspace": ws, "key": ANY, "title": ANY, "description": ANY, "steps": STRING, "priority": ANY,
                  "depends_on": STRING, "tags": STRING, "max_attempts": ANY, "dependents": integer(0),
-                 "content_hash": text(64, 1), "status": one_of("pending", "claimed", "done", "failed"),
+                 "content_hash": text(64, 1),
+                 "status": one_of("pending", "claimed", "in_review", "done", "failed", "cancelled"),
                  "ready": FLAG, "blocked": FLAG, "owner": optional(name()), "lease_token": optional(text(200, 1)),
                  "lease_expires_at": optional(TIME), "lease_seconds": optional(integer(*LEASE_SECONDS)),
                  "attempts": integer(0), "available_at": TIME,
                  "last_error": optional(text(text_limit + HARNESS_TEXT)), "result": optional(STRING),
                  "verification": optional(text(text_limit)), "created_at": TIME, "updated_at": TIME,
-                 "completed_at": optional(TIME)},
+                 "completed_at": optional(TIME), "review": FLAG, "kind": one_of("work", "gate"),
+                 "review_comment": optional(text(text_limit))},
         "task_dep": {"workspace": ws, "task_key": name(), "dep_key": name()},
         "task_tag": {"workspace": ws, "tag": text(64, 1), "task_key": name()},
         "task_event": {"workspace": ws, "task_key": name(), "kind": one_of(*EVENT_KINDS), "actor": name(),
@@ -84,6 +86,9 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                          "created_at": TIME},
     }  # fmt: skip
 
+
+#: columns added after the first export format, and what an export made before them means
+LATER_FIELDS: dict[str, dict[str, Any]] = {"task": {"review": False, "kind": "work", "review_comment": None}}
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 

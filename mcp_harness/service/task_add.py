@@ -13,6 +13,7 @@ from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
 from .base import Identity
+from .task_events import event, logged
 from .task_graph import topological_order
 from .task_wait import WaitingClaims
 
@@ -29,7 +30,7 @@ class AddingTasks(WaitingClaims):
         """Add tasks; identical re-adds are no-ops (`args`, or its fields as keywords)."""
         args = AddTasksArgs.of(args, fields)
         specs = self._check_specs(args.tasks)
-        hashes = {k: value_hash(canonical(s.model_dump(mode="json"), what=f"task {k!r}")) for k, s in specs.items()}
+        hashes = {k: value_hash(canonical(content(s), what=f"task {k!r}")) for k, s in specs.items()}
 
         async def body(conn: Connection) -> AddTasksResult:
             return await self._insert(conn, ident, specs, hashes)
@@ -55,6 +56,8 @@ class AddingTasks(WaitingClaims):
         for spec in tasks:
             if spec.key in specs:
                 raise InvalidArgument(f"task key {spec.key!r} appears twice in this call")
+            if spec.kind == "gate" and spec.review:
+                raise InvalidArgument(f"task {spec.key!r}: a gate is a person's decision already; review is for work")
             if spec.description is not None and len(spec.description) > self.limits.max_text_chars:
                 raise TooLarge(
                     f"task {spec.key!r}: description is {len(spec.description)} characters, "
@@ -92,7 +95,22 @@ class AddingTasks(WaitingClaims):
         position = {k: i for i, k in enumerate(specs)}
         rows.sort(key=lambda r: position[r["key"]])
         await store.insert(conn, ident.workspace, rows)
+        at = rows[0]["created_at"] if rows else 0.0
+        for row in rows:
+            if row["status"] == "in_review":  # a gate with nothing (left) to wait for: a person decides now
+                await logged(conn, ident.workspace, row["key"], 0, event("submit", ident.agent), at)
         return AddTasksResult(created=[k for k in specs if k in new], unchanged=unchanged)
+
+
+def content(spec: TaskSpec) -> dict[str, Any]:
+    """What a task's content hash covers: the spec, without `review` and `kind` at their defaults (so
+    tasks added before they existed hash as they did)."""
+    fields = spec.model_dump(mode="json")
+    if not fields["review"]:
+        del fields["review"]
+    if fields["kind"] == "work":
+        del fields["kind"]
+    return fields
 
 
 def _new_rows(
@@ -111,9 +129,10 @@ def _new_rows(
                 status, dep_blocked = "pending", flags[dep][1]
             else:
                 status, dep_blocked = existing[dep].status, existing[dep].blocked
-            ready = ready and status == "done"
-            blocked = blocked or status == "failed" or dep_blocked
+            ready = ready and status in store.SETTLED
+            blocked = blocked or status == "failed" or (dep_blocked and status != "cancelled")
         flags[key] = (ready, blocked)
+        gate_open = spec.kind == "gate" and ready
         rows.append(
             {
                 "workspace": ident.workspace,
@@ -126,10 +145,12 @@ def _new_rows(
                 "tags": dumps(spec.tags),
                 "max_attempts": spec.max_attempts,
                 "content_hash": hashes[key],
-                "status": "pending",
-                "ready": ready,
+                "status": "in_review" if gate_open else "pending",
+                "ready": ready and spec.kind == "work",
                 "blocked": blocked,
                 "available_at": 0.0,
+                "review": spec.review,
+                "kind": spec.kind,
                 "created_at": at,
                 "updated_at": at,
                 "_deps": list(dict.fromkeys(spec.depends_on)),

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 
 from ..arguments import ClaimTaskArgs
-from ..errors import NotFound
+from ..errors import InvalidArgument, NotFound
 from ..models import ClaimTaskResult
 from ..store import Connection
 from ..store import tasks as store
@@ -105,11 +105,17 @@ class ClaimingTasks(WaitingClaims):
             return row, at
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
         # and work out why nothing was returned.
-        if task_key is not None and await store.get(conn, ident.workspace, task_key) is None:
-            raise NotFound(f"no task with key {task_key!r} in this workspace")
+        if task_key is not None:
+            named = await store.get(conn, ident.workspace, task_key)
+            if named is None:
+                raise NotFound(f"no task with key {task_key!r} in this workspace")
+            if named.kind == "gate":
+                raise InvalidArgument(
+                    f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
+                )
         failed = await store.fail_expired_exhausted(conn, ident.workspace, at)
         for dead in failed:
             await logged(conn, ident.workspace, dead.key, dead.attempts, event("expire", dead.owner or "?"), at)
         if failed:
-            await store.propagate(conn, ident.workspace, [dead.key for dead in failed])
+            await store.propagate(conn, ident.workspace, [dead.key for dead in failed], at)
         return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key)

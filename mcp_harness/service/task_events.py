@@ -65,7 +65,32 @@ KINDS: dict[str, EventKind] = {
         says=lambda k, a, n, d: f"{a} reopened task {k}: {d['reason']}",
         ended="it was reopened by agent {actor!r} ({reason})",
     ),
+    # review (issue 17): a completed review task, or a gate whose dependencies are done, waits for a person
+    "submit": EventKind(ended="it was completed and submitted for review by agent {actor!r}"),
+    "approve": EventKind(says=lambda k, a, n, d: f"{a} approved task {k}" + _comment(d)),
+    "reject": EventKind(
+        says=lambda k, a, n, d: (
+            f"{a} rejected task {k}: {d['comment']}"
+            + ("; the gate failed" if d.get("gate") else "; it is pending again for its next claimer")
+        ),
+        status=lambda d: "blocked" if d.get("gate") else "note",
+    ),  # fmt: skip
+    "returned": EventKind(),  #: left review (back to pending): a dependency was reopened
+    # operator powers
+    "cancel": EventKind(
+        says=lambda k, a, n, d: f"{a} cancelled task {k}: {d['reason']}",
+        ended="it was cancelled by {actor!r} ({reason})",
+    ),
+    "operator_release": EventKind(
+        says=lambda k, a, n, d: f"operator {a} released task {k} (held by {d['owner']}); it is pending again",
+        ended="an operator ({actor!r}) released it",
+    ),
+    "retry_now": EventKind(),
 }
+
+
+def _comment(detail: dict[str, Any]) -> str:
+    return f": {detail['comment']}" if detail.get("comment") else ""
 
 
 def fingerprint(token: str) -> str:

@@ -4,7 +4,7 @@ nothing"). Runs only after the claim statement took nothing, off the hot path.
 The unfinished tasks the claim could take are followed down their dependencies that are not done, to the
 tasks at the root of the wait (tasks that wait on nothing unfinished themselves). Each root is classed by
 the first entry of `WAITS` that applies to it; the answer is the first entry of `WAITS` that classes any
-root. A new way to wait (issue 17: tasks in review) is one more entry."""
+root. A new way to wait is one more entry."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ WAITS: tuple[Wait, ...] = (
     ),
     # held by a live lease, or (outside the claim's tags) claimable by another agent
     Wait("all_claimed", lambda r, at: r.status in ("claimed", "pending"), _lease_left),
-    # issue 17: Wait("waiting_on_review", lambda r, at: r.status == "in_review", _never),
+    Wait("waiting_on_review", lambda r, at: r.status == "in_review", _never),
     Wait("blocked_by_failure", lambda r, at: r.status == "failed", _never),
 )
 

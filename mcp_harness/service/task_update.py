@@ -1,5 +1,6 @@
 """Changing a task: one method per action (heartbeat, complete, fail, release need the lease token and are
-fenced by it; reopen revives a finished task), behind `update`, the dispatcher the update_task tool calls."""
+fenced by it; reopen revives a finished task), behind `update`, the dispatcher the update_task tool calls.
+The operator's actions (approve, reject, retry_now, cancel, release without a token) are in `task_review`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..arguments import UpdateTaskArgs
-from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
+from ..errors import Forbidden, InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import HeartbeatResult, UpdateTaskResult
 from ..store import Connection
@@ -22,38 +23,42 @@ from .task_wait import WaitingClaims
 #: one action's change inside the write transaction: (connection, time) -> the updated row
 Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 Answer = UpdateTaskResult | HeartbeatResult
+#: actions for people: the `operator` role only (an operator may also `release` without the lease token)
+OPERATOR_ACTIONS = ("approve", "reject", "retry_now", "cancel")
 
 
 class UpdatingTasks(WaitingClaims):
     async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
         """Check the arguments, then run the action's method (`args`, or its fields as keywords)."""
         args = UpdateTaskArgs.of(args, fields)
-        self._check_update(args)
+        self._check_update(ident, args)
         canonical(args.fingerprint(), what="arguments")
-        run = {
-            "heartbeat": self._heartbeat,
-            "complete": self._complete,
-            "fail": self._fail,
-            "release": self._release,
-            "reopen": self._reopen,
-        }[args.action]
+        run: Callable[[Identity, UpdateTaskArgs], Awaitable[Answer]] = getattr(self, f"_{args.action}")
         return await run(ident, args)
 
-    def _check_update(self, args: UpdateTaskArgs) -> None:
-        """Refuse what the action does not accept: a missing lease token, verification or reason, values over
-        the limits."""
-        action = args.action
-        if action != "reopen" and not args.lease_token:
-            raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
+    def _check_update(self, ident: Identity, args: UpdateTaskArgs) -> None:
+        """Refuse what the action or the caller's role does not allow: a missing lease token, verification,
+        reason or comment, values over the limits."""
+        action, operator = args.action, ident.role == "operator"
+        if action in OPERATOR_ACTIONS and not operator:
+            raise Forbidden(
+                f"{action} is a person's decision: it needs the 'operator' role, and this connection has the "
+                f"{ident.role!r} role (use an operator token, `serve --role operator` or the review CLI)"
+            )
+        if action in ("heartbeat", "complete", "fail", "release") and not args.lease_token:
+            if not (action == "release" and operator):
+                raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
         if action == "complete" and not (args.verification or "").strip():
             raise InvalidArgument("complete needs verification: say how the result was verified")
-        if action == "reopen" and not (args.reason or "").strip():
-            raise InvalidArgument("reopen needs a reason (it is recorded in the progress log)")
+        if action in ("reopen", "cancel") and not (args.reason or "").strip():
+            raise InvalidArgument(f"{action} needs a reason (it is recorded in the progress log)")
+        if action == "reject" and not (args.comment or "").strip():
+            raise InvalidArgument("reject needs a comment: what to change (the next claimer reads it)")
         if args.result is not None:
             check_depth(args.result, self.limits.max_depth, what="result")
             if len(canonical(args.result, what="result")) > self.limits.max_value_bytes:
                 raise TooLarge(f"result is over the limit of {self.limits.max_value_bytes} bytes")
-        for name in ("verification", "error", "reason"):
+        for name in ("verification", "error", "reason", "comment"):
             text = getattr(args, name)
             if text is not None and len(text) > self.limits.max_text_chars:
                 raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
@@ -110,8 +115,12 @@ class UpdatingTasks(WaitingClaims):
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args.task_key)
-            if current.status == "done" and current.lease_token == args.lease_token:
+            if current.status in ("done", "in_review") and current.lease_token == args.lease_token:
                 return current  # completed by this very lease already: nothing to do
+            if current.review:  # a person approves it: it waits in review, its lease ended (its token kept)
+                submitted = {**done(at), "status": "in_review", "completed_at": None}
+                ev = event("submit", ident.agent, {"verification": args.verification})
+                return await self._leased(conn, ident, args, submitted, ev, at)
             return await self._leased(conn, ident, args, done(at), done_event, at)
 
         return await self._transact(ident, args, change)
@@ -140,7 +149,10 @@ class UpdatingTasks(WaitingClaims):
         return await self._transact(ident, args, change)
 
     async def _release(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
-        """Hand the task back unfinished, at once claimable, without using up an attempt."""
+        """Hand the task back unfinished, at once claimable, without using up an attempt (an operator
+        may do it without the lease token: see `task_review`)."""
+        if not args.lease_token:
+            return await self._operator_release(ident, args)
 
         async def change(conn: Connection, at: float) -> TaskRecord:
             current = await self._current(conn, ident.workspace, args.task_key)
@@ -158,7 +170,7 @@ class UpdatingTasks(WaitingClaims):
         return await self._transact(ident, args, change)
 
     async def _reopen(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
-        """Revive a done or failed task (attempts start again; its result and verification are cleared,
+        """Revive a done, failed or cancelled task (attempts start again; its result and verification are cleared,
         their old values kept in the reopen event), noting why in the progress log."""
         task_key, reason = args.task_key, args.reason
 
@@ -166,14 +178,16 @@ class UpdatingTasks(WaitingClaims):
             ws = ident.workspace
             before = await self._current(conn, ws, task_key)
             deps_done, _blocked = (await store.compute_flags(conn, ws, [task_key]))[task_key]
+            gate = before.kind == "gate"
             row = await store.update_where_status(
                 conn,
                 ws,
                 task_key,
-                ("done", "failed"),
+                ("done", "failed", "cancelled"),
                 {
-                    "status": "pending",
-                    "ready": deps_done,
+                    # a gate whose dependencies are done goes straight back to a person
+                    "status": "in_review" if gate and deps_done else "pending",
+                    "ready": deps_done and not gate,
                     "attempts": 0,
                     "owner": None,
                     "lease_token": None,
@@ -187,7 +201,9 @@ class UpdatingTasks(WaitingClaims):
                 },
             )
             if row is None:
-                raise InvalidArgument(f"reopen works on done or failed tasks; task {task_key!r} is {status_of(before)}")
+                raise InvalidArgument(
+                    f"reopen works on done, failed or cancelled tasks; task {task_key!r} is {status_of(before)}"
+                )
             old = {"status": before.status, "result": before.result, "verification": before.verification,
                    "last_error": before.last_error}  # fmt: skip
             ev = event("reopen", ident.agent, {"reason": reason, **{k: v for k, v in old.items() if v is not None}})
@@ -205,18 +221,23 @@ class UpdatingTasks(WaitingClaims):
         async def body(conn: Connection) -> tuple[TaskRecord, float, store.Settled]:
             at = now()
             row = await change(conn, at)
-            settled = store.Settled([], [])
+            settled = store.Settled.nothing()
             if row.dependents:
-                settled = await store.propagate(conn, ident.workspace, [task_key])
+                settled = await store.propagate(conn, ident.workspace, [task_key], at)
             for lost in settled.revoked:
                 ev = event("revoke", ident.agent, {"owner": lost.owner, "dependency": task_key})
                 await logged(conn, ident.workspace, lost.key, lost.attempts, ev, at)
+            for gate in settled.opened:  # its last dependency settled just now: a person decides
+                await logged(conn, ident.workspace, gate, 0, event("submit", ident.agent, {"after": task_key}), at)
+            for back in settled.returned:
+                ev = event("returned", ident.agent, {"dependency": task_key})
+                await logged(conn, ident.workspace, back.key, back.attempts, ev, at)
             return row, at, settled
 
         def finish(raw: tuple[TaskRecord, float, store.Settled]) -> UpdateTaskResult:
             row, at, settled = raw
             extra: dict[str, Any] = {}
-            if action == "complete":
+            if action in ("complete", "approve", "cancel"):
                 extra["unblocked"] = settled.unblocked
             elif action == "reopen":
                 extra["revoked"] = [lost.key for lost in settled.revoked]

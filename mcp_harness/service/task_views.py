@@ -57,6 +57,9 @@ def task_view(row: TaskRecord, at: float, model: type[TaskView] = TaskView, **ex
         created_at=iso(row.created_at),
         updated_at=iso(row.updated_at),
         completed_at=iso(row.completed_at),
+        review=row.review,
+        kind=row.kind,
+        review_comment=row.review_comment,
         **extra,
     )
 
@@ -86,6 +89,8 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
         priority=row.priority,
         attempts=row.attempts,
         depends_on=json.loads(row.depends_on),
+        review=row.review,
+        kind=row.kind,
     )
 
 
@@ -96,6 +101,7 @@ def held_task(row: TaskRecord, at: float) -> HeldTask:
         description=row.description,
         steps=json.loads(row.steps),
         lease=lease_of(row, at),
+        status=row.status,
     )
 
 

@@ -1,7 +1,8 @@
 """Task rules: dependencies, atomic claims, fenced leases, retries with backoff, long-poll waits.
 
 `TaskService` joins one part per concept: adding (`task_add`), claiming (`task_claim`), changing a
-task (`task_update`) and the wake-up signal they share (`task_wait`); reading lives here."""
+task (`task_update`; people's actions, approve/reject/operator_release/retry_now/cancel: `task_review`)
+and the wake-up signal they share (`task_wait`); reading lives here."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from .base import Identity
 from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
-from .task_update import UpdatingTasks
+from .task_review import ReviewingTasks
 from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_event, task_row
 
 
-class TaskService(AddingTasks, ClaimingTasks, UpdatingTasks):
+class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
         """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
         `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""

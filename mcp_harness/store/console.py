@@ -14,6 +14,8 @@ _TASK = columns(TaskRecord)
 _ORDER = {
     "pending": ("status = 'pending' AND blocked = FALSE", "priority DESC, id"),
     "claimed": ("status = 'claimed'", "lease_expires_at, id"),
+    "in_review": ("status = 'in_review'", "updated_at, id"),  # the longest waiting first
+    "cancelled": ("status = 'cancelled'", "updated_at DESC, id DESC"),
     "blocked": ("status = 'pending' AND blocked = TRUE", "priority DESC, id"),
     "failed": ("status = 'failed'", "updated_at DESC, id DESC"),
     "done": ("status = 'done'", "completed_at DESC, id DESC"),

@@ -220,6 +220,12 @@ CREATE TABLE task_events (
 CREATE INDEX ix_task_event_task ON task_events (workspace, task_key, id);
 """
 
+_V5_REVIEW = """
+ALTER TABLE tasks ADD COLUMN review BOOLEAN DEFAULT FALSE NOT NULL;
+ALTER TABLE tasks ADD COLUMN kind VARCHAR DEFAULT 'work' NOT NULL;
+ALTER TABLE tasks ADD COLUMN review_comment TEXT;
+"""
+
 
 def _both(sql: str) -> dict[str, str]:
     return {dialect: sql.format(**types) for dialect, types in _V1_TYPES.items()}
@@ -231,6 +237,7 @@ MIGRATIONS: list[Migration] = [
     Migration(2, "array segments; partial label index", _both(_V2_SEGMENTS)),
     Migration(3, "64-bit checkpoint versions", {"sqlite": "", "postgresql": _V3_BIGINT_VERSIONS_PG}),
     Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
+    Migration(5, "review gates: tasks.review, tasks.kind (work or gate), tasks.review_comment", _both(_V5_REVIEW)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

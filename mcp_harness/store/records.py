@@ -117,6 +117,9 @@ class TaskRecord(Record):
     created_at: float
     updated_at: float
     completed_at: float | None
+    review: bool
+    kind: str  #: work or gate
+    review_comment: str | None
 
 
 class ClaimedTask(TaskRecord):

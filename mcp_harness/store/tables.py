@@ -154,6 +154,11 @@ class Task(SQLModel, table=True):
     created_at: float
     updated_at: float
     completed_at: float | None = None
+    #: completing it submits it for a person's review (`in_review`) instead of finishing it
+    review: bool = Field(default=False, sa_column_kwargs={"server_default": text("FALSE")})
+    #: `work`, or `gate`: a person's decision, never claimed, in review once its dependencies are done
+    kind: str = Field(default="work", sa_column_kwargs={"server_default": text("'work'")})
+    review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
 
 
 _tasks = Task.__table__

@@ -24,9 +24,10 @@ TASKS_BY_KEY = _both(
 )
 INSERT_TASK = Query(
     'INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, '
-    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at) VALUES "
-    "(:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, :dependents, "
-    ":content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at) RETURNING id"
+    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at, review, kind) "
+    "VALUES (:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, "
+    ":dependents, :content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at, :review, "
+    ":kind) RETURNING id"
 )
 INSERT_DEPENDENCY = Query("INSERT INTO task_deps (workspace, task_key, dep_key) VALUES (:ws, :task_key, :dep_key)")
 INSERT_TAG = Query("INSERT INTO task_tags (workspace, tag, task_id) VALUES (:ws, :tag, :task_id)")
@@ -41,7 +42,8 @@ FAIL_EXPIRED_EXHAUSTED = Query(
     row=TaskRecord,
 )
 HELD_BY = Query(
-    f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status = 'claimed' ORDER BY id",
+    f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review') "
+    "ORDER BY id",
     row=TaskRecord,
 )
 TASK_COUNTS = Query(
@@ -58,11 +60,26 @@ DEPENDENCIES_OF = _both(
     ),
     row=DependencyRow,
 )
+#: PostgreSQL: the dependents whose flags a change recomputes, locked first (in id order), so that two
+#: transactions finishing two dependencies of one task take turns and the second sees the first's commit
+LOCK_TASKS = Query(
+    'SELECT id FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys) ORDER BY id FOR UPDATE', name="LOCK_TASKS"
+)
 SET_FLAGS = Query('UPDATE tasks SET ready = :ready, blocked = :blocked WHERE workspace = :ws AND "key" = :key')
 #: a claimed task whose dependency is no longer done goes back to pending, its attempt given back
 REVOKE_FOR_REOPENED_DEPENDENCY = Query(
     "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
     'lease_expires_at = NULL, attempts = :attempts, last_error = :error WHERE workspace = :ws AND "key" = :key'
+)
+#: a gate whose dependencies are all done enters review; a task in review whose dependency is no longer
+#: done goes back to pending (a work task gets its attempt back)
+ENTER_REVIEW = Query(
+    "UPDATE tasks SET ready = FALSE, blocked = :blocked, status = 'in_review', updated_at = :at "
+    'WHERE workspace = :ws AND "key" = :key'
+)
+LEAVE_REVIEW = Query(
+    "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
+    'attempts = :attempts, updated_at = :at WHERE workspace = :ws AND "key" = :key'
 )
 
 
@@ -170,10 +187,11 @@ def _assignments(values: tuple[str, ...]) -> str:
 @cache
 def update_leased(values: tuple[str, ...], leaf_only: bool, logged: bool = False) -> Query:
     """Set `values` (parameters `v_<column>`) on a claimed task only if the lease token matches (the
-    fence); with `leaf_only`, only if no task depends on it. `logged` (PostgreSQL): and record the
-    change's event in the same statement (see `with_event`; SQLite runs `INSERT_TASK_EVENT` after it)."""
+    fence); with `leaf_only`, only if no task depends on it and it is not for review. `logged`
+    (PostgreSQL): and record the change's event in the same statement (see `with_event`; SQLite runs
+    `INSERT_TASK_EVENT` after it)."""
     where = "workspace = :ws AND \"key\" = :key AND status = 'claimed' AND lease_token = :token"
-    where += " AND dependents = 0" if leaf_only else ""
+    where += " AND dependents = 0 AND review = FALSE" if leaf_only else ""
     sql = f"UPDATE tasks SET {_assignments(values)} WHERE {where} RETURNING {TASK}"
     name = f"update_leased({', '.join(values)}{'; logged' if logged else ''}; leaf_only={leaf_only})"
     return Query(sql, postgresql=with_event(sql) if logged else None, row=TaskRecord, name=name)
@@ -217,7 +235,8 @@ def why_nothing(by_tags: bool, by_key: bool) -> Query:
 _WAIT_COLUMNS = (
     't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, '
     '(SELECT {agg} FROM task_deps AS d JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
-    "WHERE d.workspace = t.workspace AND d.task_key = t.\"key\" AND x.status <> 'done') AS waits_for"
+    "WHERE d.workspace = t.workspace AND d.task_key = t.\"key\" AND x.status NOT IN ('done', 'cancelled')) "
+    "AS waits_for"
 )
 _AGG = {"sqlite": "json_group_array(d.dep_key)", "postgresql": "json_agg(d.dep_key)::text"}
 
@@ -231,7 +250,7 @@ def waiting(by_tags: bool, by_key: bool) -> Query:
         where = where.replace(' "key"', ' t."key"').replace("AND id IN", "AND t.id IN")
         return (
             f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[dialect])} FROM tasks AS t "
-            f"WHERE {where} AND t.status <> 'done' ORDER BY t.id"
+            f"WHERE {where} AND t.status NOT IN ('done', 'cancelled') ORDER BY t.id"
         )
 
     return _both(sql, row=WaitRow, name=f"waiting({by_tags}, {by_key})")
@@ -241,7 +260,7 @@ _T_KEY = 't."key"'
 WAITING_BY_KEY = _both(
     lambda d: (
         f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[d])} FROM tasks AS t "
-        f"WHERE t.workspace = :ws AND t.status <> 'done' AND {in_array(_T_KEY, 'keys', d)}"
+        f"WHERE t.workspace = :ws AND t.status NOT IN ('done', 'cancelled') AND {in_array(_T_KEY, 'keys', d)}"
     ),
     row=WaitRow,
 )

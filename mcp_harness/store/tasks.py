@@ -15,6 +15,8 @@ from .connection import Connection, array
 from .records import ClaimedTask, EmptyClaimFacts, TaskEventRow, TaskRecord, WaitRow
 
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
+SETTLED = ("done", "cancelled")  #: statuses in which a task no longer holds its dependents back
+STATUSES = ("pending", "claimed", "in_review", "done", "failed", "cancelled")
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
 EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
 
@@ -28,11 +30,18 @@ class Event(NamedTuple):
 
 
 class Settled(NamedTuple):
-    """What bringing dependents up to date changed: keys that became ready, and the claimed tasks whose
-    lease was revoked because a dependency is no longer done (their rows before the revocation)."""
+    """What bringing dependents up to date changed: keys that became ready, the claimed tasks whose
+    lease was revoked because a dependency is no longer done (their rows before the revocation), the
+    gates that entered review, and the tasks in review sent back to pending (rows before)."""
 
     unblocked: list[str]
     revoked: list[TaskRecord]
+    opened: list[str]
+    returned: list[TaskRecord]
+
+    @classmethod
+    def nothing(cls) -> Settled:
+        return cls([], [], [], [])
 
 
 async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
@@ -174,13 +183,13 @@ async def update_where_status(
     return await conn.fetch_one(q.update_in_status(columns), params)
 
 
-async def propagate(conn: Connection, workspace: str, changed: list[str]) -> Settled:
+async def propagate(conn: Connection, workspace: str, changed: list[str], at: float = 0.0) -> Settled:
     """Recompute `ready`/`blocked` of everything downstream of `changed` tasks, transitively.
 
     A claimed task whose dependency is no longer done (it was reopened) loses its lease: it goes
     back to pending with the attempt given back, so no task is ever held while a dependency is not
     done; its holder's next call gets `lease_lost`."""
-    settled = Settled([], [])
+    settled = Settled.nothing()
     queue = list(changed)
     while queue:
         found = await conn.fetch_all(q.DEPENDENTS_OF, {"ws": workspace, "keys": array(conn.dialect, queue)})
@@ -188,38 +197,56 @@ async def propagate(conn: Connection, workspace: str, changed: list[str]) -> Set
         queue = []
         if not dependents:
             break
+        if conn.dialect == "postgresql":  # take turns with other changes to these tasks' dependencies
+            await conn.execute(q.LOCK_TASKS, {"ws": workspace, "keys": dependents})
         flags = await compute_flags(conn, workspace, dependents)
         current = await get_many(conn, workspace, dependents)
         for key, (deps_done, blocked) in flags.items():
             row = current[key]
-            ready = deps_done and row.status in OPEN
-            params = {"ws": workspace, "key": key, "ready": ready, "blocked": blocked}
-            if row.status == "claimed" and not deps_done:
-                revoke = {"attempts": max(0, row.attempts - 1), "error": REVOKED_BY_REOPEN}
-                await conn.execute(q.REVOKE_FOR_REOPENED_DEPENDENCY, {**params, **revoke})
-                settled.revoked.append(row)
-            elif row.ready != ready or row.blocked != blocked:
-                await conn.execute(q.SET_FLAGS, params)
-                if ready and not row.ready and row.status == "pending":
-                    settled.unblocked.append(key)
+            await _settle(conn, workspace, row, deps_done, blocked, settled, at)
             if row.blocked != blocked:
                 queue.append(key)
     return settled
 
 
+async def _settle(
+    conn: Connection, workspace: str, row: TaskRecord, deps_done: bool, blocked: bool, settled: Settled, at: float
+) -> None:
+    """Bring one task's flags (and the statuses that follow from them) up to date."""
+    ready = deps_done and row.status in OPEN and row.kind != "gate"
+    params = {"ws": workspace, "key": row.key, "ready": ready, "blocked": blocked}
+    if row.status == "claimed" and not deps_done:
+        revoke = {"attempts": max(0, row.attempts - 1), "error": REVOKED_BY_REOPEN}
+        await conn.execute(q.REVOKE_FOR_REOPENED_DEPENDENCY, {**params, **revoke})
+        settled.revoked.append(row)
+    elif row.kind == "gate" and row.status == "pending" and deps_done:
+        await conn.execute(q.ENTER_REVIEW, {"ws": workspace, "key": row.key, "blocked": blocked, "at": at})
+        settled.opened.append(row.key)
+    elif row.status == "in_review" and not deps_done:
+        attempts = row.attempts if row.kind == "gate" else max(0, row.attempts - 1)
+        await conn.execute(q.LEAVE_REVIEW, {**params, "attempts": attempts, "at": at})
+        settled.returned.append(row)
+    elif row.ready != ready or row.blocked != blocked:
+        await conn.execute(q.SET_FLAGS, params)
+        if ready and not row.ready and row.status == "pending":
+            settled.unblocked.append(row.key)
+
+
 async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
-    """(every dependency done, a dependency failed or is blocked) for each task."""
+    """(every dependency done or cancelled, a dependency failed or is blocked) for each task."""
     flags = {key: (True, False) for key in keys}
     params = {"ws": workspace, "keys": array(conn.dialect, keys)}
     for dep in await conn.fetch_all(q.DEPENDENCIES_OF, params):
         ready, is_blocked = flags[dep.task_key]
-        flags[dep.task_key] = (ready and dep.status == "done", is_blocked or dep.status == "failed" or dep.blocked)
+        settled = dep.status in SETTLED
+        failed = dep.status == "failed" or (dep.blocked and dep.status != "cancelled")
+        flags[dep.task_key] = (ready and settled, is_blocked or failed)
     return flags
 
 
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`."""
-    out = {"pending": 0, "claimed": 0, "done": 0, "failed": 0, "blocked": 0}
+    out = dict.fromkeys(STATUSES, 0) | {"blocked": 0}
     for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
         out["blocked" if row.status == "pending" and row.blocked else row.status] += int(row.n)
     return out

@@ -1,0 +1,90 @@
+"""People's decisions from the command line: `review list | approve KEY | reject KEY --comment C`, and the
+operator's `tasks release|retry|cancel KEY`. Each acts as the person `--agent` names (else the login
+name, else `operator`), with the operator role, through the same service methods as the tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..service import Harness
+from .common import identity, person, with_harness
+from .output import show
+from .tables import styled, table, when
+
+
+def _refuse(message: str) -> int:
+    """A command used wrongly: one line on stderr, exit 2, nothing changed."""
+    print(f"mcp-harness: {message}", file=sys.stderr)
+    return 2
+
+
+def _done(task: Any, verb: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(task.model_dump(mode="json"), indent=2))
+        return
+    unblocked = f"; now claimable: {', '.join(task.unblocked)}" if task.unblocked else ""
+    print(f"{verb} task {task.key}: it is {task.status} now{unblocked}")
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    words = args.words
+    if words == ["list"]:
+        return _list(args)
+    if len(words) != 2 or words[0] not in ("approve", "reject"):
+        return _refuse("use `review list`, `review approve KEY [--comment C]` or `review reject KEY --comment C`")
+    action, key = words
+    if action == "reject" and not (args.comment or "").strip():
+        return _refuse(f"reject needs --comment: say what to change (the next claimer of {key} reads it)")
+    who = person(args)
+
+    async def run(h: Harness) -> int:
+        if action == "approve":
+            _done(await h.tasks.approve(who, key, args.comment), "approved", args.json)
+        else:
+            _done(await h.tasks.reject(who, key, args.comment), "rejected", args.json)
+        return 0
+
+    return with_harness(args, run)
+
+
+def _list(args: argparse.Namespace) -> int:
+    ident = identity(args)
+
+    async def run(h: Harness) -> int:
+        tasks, _counts = await h.tasks.board(ident, statuses=["in_review"])
+        if args.json:
+            print(json.dumps([t.model_dump(mode="json", exclude={"lease"}) for t in tasks], indent=2))
+            return 0
+        if not tasks:
+            print("nothing waits for review")
+            return 0
+        t = table("KEY", "KIND", "BY", "SINCE (UTC)", "VERIFICATION", "TITLE", wide="TITLE")
+        for task in tasks:
+            t.add_row(task.key, styled("in_review", task.kind), task.owner or "-", when(task.updated_at),
+                      task.verification or "-", task.title)  # fmt: skip
+        show(t)
+        print("approve KEY [--comment C] | reject KEY --comment C")
+        return 0
+
+    return with_harness(args, run)
+
+
+def task_action(args: argparse.Namespace, action: str, key: str) -> int:
+    """`tasks release|retry|cancel KEY` (operator)."""
+    if action == "cancel" and not (args.reason or "").strip():
+        return _refuse(f"cancel needs --reason: say why the plan no longer needs {key}")
+    who = person(args)
+
+    async def run(h: Harness) -> int:
+        if action == "release":
+            _done(await h.tasks.operator_release(who, key), "released", args.json)
+        elif action == "retry":
+            _done(await h.tasks.retry_now(who, key), "ended the backoff of", args.json)
+        else:
+            _done(await h.tasks.cancel(who, key, args.reason), "cancelled", args.json)
+        return 0
+
+    return with_harness(args, run)

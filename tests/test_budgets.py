@@ -1,0 +1,60 @@
+"""Context budgets (issue 16): what an agent pays, in bytes of the text it reads, for the answers it
+gets on every session. Run with -s to see the figures."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import call
+
+pytestmark = pytest.mark.anyio
+
+TASK = {
+    "key": "auth-login-form",
+    "title": "Login form with email and password",
+    "description": "A form at /login that signs a user in and shows errors inline.",
+    "steps": ["open /login", "sign in with a known user: the dashboard opens", "a wrong password shows an error"],
+    "priority": 5,
+    "tags": ["web"],
+}
+
+
+async def text_of(client, tool: str, **arguments) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.content[0].text
+
+
+async def test_a_claim_result_stays_under_1500_bytes(client):
+    await call(client, "add_tasks", tasks=[{"key": "setup", "title": "Set up the project"}, TASK])
+    text = await text_of(client, "claim_task", task_key="auth-login-form")
+    print(f"claim_task result: {len(text.encode())} bytes")
+    assert '"token"' in text and len(text.encode()) < 1500, text
+
+
+async def test_a_typical_mid_project_restore_stays_under_2500_bytes(client):
+    """5 progress entries, one held task, about 500 bytes of state."""
+    await call(client, "add_tasks", tasks=[{"key": f"t{i}", "title": f"Task {i}"} for i in range(20)] + [TASK])
+    state = {
+        "goal": "A small web app where users sign in and keep a todo list",
+        "stack": {"backend": "FastAPI", "db": "SQLite", "frontend": "htmx"},
+        "run": "make dev (port 8000); tests: make test",
+        "conventions": ["routes in app/routes/", "one test module per route", "migrations with alembic"],
+        "decisions": ["sessions in signed cookies", "passwords hashed with argon2"],
+        "phase": "building the auth pages",
+        "open_questions": ["email verification now or later?", "rate limit the login route per IP or per user?"],
+        "next": "auth, then the todo list pages",
+    }
+    saved = await call(client, "save_checkpoint", state=state, label="initialized")
+    assert 450 <= saved["size_bytes"] <= 550, saved["size_bytes"]
+    # five entries as sessions write them: most name their task and commit, some say what comes next
+    for i in range(5):
+        summary = f"t{i}: implemented it and verified each acceptance step with the test suite"
+        await call(client, "record_progress", summary=summary, status="done", task_key=f"t{i}",
+                   artifacts={"commit": f"{i:07x}"})  # fmt: skip
+    await call(client, "record_progress", summary="planned the auth pages: login first, then sign-up and reset",
+               next_steps=["auth-login-form", "auth-signup"])  # fmt: skip
+    await call(client, "claim_task", task_key="auth-login-form")
+    text = await text_of(client, "restore_state")
+    print(f"restore_state result: {len(text.encode())} bytes")
+    assert '"auth-login-form"' in text and text.count('"seq"') == 5
+    assert len(text.encode()) < 2500, text
