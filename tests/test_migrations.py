@@ -220,8 +220,12 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
-    # every row kept; migration 4 added the (empty) task events table
+    # every row kept; migration 4 added the (empty) task events table, migration 5 the task counters,
+    # filled from the tasks there (one of each status)
+    counters = sorted((ws, status, bool(blocked), n) for _id, ws, status, blocked, n in after.pop("task_counts"))
+    assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     assert after == {**{name: rows for name, rows in before.items() if name != "harness_meta"}, "task_events": []}
+    assert listing.counts.model_dump() == {"pending": 1, "claimed": 1, "done": 1, "failed": 0, "blocked": 0}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []
 
     async with Harness.open(settings_for(url)) as h:  # and it keeps working: a list grows, ids continue
@@ -231,6 +235,9 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         entry = await h.progress.record(ident, summary="after the upgrade")
         assert entry.seq == 3
         assert (await h.restore(ident, progress_limit=1)).recent_progress[0].summary == "after the upgrade"
+        await h.tasks.add(ident, tasks=[{"key": "t4", "title": "after the upgrade"}])  # the triggers count it
+        counts = (await h.tasks.list(ident)).counts
+        assert counts.model_dump() == {"pending": 2, "claimed": 1, "done": 1, "failed": 0, "blocked": 0}
 
 
 async def test_a_database_from_a_newer_version_is_refused(new_database):

@@ -44,8 +44,11 @@ HELD_BY = Query(
     f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status = 'claimed' ORDER BY id",
     row=TaskRecord,
 )
+#: the triggers' counters (migration 5): a few rows per workspace whatever its size
 TASK_COUNTS = Query(
-    "SELECT status, blocked, count(*) AS n FROM tasks WHERE workspace = :ws GROUP BY status, blocked", row=TaskCountRow
+    "SELECT status, blocked, CAST(sum(n) AS BIGINT) AS n FROM task_counts WHERE workspace = :ws "
+    "GROUP BY status, blocked",
+    row=TaskCountRow,
 )
 DEPENDENTS_OF = _both(
     lambda d: f"SELECT task_key FROM task_deps WHERE workspace = :ws AND {in_array('dep_key', 'keys', d)}"

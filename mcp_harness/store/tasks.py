@@ -218,10 +218,12 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
 
 
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
-    """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`."""
+    """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
+    Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
     out = {"pending": 0, "claimed": 0, "done": 0, "failed": 0, "blocked": 0}
     for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
-        out["blocked" if row.status == "pending" and row.blocked else row.status] += int(row.n)
+        shown = "blocked" if row.status == "pending" and row.blocked else row.status
+        out[shown] = out.get(shown, 0) + int(row.n)
     return out
 
 
