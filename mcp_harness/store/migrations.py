@@ -245,6 +245,8 @@ SELECT workspace, status, blocked, count(*) FROM tasks GROUP BY workspace, statu
 /
 CREATE INDEX ix_task_board ON tasks (workspace, status, blocked, priority DESC, id)
 /
+CREATE INDEX ix_task_page ON tasks (workspace, id)
+/
 CREATE INDEX ix_task_done ON tasks (workspace, completed_at, id) WHERE status = 'done'
 /
 CREATE INDEX ix_task_failed ON tasks (workspace, updated_at, id) WHERE status = 'failed'
@@ -324,7 +326,7 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
     Migration(
         5,
-        "task counts kept by triggers; board column indexes",
+        "task counts kept by triggers; indexes for the task list's pages and the board's columns",
         {
             "sqlite": _V5_TASK_COUNTS.format(**_V1_TYPES["sqlite"]) + _V5_TASK_COUNTS_SQLITE,
             "postgresql": _V5_TASK_COUNTS.format(**_V1_TYPES["postgresql"]) + _V5_TASK_COUNTS_PG,

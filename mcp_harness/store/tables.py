@@ -159,6 +159,8 @@ class Task(SQLModel, table=True):
 _tasks = Task.__table__
 #: the claim's scan order: open runnable tasks of a workspace, highest priority first, then oldest
 Index("ix_task_claim", _tasks.c.workspace, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id)
+#: the task list's pages, in creation order
+Index("ix_task_page", _tasks.c.workspace, _tasks.c.id)
 #: the console board's columns, each read in its own order (pending, blocked; claimed by its prefix)
 Index("ix_task_board", _tasks.c.workspace, _tasks.c.status, _tasks.c.blocked, _tasks.c.priority.desc(), _tasks.c.id)
 _done, _failed = text("status = 'done'"), text("status = 'failed'")
