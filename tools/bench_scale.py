@@ -45,7 +45,19 @@ WORKSPACE = "scale"
 AGENTS = 20
 THREADS = 100
 LIMIT_RATIO = 2.0
-_INSERT_TASK = Query(INSERT_TASK.sqlite.replace(" RETURNING id", ""), name="bench_insert_task")
+#: the tools' insert, with the columns a claim or a completion sets (rows are written as they end up)
+_INSERT_TASK = Query(
+    INSERT_TASK.sqlite.replace(" RETURNING id", "")
+    .replace(
+        "attempts, available_at",
+        "attempts, available_at, completed_at, owner, lease_token, lease_expires_at, lease_seconds",
+    )
+    .replace(
+        ":blocked, 0, :available_at",
+        ":blocked, :attempts, :available_at, :completed_at, :owner, :lease_token, :lease_expires_at, :lease_seconds",
+    ),
+    name="bench_insert_task",
+)
 _INSERT_PROGRESS = Query(
     "INSERT INTO progress (entry_id, workspace, seq, thread, agent, status, summary, details, next_steps, task_key, "
     "artifacts, created_at) VALUES (:entry_id, :workspace, :seq, :thread, :agent, :status, :summary, NULL, NULL, "
@@ -56,7 +68,7 @@ _ENSURE_WORKSPACE = Query(
     "INSERT INTO workspaces (name, progress_seq, created_at) VALUES (:ws, 0, :at) ON CONFLICT DO NOTHING"
 )
 _SET_SEQ = Query("UPDATE workspaces SET progress_seq = :seq WHERE name = :ws")
-_ANALYZE = Query("ANALYZE")
+_VACUUM = Query("VACUUM ANALYZE")
 
 
 def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
@@ -67,30 +79,24 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
     row = {"workspace": WORKSPACE, "key": f"t{i:06d}", "title": f"task {i}: do the thing number {i}",
            "description": None, "steps": "[]", "priority": i % 4, "depends_on": "[]", "tags": "[]",
            "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
-           "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01}  # fmt: skip
+           "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
+           "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
+           "attempts": 0}  # fmt: skip
     dep = None
     if off < 60:
-        row.update(status="done", ready=False)
+        row.update(status="done", ready=False, completed_at=row["updated_at"], owner="agent-0", attempts=1)
     elif off == 60:
         row.update(status="failed", ready=False, dependents=4)
     elif off == 61:
         row.update(status="failed", ready=False)
     elif off in (62, 64) and i < 1000:
-        row.update(status="claimed")
+        until = time.time() + 86400
+        row.update(status="claimed", owner=f"agent-{i % AGENTS}", lease_token=f"bench-{i}", lease_expires_at=until,
+                   lease_seconds=3600, attempts=1)  # fmt: skip
     elif off % 10 == 3:
         dep = f"t{block + 60:06d}"
         row.update(blocked=True, ready=False, depends_on=json.dumps([dep]))
     return row, dep
-
-
-_FINISHED = Query(
-    "UPDATE tasks SET completed_at = updated_at, owner = 'agent-0', attempts = 1 "
-    "WHERE workspace = :ws AND status = 'done'"
-)
-_HELD = Query(
-    "UPDATE tasks SET owner = 'agent-1', lease_token = 'bench', lease_expires_at = :until, lease_seconds = 3600, "
-    "attempts = 1 WHERE workspace = :ws AND status = 'claimed'"
-)
 
 
 async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Callable[[str], None]) -> None:
@@ -109,8 +115,6 @@ async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Cal
             if edges:
                 await conn.execute_many(INSERT_DEPENDENCY, edges)
     async with db.write() as conn:
-        await conn.execute(_FINISHED, {"ws": WORKSPACE})
-        await conn.execute(_HELD, {"ws": WORKSPACE, "until": time.time() + 86400})
         await conn.execute(_ENSURE_WORKSPACE, {"ws": WORKSPACE, "at": at})
     say(f"  {tasks:,} tasks in {time.perf_counter() - started:.1f} s")
     started = time.perf_counter()
@@ -141,9 +145,9 @@ async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Cal
         thread = "main" if j % 10 == 0 else f"thread-{j % THREADS}"
         await h.checkpoints.save(who, thread=thread, state={"step": j, "goal": "ship", "notes": ["a", "b"]})
     say(f"  {checkpoints:,} checkpoints in {time.perf_counter() - started:.1f} s")
-    if not db.is_sqlite:  # autovacuum would, given time; the harness analyzes the task tables itself
+    if not db.is_sqlite:  # autovacuum would, given time (the harness analyzes the task tables itself)
         async with db.single() as conn:
-            await conn.execute(_ANALYZE)
+            await conn.execute(_VACUUM)
 
 
 def _operations(h: Harness) -> dict[str, Callable[[], Awaitable[Any]]]:
