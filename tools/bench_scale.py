@@ -225,11 +225,17 @@ async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], r
 
 
 def wake(url: str | None, rounds: int) -> str:
-    """tools/bench_wake.py's p50 line for one backend."""
+    """tools/bench_wake.py's p50 line for one backend (PostgreSQL: on a database of its own, made and dropped)."""
     cmd = [sys.executable, str(Path(__file__).with_name("bench_wake.py")), "--rounds", str(rounds)]
+    name = f"mcp_harness_scale_wake_{secrets.token_hex(3)}"
     if url is not None:
-        cmd += ["--db", url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        anyio.run(_pg_databases, url, [name], False)
+        cmd += ["--db", f"{url.rsplit('/', 1)[0]}/{name}"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    finally:
+        if url is not None:
+            anyio.run(_pg_databases, url, [name], True)
     lines = [line.strip() for line in out.stdout.splitlines() if "p50" in line]
     return "; ".join(lines) if out.returncode == 0 else f"bench_wake failed: {out.stderr.strip()[-300:]}"
 
