@@ -226,8 +226,9 @@ CREATE INDEX ix_task_event_task ON task_events (workspace, task_key, id);
 # blocked) in a few rows, which a count sums. PostgreSQL: a key has several rows ("slots"); a change
 # adds to the first slot no other transaction holds (SKIP LOCKED) or, all held, to a new one, so
 # concurrent claims never wait on a counter row nor deadlock on two (a transaction changing many tasks,
-# as adding tasks does, takes its slots in any order); the slots of a key stay as many as the most
-# transactions that ever changed that key at once. SQLite's writers are serial: one row per key.
+# as adding tasks does, takes its slots in any order; fixed shards such as id % 16 would make two such
+# transactions wait on each other). The slots of a key stay about as many as the transactions that ever
+# changed it at once (16 claiming workers made 20-32). SQLite's writers are serial: one row per key.
 _V5_TASK_COUNTS = """
 CREATE TABLE task_counts (
     id {id} NOT NULL,
