@@ -155,6 +155,11 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
     with sqlite3.connect(path) as raw:  # the layout version 1 created
         raw.execute("DROP TABLE segments")
         raw.execute("DROP TABLE task_events")  # (migration 4)
+        raw.execute("DROP TABLE task_counts")  # (migration 5: the counters, their triggers, task indexes)
+        for trigger in ("task_counts_insert", "task_counts_update", "task_counts_delete"):
+            raw.execute(f"DROP TRIGGER {trigger}")
+        for index in ("ix_task_page", "ix_task_board", "ix_task_done", "ix_task_failed"):
+            raw.execute(f"DROP INDEX {index}")
         raw.execute("DROP INDEX ix_checkpoint_label")
         raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")
