@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from mcp_harness import clock
 from mcp_harness.errors import HarnessError
 from mcp_harness.service import Harness, Identity
+from mcp_harness.service.task_reasons import why_nothing
 
 pytestmark = pytest.mark.anyio
 
@@ -121,6 +122,50 @@ async def test_counters_match_a_group_by_after_random_operations(db_url: str, wo
         assert await counters(db_url, workspace) == await truth(db_url, workspace)
 
 
+async def test_an_empty_claim_reads_the_roots_directly_and_agrees_with_the_walk(db_url: str, workspace: str) -> None:
+    """An unfiltered claim that finds nothing reads a few roots of each kind instead of every unfinished
+    task (bounded by the backlog no more): after a random mix of operations its answer is the walk's."""
+    rng = random.Random(7)
+    agents = [Identity(workspace, f"agent-{i}") for i in range(3)]
+    held: dict = {}
+    added: list[str] = []
+    reasons = set()
+    async with Harness.open(settings_for(db_url, backoff_base_seconds=30.0)) as h:
+        for step in range(300):
+            try:
+                await _random_step(h, rng, agents, held, added)
+            except HarnessError:
+                pass
+            if step % 10 == 9:
+                at = clock.now()
+                async with h.db.read() as conn:
+                    direct = await why_nothing(conn, workspace, at=at, tags=None, task_key=None)
+                    walked = await why_nothing(conn, workspace, at=at, tags=None, task_key=None, walk=True)
+                assert direct == walked, f"after step {step}"
+                reasons.add(walked.reason)
+        # and the workspaces where nothing waits on a lease or a backoff: only failures, all done, empty
+        other = Identity(f"{workspace}-b", "a")
+        for step in ("empty", "failed", "done"):
+            if step == "failed":
+                await h.tasks.add(other, tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b",
+                                                                             "depends_on": ["a"]}])  # fmt: skip
+                got = await h.tasks.claim(other)
+                await h.tasks.update(other, task_key="a", action="fail", lease_token=got.lease.token, error="x",
+                                     retry=False)  # fmt: skip
+            elif step == "done":
+                await h.tasks.update(other, task_key="a", action="reopen", reason="again")
+                for key in ("a", "b"):
+                    got = await h.tasks.claim(other)
+                    await h.tasks.update(other, task_key=key, action="complete", lease_token=got.lease.token,
+                                         verification="ok")  # fmt: skip
+            async with h.db.read() as conn:
+                direct = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None)
+                walked = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None, walk=True)
+            assert direct == walked, step
+            reasons.add(walked.reason)
+    assert reasons >= {"backoff", "all_claimed", "blocked_by_failure", "all_done", "none_pending"}, reasons
+
+
 async def test_a_status_the_code_does_not_know_is_counted(db_url: str, workspace: str) -> None:
     """A status another change adds (`in_review`) is counted by the triggers with no code change: the
     board and the metrics list it; the tools' counts show the statuses their model names, and do not fail."""
@@ -157,6 +202,7 @@ _CLAIMER = textwrap.dedent("""
     import asyncio, sys
     from mcp_harness.config import Settings
     from mcp_harness.service import Harness, Identity
+from mcp_harness.service.task_reasons import why_nothing
 
     async def main(url, workspace, agent):
         done = 0

@@ -11,6 +11,7 @@ from .records import (
     ClaimedTask,
     DependencyRow,
     EmptyClaimFacts,
+    RootRow,
     TaskCountRow,
     TaskEventRow,
     TaskRecord,
@@ -248,6 +249,26 @@ WAITING_BY_KEY = _both(
     ),
     row=WaitRow,
 )
+
+
+_ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NULL AS waits_for, id FROM tasks '
+#: An empty claim without filters, in a workspace whose unfinished tasks are pending, claimed or failed:
+#: the tasks at the root of every wait are open tasks with every dependency done (`ready`) and failed
+#: ones. The first few of each kind, in the order the reasons show them (`ix_task_claim`, `ix_task_board`).
+ROOTS_IN_BACKOFF = Query(
+    _ROOT + "WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at > :now "
+    "ORDER BY available_at, id LIMIT :limit",
+    row=RootRow,
+)
+ROOTS_CLAIMABLE = Query(
+    _ROOT + "WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at <= :now "
+    "ORDER BY id LIMIT :limit",
+    row=RootRow,
+)
+ROOTS_CLAIMED = Query(
+    _ROOT + "WHERE workspace = :ws AND status = 'claimed' ORDER BY lease_expires_at, id LIMIT :limit", row=RootRow
+)
+ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit", row=RootRow)
 
 
 #: the claim's condition (see `_claimable`) as a test on one row

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from . import task_queries as q
 from .connection import Connection, array
-from .records import ClaimedTask, EmptyClaimFacts, TaskEventRow, TaskRecord, WaitRow
+from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
 
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
@@ -239,6 +239,17 @@ async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, t
     """The unfinished tasks the filters match, each with its dependencies that are not done."""
     params = _filters(conn, {"ws": workspace}, tags, task_key)
     return await conn.fetch_all(q.waiting(bool(tags), task_key is not None), params)
+
+
+async def roots(conn: Connection, workspace: str, *, now: float, limit: int) -> list[RootRow]:
+    """Without filters, in a workspace whose unfinished tasks are all pending, claimed or failed: the
+    first `limit` roots of each kind (pending in backoff, pending claimable, claimed, failed), in creation
+    order. Bounded: what `waiting` and the walk down the dependencies find, without reading the backlog."""
+    params = {"ws": workspace, "now": now, "limit": limit}
+    out: list[RootRow] = []
+    for query in (q.ROOTS_IN_BACKOFF, q.ROOTS_CLAIMABLE, q.ROOTS_CLAIMED, q.ROOTS_FAILED):
+        out.extend(await conn.fetch_all(query, params))
+    return sorted(out, key=lambda r: r.id)
 
 
 async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> list[WaitRow]:
