@@ -252,19 +252,24 @@ WAITING_BY_KEY = _both(
 
 
 _ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NULL AS waits_for, id FROM tasks '
+
+
 #: An empty claim without filters, in a workspace whose unfinished tasks are pending, claimed or failed:
 #: the tasks at the root of every wait are open tasks with every dependency done (`ready`) and failed
 #: ones. The first few of each kind, in the order the reasons show them (`ix_task_claim`, `ix_task_board`).
-ROOTS_IN_BACKOFF = Query(
-    _ROOT + "WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at > :now "
-    "ORDER BY available_at, id LIMIT :limit",
-    row=RootRow,
-)
-ROOTS_CLAIMABLE = Query(
-    _ROOT + "WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at <= :now "
-    "ORDER BY id LIMIT :limit",
-    row=RootRow,
-)
+def _ready_roots(where: str, order: str) -> Query:
+    """Open tasks with every dependency done (`ix_task_claim`; SQLite, planning without statistics,
+    is kept off the status and creation-order indexes, which would walk the backlog)."""
+    sql = (
+        _ROOT
+        + f"WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND {where} ORDER BY {order} LIMIT :limit"
+    )
+    return Query(sql.replace("status = 'pending'", "+status = 'pending'").replace("BY id", "BY +id"), postgresql=sql,
+                 row=RootRow)  # fmt: skip
+
+
+ROOTS_IN_BACKOFF = _ready_roots("available_at > :now", "available_at, id")
+ROOTS_CLAIMABLE = _ready_roots("available_at <= :now", "id")
 ROOTS_CLAIMED = Query(
     _ROOT + "WHERE workspace = :ws AND status = 'claimed' ORDER BY lease_expires_at, id LIMIT :limit", row=RootRow
 )
