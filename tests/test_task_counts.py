@@ -202,7 +202,6 @@ _CLAIMER = textwrap.dedent("""
     import asyncio, sys
     from mcp_harness.config import Settings
     from mcp_harness.service import Harness, Identity
-from mcp_harness.service.task_reasons import why_nothing
 
     async def main(url, workspace, agent):
         done = 0
