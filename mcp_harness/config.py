@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .errors import InvalidArgument
 
@@ -88,20 +89,40 @@ def resolve_db_url(value: str | None) -> str:
             path.parent.chmod(0o700)
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in value:
-        path = Path(value).expanduser().resolve()
+        path = not_a_directory(Path(value).expanduser().resolve())
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite+aiosqlite:///{path}"
     scheme = value.split("://", 1)[0]
-    if scheme in ("sqlite", "sqlite+pysqlite"):
-        return "sqlite+aiosqlite://" + value.split("://", 1)[1]
-    if scheme in ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg2"):
-        return "postgresql+asyncpg://" + value.split("://", 1)[1]
-    if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
-        return value
+    if scheme in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
+        rest = value.split("://", 1)[1]
+        if rest.startswith("/") and rest not in ("/", "/:memory:") and not rest.startswith("/file:"):
+            not_a_directory(Path(rest[1:].split("?", 1)[0]))
+        return "sqlite+aiosqlite://" + rest
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg", "postgresql+psycopg2", "postgresql+asyncpg"):
+        return _checked_postgres("postgresql+asyncpg://" + value.split("://", 1)[1])
     raise InvalidArgument(
         f"database URL scheme {scheme!r} is not supported: use sqlite+aiosqlite:///PATH, "
         "postgresql+asyncpg://USER@HOST/DB or a plain file path"
     )
+
+
+def _checked_postgres(url: str) -> str:
+    """A PostgreSQL URL whose parts can be read (said without the URL: it may hold a password)."""
+    try:
+        urlsplit(url).port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise InvalidArgument(
+            "the PostgreSQL URL in --db (or MCP_HARNESS_DB) has a port that is not a number from 0 to 65535: "
+            "use postgresql+asyncpg://USER@HOST:PORT/DB"
+        ) from None
+    return url
+
+
+def not_a_directory(path: Path) -> Path:
+    """`path`, unless it is a folder (SQLite would only say it cannot open it)."""
+    if path.is_dir():
+        raise InvalidArgument(f"the database {path} is a directory: give a file path (e.g. {path / 'harness.db'})")
+    return path
 
 
 def _env_int(name: str, default: int) -> int:

@@ -1,5 +1,5 @@
 """Prometheus metrics at `GET /metrics`: tool calls by tool and result code, latency per tool, tasks
-by status per workspace, leases past their time, claims that waited.
+by status per workspace, leases past their time and leases taken over, claims that waited.
 
 Counters live in this process (each server process is its own scrape target); task figures are read
 from the database when scraped. Open on a loopback bind; elsewhere a bearer token of any role."""
@@ -72,6 +72,7 @@ class _DatabaseFigures:
         self.counts: list[tuple[str, str, int]] = []
         self.expired: list[tuple[str, int]] = []
         self.claim_waits = 0
+        self.taken_over: dict[str, int] = {}
 
     def collect(self) -> Any:
         tasks = GaugeMetricFamily("mcp_harness_tasks", "Tasks by status, per workspace", labels=["workspace", "status"])
@@ -86,6 +87,14 @@ class _DatabaseFigures:
         for workspace, n in self.expired:
             expired.add_metric([workspace], n)
         yield expired
+        taken = CounterMetricFamily(
+            "mcp_harness_leases_taken_over",
+            "Expired leases a claim of this process took over (the task went to another agent), per workspace",
+            labels=["workspace"],
+        )
+        for workspace, n in sorted(self.taken_over.items()):
+            taken.add_metric([workspace], n)
+        yield taken
         yield CounterMetricFamily(
             "mcp_harness_claim_waits", "Times a claim_task call found no task and waited for one (wait_seconds)",
             value=self.claim_waits,
@@ -97,6 +106,7 @@ async def render(harness: Harness) -> bytes:
     figures = _DatabaseFigures()
     figures.counts, figures.expired = await harness.console.metrics()
     figures.claim_waits = harness.console.changes.claim_waits
+    figures.taken_over = dict(harness.tasks.taken_over)
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(figures)
     return generate_latest(REGISTRY) + generate_latest(scrape)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,12 @@ def test_an_existing_different_entry_is_kept_unless_force(project):
     mine = {"mcpServers": {"harness": {"command": "/opt/old/mcp-harness", "args": ["serve"]}}}
     (project / ".mcp.json").write_text(json.dumps(mine))
     kept = init(project, "--no-hooks", "--no-instructions")
-    assert kept.returncode == 0 and "exists with other settings: kept (--force replaces it)" in kept.stdout
+    assert kept.returncode == 0 and "exists with other settings: kept; `mcp-harness init --force` replaces it" \
+        in kept.stdout  # fmt: skip
+    old, new = [line.strip() for line in kept.stdout.splitlines() if line.strip().startswith(("old:", "new:"))]
+    assert json.loads(old.removeprefix("old: ")) == mine["mcpServers"]["harness"]  # what differs, a line each
+    assert json.loads(new.removeprefix("new: "))["args"] == ["serve", "--workspace", "shop-front", "--agent",
+                                                              "claude-code"]  # fmt: skip
     assert read(project / ".mcp.json") == mine
     forced = init(project, "--no-hooks", "--no-instructions", "--force", "--workspace", "shop")
     assert forced.returncode == 0 and "replaced server 'harness'" in forced.stdout
@@ -173,3 +179,125 @@ def test_the_instructions_section_is_the_same_whatever_the_flags(project):
         assert again.returncode == 0, again.stderr
         assert "edited" not in again.stdout + again.stderr, (flags, again.stdout, again.stderr)
     assert (project / "AGENTS.md").read_text().count("## Working memory: mcp-harness") == 1
+
+
+def test_outside_git_the_folder_is_the_project_but_never_home_or_root(tmp_path):
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    out = init(plain, "--no-hooks")
+    assert out.returncode == 0, out.stderr
+    assert "not inside a git repository: the current folder is treated as the project" in out.stdout
+    assert (plain / ".mcp.json").exists() and (plain / "AGENTS.md").exists()
+    home = tmp_path / "home"  # init() makes project.parent / "home" the HOME
+    home.mkdir()
+    for folder in (home, Path("/")):
+        refused = init(plain, cwd=folder)
+        assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+        assert len(refused.stderr.strip().splitlines()) == 1 and "nothing was written" in refused.stderr
+    assert "home directory" in init(plain, cwd=home).stderr and list(home.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("folder", "expected"), [("Ünïcode app", "Unicode-app"), ("--my.app--", "my.app"), ("日本", None)]
+)
+def test_the_default_workspace_is_the_folder_name_made_valid(tmp_path, folder, expected):
+    root = tmp_path / folder
+    root.mkdir()
+    out = init(root, "--no-hooks", "--no-instructions")
+    if expected is None:
+        assert out.returncode == 2 and "--workspace NAME" in out.stderr and not (root / ".mcp.json").exists()
+        assert len(out.stderr.strip().splitlines()) == 1
+        return
+    assert out.returncode == 0, out.stderr
+    assert read(root / ".mcp.json")["mcpServers"]["harness"]["args"][2] == expected
+    assert f"Workspace {expected!r} (from the project folder's name {folder!r}" in out.stdout
+
+
+@pytest.mark.parametrize("name", ["", "-x", "a b", "x" * 129])
+def test_a_bad_workspace_name_is_refused(project, name):
+    out = init(project, f"--workspace={name}")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "is not a valid workspace name" in out.stderr
+    assert snapshot(project) == {}
+
+
+def test_db_paths_are_made_absolute_and_passwords_refused(project):
+    out = init(project, "--db", "data/h.db", cwd=project / "src")
+    assert out.returncode == 0, out.stderr
+    absolute = str(project / "src" / "data" / "h.db")
+    assert read(project / ".mcp.json")["mcpServers"]["harness"]["args"][:3] == ["serve", "--db", absolute]
+    hook = read(project / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert f"brief --db {shlex.quote(absolute)} " in hook
+    before = snapshot(project)
+    refused = init(project, "--force", "--db", "postgresql://app:hunter2@db.internal/app")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "PGPASSWORD" in refused.stderr
+    assert "hunter2" not in refused.stderr + refused.stdout and snapshot(project) == before
+    keeps = init(project, "--no-hooks", "--no-instructions", "--force", "--db", "postgresql://app@db.internal/app")
+    assert keeps.returncode == 0 and "--db postgresql://app@db.internal/app" in keeps.stdout
+
+
+def test_the_hook_brief_creates_no_database(project, tmp_path):
+    missing = tmp_path / "nowhere" / "h.db"
+    shown = subprocess.run([sys.executable, "-m", "mcp_harness", "brief", "--db", str(missing)], capture_output=True,
+                           text=True, env=subprocess_env(), timeout=60)  # fmt: skip
+    assert shown.returncode == 0 and "has nothing yet" in shown.stdout
+    assert f"no database exists at {missing}" in shown.stdout and not missing.parent.exists()
+
+
+def test_url_means_http_and_token_env_needs_it(project):
+    out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions")
+    assert out.returncode == 0, out.stderr
+    assert read(project / ".mcp.json")["mcpServers"]["harness"]["headers"] == {
+        "Authorization": "Bearer ${MCP_HARNESS_TOKEN}"}  # fmt: skip
+    for flags in (("--token-env", "T"), ("--transport", "stdio", "--token-env", "T"),
+                  ("--transport", "stdio", "--url", "https://h/mcp")):  # fmt: skip
+        refused = init(project, "--force", *flags)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, (flags, refused.stderr)
+    assert "--transport http" in init(project, "--token-env", "T").stderr
+
+
+JSONC = """{
+  // the team's servers
+  "servers": {
+    "db": {"type": "stdio", "command": "x",},
+  },
+}
+"""
+
+
+def test_a_vscode_file_with_comments_is_never_rewritten(project):
+    (project / ".vscode").mkdir()
+    (project / ".vscode" / "mcp.json").write_text(JSONC)
+    found = init(project, "--no-hooks", "--no-instructions")  # vscode found, not asked for: a note
+    assert found.returncode == 0, found.stderr
+    assert (project / ".vscode" / "mcp.json").read_text() == JSONC and (project / ".mcp.json").exists()
+    assert "has comments or trailing commas" in found.stdout and '"harness": {"type": "stdio"' in found.stdout
+    asked = init(project, "--client", "vscode", "--client", "cursor", "--no-hooks", "--no-instructions")
+    assert asked.returncode == 2 and asked.stderr.count("\n") == 1 and ".vscode/mcp.json" in asked.stderr
+    assert (project / ".cursor" / "mcp.json").exists()  # the others are still written
+    assert (project / ".vscode" / "mcp.json").read_text() == JSONC
+    entry = next(line for line in asked.stdout.splitlines() if line.strip().startswith('"harness":'))
+    by_hand = JSONC.replace('"x",},', '"x",},\n    ' + entry.strip() + ",")  # the person adds it
+    (project / ".vscode" / "mcp.json").write_text(by_hand)
+    done = init(project, "--client", "vscode", "--no-hooks", "--no-instructions")
+    assert done.returncode == 0 and "already set up (unchanged)" in done.stdout, done.stdout + done.stderr
+
+
+def test_claude_desktop_alone_writes_no_instructions(project):
+    out = init(project, "--client", "claude-desktop")
+    assert out.returncode == 0, out.stderr
+    assert snapshot(project) == {}  # Desktop reads no AGENTS.md; its config is the user's
+
+
+@pytest.mark.anyio
+async def test_after_init_commands_in_a_subfolder_use_the_projects_workspace(project, tmp_path):
+    db = tmp_path / "team.db"
+    async with mcp_client(f"sqlite+aiosqlite:///{db}", "shop-front", agent="claude-code") as c:
+        await call(c, "add_tasks", tasks=[{"key": "cart", "title": "Shopping cart"}])
+    assert init(project, "--db", str(db), "--no-hooks", "--no-instructions").returncode == 0
+    env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(tmp_path / "xdg"))
+    for argv, needle in ((["tasks"], "cart"), (["tasks", "show", "cart"], "Shopping cart"),
+                         (["status"], "workspace shop-front")):  # fmt: skip
+        out = subprocess.run([sys.executable, "-m", "mcp_harness", *argv], cwd=project / "src", capture_output=True,
+                             text=True, env=env, timeout=60)  # fmt: skip
+        assert out.returncode == 0 and needle in out.stdout and out.stderr == "", (argv, out.stdout, out.stderr)
+    assert not (tmp_path / "xdg").exists()  # the project's database, not this user's default

@@ -157,6 +157,11 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
         raw.execute("DROP TABLE task_events")  # (migration 4)
         for column in ("review", "kind", "review_comment"):  # (migration 5)
             raw.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
+        raw.execute("DROP TABLE task_counts")  # (migration 6: the counters, their triggers, task indexes)
+        for trigger in ("task_counts_insert", "task_counts_update", "task_counts_delete"):
+            raw.execute(f"DROP TRIGGER {trigger}")
+        for index in ("ix_task_page", "ix_task_board", "ix_task_done", "ix_task_failed"):
+            raw.execute(f"DROP INDEX {index}")
         raw.execute("DROP INDEX ix_checkpoint_label")
         raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")

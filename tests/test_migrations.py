@@ -221,10 +221,15 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
     # every row kept; migration 4 added the (empty) task events table, migration 5 three task columns
-    # (review false, kind work, no review comment)
+    # (review false, kind work, no review comment), migration 6 the task counters, filled from the tasks
+    # there (one of each status)
+    counters = sorted((ws, status, bool(blocked), n) for _id, ws, status, blocked, n in after.pop("task_counts"))
+    assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
     kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
     assert after == {**kept, "task_events": []}
+    counts = listing.counts.model_dump()
+    assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []
 
     async with Harness.open(settings_for(url)) as h:  # and it keeps working: a list grows, ids continue
@@ -234,6 +239,9 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         entry = await h.progress.record(ident, summary="after the upgrade")
         assert entry.seq == 3
         assert (await h.restore(ident, progress_limit=1)).recent_progress[0].summary == "after the upgrade"
+        await h.tasks.add(ident, tasks=[{"key": "t4", "title": "after the upgrade"}])  # the triggers count it
+        counts = (await h.tasks.list(ident)).counts
+        assert counts.model_dump() == {**dict.fromkeys(counts.model_dump(), 0), "pending": 2, "claimed": 1, "done": 1}
 
 
 async def test_a_database_from_a_newer_version_is_refused(new_database):

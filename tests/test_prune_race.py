@@ -133,6 +133,8 @@ async def test_prune_processes_racing_server_processes(db_url, workspace):
     other processes; every acknowledged state that prune did not delete restores exactly."""
     acknowledged: dict[str, dict] = {}
     done = anyio.Event()
+    async with Harness.open(settings_for(db_url)):
+        pass  # the database exists before the race (prune refuses a file that is not there)
 
     async def agent(t: int) -> None:
         cmd = serve_command(db_url, workspace, f"agent-{t}")

@@ -54,6 +54,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.all_workspaces:
+        args.workspace = None
+
     async def run(h: Harness) -> int:
         if args.workspace is not None and args.workspace not in (names := await h.maintenance.workspaces()):
             held = ", ".join(names) if names else "nothing yet"

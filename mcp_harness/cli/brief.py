@@ -14,6 +14,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from ..config import ENV_PREFIX, missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
 from .common import env, with_harness
 
@@ -33,6 +34,14 @@ def cmd_brief(args: argparse.Namespace) -> int:
     ident = Identity(
         workspace=args.workspace or env("WORKSPACE", "default"), agent=args.agent or env("AGENT", "default")
     )
+    missing = missing_db_file(args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB"))
+    if missing is not None:  # a hook's brief must not create a database where none was meant to be
+        print(
+            _empty(
+                f"workspace {ident.workspace}", f"no database exists at {missing} (a server creates it on first use)"
+            )
+        )
+        return 0
 
     async def run(h: Harness) -> int:
         restored = await h.restore(ident, thread=args.thread)

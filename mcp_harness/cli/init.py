@@ -9,14 +9,12 @@ Claude Desktop has no project file: its entry is merged into the user's configur
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import shutil
-import subprocess
+import sys
 import time
 from pathlib import Path
 
-from ..config import NAME_RE
 from .clients import (
     PROJECT_FILES,
     SERVER_NAME,
@@ -28,22 +26,8 @@ from .clients import (
     token_reference,
 )
 from .common import env
+from .init_choices import check_root, choose_workspace, project_db, project_root, settle_transport
 from .project import Change, instructions, merge_hook, merge_instructions, merge_server
-
-
-def project_root() -> Path:
-    """The git top-level folder of the current directory, or the current directory itself."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return Path.cwd()
-    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else Path.cwd()
-
-
-def workspace_name(root: Path) -> str:
-    """The project folder's name, made a valid workspace name."""
-    name = re.sub(r"[^A-Za-z0-9._:/-]+", "-", root.name).strip("-._:/")[:128]
-    return name if NAME_RE.fullmatch(name or "-") else "default"
 
 
 def launcher() -> tuple[str, str]:
@@ -59,9 +43,8 @@ def launcher() -> tuple[str, str]:
     )
 
 
-def plan(args: argparse.Namespace, root: Path) -> tuple[list[Change], list[str]]:
+def plan(args: argparse.Namespace, root: Path, workspace: str) -> tuple[list[Change], list[str]]:
     """Every change init would make, and notes for the person (nothing is written here)."""
-    workspace = args.workspace or workspace_name(root)
     command, resolves = launcher()
     clients = args.client or ["claude-code", *[c for c in ("cursor", "vscode") if (root / f".{c}").is_dir()]]
     changes, notes = [], [resolves]
@@ -74,7 +57,7 @@ def plan(args: argparse.Namespace, root: Path) -> tuple[list[Change], list[str]]
             brief = [command, "brief", *_db(args), "--workspace", workspace, "--agent", args.agent or "claude-code"]
         path = root / ".claude" / "settings.json"
         changes.append(merge_hook(path, _read(path), shlex.join(brief), force=args.force))
-    if not args.no_instructions:
+    if not args.no_instructions and set(clients) != {"claude-desktop"}:  # Desktop reads no project file
         path = root / "CLAUDE.md" if (root / "CLAUDE.md").exists() else root / "AGENTS.md"
         section = instructions(workspace)
         changes.append(merge_instructions(path, _read(path), section, force=args.force))
@@ -97,7 +80,9 @@ def _server_change(args: argparse.Namespace, root: Path, client: str, workspace:
         runs = shlex.join([entry["command"], *entry["args"]])
     path, key = (desktop_config_path(), "mcpServers") if desktop else (root / PROJECT_FILES[client][0],
                                                                       PROJECT_FILES[client][1])  # fmt: skip
-    change = merge_server(path, _read(path), key, SERVER_NAME, entry, force=args.force, runs=runs)
+    change = merge_server(
+        path, _read(path), key, SERVER_NAME, entry, force=args.force, runs=runs, jsonc_ok=client == "vscode"
+    )  # VS Code reads its file as JSONC
     change.backup = desktop
     return change
 
@@ -129,9 +114,16 @@ def write(change: Change) -> str | None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    root = project_root()
-    changes, notes = plan(args, root)
+    settle_transport(args)  # every refusal comes before anything is written
+    root, in_git = project_root()
+    check_root(root)
+    args.db = project_db(args.db)
+    workspace, origin = choose_workspace(args, root)
+    changes, notes = plan(args, root, workspace)
     print(f"mcp-harness init{' (dry run: nothing is written)' if args.dry_run else ''}: project {root}")
+    if not in_git:
+        print("  (not inside a git repository: the current folder is treated as the project)")
+    print(origin)
     for change in changes:
         shown = change.path.relative_to(root) if change.path.is_relative_to(root) else change.path
         if change.text is None:
@@ -144,4 +136,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"  {shown}: {change.what}" + (f" (the old file is kept as {backup})" if backup else ""))
     for line in notes:
         print(line)
+    asked = [c for c in changes if c.by_hand and "vscode" in (args.client or [])]
+    if asked:  # asked for by name, and not done: the others are written, the exit status says so
+        shown = asked[0].path.relative_to(root) if asked[0].path.is_relative_to(root) else asked[0].path
+        print(f"mcp-harness: {shown} has comments or trailing commas and is not rewritten: add the harness entry "
+              "shown above by hand", file=sys.stderr)  # fmt: skip
+        return 2
     return 0

@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if getattr(args, "workspace", "") is None:  # inside a project set up with `init`: its workspace
+            from .locate import apply_project_defaults
+
+            apply_project_defaults(args)
         status = run_command(args)
         sys.stdout.flush()  # a closed stdout shows here, inside the boundary
         return status

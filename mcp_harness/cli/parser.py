@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
     ws = argparse.ArgumentParser(add_help=False)
-    ws.add_argument("--workspace", default=None, help="workspace (env MCP_HARNESS_WORKSPACE, default 'default')")
+    ws.add_argument("--workspace", default=None,
+                    help="workspace (env MCP_HARNESS_WORKSPACE; default: the project's, else 'default')")  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _serve(sub, [common, ws])
     _reading(sub, [common, ws])
@@ -140,7 +141,8 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
-    p.add_argument("--workspace", default=None)
+    p.add_argument("--workspace", default=None, help="default: the project's (see README), else every workspace")
+    p.add_argument("--all-workspaces", action="store_true", help="every workspace, even inside a project")
 
     p = sub.add_parser("import", parents=[common], help="read an export back (into workspaces with no data)")
     p.add_argument("file", help="an export file, or - for stdin")
@@ -172,16 +174,17 @@ def _clients(sub: argparse._SubParsersAction) -> None:
         help="repeatable; default claude-code, and cursor/vscode if .cursor/ or .vscode/ is there",
     )
     p.add_argument("--workspace", default=None, help="default: the project's folder name (its git top level)")
-    p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    p.add_argument("--transport", choices=["stdio", "http"], default=None, help="default stdio; http with --url")
     p.add_argument(
         "--url",
         type=http_url,
         default=None,
-        help="http: the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)",
+        help="http (implied): the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)",
     )
-    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
+    p.add_argument("--token-env", default=None, metavar="VAR",
                    help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)")  # fmt: skip
-    p.add_argument("--db", default=None, help="stdio: the database the server uses (default: each user's own)")
+    p.add_argument("--db", default=None,
+                   help="stdio: the server's database (default: each user's own); a path is made absolute")  # fmt: skip
     p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
     p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")

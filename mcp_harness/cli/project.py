@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
+from . import jsonc
 
 BEGIN = "<!-- mcp-harness:begin -->"
 END = "<!-- mcp-harness:end -->"
@@ -27,6 +28,7 @@ class Change:
     text: str | None  #: the file's new content; None: leave the file as it is
     what: str  #: one line for the person: what was (or would be) done, or why not
     backup: bool = False  #: copy the old file aside first (a user's own configuration)
+    by_hand: bool = False  #: the file cannot be rewritten (JSONC): the person adds the entry
 
 
 def load_json(path: Path, text: str | None) -> dict[str, Any]:
@@ -47,9 +49,12 @@ def dump_json(data: dict[str, Any]) -> str:
 
 
 def merge_server(path: Path, text: str | None, key: str, name: str, entry: dict[str, Any], *, force: bool,
-                 runs: str) -> Change:  # fmt: skip
+                 runs: str, jsonc_ok: bool = False) -> Change:  # fmt: skip
     """Add `entry` as server `name` under `key`, keeping every other server; an existing different
-    entry of that name is kept unless `force`."""
+    entry of that name is kept unless `force`. With `jsonc_ok` (VS Code's file) a file with comments
+    or trailing commas is read but never rewritten: the person is shown the entry to add."""
+    if jsonc_ok and text is not None and not jsonc.is_plain_json(text):
+        return _by_hand(path, text, key, name, entry)
     data = load_json(path, text)
     servers = data.setdefault(key, {})
     if not isinstance(servers, dict):
@@ -58,10 +63,39 @@ def merge_server(path: Path, text: str | None, key: str, name: str, entry: dict[
     if current == entry:
         return Change(path, None, f"server {name!r} already set up (unchanged)")
     if current is not None and not force:
-        return Change(path, None, f"server {name!r} exists with other settings: kept (--force replaces it)")
+        return Change(path, None, f"server {name!r} exists with other settings: kept; `mcp-harness init --force` "
+                                  f"replaces it\n{_differs(current, entry)}")  # fmt: skip
     servers[name] = entry
     verb = "replaced" if current is not None else "added"
     return Change(path, dump_json(data), f"{verb} server {name!r}, which runs: {runs}")
+
+
+def _differs(old: Any, new: Any) -> str:
+    """The kept entry and the one init would write, a line each."""
+    return f"      old: {_compact(old)}\n      new: {_compact(new)}"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _by_hand(path: Path, text: str, key: str, name: str, entry: dict[str, Any]) -> Change:
+    """A JSONC file (comments, trailing commas) is not rewritten: its comments would be lost."""
+    try:
+        data = jsonc.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{path} is not valid JSON, even allowing comments ({exc.msg}, line {exc.lineno}): "
+                              "fix or move it, then run init again (nothing was written)") from None  # fmt: skip
+    servers = data.get(key) if isinstance(data, dict) else None
+    current = servers.get(name) if isinstance(servers, dict) else None
+    if current == entry:
+        return Change(path, None, f"server {name!r} already set up (unchanged)")
+    why = "has other settings for it" if current is not None else "has no entry for it"
+    what = (f"has comments or trailing commas, so init does not rewrite it (they would be lost), and it {why}: "
+            f"add this under {key!r} by hand:\n      {json.dumps(name)}: {_compact(entry)}")  # fmt: skip
+    if current is not None:
+        what += "\n" + _differs(current, entry)
+    return Change(path, None, what, by_hand=True)
 
 
 def merge_hook(path: Path, text: str | None, command: str, *, force: bool) -> Change:

@@ -61,7 +61,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.show:  # tasks show KEY
         from .task_story import show_task
 
-        return with_harness(args, lambda h: show_task(h, ident, args.show, as_json=args.json), existing=True)
+        async def story(h: Harness) -> int:
+            try:
+                return await show_task(h, ident, args.show, as_json=args.json)
+            except NotFound as exc:  # a mistyped workspace: name the ones there are, once
+                others = await other_workspaces(h, ident)
+                raise NotFound(f"{exc.message}; {others}" if others else exc.message) from None
+
+        return with_harness(args, story, existing=True)
 
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)

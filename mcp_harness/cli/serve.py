@@ -16,7 +16,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         from ..server import create_server
 
-        server = create_server(settings, identity(args, with_agent=True))
+        ident = identity(args, with_agent=True)
+        server = create_server(settings, ident)
+        if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
+            print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "
+                  'starts this command (see README "Connect a client"); Ctrl-C stops', file=sys.stderr)  # fmt: skip
         server.run("stdio")
         leave_now()
     from ..http import serve_http

@@ -21,7 +21,7 @@ from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .progress import progress_entry
 from .task_events import HARNESS
-from .task_views import status_of, task_detail, task_event
+from .task_views import status_of, task_counts, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
 BOARD_COLUMNS = ("pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled")
@@ -169,7 +169,7 @@ class ConsoleService(ServiceBase):
                    [_card(r, at, waits.get(r.key, []), reasons.get(r.key)) for r in rows[status]])
             for status in BOARD_COLUMNS
         ]  # fmt: skip
-        return Board(columns=columns, counts=TaskCounts(**counts), generated_at=iso(at))
+        return Board(columns=columns, counts=task_counts(counts), generated_at=iso(at))
 
     async def task(self, ident: Identity, key: str, *, before_seq: int | None = None, limit: int = 50) -> TaskPage:
         check_name("task_key", key)

@@ -43,6 +43,14 @@ async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at
 
 
 class ClaimingTasks(WaitingClaims):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: workspace -> expired leases this process's claims took over (for the metrics)
+        self.taken_over: dict[str, int] = {}
+
+    def _count_take_over(self, workspace: str) -> None:
+        self.taken_over[workspace] = self.taken_over.get(workspace, 0) + 1
+
     async def claim(self, ident: Identity, args: ClaimTaskArgs | None = None, /, **fields: Any) -> ClaimTaskResult:
         """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
         (`args`, or its fields as keywords)."""
@@ -84,6 +92,7 @@ class ClaimingTasks(WaitingClaims):
         if row is None:
             return None
         if row.taken_from is not None:  # rare: an expired lease taken over; the log hears of it
+            self._count_take_over(ident.workspace)
             async with self.db.write() as conn:
                 await _log_take_over(conn, ident, row, at)
         return _claimed(row, at)
@@ -101,6 +110,7 @@ class ClaimingTasks(WaitingClaims):
         row = await _take(conn, ident, at, lease_seconds, tags, task_key)
         if row is not None:
             if row.taken_from is not None:
+                self._count_take_over(ident.workspace)
                 await _log_take_over(conn, ident, row, at)
             return row, at
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,

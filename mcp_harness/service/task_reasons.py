@@ -75,16 +75,44 @@ async def _roots(conn: Connection, workspace: str, matched: list[WaitRow]) -> li
     return list(roots.values())
 
 
+#: the statuses whose roots `store.roots` finds by themselves (any other unfinished status: the walk)
+_ROOT_STATUSES = frozenset(("pending", "blocked", "claimed", "in_review", "failed", "done", "cancelled"))
+_SETTLED = ("done", "cancelled")
+
+
+async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[WaitRow] | ClaimTaskResult | None:
+    """An unfiltered claim's roots read directly, a few of each kind, or its answer when nothing is
+    unfinished; None when the workspace has a status they do not cover (then the walk decides)."""
+    counts = await store.counts(conn, workspace)
+    if any(n and status not in _ROOT_STATUSES for status, n in counts.items()):
+        return None
+    if not any(n for status, n in counts.items() if status not in _SETTLED):
+        settled = any(counts.get(status) for status in _SETTLED)
+        return ClaimTaskResult(task=None, lease=None, reason="all_done" if settled else "none_pending")
+    return await store.roots(conn, workspace, now=at, limit=MAX_WAITING_ON) or None
+
+
 async def why_nothing(
-    conn: Connection, workspace: str, *, at: float, tags: list[str] | None, task_key: str | None
+    conn: Connection, workspace: str, *, at: float, tags: list[str] | None, task_key: str | None, walk: bool = False
 ) -> ClaimTaskResult:
-    """The answer to a claim that took nothing, judged over the tasks it could take."""
+    """The answer to a claim that took nothing, judged over the tasks it could take. Without filters
+    the roots are read directly (bounded, whatever the backlog); `walk`: always follow every unfinished
+    task down its dependencies (what the direct read must agree with)."""
+    found = None if walk or tags or task_key is not None else await _bounded_roots(conn, workspace, at)
+    if isinstance(found, ClaimTaskResult):
+        return found
+    if found is not None:
+        return _answer(found, at)
     matched = await store.waiting(conn, workspace, tags=tags, task_key=task_key)
     if not matched:
         facts = await store.why_nothing(conn, workspace, now=at, tags=tags, task_key=task_key)
         reason = "all_done" if facts.total else "none_pending"
         return ClaimTaskResult(task=None, lease=None, reason=reason)
-    roots = await _roots(conn, workspace, matched)
+    return _answer(await _roots(conn, workspace, matched), at)
+
+
+def _answer(roots: list[WaitRow], at: float) -> ClaimTaskResult:
+    """The reason of the first kind of wait (in `WAITS` order) that any root has, with its roots."""
     classed: dict[str, list[WaitRow]] = {}
     for root in roots:
         wait = next((w for w in WAITS if w.applies(root, at)), None)

@@ -6,9 +6,16 @@ import base64
 import json
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskDetail, TaskEvent, TaskRow, TaskView
+from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
 from ..store.records import TaskEventRow, TaskRecord
 from .base import iso
+
+
+def task_counts(counts: dict[str, int]) -> TaskCounts:
+    """The counts a result shows: every status the result model names (0 when none); a status the
+    store counts but the model does not name yet is left to the views that list any status (the
+    console board, the metrics) rather than failing the call."""
+    return TaskCounts(**{name: counts.get(name, 0) for name in TaskCounts.model_fields})
 
 
 def status_of(row: TaskRecord) -> str:

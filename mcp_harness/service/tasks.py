@@ -21,7 +21,7 @@ from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
 from .task_review import ReviewingTasks
-from .task_views import decode_cursor, encode_cursor, held_task, task_detail, task_event, task_row
+from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
 
 
 class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
@@ -43,7 +43,7 @@ class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
         rows = rows[:limit]
         return ListTasksResult(
             tasks=[task_row(r, at) for r in rows],
-            counts=TaskCounts(**counts),
+            counts=task_counts(counts),
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
@@ -60,13 +60,13 @@ class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
                     break
                 after = rows[-1].id
             counts = await store.counts(conn, ident.workspace)
-        return out, TaskCounts(**counts)
+        return out, task_counts(counts)
 
     async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
-        return held, TaskCounts(**await store.counts(conn, ident.workspace))
+        return held, task_counts(await store.counts(conn, ident.workspace))
 
     async def story(self, ident: Identity, key: str) -> TaskStory:
         """One task with its lease, its events and the progress entries about it (oldest first)."""

@@ -82,7 +82,8 @@ CLAIMED = Query(
     "WHERE workspace = :ws AND ready = TRUE AND status = 'claimed' ORDER BY lease_expires_at"
 )
 COUNTS_BY_WORKSPACE = Query(
-    "SELECT workspace, status, blocked, count(*) AS n FROM tasks GROUP BY workspace, status, blocked"
+    "SELECT workspace, status, blocked, CAST(sum(n) AS BIGINT) AS n FROM task_counts "
+    "GROUP BY workspace, status, blocked"
 )
 EXPIRED_LEASES_BY_WORKSPACE = Query(
     "SELECT workspace, count(*) AS n FROM tasks WHERE ready = TRUE AND status = 'claimed' "

@@ -36,8 +36,8 @@ from ..errors import Unavailable
 from . import queries
 from .changes import NOTIFY_WRITES
 from .conditions import PG_READ_ONLY, sqlite_writable
-from .connection import Connection
-from .errors import wrap_errors
+from .connection import Connection, StorageError
+from .errors import connect_refused, wrap_errors
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
 from .sqlite import (
@@ -94,6 +94,11 @@ class Database:
                 await self._engine.dispose()
         except Unavailable as exc:
             raise Unavailable(f"{self.name}: {exc.message}", damaged=exc.damaged) from exc
+        except StorageError as exc:  # no such database, or the sign-in was refused: said so, no traceback
+            refused = connect_refused(exc.__cause__, self.url)
+            if refused is None:
+                raise
+            raise refused from None
 
     @property
     def name(self) -> str:

@@ -4,6 +4,11 @@ the store ever sees sqlite3, asyncpg or SQLAlchemy types.
 - the database cannot be reached, is busy or its connection broke: `Unavailable` (retry shortly);
 - a unique constraint refused a write (a concurrent writer won): `UniqueViolation`;
 - any other database error: `StorageError` (the server logs it and answers `internal` with an id).
+
+`connect_refused()` names the two refusals a first connection meets that waiting will not cure (the
+database does not exist; the user or password was refused): `Database.open()` reports them as
+`Unavailable` (the server's database, not the caller's arguments) with the server's address and what
+to do, never the password.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from ..errors import HarnessError, Internal, Unavailable
@@ -85,3 +91,29 @@ def _pg_unreachable(exc: BaseException) -> bool:
 def _pg_error(exc: BaseException) -> bool:
     asyncpg = sys.modules.get("asyncpg")
     return asyncpg is not None and isinstance(exc, asyncpg.PostgresError)
+
+
+#: PostgreSQL SQLSTATEs of a refused sign-in: invalid_authorization_specification, invalid_password
+_SIGN_IN_REFUSED = ("28000", "28P01")
+
+
+def connect_refused(exc: BaseException | None, url: str) -> HarnessError | None:
+    """The error for a PostgreSQL server that refused the first connection (no such database, user or
+    password refused), with what to do; None for anything else. The password is never in it."""
+    driver = _driver_error(exc) if isinstance(exc, Exception) else exc
+    state = getattr(driver, "sqlstate", None)
+    if state != "3D000" and state not in _SIGN_IN_REFUSED:
+        return None
+    parts = make_url(url)
+    where = f"{parts.host or 'localhost'}:{parts.port or 5432}"
+    if state == "3D000":  # invalid_catalog_name
+        name = parts.database or ""
+        return Unavailable(f"database {name!r} does not exist on {where}: create it (createdb {name}) or fix --db")
+    user = parts.username or "(the login name)"
+    reason = str(driver.args[0]) if driver is not None and driver.args else ""  # e.g. role "x" does not exist
+    if parts.password:
+        reason = reason.replace(parts.password, "***")
+    return Unavailable(
+        f"PostgreSQL on {where} refused to sign in user {user!r} ({reason or 'sign-in refused'}): check the user "
+        "and its password (PGPASSWORD or ~/.pgpass, never in --db where others can see it) or fix --db"
+    )

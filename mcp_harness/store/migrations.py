@@ -199,10 +199,11 @@ ALTER TABLE checkpoints ALTER COLUMN version TYPE BIGINT;
 class Migration:
     version: int
     what: str
-    sql: dict[str, str]  #: dialect name -> statements, each ending with `;` (no `;` inside one)
+    sql: dict[str, str]  #: dialect name -> statements, each ending with `separator` (not inside one)
+    separator: str = ";"  #: migration 6 on: a line holding only `/` (trigger bodies hold `;`)
 
     def statements(self, dialect: str) -> list[str]:
-        return [s.strip() for s in self.sql[dialect].split(";") if s.strip()]
+        return [s.strip() for s in self.sql[dialect].split(self.separator) if s.strip()]
 
 
 _V4_TASK_EVENTS = """
@@ -227,6 +228,99 @@ ALTER TABLE tasks ADD COLUMN review_comment TEXT;
 """
 
 
+# Task counts that cost the same at any size: triggers keep the number of tasks per (workspace, status,
+# blocked) in a few rows, which a count sums. PostgreSQL: a key has several rows ("slots"); a change
+# adds to the first slot no other transaction holds (SKIP LOCKED) or, all held, to a new one, so
+# concurrent claims never wait on a counter row nor deadlock on two (a transaction changing many tasks,
+# as adding tasks does, takes its slots in any order; fixed shards such as id % 16 would make two such
+# transactions wait on each other). The slots of a key stay about as many as the transactions that ever
+# changed it at once (16 claiming workers made 20-32). SQLite's writers are serial: one row per key.
+_V6_TASK_COUNTS = """
+CREATE TABLE task_counts (
+    id {id} NOT NULL,
+    workspace VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    blocked BOOLEAN NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (id)
+)
+/
+CREATE INDEX ix_task_counts ON task_counts (workspace, status, blocked)
+/
+INSERT INTO task_counts (workspace, status, blocked, n)
+SELECT workspace, status, blocked, count(*) FROM tasks GROUP BY workspace, status, blocked
+/
+CREATE INDEX ix_task_board ON tasks (workspace, status, blocked, priority DESC, id)
+/
+CREATE INDEX ix_task_page ON tasks (workspace, id)
+/
+CREATE INDEX ix_task_done ON tasks (workspace, completed_at, id) WHERE status = 'done'
+/
+CREATE INDEX ix_task_failed ON tasks (workspace, updated_at, id) WHERE status = 'failed'
+/
+"""
+
+_V6_TASK_COUNTS_SQLITE = """
+CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 0
+        WHERE NOT EXISTS (SELECT 1 FROM task_counts
+                          WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked);
+    UPDATE task_counts SET n = n + 1 WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked;
+END
+/
+CREATE TRIGGER task_counts_update AFTER UPDATE OF status, blocked ON tasks
+WHEN OLD.status IS NOT NEW.status OR OLD.blocked IS NOT NEW.blocked BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE workspace = OLD.workspace AND status = OLD.status AND blocked = OLD.blocked;
+    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 0
+        WHERE NOT EXISTS (SELECT 1 FROM task_counts
+                          WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked);
+    UPDATE task_counts SET n = n + 1 WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked;
+END
+/
+CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+    UPDATE task_counts SET n = n - 1 WHERE workspace = OLD.workspace AND status = OLD.status AND blocked = OLD.blocked;
+END
+/
+"""
+
+_V6_TASK_COUNTS_PG = """
+CREATE FUNCTION mcp_harness_count_tasks(ws VARCHAR, st VARCHAR, bl BOOLEAN, d INTEGER) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    slot BIGINT;
+BEGIN
+    SELECT id INTO slot FROM task_counts WHERE workspace = ws AND status = st AND blocked = bl
+        LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE task_counts SET n = n + d WHERE id = slot;
+    ELSE
+        INSERT INTO task_counts (workspace, status, blocked, n) VALUES (ws, st, bl, d);
+    END IF;
+END
+$$
+/
+CREATE FUNCTION mcp_harness_task_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        PERFORM mcp_harness_count_tasks(OLD.workspace, OLD.status, OLD.blocked, -1);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM mcp_harness_count_tasks(NEW.workspace, NEW.status, NEW.blocked, 1);
+    END IF;
+    RETURN NULL;
+END
+$$
+/
+CREATE TRIGGER task_counts_insert_delete AFTER INSERT OR DELETE ON tasks
+FOR EACH ROW EXECUTE FUNCTION mcp_harness_task_counts()
+/
+CREATE TRIGGER task_counts_update AFTER UPDATE OF status, blocked ON tasks FOR EACH ROW
+WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.blocked IS DISTINCT FROM NEW.blocked)
+EXECUTE FUNCTION mcp_harness_task_counts()
+/
+"""
+
+
 def _both(sql: str) -> dict[str, str]:
     return {dialect: sql.format(**types) for dialect, types in _V1_TYPES.items()}
 
@@ -238,6 +332,15 @@ MIGRATIONS: list[Migration] = [
     Migration(3, "64-bit checkpoint versions", {"sqlite": "", "postgresql": _V3_BIGINT_VERSIONS_PG}),
     Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
     Migration(5, "review gates: tasks.review, tasks.kind (work or gate), tasks.review_comment", _both(_V5_REVIEW)),
+    Migration(
+        6,
+        "task counts kept by triggers; indexes for the task list's pages and the board's columns",
+        {
+            "sqlite": _V6_TASK_COUNTS.format(**_V1_TYPES["sqlite"]) + _V6_TASK_COUNTS_SQLITE,
+            "postgresql": _V6_TASK_COUNTS.format(**_V1_TYPES["postgresql"]) + _V6_TASK_COUNTS_PG,
+        },
+        separator="\n/\n",
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

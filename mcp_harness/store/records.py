@@ -158,6 +158,15 @@ class WaitRow(Record):
     waits_for: str | None  #: JSON list of keys of dependencies that are not done
 
 
+class RootRow(WaitRow):
+    """A task at the root of a wait, read directly (its `waits_for` is None), with its id: roots are
+    judged in creation order, as the walk finds them."""
+
+    __slots__ = ()
+
+    id: int
+
+
 class DependencyRow(Record):
     """One dependency of a task, with that dependency's state."""
 

@@ -164,6 +164,29 @@ class Task(SQLModel, table=True):
 _tasks = Task.__table__
 #: the claim's scan order: open runnable tasks of a workspace, highest priority first, then oldest
 Index("ix_task_claim", _tasks.c.workspace, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id)
+#: the task list's pages, in creation order
+Index("ix_task_page", _tasks.c.workspace, _tasks.c.id)
+#: the console board's columns, each read in its own order (pending, blocked; claimed by its prefix)
+Index("ix_task_board", _tasks.c.workspace, _tasks.c.status, _tasks.c.blocked, _tasks.c.priority.desc(), _tasks.c.id)
+_done, _failed = text("status = 'done'"), text("status = 'failed'")
+Index("ix_task_done", _tasks.c.workspace, _tasks.c.completed_at, _tasks.c.id,
+      sqlite_where=_done, postgresql_where=_done)  # fmt: skip
+Index("ix_task_failed", _tasks.c.workspace, _tasks.c.updated_at, _tasks.c.id,
+      sqlite_where=_failed, postgresql_where=_failed)  # fmt: skip
+
+
+class TaskCount(SQLModel, table=True):
+    """How many tasks of a workspace have a status (and blocked flag): kept by database triggers on
+    `tasks` (migration 6), so counting costs the same at any size. A key may have several rows (on
+    PostgreSQL, one per transaction that changed it at the same time as others): a count is their sum."""
+
+    __tablename__ = "task_counts"
+    __table_args__ = (Index("ix_task_counts", "workspace", "status", "blocked"),)
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    workspace: str
+    status: str
+    blocked: bool
+    n: int = Field(sa_type=BigInteger)
 
 
 class TaskEvent(SQLModel, table=True):

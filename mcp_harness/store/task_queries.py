@@ -11,6 +11,7 @@ from .records import (
     ClaimedTask,
     DependencyRow,
     EmptyClaimFacts,
+    RootRow,
     TaskCountRow,
     TaskEventRow,
     TaskRecord,
@@ -46,8 +47,11 @@ HELD_BY = Query(
     "ORDER BY id",
     row=TaskRecord,
 )
+#: the triggers' counters (migration 6): a few rows per workspace whatever its size
 TASK_COUNTS = Query(
-    "SELECT status, blocked, count(*) AS n FROM tasks WHERE workspace = :ws GROUP BY status, blocked", row=TaskCountRow
+    "SELECT status, blocked, CAST(sum(n) AS BIGINT) AS n FROM task_counts WHERE workspace = :ws "
+    "GROUP BY status, blocked",
+    row=TaskCountRow,
 )
 DEPENDENTS_OF = _both(
     lambda d: f"SELECT task_key FROM task_deps WHERE workspace = :ws AND {in_array('dep_key', 'keys', d)}"
@@ -264,6 +268,32 @@ WAITING_BY_KEY = _both(
     ),
     row=WaitRow,
 )
+
+
+_ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NULL AS waits_for, id FROM tasks '
+
+
+#: An empty claim without filters: the tasks at the root of every wait are open tasks with every
+#: dependency settled (`ready`), tasks in review (their dependencies are settled) and failed ones. The
+#: first few of each kind, in the order the reasons show them (`ix_task_claim`, `ix_task_board`).
+def _ready_roots(where: str, order: str) -> Query:
+    """Open tasks with every dependency done (`ix_task_claim`; SQLite, planning without statistics,
+    is kept off the status and creation-order indexes, which would walk the backlog)."""
+    sql = (
+        _ROOT
+        + f"WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND {where} ORDER BY {order} LIMIT :limit"
+    )
+    return Query(sql.replace("status = 'pending'", "+status = 'pending'").replace("BY id", "BY +id"), postgresql=sql,
+                 row=RootRow)  # fmt: skip
+
+
+ROOTS_IN_BACKOFF = _ready_roots("available_at > :now", "available_at, id")
+ROOTS_CLAIMABLE = _ready_roots("available_at <= :now", "id")
+ROOTS_CLAIMED = Query(
+    _ROOT + "WHERE workspace = :ws AND status = 'claimed' ORDER BY lease_expires_at, id LIMIT :limit", row=RootRow
+)
+ROOTS_IN_REVIEW = Query(_ROOT + "WHERE workspace = :ws AND status = 'in_review' ORDER BY id LIMIT :limit", row=RootRow)
+ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit", row=RootRow)
 
 
 #: the claim's condition (see `_claimable`) as a test on one row

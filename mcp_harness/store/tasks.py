@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from . import task_queries as q
 from .connection import Connection, array
-from .records import ClaimedTask, EmptyClaimFacts, TaskEventRow, TaskRecord, WaitRow
+from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
 
 OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
 SETTLED = ("done", "cancelled")  #: statuses in which a task no longer holds its dependents back
@@ -245,10 +245,12 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
 
 
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
-    """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`."""
+    """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
+    Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
     out = dict.fromkeys(STATUSES, 0) | {"blocked": 0}
     for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
-        out["blocked" if row.status == "pending" and row.blocked else row.status] += int(row.n)
+        shown = "blocked" if row.status == "pending" and row.blocked else row.status
+        out[shown] = out.get(shown, 0) + int(row.n)
     return out
 
 
@@ -264,6 +266,17 @@ async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, t
     """The unfinished tasks the filters match, each with its dependencies that are not done."""
     params = _filters(conn, {"ws": workspace}, tags, task_key)
     return await conn.fetch_all(q.waiting(bool(tags), task_key is not None), params)
+
+
+async def roots(conn: Connection, workspace: str, *, now: float, limit: int) -> list[RootRow]:
+    """Without filters: the first `limit` roots of each kind (pending in backoff, pending claimable,
+    claimed, in review, failed), in creation order. Bounded: what `waiting` and the walk down the
+    dependencies find, without reading the backlog."""
+    params = {"ws": workspace, "now": now, "limit": limit}
+    out: list[RootRow] = []
+    for query in (q.ROOTS_IN_BACKOFF, q.ROOTS_CLAIMABLE, q.ROOTS_CLAIMED, q.ROOTS_IN_REVIEW, q.ROOTS_FAILED):
+        out.extend(await conn.fetch_all(query, params))
+    return sorted(out, key=lambda r: r.id)
 
 
 async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> list[WaitRow]:

@@ -1,0 +1,103 @@
+"""Commands run inside a project set up with `init` default to that project's workspace.
+
+When neither `--workspace` nor MCP_HARNESS_WORKSPACE is given, the project's `harness` entry is
+looked for from the current folder up to the git top level (`.mcp.json`, else `.cursor/mcp.json`,
+else `.vscode/mcp.json`): its `--workspace` becomes the command's, and its `--db` too when neither
+`--db` nor MCP_HARNESS_DB is given. An HTTP entry names no workspace: the defaults stay as they were.
+No git process is started: the top level is the nearest folder holding `.git`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import ENV_PREFIX
+from . import jsonc
+
+#: the project files `init` writes, in the order they are consulted, and the key holding the servers
+ENTRY_FILES = ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers"))
+SERVER_NAME = "harness"
+#: commands whose --workspace means something else (init chooses one; token filters or revokes by it)
+NOT_PROJECT_AWARE = frozenset({"init", "token", "import"})
+
+
+@dataclass(frozen=True)
+class ProjectEntry:
+    workspace: str
+    db: str | None  #: as the entry names it; a relative file path made absolute against the project
+    path: Path  #: the file it was found in
+
+
+def apply_project_defaults(args: argparse.Namespace) -> None:
+    """Fill `args.workspace` (and `args.db`) from the project's entry, where the person gave neither."""
+    if args.command in NOT_PROJECT_AWARE or getattr(args, "workspace", "") is not None:
+        return
+    if os.environ.get(ENV_PREFIX + "WORKSPACE"):
+        return
+    try:
+        entry = find_entry(Path.cwd())
+    except OSError:  # the current folder was removed, or cannot be read
+        return
+    if entry is None:
+        return
+    args.workspace = entry.workspace
+    if getattr(args, "db", "") is None and not os.environ.get(ENV_PREFIX + "DB") and entry.db:
+        args.db = entry.db
+
+
+def project_folders(start: Path) -> list[Path]:
+    """`start` and its parents up to the git top level (the nearest holding `.git`); outside a git
+    repository, `start` alone."""
+    folders = []
+    for folder in (start, *start.parents):
+        folders.append(folder)
+        if (folder / ".git").exists():
+            return folders
+    return [start]
+
+
+def find_entry(start: Path) -> ProjectEntry | None:
+    """The nearest `harness` entry's workspace and database; None when there is none, or when the
+    first one found names no workspace (an HTTP entry: the server decides)."""
+    for folder in project_folders(start):
+        for name, key in ENTRY_FILES:
+            entry = _entry_in(folder / name, key)
+            if entry is not None:
+                return _settings(entry, folder / name, folder)
+    return None
+
+
+def _entry_in(path: Path, key: str) -> dict[str, Any] | None:
+    try:
+        data = jsonc.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):  # absent or broken: `init` reports those
+        return None
+    servers = data.get(key) if isinstance(data, dict) else None
+    entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _settings(entry: dict[str, Any], path: Path, folder: Path) -> ProjectEntry | None:
+    words = entry.get("args")
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        return None
+    workspace, db = _flag(words, "--workspace"), _flag(words, "--db")
+    if not workspace:
+        return None
+    if db and "://" not in db:  # a plain file path: the client starts the server in the project folder
+        db = str(folder / Path(db).expanduser())
+    return ProjectEntry(workspace=workspace, db=db, path=path)
+
+
+def _flag(words: list[str], name: str) -> str | None:
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(name + "="):
+            return word[len(name) + 1 :]
+    return None

@@ -1,0 +1,122 @@
+"""Commands run inside a project set up with `init` use that project's workspace (and database), unless
+--workspace or MCP_HARNESS_WORKSPACE says otherwise; an HTTP entry changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import call, mcp_client
+
+from mcp_harness.cli.main import main
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    """A database where workspace `shop` holds a task, a progress entry and a checkpoint."""
+    db = tmp_path / "data" / "h.db"
+    db.parent.mkdir()
+
+    async def seed() -> None:
+        async with mcp_client(f"sqlite+aiosqlite:///{db}", "shop", agent="claude-code") as c:
+            await call(c, "add_tasks", tasks=[{"key": "cart", "title": "Shopping cart"}])
+            await call(c, "record_progress", summary="catalogue page done")
+            await call(c, "save_checkpoint", state={"page": "catalogue"})
+
+    anyio.run(seed)
+    return db
+
+
+def project(root: Path, file: str, key: str, entry: dict) -> Path:
+    """A git project (a `.git` folder is enough) whose `file` holds `entry` as its harness server."""
+    (root / ".git").mkdir(parents=True)
+    (root / "src" / "deep").mkdir(parents=True)
+    (root / file).parent.mkdir(parents=True, exist_ok=True)
+    (root / file).write_text(json.dumps({key: {"other": {"command": "x"}, "harness": entry}}))
+    return root / "src" / "deep"
+
+
+def stdio(*args: str) -> dict:
+    return {"type": "stdio", "command": "mcp-harness", "args": ["serve", *args, "--agent", "claude-code"]}
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("MCP_HARNESS_WORKSPACE", raising=False)
+    monkeypatch.delenv("MCP_HARNESS_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # this user's default database
+
+
+@pytest.mark.parametrize(
+    ("file", "key"), [(".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers")]
+)
+def test_read_commands_in_a_subfolder_use_the_projects_workspace_and_db(file, key, seeded, tmp_path, monkeypatch,
+                                                                        capsys):  # fmt: skip
+    monkeypatch.chdir(project(tmp_path / "shop", file, key, stdio("--db", str(seeded), "--workspace", "shop")))
+    assert main(["tasks", "--json"]) == 0
+    out = capsys.readouterr()
+    assert [t["key"] for t in json.loads(out.out)["tasks"]] == ["cart"] and out.err == ""  # nothing extra said
+    assert main(["log"]) == 0 and "catalogue page done" in capsys.readouterr().out
+    assert main(["show", "main"]) == 0 and json.loads(capsys.readouterr().out) == {"page": "catalogue"}
+    assert main(["tasks", "show", "cart"]) == 0 and "Shopping cart" in capsys.readouterr().out
+    assert main(["brief"]) == 0 and "workspace shop" in capsys.readouterr().out
+    assert main(["export"]) == 0
+    exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert exported and {r.get("workspace") for r in exported if "workspace" in r} == {"shop"}
+
+
+def test_flags_and_environment_win_over_the_project(seeded, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(project(tmp_path / "shop", ".mcp.json", "mcpServers", stdio("--db", str(seeded),
+                                                                                  "--workspace", "shop")))  # fmt: skip
+    assert main(["tasks", "--json", "--workspace", "other", "--db", str(seeded)]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["tasks"] == [] and "this database holds: shop" in out.err
+    monkeypatch.setenv("MCP_HARNESS_WORKSPACE", "other")
+    assert main(["brief"]) == 0  # no lookup at all: the user's default database
+    assert "workspace other has nothing yet" in capsys.readouterr().out
+    assert (tmp_path / "xdg" / "mcp-harness" / "harness.db").exists()
+    monkeypatch.delenv("MCP_HARNESS_WORKSPACE")
+    assert main(["status", "--db", str(tmp_path / "missing.db")]) == 2  # --db given: the entry's is not used
+    assert "no database at" in capsys.readouterr().err
+
+
+def test_a_relative_db_in_the_entry_is_the_projects_and_config_prints_the_same(seeded, tmp_path, monkeypatch,
+                                                                               capsys):  # fmt: skip
+    root = tmp_path / "shop"
+    sub = project(root, ".mcp.json", "mcpServers", stdio("--db", "../data/h.db", "--workspace", "shop"))
+    monkeypatch.chdir(sub)
+    assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"][0]["key"] == "cart"
+    assert main(["config", "claude-code"]) == 0
+    snippet = capsys.readouterr().out
+    assert f"--db {seeded} --workspace shop" in snippet, snippet
+
+
+def test_an_http_entry_or_no_project_keeps_the_default_workspace(seeded, tmp_path, monkeypatch, capsys):
+    http = {"type": "http", "url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": "Bearer ${T}"}}
+    monkeypatch.chdir(project(tmp_path / "shop", ".mcp.json", "mcpServers", http))
+    assert main(["tasks", "--json", "--db", str(seeded)]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["tasks"] == [] and "workspace 'default' has no data" in out.err
+    monkeypatch.chdir(tmp_path)  # no project at all
+    assert main(["config", "cursor"]) == 0 and '"default"' in capsys.readouterr().out
+
+
+def test_the_first_entry_found_decides_and_a_broken_file_is_passed_over(seeded, tmp_path, monkeypatch, capsys):
+    sub = project(tmp_path / "shop", ".vscode/mcp.json", "servers", stdio("--db", str(seeded), "--workspace", "shop"))
+    (tmp_path / "shop" / ".mcp.json").write_text("{broken")
+    (tmp_path / "shop" / ".vscode" / "mcp.json").write_text(
+        '{\n  // VS Code allows comments\n  "servers": {"harness": '
+        + json.dumps(stdio("--db", str(seeded), "--workspace=shop"))
+        + ",},\n}"  # fmt: skip
+    )
+    monkeypatch.chdir(sub)
+    assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"][0]["key"] == "cart"
+
+
+def test_tasks_show_names_the_other_workspaces_once(seeded, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["tasks", "show", "cart", "--db", str(seeded)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.count("has no data") == 1 and "this database holds: shop" in err, err

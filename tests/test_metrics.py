@@ -1,0 +1,41 @@
+"""The metrics' figures, rendered in-process as `GET /metrics` serves them: leases taken over and
+tasks by status per workspace (read from the task counters)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_harness import clock
+from mcp_harness.metrics import render
+from mcp_harness.service import Harness, Identity
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_lease_taken_over_is_counted(harness: Harness, workspace: str) -> None:
+    alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
+    await harness.tasks.add(alice, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
+    assert (await harness.tasks.claim(alice, task_key="a", lease_seconds=30)).task is not None
+    text = (await render(harness)).decode()
+    assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}}' not in text  # none yet
+    clock.advance(60)  # alice's lease runs out
+    got = await harness.tasks.claim(bob, task_key="a")
+    assert got.task is not None and got.task.key == "a"
+    assert (await harness.tasks.claim(bob, task_key="b")).task is not None  # a plain claim is not a take-over
+    text = (await render(harness)).decode()
+    assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}} 1.0' in text
+    assert f'mcp_harness_tasks{{status="claimed",workspace="{workspace}"}} 2.0' in text
+
+
+async def test_tasks_by_status_come_from_the_counters(harness: Harness, workspace: str) -> None:
+    ident = Identity(workspace, "a")
+    await harness.tasks.add(ident, tasks=[{"key": "base", "title": "base"},
+                                          {"key": "next", "title": "next", "depends_on": ["base"]}])  # fmt: skip
+    got = await harness.tasks.claim(ident, task_key="base")
+    await harness.tasks.update(ident, task_key="base", action="fail", lease_token=got.lease.token, error="x",
+                               retry=False)  # fmt: skip
+    text = (await render(harness)).decode()
+    assert f'mcp_harness_tasks{{status="failed",workspace="{workspace}"}} 1.0' in text
+    assert f'mcp_harness_tasks{{status="blocked",workspace="{workspace}"}} 1.0' in text
+    # a status the workspace had keeps its series at 0 (a counter row is never removed)
+    assert f'mcp_harness_tasks{{status="pending",workspace="{workspace}"}} 0.0' in text

@@ -1,0 +1,325 @@
+"""Hot paths at scale: the same calls on a big workspace and a small one, in-process, side by side.
+
+Builds two databases per backend: a big workspace (100,000 tasks, 1,000,000 progress entries, 10,000
+checkpoints) and a small one (1,000 tasks, 10,000 entries, 100 checkpoints), rows written in bulk
+through the store's connection (not tool calls; the task counters' triggers run as they would).
+Then times, taking turns between the two so the drift of a shared machine falls on both alike:
+claim, restore_state, a list_tasks page, the console board's first page and a timeline page (the
+newest, and one thread's). Prints p50s and the ratio big / small; exits 1 if any ratio is over 2x
+(rows marked "(info)" are shown, not gated). With --wake it also runs tools/bench_wake.py per
+backend and prints its wake-up latencies.
+
+    python tools/bench_scale.py                                   # SQLite, full size
+    python tools/bench_scale.py --quick                           # 10,000 tasks / 100,000 entries
+    python tools/bench_scale.py --postgres postgresql+asyncpg://postgres@127.0.0.1:5432/bench --wake
+    (MCP_HARNESS_TEST_POSTGRES_URL also selects PostgreSQL, after SQLite.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mcp_harness.config import Settings  # noqa: E402
+from mcp_harness.service import Harness, Identity  # noqa: E402
+from mcp_harness.store.connection import Query  # noqa: E402
+from mcp_harness.store.task_queries import INSERT_DEPENDENCY, INSERT_TASK  # noqa: E402
+
+WORKSPACE = "scale"
+AGENTS = 20
+THREADS = 100
+LIMIT_RATIO = 2.0
+#: the tools' insert, with the columns a claim or a completion sets (rows are written as they end up)
+_INSERT_TASK = Query(
+    INSERT_TASK.sqlite.replace(" RETURNING id", "")
+    .replace(
+        "attempts, available_at",
+        "attempts, available_at, completed_at, owner, lease_token, lease_expires_at, lease_seconds",
+    )
+    .replace(
+        ":blocked, 0, :available_at",
+        ":blocked, :attempts, :available_at, :completed_at, :owner, :lease_token, :lease_expires_at, :lease_seconds",
+    ),
+    name="bench_insert_task",
+)
+_INSERT_PROGRESS = Query(
+    "INSERT INTO progress (entry_id, workspace, seq, thread, agent, status, summary, details, next_steps, task_key, "
+    "artifacts, created_at) VALUES (:entry_id, :workspace, :seq, :thread, :agent, :status, :summary, NULL, NULL, "
+    ":task_key, NULL, :created_at)",
+    name="bench_insert_progress",
+)
+_ENSURE_WORKSPACE = Query(
+    "INSERT INTO workspaces (name, progress_seq, created_at) VALUES (:ws, 0, :at) ON CONFLICT DO NOTHING"
+)
+_SET_SEQ = Query("UPDATE workspaces SET progress_seq = :seq WHERE name = :ws")
+_VACUUM = Query("VACUUM ANALYZE")
+
+
+def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
+    """Task i of a workspace shaped like a long-running team's: per 100 tasks, 60 done, 2 failed, 38
+    pending of which 4 are blocked behind a failure; 20 tasks held under leases that do not run out during
+    the run (one per agent, as a team holds them)."""
+    off, block = i % 100, i - i % 100
+    row = {"workspace": WORKSPACE, "key": f"t{i:06d}", "title": f"task {i}: do the thing number {i}",
+           "description": None, "steps": "[]", "priority": i % 4, "depends_on": "[]", "tags": "[]",
+           "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
+           "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
+           "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
+           "attempts": 0}  # fmt: skip
+    dep = None
+    if off < 60:
+        row.update(status="done", ready=False, completed_at=row["updated_at"], owner="agent-0", attempts=1)
+    elif off == 60:
+        row.update(status="failed", ready=False, dependents=4)
+    elif off == 61:
+        row.update(status="failed", ready=False)
+    elif off in (62, 64) and i < 1000:
+        until = time.time() + 86400
+        row.update(status="claimed", owner=f"agent-{i % AGENTS}", lease_token=f"bench-{i}", lease_expires_at=until,
+                   lease_seconds=3600, attempts=1)  # fmt: skip
+    elif off % 10 == 3:
+        dep = f"t{block + 60:06d}"
+        row.update(blocked=True, ready=False, depends_on=json.dumps([dep]))
+    return row, dep
+
+
+async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Callable[[str], None]) -> None:
+    at = time.time() - 86400
+    db = h.db
+    started = time.perf_counter()
+    for start in range(0, tasks, 5000):
+        rows, edges = [], []
+        for i in range(start, min(tasks, start + 5000)):
+            row, dep = _task_row(i, at)
+            rows.append(row)
+            if dep:
+                edges.append({"ws": WORKSPACE, "task_key": row["key"], "dep_key": dep})
+        async with db.write() as conn:
+            await conn.execute_many(_INSERT_TASK, rows)
+            if edges:
+                await conn.execute_many(INSERT_DEPENDENCY, edges)
+    async with db.write() as conn:
+        await conn.execute(_ENSURE_WORKSPACE, {"ws": WORKSPACE, "at": at})
+    say(f"  {tasks:,} tasks in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    statuses = ("note", "in_progress", "done", "blocked")
+    for start in range(0, entries, 10000):
+        rows = [
+            {
+                "entry_id": f"e{secrets.token_hex(8)}-{i}",
+                "workspace": WORKSPACE,
+                "seq": i + 1,
+                "thread": "main" if i % 10 == 0 else f"thread-{i % THREADS}",
+                "agent": f"agent-{i % AGENTS}",
+                "status": statuses[i % 4],
+                "summary": f"entry {i}: worked on the task and noted what happened",
+                "task_key": f"t{i % tasks:06d}" if i % 3 == 0 else None,
+                "created_at": at + i * 0.05,
+            }  # fmt: skip
+            for i in range(start, min(entries, start + 10000))
+        ]
+        async with db.write() as conn:
+            await conn.execute_many(_INSERT_PROGRESS, rows)
+    async with db.write() as conn:
+        await conn.execute(_SET_SEQ, {"ws": WORKSPACE, "seq": entries})
+    say(f"  {entries:,} progress entries in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    for j in range(checkpoints):
+        who = Identity(WORKSPACE, f"agent-{j % AGENTS}")
+        thread = "main" if j % 10 == 0 else f"thread-{j % THREADS}"
+        await h.checkpoints.save(who, thread=thread, state={"step": j, "goal": "ship", "notes": ["a", "b"]})
+    say(f"  {checkpoints:,} checkpoints in {time.perf_counter() - started:.1f} s")
+    if not db.is_sqlite:  # autovacuum would, given time (the harness analyzes the task tables itself)
+        async with db.single() as conn:
+            await conn.execute(_VACUUM)
+
+
+def _operations(h: Harness) -> dict[str, Callable[[], Awaitable[Any]]]:
+    me = Identity(WORKSPACE, "bench")
+    return {
+        "claim_task": lambda: h.tasks.claim(me, lease_seconds=3600),
+        "restore_state": lambda: h.restore(me),
+        "list_tasks page": lambda: h.tasks.list(me),
+        "board first page": lambda: h.console.board(me),
+        # not in the issue's list (not gated): pages whose rows are a share of the tasks
+        "(info) list_tasks page, status=failed": lambda: h.tasks.list(me, status="failed"),
+        "(info) board, 20 cards a column": lambda: h.console.board(me, per_column=20),
+        "timeline page": lambda: h.console.timeline(me),
+        "timeline page, one thread": lambda: h.console.timeline(me, thread="thread-7"),
+    }
+
+
+#: nothing claimable, as a team's backlog usually is: every open task waits on a task someone holds
+_WAIT_ON_HELD = [
+    Query(
+        "INSERT INTO task_deps (workspace, task_key, dep_key) SELECT workspace, \"key\", 't000062' FROM tasks "
+        "WHERE workspace = :ws AND status = 'pending' AND ready = TRUE"
+    ),
+    Query("UPDATE tasks SET ready = FALSE WHERE workspace = :ws AND status = 'pending' AND ready = TRUE"),
+]
+#: nothing claimable, the costly way: every pending task has its dependencies done but is in a backoff
+_ALL_IN_BACKOFF = [
+    Query("DELETE FROM task_deps WHERE workspace = :ws AND dep_key = 't000062'"),
+    Query(
+        "UPDATE tasks SET ready = TRUE, available_at = :later "
+        "WHERE workspace = :ws AND status = 'pending' AND NOT blocked"
+    ),
+]
+EMPTY_CLAIMS = {
+    "(info) claim_task finding nothing: the backlog waits on held tasks": _WAIT_ON_HELD,
+    "(info) claim_task finding nothing: every pending task in a backoff": _ALL_IN_BACKOFF,
+}
+
+
+async def measure(big: Harness, small: Harness, rounds: int) -> dict[str, tuple[float, float]]:
+    """p50 ms per operation: (big, small), the two taking turns. Last, a claim that finds nothing
+    (it works out why from every unfinished task: not constant yet), over fewer rounds."""
+    out = await _turns(_operations(big), _operations(small), rounds)
+    me = Identity(WORKSPACE, "bench")
+    for name, change in EMPTY_CLAIMS.items():
+        for h in (big, small):
+            async with h.db.write() as conn:
+                for query in change:
+                    await conn.execute(query, {"ws": WORKSPACE, "later": time.time() + 86400})
+            if not h.db.is_sqlite:  # as autovacuum would after so many changed rows
+                async with h.db.single() as conn:
+                    await conn.execute(_VACUUM)
+        claims = ({name: lambda: big.tasks.claim(me)}, {name: lambda: small.tasks.claim(me)})
+        out |= await _turns(*claims, max(5, rounds // 10))
+    return out
+
+
+async def _turns(
+    ops_big: dict[str, Callable[[], Awaitable[Any]]], ops_small: dict[str, Callable[[], Awaitable[Any]]], rounds: int
+) -> dict[str, tuple[float, float]]:
+    out = {}
+    for name in ops_big:
+        times: dict[str, list[float]] = {"big": [], "small": []}
+        for i in range(rounds + 5):
+            order = (("big", ops_big), ("small", ops_small)) if i % 2 else (("small", ops_small), ("big", ops_big))
+            for side, ops in order:
+                t0 = time.perf_counter()
+                await ops[name]()
+                if i >= 5:  # warm-up rounds left out
+                    times[side].append((time.perf_counter() - t0) * 1000)
+        out[name] = (statistics.median(times["big"]), statistics.median(times["small"]))
+    return out
+
+
+async def _pg_databases(url: str, names: list[str], drop: bool) -> None:
+    import asyncpg
+
+    admin = await asyncpg.connect(
+        url.replace("postgresql+asyncpg://", "postgresql://", 1).rsplit("/", 1)[0] + "/postgres"
+    )
+    try:
+        for name in names:
+            await admin.execute(
+                f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)' if drop else f'CREATE DATABASE "{name}"'
+            )
+    finally:
+        await admin.close()
+
+
+async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], rounds: int, tmp: Path) -> dict:
+    """Build both databases on one backend (url None: SQLite files under tmp), measure, clean up."""
+    if url is None:
+        urls = {side: f"sqlite+aiosqlite:///{tmp / (side + '.db')}" for side in sizes}
+    else:
+        names = {side: f"mcp_harness_scale_{side}_{secrets.token_hex(3)}" for side in sizes}
+        await _pg_databases(url, list(names.values()), drop=False)
+        base = url.rsplit("/", 1)[0]
+        urls = {side: f"{base}/{name}" for side, name in names.items()}
+    try:
+        harnesses = {}
+        for side in sizes:
+            print(f"{'sqlite' if url is None else 'postgresql'} {side}: building", flush=True)
+            harnesses[side] = Harness.open(Settings.from_env(urls[side]))
+        opened = {side: await cm.__aenter__() for side, cm in harnesses.items()}
+        try:
+            for side, h in opened.items():
+                await build(h, *sizes[side], say=lambda m: print(m, flush=True))
+            return await measure(opened["big"], opened["small"], rounds)
+        finally:
+            for cm in harnesses.values():
+                await cm.__aexit__(None, None, None)
+    finally:
+        if url is not None:
+            await _pg_databases(url, list(names.values()), drop=True)
+
+
+def wake(url: str | None, rounds: int) -> str:
+    """tools/bench_wake.py's p50 line for one backend (PostgreSQL: on a database of its own, made and dropped)."""
+    cmd = [sys.executable, str(Path(__file__).with_name("bench_wake.py")), "--rounds", str(rounds)]
+    name = f"mcp_harness_scale_wake_{secrets.token_hex(3)}"
+    if url is not None:
+        anyio.run(_pg_databases, url, [name], False)
+        cmd += ["--db", f"{url.rsplit('/', 1)[0]}/{name}"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    finally:
+        if url is not None:
+            anyio.run(_pg_databases, url, [name], True)
+    lines = [line.strip() for line in out.stdout.splitlines() if "p50" in line]
+    return "; ".join(lines) if out.returncode == 0 else f"bench_wake failed: {out.stderr.strip()[-300:]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pg_help = "PostgreSQL URL (postgresql+asyncpg://...): two databases are made there, then dropped"
+    parser.add_argument("--postgres", default=os.environ.get("MCP_HARNESS_TEST_POSTGRES_URL"), help=pg_help)
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--quick", action="store_true", help="big = 10,000 tasks / 100,000 entries / 1,000 checkpoints")
+    parser.add_argument("--rounds", type=int, default=200, help="timed calls per operation and side")
+    parser.add_argument("--wake", action="store_true", help="also run tools/bench_wake.py on each backend")
+    args = parser.parse_args()
+    big = (10_000, 100_000, 1_000) if args.quick else (100_000, 1_000_000, 10_000)
+    sizes = {"big": big, "small": (1_000, 10_000, 100)}
+    backends = ([] if args.no_sqlite else [None]) + ([args.postgres] if args.postgres else [])
+    results, wakes = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for url in backends:
+            name = "sqlite" if url is None else "postgresql"
+            results[name] = anyio.run(run_backend, url, sizes, args.rounds, Path(tmp))
+            if args.wake:
+                wakes[name] = wake(url, 60)
+    print()
+    print(f"big: {big[0]:,} tasks, {big[1]:,} progress entries, {big[2]:,} checkpoints; small: 1,000 / 10,000 / 100;"
+          f" p50 of {args.rounds} in-process calls each; Python {platform.python_version()}, SQLite "
+          f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print()
+    print("| backend | operation | big p50 | small p50 | ratio | <= 2x |")
+    print("|---|---|---|---|---|---|")
+    worst = 0.0
+    for backend, figures in results.items():
+        for op, (b, s) in figures.items():
+            ratio = b / s
+            met = "yes" if ratio <= LIMIT_RATIO else "NO"
+            if op.startswith("(info)"):
+                met = "-"
+            else:
+                worst = max(worst, ratio)
+            print(f"| {backend} | {op} | {b:.3f} ms | {s:.3f} ms | {ratio:.2f}x | {met} |")
+    for backend, line in wakes.items():
+        print(f"\nwake-up ({backend}, tools/bench_wake.py, 60 rounds): {line}")
+    sys.exit(0 if worst <= LIMIT_RATIO else 1)
+
+
+if __name__ == "__main__":
+    main()
