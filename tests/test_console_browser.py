@@ -56,9 +56,20 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
+    """A browser context whose pages must never break the Content-Security-Policy (checked at the end)."""
     ctx = browser.new_context(viewport=VIEWPORT)
+    violations: list[str] = []
+    ctx.on("console", lambda m: violations.append(f"{m.page.url if m.page else ''}: {m.text}")
+           if "Content Security Policy" in m.text else None)  # fmt: skip
+    # The browser's own report of each violation too (a console line can be lost while a page unloads).
+    ctx.expose_function("cspViolation", lambda text: violations.append(text))
+    ctx.add_init_script(
+        "document.addEventListener('securitypolicyviolation', e => window.cspViolation("
+        "`${e.documentURI}: ${e.violatedDirective} ${e.sourceFile}:${e.lineNumber} ${e.sample}`))"
+    )
     yield ctx
     ctx.close()
+    assert violations == []
 
 
 def shot(page: Any, path: Path) -> None:
@@ -85,16 +96,30 @@ def sign_in_with_token(page: Any, url: str, tok: str) -> None:
 def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
     db = str(tmp_path / "board.db")
     in_thread(seed, db, "shop")
+    agent_call(db, "shop", "alice", "add_tasks", tasks=[  # schema is done: the gate waits on a person at once
+        {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
+        {"key": "copy", "title": "Checkout copy, reviewed by a person", "review": True, "depends_on": ["signoff"]},
+        {"key": "legacy", "title": "Port the legacy CSV export"},
+    ])  # fmt: skip
     with ui_process(db, "--agent", "olivia") as (login_url, _proc):
         page = context.new_page()
         page.goto(login_url)
         page.wait_for_url("**/ui/board?w=shop")
+        page.goto(login_url.split("/ui/")[0] + "/ui/task?w=shop&key=legacy")  # cancelled through its button
+        page.get_by_role("button", name="Cancel", exact=True).click()
+        page.fill("#cancel-reason", "nobody uses the CSV export any more")
+        page.get_by_role("button", name="Cancel legacy").click()
+        page.wait_for_url("**done=cancelled*")
+        page.click("a:text-is('Board')")
+        page.wait_for_url("**/ui/board?w=shop")
         expected = {
-            "pending": ["cart", "payments", "xss"],
+            "pending": ["cart", "copy", "payments", "xss"],
             "claimed": ["api"],
+            "in_review": ["signoff"],
             "blocked": ["deploy"],
             "failed": ["ci"],
             "done": ["schema"],
+            "cancelled": ["legacy"],
         }
         for status, keys in expected.items():
             shown = page.locator(f"section.column.s-{status} article.card").evaluate_all(
@@ -107,6 +132,9 @@ def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
         assert "waits on" in page.locator("article.card[data-key=cart]").inner_text().lower()
         assert "ready" in page.locator("article.card[data-key=payments]").inner_text()
         assert "libssl3" in page.locator("article.card[data-key=ci]").inner_text()
+        assert "Gate: a person decides" in page.locator("article.card[data-key=signoff]").inner_text()
+        assert "Waiting for an operator" in page.locator("section.column.s-in_review").inner_text()
+        assert "nobody uses the CSV export" in page.locator("article.card[data-key=legacy]").inner_text()
         page.wait_for_selector("#live-dot.on")  # the live stream is open
         target = Path(os.environ.get("MCP_HARNESS_SCREENSHOT_DIR") or tmp_path) / "board.png"
         shot(page, target)
@@ -297,3 +325,81 @@ def test_a_used_login_code_cannot_be_used_again(browser: Any, context: Any, tmp_
             other.close()
         first.reload()
         assert first.locator("section.column").count() == 7  # the first browser is still signed in
+
+
+def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_error(
+    context: Any, team: tuple[str, str], tmp_path: Path
+):
+    """The buttons are announced as buttons (role="button", aria-expanded kept in step) and open from the
+    keyboard; an approve and a release, with live refreshes between, log no console error (CSP included)."""
+    url, db = team
+    ws = f"keys-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    agent_call(db, ws, "alice", "add_tasks", tasks=[
+        {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]}])  # fmt: skip
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
+    page.goto(f"{url}/ui/task?w={ws}&key=signoff")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    reject = page.get_by_role("button", name="Reject", exact=True)
+    assert reject.get_attribute("aria-expanded") == "false"
+    assert "next agent to claim" not in page.locator("details.action:has([data-action=reject])").inner_text()
+    reject.focus()
+    page.keyboard.press("Enter")
+    page.locator("#reject-comment").wait_for(state="visible")
+    sync_api.expect(reject).to_have_attribute("aria-expanded", "true")  # set on `toggle`, a moment later
+    reject.focus()
+    page.keyboard.press(" ")  # Space closes it again
+    page.locator("#reject-comment").wait_for(state="hidden")
+    sync_api.expect(reject).to_have_attribute("aria-expanded", "false")
+    agent_call(db, ws, "dave", "record_progress", summary="a change while the page is open", task_key="signoff")
+    page.locator("text=a change while the page is open").wait_for(timeout=10_000)  # a live refresh happened
+    approve = page.get_by_role("button", name="Approve", exact=True)
+    approve.focus()
+    page.keyboard.press("Space")
+    page.fill("#approve-comment", "looks right")
+    page.get_by_role("button", name="Approve signoff").click()
+    page.wait_for_url("**done=approved*")
+    page.goto(f"{url}/ui/task?w={ws}&key=api")  # claimed by alice in the seed
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    page.get_by_role("button", name="Release", exact=True).click()
+    page.get_by_role("button", name="Release api").click()
+    page.wait_for_url("**done=released*")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    agent_call(db, ws, "carol", "claim_task", task_key="api")
+    page.locator(".task-head .pill", has_text="Claimed").wait_for(timeout=10_000)  # live again after the release
+    page.goto(f"{url}/ui/board?w={ws}")
+    page.locator("#live-dot.on").wait_for(timeout=10_000)
+    shot(page, tmp_path / "after-flows.png")
+    assert tasks_json(db, ws)["signoff"]["status"] == "done"
+    assert errors == []
+
+
+@pytest.mark.parametrize("width", [1024, 900, 600, 400])
+def test_the_board_wraps_on_narrow_screens_instead_of_scrolling_sideways(
+    browser: Any, team: tuple[str, str], tmp_path: Path, width: int
+):
+    url, db = team
+    ws = f"narrow-{secrets.token_hex(3)}"
+    in_thread(seed, db, ws)
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = ctx.new_page()
+        sign_in_with_token(page, url, token(db, ws, "rita", "reader"))
+        sizes = page.evaluate("""() => ({
+            page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+            board: [document.querySelector('.board').scrollWidth, document.querySelector('.board').clientWidth],
+            right: Math.max(...[...document.querySelectorAll('section.column')]
+                .map(c => c.getBoundingClientRect().right)),
+        })""")  # fmt: skip
+        shot(page, tmp_path / f"board-{width}.png")
+        assert sizes["page"][0] <= sizes["page"][1] and sizes["board"][0] <= sizes["board"][1], sizes
+        assert sizes["right"] <= width, sizes  # every column (Blocked and Failed too) is on screen
+        for status in ("blocked", "failed"):
+            box = page.locator(f"section.column.s-{status}").bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width and box["width"] >= 180, (status, box)
+    finally:
+        ctx.close()

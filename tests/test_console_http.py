@@ -300,3 +300,121 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             assert again.status_code == 403 and "already used" in again.text and not again.cookies
             assert second.get("/ui/board?w=shop").headers["location"] == "/ui/login"
             assert second.get("/metrics").status_code == 200  # loopback: open
+
+
+def card_of(board: str, key: str) -> str:
+    """One card's HTML on the board."""
+    start = board.index(f'data-key="{key}"')
+    return board[start : board.index("</article>", start)]
+
+
+def test_a_cancelled_dependency_is_not_waited_on_and_its_card_gives_the_reason(url: str, db: str, ws: str):
+    """The board agrees with list_tasks' `ready` (contract revision 2); the cancel reason replaces the old error."""
+    plan = [{"key": "readme", "title": "README", "max_attempts": 2},
+            {"key": "docs", "title": "Docs", "depends_on": ["readme"]}]  # fmt: skip
+    agent_call(db, ws, "alice", "add_tasks", tasks=plan)
+    lease = agent_call(db, ws, "alice", "claim_task", task_key="readme")["lease"]
+    agent_call(db, ws, "alice", "update_task", task_key="readme", action="fail", lease_token=lease["token"],
+               error="the old error")  # fmt: skip
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        page = client.get(f"/ui/task?w={ws}&key=readme").text
+        form = {"csrf": csrf_of(page), "w": ws, "key": "readme", "reason": "the wiki has it"}
+        response = client.post("/ui/task/cancel", headers={"origin": url}, data=form)
+        assert response.status_code == 303
+        listed = {t["key"]: t for t in agent_call(db, ws, "bob", "list_tasks")["tasks"]}
+        assert listed["docs"]["ready"] is True
+        board = client.get(f"/ui/board?w={ws}").text
+        docs = card_of(board, "docs")
+        assert "waits on" not in docs and 'class="chip ready"' in docs
+        readme = card_of(board, "readme")
+        assert "the wiki has it" in readme and "the old error" not in readme
+        task = client.get(f"/ui/task?w={ws}&key=docs").text
+        assert "cancelled: not waited on" in task and "Nothing holds it back" in task
+        assert "Waits on 1 of 1: api" in client.get(f"/ui/task?w={ws}&key=cart").text  # api is claimed
+
+
+def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(url: str, db: str, ws: str):
+    plan = [{"key": "copy", "title": "Checkout copy", "review": True},
+            {"key": "go", "title": "Go live?", "kind": "gate", "depends_on": ["copy"]}]  # fmt: skip
+    agent_call(db, ws, "alice", "add_tasks", tasks=plan)
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        board = client.get(f"/ui/board?w={ws}").text
+        assert "Gate: a person decides" in card_of(board, "go") and "Review" in card_of(board, "copy")
+        assert "Gate: a person decides" not in card_of(board, "copy") and ">Review<" not in card_of(board, "api")
+        assert "Waiting for an operator" not in board  # nothing in review yet
+        graph = client.get(f"/ui/graph?w={ws}").text
+        assert re.search(r'class="node s-pending kind-gate"', graph) and "gate: a person decides" in graph
+        assert re.search(r'class="node s-pending needs-review"', graph)
+        lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
+        agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
+                   verification="read aloud")  # fmt: skip
+        board = client.get(f"/ui/board?w={ws}").text
+        review = board[board.index('aria-label="In review"') : board.index('aria-label="Blocked"')]
+        assert "Waiting for an operator: open the task to approve or reject." in review and 'data-key="copy"' in review
+        reject_prompt = "The next agent to claim it reads this."
+        page = client.get(f"/ui/task?w={ws}&key=copy").text
+        assert ">Review<" in page and reject_prompt in page and "Attempts</dt><dd>1 of 3" in page
+        page = client.get(f"/ui/task?w={ws}&key=go").text  # still waits on copy
+        assert "Gate: a person decides" in page and "Attempts" not in page and "<h2>Decision</h2>" in page
+        form = {"csrf": csrf_of(page), "w": ws, "key": "copy", "comment": "fine"}
+        assert client.post("/ui/task/approve", headers={"origin": url}, data=form).status_code == 303
+        page = client.get(f"/ui/task?w={ws}&key=go").text
+        assert 'class="pill s-in_review"' in page and re.findall(r'data-action="(\w+)"', page)[:2] == [
+            "approve", "reject"]  # fmt: skip
+        assert reject_prompt not in page and "A rejected gate fails" in page and "Attempts" not in page
+
+
+def test_every_status_has_a_colour_and_a_place_in_the_graph_legend(url: str, db: str, ws: str):
+    from mcp_harness.console.app import LABELS
+
+    css = (Path(__file__).parent.parent / "mcp_harness" / "console" / "static" / "console.css").read_text()
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        graph = client.get(f"/ui/graph?w={ws}").text
+        legend = graph[graph.index('class="legend"') : graph.index("</p>", graph.index('class="legend"'))]
+        board = client.get(f"/ui/board?w={ws}").text
+    for status, label in LABELS.items():
+        assert re.search(rf"\.s-{status} \{{ --c: var\(--{status}\); --cbg: var\(--{status}-bg\); \}}", css), status
+        assert re.search(rf"--{status}: #[0-9a-f]{{6}}; --{status}-bg: #[0-9a-f]{{6}};", css), status
+        assert f'<span class="chip s-{status}">{label}</span>' in legend, status
+        assert f'class="column s-{status}"' in board and f'class="count s-{status}"' in board, status
+    colours = [re.search(rf"--{status}: (#[0-9a-f]{{6}});", css).group(1) for status in LABELS]
+    rgb = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in colours]
+    for i, a in enumerate(rgb):  # no two statuses look alike (grey cancelled beside slate pending did)
+        for b in rgb[i + 1 :]:
+            assert max(abs(x - y) for x, y in zip(a, b, strict=True)) >= 24, (colours, a, b)
+
+
+def test_ctrl_c_stops_the_ui_quietly_while_a_page_follows_the_event_stream(tmp_path: Path):
+    """A browser tab keeps /events open; Ctrl-C must end the stream cleanly, not log an ASGI ERROR."""
+    import signal
+    import threading
+
+    db = str(tmp_path / "quiet.db")
+    seed(db, "shop")
+    with ui_process(db, "--agent", "olivia") as (login_url, proc):
+        base = login_url.split("/ui/")[0]
+        opened = threading.Event()
+        ended: list[str] = []
+
+        def follow() -> None:
+            with httpx2.Client(base_url=base, timeout=30) as client:
+                assert client.get(login_url).status_code == 303  # signed in (a cookie), sent on to the board
+                try:
+                    with client.stream("GET", "/ui/events?w=shop") as stream:
+                        for line in stream.iter_lines():
+                            if line.startswith("event: change"):
+                                opened.set()
+                    ended.append("the server ended the stream")
+                except httpx2.HTTPError as exc:
+                    ended.append(repr(exc))
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        assert opened.wait(30)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+        reader.join(timeout=10)
+        stderr = proc.stderr.read()
+    assert proc.returncode in (0, 130), (proc.returncode, stderr)
+    assert "ERROR" not in stderr and "Traceback" not in stderr, stderr
+    assert ended == ["the server ended the stream"]  # completed, not cut off

@@ -77,6 +77,34 @@ async def test_task_page_has_dependencies_both_ways_and_its_progress(harness: Ha
         await harness.console.task(alice, "nope")
 
 
+async def test_a_cancelled_dependency_holds_nothing_back_on_board_or_task_page(harness: Harness, workspace: str):
+    """The board agrees with list_tasks' `ready` (contract revision 2): a cancelled dependency is not waited
+    on; a cancelled card shows its cancel reason, not the old error; gates and review tasks are marked."""
+    alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
+    await harness.tasks.add(alice, tasks=[
+        TaskSpec(key="readme", title="Write the README", max_attempts=2),
+        TaskSpec(key="docs", title="Docs site", depends_on=["readme"]),
+        TaskSpec(key="copy", title="Copy", review=True),
+        TaskSpec(key="go", title="Ship it?", kind="gate", depends_on=["copy"]),
+    ])  # fmt: skip
+    got = await harness.tasks.claim(alice, task_key="readme")
+    await harness.tasks.update(alice, task_key="readme", action="fail", lease_token=got.lease.token, error="old boom")
+    await harness.tasks.cancel(olga, "readme", "the wiki replaces it")
+    listed = {t.key: t for t in (await harness.tasks.list(alice)).tasks}
+    board = await harness.console.board(alice)
+    cards = {card.key: card for c in board.columns for card in c.cards}
+    assert listed["docs"].ready and cards["docs"].ready and cards["docs"].waits_on == []
+    assert cards["readme"].cancel_reason == "the wiki replaces it" and cards["readme"].last_error is None
+    assert (cards["go"].kind, cards["go"].review, cards["copy"].review) == ("gate", False, True)
+    assert not cards["go"].ready and [d.key for d in cards["go"].waits_on] == ["copy"]
+    page = await harness.console.task(alice, "docs")
+    assert [(d.key, d.status, d.holds_back) for d in page.depends_on] == [("readme", "cancelled", False)]
+    needed = await harness.console.task(alice, "copy")
+    assert [(d.key, d.kind) for d in needed.dependents] == [("go", "gate")]
+    graph = await harness.console.graph(alice)
+    assert {n.key: (n.kind, n.review) for n in graph.nodes}["go"] == ("gate", False)
+
+
 async def test_graph_has_the_tasks_and_the_edges_among_them(harness: Harness, workspace: str):
     alice = await seed(harness, workspace)
     graph = await harness.console.graph(alice)

@@ -25,6 +25,8 @@ class Node:
     owner: str | None
     x: int
     y: int
+    kind: str = "work"  #: `gate`: drawn dashed, with a diamond and "gate" above the box
+    review: bool = False  #: drawn with "review" above the box
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def layout(tasks: list[Dependency], edges: list[tuple[str, str]]) -> Picture:
             title = t.title or ""
             short = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
             x, y = PAD + level * (NODE_W + GAP_X), PAD + index * (NODE_H + GAP_Y)
-            nodes.append(Node(key, title, short, t.status, t.owner, x, y))
+            nodes.append(Node(key, title, short, t.status, t.owner, x, y, t.kind, t.review))
     at = {n.key: n for n in nodes}
     lines = []
     for task, dep in edges:

@@ -34,6 +34,13 @@ class Dependency:
     status: str  #: as the board shows it (`blocked` for pending behind a failed dependency)
     owner: str | None = None
     title: str | None = None
+    kind: str = "work"  #: `gate`: a person's decision, never claimed
+    review: bool = False  #: a person approves it once it is completed
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether a task that depends on this one still waits for it (done and cancelled hold nothing back)."""
+        return self.status not in ("done", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,9 @@ class Card:
     last_error: str | None
     tags: list[str]
     waits_on: list[Dependency]  #: open dependencies (pending and blocked tasks)
+    kind: str = "work"  #: `gate`: a person's decision, never claimed
+    review: bool = False  #: a person approves it once it is completed
+    cancel_reason: str | None = None  #: cancelled: the reason its latest cancel gave
 
     @property
     def ready(self) -> bool:
@@ -150,13 +160,15 @@ class ConsoleService(ServiceBase):
             rows = {s: await store.column(conn, ident.workspace, s, per_column) for s in BOARD_COLUMNS}
             waiting = [r.key for s in ("pending", "blocked") for r in rows[s]]
             open_deps = await store.open_dependencies(conn, ident.workspace, waiting)
+            reasons = await store.cancel_reasons(conn, ident.workspace, [r.key for r in rows["cancelled"]])
         waits: dict[str, list[Dependency]] = {}
         for d in open_deps:
             waits.setdefault(d.task_key, []).append(Dependency(d.key, status_of(d), d.owner))
         columns = [
-            Column(status, counts.get(status, 0), [_card(r, at, waits.get(r.key, [])) for r in rows[status]])
+            Column(status, counts.get(status, 0),
+                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key)) for r in rows[status]])
             for status in BOARD_COLUMNS
-        ]
+        ]  # fmt: skip
         return Board(columns=columns, counts=task_counts(counts), generated_at=iso(at))
 
     async def task(self, ident: Identity, key: str, *, before_seq: int | None = None, limit: int = 50) -> TaskPage:
@@ -175,8 +187,8 @@ class ConsoleService(ServiceBase):
         more = entries[limit - 1].seq if len(entries) > limit else None
         return TaskPage(
             task=task_detail(row, now()),
-            depends_on=[Dependency(d.key, status_of(d), d.owner, d.title) for d in depends_on],
-            dependents=[Dependency(d.key, status_of(d), d.owner, d.title) for d in dependents],
+            depends_on=[_dependency(d) for d in depends_on],
+            dependents=[_dependency(d) for d in dependents],
             progress=[progress_entry(r) for r in entries[:limit]],
             more_progress=more,
             events=[task_event(e) for e in events],
@@ -187,7 +199,7 @@ class ConsoleService(ServiceBase):
         async with self.db.read() as conn:
             nodes, edges = await store.graph(conn, ident.workspace, limit)
             total = await store.count_tasks(conn, ident.workspace)
-        return Graph([Dependency(n.key, status_of(n), n.owner, n.title) for n in nodes], edges, total)
+        return Graph([_dependency(n) for n in nodes], edges, total)
 
     async def timeline(
         self,
@@ -271,7 +283,11 @@ class ConsoleService(ServiceBase):
         return [(w, s, n) for (w, s), n in sorted(counts.items())], expired
 
 
-def _card(row: Any, at: float, waits_on: list[Dependency]) -> Card:
+def _dependency(row: Any) -> Dependency:
+    return Dependency(row.key, status_of(row), row.owner, row.title, row.kind, bool(row.review))
+
+
+def _card(row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | None = None) -> Card:
     status = status_of(row)
     claimed = row.status == "claimed"
     backoff = row.status == "pending" and row.available_at > at
@@ -286,9 +302,12 @@ def _card(row: Any, at: float, waits_on: list[Dependency]) -> Card:
         lease_expires_at=iso(row.lease_expires_at) if claimed else None,
         lease_expired=claimed and row.lease_expires_at is not None and row.lease_expires_at <= at,
         retry_at=iso(row.available_at) if backoff else None,
-        last_error=row.last_error,
+        last_error=None if row.status == "cancelled" else row.last_error,  # the cancel reason says why
         tags=json.loads(row.tags),
         waits_on=waits_on,
+        kind=row.kind,
+        review=bool(row.review),
+        cancel_reason=cancel_reason,
     )
 
 

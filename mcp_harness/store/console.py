@@ -4,6 +4,7 @@ paths; each runs when a person opens a page or a scraper asks."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 from .connection import Connection, Query, array
@@ -39,19 +40,27 @@ OPEN_DEPENDENCIES = _both(
     lambda d: (
         'SELECT d.task_key, t."key", t.status, t.blocked, t.owner FROM task_deps AS d '
         'JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key '
-        f"WHERE d.workspace = :ws AND t.status != 'done' AND {in_array('d.task_key', 'keys', d)} "
+        f"WHERE d.workspace = :ws AND t.status NOT IN ('done', 'cancelled') AND {in_array('d.task_key', 'keys', d)} "
         "ORDER BY d.task_key, t.id"
     ),
     name="console_open_dependencies",
+)  # a cancelled dependency holds nothing back (contract revision 2): only done and cancelled are left out
+CANCEL_REASONS = _both(
+    lambda d: (
+        "SELECT task_key, detail FROM task_events WHERE workspace = :ws AND kind = 'cancel' "
+        f"AND {in_array('task_key', 'keys', d)} ORDER BY task_key, id"
+    ),
+    name="console_cancel_reasons",
 )
 _DEPENDENCIES = (
-    'SELECT t."key", t.title, t.status, t.blocked, t.owner FROM tasks AS t JOIN task_deps AS d '
+    'SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review FROM tasks AS t JOIN task_deps AS d '
     'ON d.workspace = t.workspace AND d.{other} = t."key" WHERE d.workspace = :ws AND d.{mine} = :key ORDER BY t.id'
 )
 DEPENDENCIES = Query(_DEPENDENCIES.format(mine="task_key", other="dep_key"), name="console_dependencies")
 DEPENDENTS = Query(_DEPENDENCIES.format(mine="dep_key", other="task_key"), name="console_dependents")
 GRAPH_NODES = Query(
-    'SELECT "key", title, status, blocked, owner, priority FROM tasks WHERE workspace = :ws ORDER BY id LIMIT :limit'
+    'SELECT "key", title, status, blocked, owner, priority, kind, review FROM tasks WHERE workspace = :ws '
+    "ORDER BY id LIMIT :limit"
 )
 GRAPH_EDGES = _both(
     lambda d: f"SELECT task_key, dep_key FROM task_deps WHERE workspace = :ws AND {in_array('task_key', 'keys', d)}",
@@ -120,6 +129,14 @@ async def open_dependencies(conn: Connection, workspace: str, keys: list[str]) -
     if not keys:
         return []
     return await conn.fetch_all(OPEN_DEPENDENCIES, {"ws": workspace, "keys": array(conn.dialect, keys)})
+
+
+async def cancel_reasons(conn: Connection, workspace: str, keys: list[str]) -> dict[str, str]:
+    """For each of `keys` that was cancelled, the reason its latest cancel gave (the task events keep it)."""
+    if not keys:
+        return {}
+    rows = await conn.fetch_all(CANCEL_REASONS, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    return {r.task_key: json.loads(r.detail or "{}").get("reason") for r in rows}  # the latest wins
 
 
 async def dependencies(conn: Connection, workspace: str, key: str, *, reverse: bool) -> list:

@@ -53,6 +53,11 @@
     });
     document.addEventListener("toggle", function (evt) {
       var el = evt.target;
+      if (el.matches && el.matches("details.action")) {
+        // The summary is announced as a button (role="button"): say whether its form is open.
+        var summary = el.querySelector("summary");
+        if (summary) summary.setAttribute("aria-expanded", el.open ? "true" : "false");
+      }
       if (held && el.matches && el.matches("details.action") && !el.open) {
         held = false;
         var part = document.getElementById("live");
