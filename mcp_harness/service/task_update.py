@@ -25,6 +25,15 @@ Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 Answer = UpdateTaskResult | HeartbeatResult
 #: actions for people: the `operator` role only (an operator may also `release` without the lease token)
 OPERATOR_ACTIONS = ("approve", "reject", "retry_now", "cancel")
+#: what an agent refused a person's action does instead (it is told what to do, not how to gain the role)
+AGENT_INSTEAD = {
+    "approve": "record_progress asking for review, then claim other work (claim_task says "
+    "waiting_on_review while a person decides)",
+    "retry_now": "wait out the backoff (claim_task's retry_after) or claim other work",
+    "cancel": "record_progress saying why the task is not needed; a person decides",
+    "release": "only the lease's holder (with its lease_token) or a person releases it; claim other work",
+}
+AGENT_INSTEAD["reject"] = AGENT_INSTEAD["approve"]
 
 
 class UpdatingTasks(WaitingClaims):
@@ -42,12 +51,13 @@ class UpdatingTasks(WaitingClaims):
         action, operator = args.action, ident.role == "operator"
         if action in OPERATOR_ACTIONS and not operator:
             raise Forbidden(
-                f"{action} is a person's decision: it needs the 'operator' role, and this connection has the "
-                f"{ident.role!r} role (use an operator token, `serve --role operator` or the review CLI)"
+                f"{action} is a person's decision (the 'operator' role); this connection has the "
+                f"{ident.role!r} role. Instead: {AGENT_INSTEAD[action]}"
             )
         if action in ("heartbeat", "complete", "fail", "release") and not args.lease_token:
             if not (action == "release" and operator):
-                raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
+                instead = f"; without it, {AGENT_INSTEAD['release']}" if action == "release" else ""
+                raise InvalidArgument(f"{action} needs the lease_token that claim_task returned{instead}")
         if action == "complete" and not (args.verification or "").strip():
             raise InvalidArgument("complete needs verification: say how the result was verified")
         if action in ("reopen", "cancel") and not (args.reason or "").strip():
