@@ -63,6 +63,14 @@ async def test_the_whole_review_cycle(db_url, workspace):
         brief = await call(agent, "restore_state")
         assert [(m["key"], m["status"], m["lease"]) for m in brief["my_tasks"]] == [("design", "in_review", None)]
         assert brief["task_counts"]["in_review"] == 1
+        # nothing to do on a task in review, with or without the lease that submitted it
+        # (a complete by the lease that submitted it is a retry, a no-op: checked above)
+        for action, sent in (("heartbeat", {}), ("heartbeat", {"lease_token": got["lease"]["token"]}),
+                             ("complete", {}), ("complete", {"lease_token": "not-the-token"})):  # fmt: skip
+            err = await fail(agent, "update_task", task_key="design", action=action, verification="v", **sent)
+            assert err.text == (
+                f"[invalid_argument] task design is in review: a person approves or rejects it; nothing to {action}"
+            ), err.text
 
         # only a person decides, and says what to change when rejecting
         for action in ("approve", "reject"):
