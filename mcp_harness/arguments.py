@@ -88,7 +88,9 @@ class SaveCheckpointArgs(ToolArgs):
         int | None, Field(ge=0, le=MAX_INT), said("refuse unless the thread is at it; 0: new")
     ] = None
     fork_from: Annotated[
-        str | None, Field(max_length=200), said("checkpoint_id: start this new thread from its state")
+        str | None,
+        Field(max_length=200),
+        said("checkpoint_id to fork (a new thread): merge patches a copy of its state, replace starts from `state`"),
     ] = None
     idempotency_key: IdemKey = None
 
@@ -110,7 +112,7 @@ class RestoreStateArgs(ToolArgs):
     paths: Annotated[
         list[Annotated[str, Field(max_length=1000)]] | None,
         Field(max_length=100),
-        said("JSON Pointers: only these parts"),
+        said("JSON Pointers: only these parts, answered as state {pointer: value}"),
     ] = None
     progress_limit: Annotated[int, Field(ge=0, le=100), said("newest progress entries, all threads")] = 5
 
