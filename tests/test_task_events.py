@@ -232,7 +232,8 @@ async def test_cli_tasks_show_tells_one_tasks_story(tmp_path):
     text = out.stdout
     assert "api: task api" in text and "status done" in text and "curl /health is 200" in text
     assert "fail by A (attempt 1)" in text and "port in use" in text and "complete by A (attempt 2)" in text
-    assert "harness NOTE: task api failed on attempt 1 (A): port in use; retried after 5s" in text
+    assert "harness NOTE: task api failed on attempt 1 (A): port in use; will be retried in 5s" in text
+    assert '{"error": "port in use", "retry_in": "5s"}' in text  # the event's delay, with its unit
     assert "A DONE: api is up" in text
     story = json.loads(run_cli("tasks", "show", "api", "--json", "--db", str(db), "--workspace", "ws").stdout)
     assert [e["kind"] for e in story["events"]] == ["claim", "fail", "claim", "complete"]
