@@ -226,8 +226,7 @@ class UpdatingTasks(WaitingClaims):
                     "completed_at": None,
                     "result": None,
                     "verification": None,
-                    "updated_at": at,
-                    "last_error": f"reopened: {reason}",
+                    "updated_at": at,  # last_error is kept: the reason is in the event and the log, not an error
                 },
             )
             if row is None:
