@@ -3,8 +3,11 @@ service (and SQLAlchemy with it) is imported."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
+
+import anyio
 
 from .config import check_name
 
@@ -22,3 +25,8 @@ class Identity:
     def __post_init__(self) -> None:
         check_name("workspace", self.workspace)
         check_name("agent", self.agent)
+
+
+#: Set once the caller's connection has ended (stdio: stdin closed): a claim still waiting for work
+#: stops waiting at once and claims nothing, since nobody is left to work on what it would take.
+caller_gone: ContextVar[anyio.Event | None] = ContextVar("caller_gone", default=None)

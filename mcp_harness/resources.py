@@ -131,9 +131,9 @@ Do not start implementing tasks in this session."""
 RESUME = """You are a WORKING session of a long-running project (thread "{thread}"). Follow this loop:
 1. First call restore_state(thread="{thread}"). Read the state, recent_progress (newest first, every
    thread) and my_tasks.
-2. If my_tasks holds a task, continue it (heartbeat with its lease token when expires_in_seconds runs
-   low). Otherwise call claim_task. If it returns no task, read `reason`: wait (wait_seconds, or
-   retry_after) or stop and report.
+2. If my_tasks holds a claimed task, continue it (heartbeat with its lease token when expires_in_seconds
+   runs low). A task with status "in_review" waits for a person: do not work on it. Otherwise call
+   claim_task. If it returns no task, read `reason`: wait (wait_seconds, or retry_after) or stop and report.
 3. Work on that ONE task only. Do not start another task in this session.
 4. Verify it end to end against every acceptance step (run it, test it, as a user would). Only then call
    update_task(action="complete", lease_token=..., verification="how you verified each step").

@@ -20,7 +20,7 @@ from . import __version__
 from .arguments import validation_message
 from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
-from .identity import Identity
+from .identity import Identity, caller_gone
 from .jsonvalue import dumps
 from .lifespan import harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
@@ -138,6 +138,7 @@ class HarnessServer(MCPServer[Any]):
         self.streamable_http_app()
         lowlevel = self.session_manager.app
         async with open_stdio() as (read_stream, write_stream):
+            caller_gone.set(read_stream.ended)  # the request handlers' tasks inherit it
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def identity(self) -> Identity:

@@ -5,7 +5,8 @@ per message in, two per message out), and when stdin closes it stops at once: re
 are cancelled and their answers lost. This one
 - waits on pipes and sockets with the event loop itself (see `stdio_fds`; a terminal or a file gets a
   thread, with the same behaviour),
-- answers every request it read before stdin ended, then ends (`DRAIN_SECONDS` at most),
+- answers every request it read before stdin ended, then ends (`DRAIN_SECONDS` at most); a claim
+  still waiting for work stops waiting at once and claims nothing (`identity.caller_gone`),
 - answers a line that is not a JSON-RPC message with a JSON-RPC error, with the request's id when it
   has one (JSON-RPC 2.0, section 5.1: parse errors and unreadable ids get a null id), and refuses a
   message over `MAX_MESSAGE_BYTES` the same way without buffering it,
@@ -188,6 +189,7 @@ class MessageReader:
         self._eof = self._paused = False
         self._transport: Any = None
         self.refused = 0
+        self.ended = anyio.Event()  #: set at the end of stdin: the client is gone, waiting claims stop
 
     # -- transport events (`stdio_fds.Ends`) ----------------------------------------------------
 
@@ -230,6 +232,7 @@ class MessageReader:
             self._take(b"", line_ends=True)  # a last message without its newline
             self._eof = True
             self._more.set()
+            self.ended.set()
 
     # -- the SDK's ReadStream -------------------------------------------------------------------
 

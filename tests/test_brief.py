@@ -51,3 +51,15 @@ async def test_an_empty_workspace_gets_what_to_do_first(sqlite_url, workspace):
         await call(c, "record_progress", summary="something")
     out = run_cli("brief", "--db", db, "--workspace", workspace)
     assert "has nothing yet" in out.stdout and "this database holds: elsewhere" in out.stdout
+
+
+async def test_a_task_in_review_is_not_work_to_continue(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace, agent="coder") as c:
+        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API", "review": True}])
+        got = await call(c, "claim_task")
+        await call(c, "update_task", task_key="api", action="complete", lease_token=got["lease"]["token"],
+                   verification="ran it")  # fmt: skip
+    out = run_cli("brief", "--db", sqlite_url.split("///", 1)[1], "--workspace", workspace, "--agent", "coder")
+    assert out.returncode == 0, out.stderr
+    assert 'Yours, in review: api "Build the API" (a person decides; do not work on it)' in out.stdout
+    assert "a task in review waits for a person" in out.stdout and "You hold" not in out.stdout

@@ -75,7 +75,7 @@ def test_multi_session_log_tells_the_story(tmp_path):
     log = out[out.index("$ mcp-harness log") :]
     harness = [(key, text) for agent, key, text in facts["log"] if agent == "harness"]
     failed = [t for k, t in harness if k == "api" and "failed on attempt 1" in t]
-    assert failed and "integration test timed out" in failed[0] and "retried after" in failed[0]
+    assert failed and "integration test timed out" in failed[0] and "will be retried in" in failed[0]
     taken = [t for k, t in harness if k == "docs" and "took over task docs (attempt 2)" in t]
     assert taken and "the lease of ann expired" in taken[0]
     assert ("schema", "tester reopened task schema: orders has no total column; the checkout needs it") in harness

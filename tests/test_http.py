@@ -288,3 +288,29 @@ async def test_brief_from_a_shared_server(served):
     refused = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "T", env=subprocess_env(T="mcph_bad"))
     assert refused.returncode != 0 and "was refused (HTTP 401" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.anyio
+async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
+    """A client that drops its connection while its claim waits is gone: a task added afterwards stays
+    pending (no lease for nobody, no attempt used). The SDK cancels the request's handler when its
+    client disconnects (the 2025 wire and the 2026 one alike), which ends the wait before any claim;
+    a client that stays gets the task (see the stdio test for the same rule at the end of stdin)."""
+    protocol = "2025-11-25"
+    workspace = f"ws-{secrets.token_hex(4)}"
+    token = served.token(workspace, "departed")
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "claim_task", "arguments": {"wait_seconds": 30}}}  # fmt: skip
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
+               "accept": "application/json, text/event-stream", "mcp-protocol-version": protocol}  # fmt: skip
+    async with httpx2.AsyncClient(timeout=60) as http:
+        with anyio.move_on_after(1.5):
+            async with http.stream("POST", f"{served.url}/mcp", json=body, headers=headers) as response:
+                assert response.status_code == 200
+                async for _ in response.aiter_bytes():
+                    pass
+    async with http_client(served.url, served.token(workspace, "planner")) as client:
+        await call(client, "add_tasks", tasks=[{"key": "late", "title": "added after the client left"}])
+        await anyio.sleep(1.5)
+        row = (await call(client, "list_tasks"))["tasks"][0]
+    assert (row["status"], row["owner"], row["attempts"]) == ("pending", None, 0)

@@ -75,6 +75,10 @@ async def test_what_a_model_reads_of_the_tools_fits_its_budget(sqlite_url, works
         long = [arg for arg, p in props.items() if len(p.get("description", "")) > 100]
         assert not long, f"{name}: descriptions over one short line on {long}"
     assert tools["update_task"].input_schema["properties"]["result"] != {}  # says it takes any JSON
+    # a fork with mode replace keeps only the given state (a model passing {} got {}): say so
+    fork = tools["save_checkpoint"].input_schema["properties"]["fork_from"]["description"]
+    assert "merge patches a copy of its state" in fork and "replace starts from `state`" in fork
+    assert "{pointer: value}" in tools["restore_state"].input_schema["properties"]["paths"]["description"]
     assert tools["add_tasks"].input_schema["$defs"]["TaskSpec"]["properties"]["steps"]["description"]
 
 

@@ -63,11 +63,21 @@ async def test_the_whole_review_cycle(db_url, workspace):
         brief = await call(agent, "restore_state")
         assert [(m["key"], m["status"], m["lease"]) for m in brief["my_tasks"]] == [("design", "in_review", None)]
         assert brief["task_counts"]["in_review"] == 1
+        # nothing to do on a task in review, with or without the lease that submitted it
+        # (a complete by the lease that submitted it is a retry, a no-op: checked above)
+        for action, sent in (("heartbeat", {}), ("heartbeat", {"lease_token": got["lease"]["token"]}),
+                             ("complete", {}), ("complete", {"lease_token": "not-the-token"})):  # fmt: skip
+            err = await fail(agent, "update_task", task_key="design", action=action, verification="v", **sent)
+            assert err.text == (
+                f"[invalid_argument] task design is in review: a person approves or rejects it; nothing to {action}"
+            ), err.text
 
         # only a person decides, and says what to change when rejecting
         for action in ("approve", "reject"):
             err = await fail(agent, "update_task", task_key="design", action=action, comment="self-approved")
-            assert err.code == "forbidden" and "'operator' role" in err.text and "'agent'" in err.text, err.text
+            assert err.code == "forbidden" and "a person's decision" in err.text and "'agent'" in err.text, err.text
+            assert "waiting_on_review" in err.text and "record_progress" in err.text, err.text
+            assert not any(how in err.text for how in ("token", "serve", "--role", "CLI")), err.text
         err = await fail(ann, "update_task", task_key="design", action="reject")
         assert err.code == "invalid_argument" and "comment" in err.text
         rejected = await call(ann, "update_task", task_key="design", action="reject", comment="add the error states")
@@ -116,7 +126,7 @@ async def test_a_rejected_gate_fails_and_reopen_returns_it_to_review(db_url, wor
         assert reopened["status"] == "in_review"
         assert (await call(agent, "claim_task"))["reason"] == "waiting_on_review"
         err = await fail(agent, "update_task", task_key="go", action="cancel", reason="skip it")
-        assert err.code == "forbidden"
+        assert err.code == "forbidden" and "a person decides" in err.text and "serve" not in err.text, err.text
         cancelled = await call(ann, "update_task", task_key="go", action="cancel", reason="decided elsewhere")
         assert cancelled["status"] == "cancelled" and cancelled["unblocked"] == ["ship"]
         assert (await call(agent, "claim_task"))["task"]["key"] == "ship"
@@ -132,7 +142,7 @@ async def test_operator_release_retry_now_and_cancel(db_url, workspace):
         await call(agent, "add_tasks", tasks=[t("a"), t("b", depends_on=["a"]), t("c", depends_on=["a"])])
         got = await call(agent, "claim_task")
         err = await fail(agent, "update_task", task_key="a", action="release")
-        assert err.code == "invalid_argument" and "lease_token" in err.text
+        assert err.code == "invalid_argument" and "lease_token" in err.text and "a person releases" in err.text
         released = await call(ann, "update_task", task_key="a", action="release")
         assert released["status"] == "pending" and released["attempts"] == 0
         err = await fail(agent, "update_task", task_key="a", action="heartbeat", lease_token=got["lease"]["token"])
@@ -142,7 +152,7 @@ async def test_operator_release_retry_now_and_cancel(db_url, workspace):
         await call(agent, "update_task", task_key="a", action="fail", lease_token=got["lease"]["token"], error="flaky")
         assert (await call(agent, "claim_task"))["reason"] == "backoff"
         err = await fail(agent, "update_task", task_key="a", action="retry_now")
-        assert err.code == "forbidden"
+        assert err.code == "forbidden" and "retry_after" in err.text and "token" not in err.text, err.text
         await call(ann, "update_task", task_key="a", action="retry_now")
         got = await call(agent, "claim_task")
         assert got["task"]["key"] == "a" and got["lease"]["attempt"] == 2

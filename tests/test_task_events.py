@@ -96,6 +96,7 @@ async def test_reopen_revokes_dependent_leases_clears_and_logs(client, db_url, w
     reopened = await update(client, "lib", "reopen", reason="API changed")
     assert reopened["revoked"] == ["app"], "reopen says whose lease it revoked (the caller's own included)"
     assert reopened["result"] is None and reopened["verification"] is None and "unblocked" not in reopened
+    assert reopened["last_error"] is None, "a reopen's reason is no error: it stays in the event and the log"
     err = await fail(client, "update_task", task_key="app", action="heartbeat", lease_token=app["lease"]["token"])
     assert err.code == "lease_lost" and "a dependency was reopened" in err.text and "'lib'" in err.text
     kinds = await events(db_url, workspace, "lib")
@@ -104,6 +105,8 @@ async def test_reopen_revokes_dependent_leases_clears_and_logs(client, db_url, w
     assert reopen["reason"] == "API changed" and reopen["verification"] == "tested"
     assert json.loads(reopen["result"]) == {"version": 1}, "the cleared result stays in the task's events"
     assert [k for k, _a, _d in await events(db_url, workspace, "app")] == ["claim", "revoke"]
+    retaken = await claim(client, task_key="lib")
+    assert retaken["task"]["last_error"] is None  # the next claimer is not shown the reason as an error
     assert await harness_log(client, "lib") == ["agent-a reopened task lib: API changed"]
     assert await harness_log(client, "app") == [
         "the lease of agent-a on task app was revoked: its dependency lib was reopened by agent-a"
@@ -232,7 +235,8 @@ async def test_cli_tasks_show_tells_one_tasks_story(tmp_path):
     text = out.stdout
     assert "api: task api" in text and "status done" in text and "curl /health is 200" in text
     assert "fail by A (attempt 1)" in text and "port in use" in text and "complete by A (attempt 2)" in text
-    assert "harness NOTE: task api failed on attempt 1 (A): port in use; retried after 5s" in text
+    assert "harness NOTE: task api failed on attempt 1 (A): port in use; will be retried in 5s" in text
+    assert '{"error": "port in use", "retry_in": "5s"}' in text  # the event's delay, with its unit
     assert "A DONE: api is up" in text
     story = json.loads(run_cli("tasks", "show", "api", "--json", "--db", str(db), "--workspace", "ws").stdout)
     assert [e["kind"] for e in story["events"]] == ["claim", "fail", "claim", "complete"]

@@ -322,3 +322,15 @@ async def test_claim_reads_the_claim_index_in_order(harness, workspace):
         else:
             plan = "\n".join(r[-1] for r in await conn.fetch_all(Query("EXPLAIN QUERY PLAN " + sql)))
             assert "ix_task_claim" in plan and "TEMP B-TREE" not in plan, plan
+
+
+async def test_an_unknown_list_status_is_named_in_one_line(sqlite_url, workspace):
+    """A bad status answers one line naming the statuses (pydantic explained both arms of the union)."""
+    async with mcp_client(sqlite_url, workspace) as client:
+        for bad in ("open", ["pending", "todo"], 3):
+            err = await fail(client, "list_tasks", status=bad)
+            assert err.text == (
+                "[invalid_argument] status: one status or a list of them, each one of: "
+                "pending, claimed, in_review, done, failed, cancelled, blocked"
+            ), err.text
+        assert (await call(client, "list_tasks", status=["pending", "blocked"]))["tasks"] == []

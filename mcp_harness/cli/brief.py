@@ -120,8 +120,9 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
     head = f"mcp-harness brief: {where}, thread {thread} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
     tasks = _tasks(restored, waiting, counts, agent)
     progress = [_entry(e) for e in restored["recent_progress"]]
-    first = ("First: continue the task you hold (heartbeat it); otherwise claim_task ONE task. Verify before "
-             "complete; record_progress (with task_key) and save_checkpoint before you stop.")  # fmt: skip
+    first = ("First: continue a task you hold (heartbeat it; a task in review waits for a person); otherwise "
+             "claim_task ONE task. Verify before complete; record_progress (with task_key) and save_checkpoint "
+             "before you stop.")  # fmt: skip
     state = STATE_BYTES
     while True:
         parts = [head, _state(restored, state), *tasks]
@@ -167,7 +168,8 @@ def _tasks(
     who = f" (agent {agent})" if agent else ""
     for held in restored["my_tasks"]:
         if held.get("status") == "in_review":
-            lines.append(f'Yours, waiting for a person\'s review: {held["key"]} "{_cut(held["title"], 120)}"')
+            lines.append(f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; '
+                         "do not work on it)")  # fmt: skip
             continue
         lease = held.get("lease") or {}
         lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '

@@ -30,9 +30,14 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
             print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
     print("events:" if story.events else "events: none")
     for e in story.events:
-        detail = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+        detail = f" {json.dumps(_with_units(e.detail), ensure_ascii=False)}" if e.detail else ""
         print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
     print("progress:" if story.progress else "progress: none")
     for p in story.progress:
         print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
     return 0
+
+
+def _with_units(detail: dict) -> dict:
+    """An event's detail for a person: a delay in seconds says so (`retry_in: 5.0` reads as "5s")."""
+    return {k: f"{v:g}s" if k == "retry_in" and isinstance(v, int | float) else v for k, v in detail.items()}

@@ -14,8 +14,8 @@ from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
 from ..errors import InvalidArgument
 from .task_events import KINDS as EVENT_KINDS
 
-#: text the harness itself writes around a person's text (a reopen's summary and last_error) may
-#: exceed the text limit by this much
+#: text the harness itself writes around a person's text (a reopen's summary, a rejected gate's last_error,
+#: and a reopen's last_error in older exports) may exceed the text limit by this much
 HARNESS_TEXT = 256
 
 Check = tuple[Callable[[Any], bool], str]

@@ -75,7 +75,8 @@ class ClaimingTasks(WaitingClaims):
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:
                 return result
-            await self._wait_for_work(ident, tags, task_key, remaining)
+            if not await self._wait_for_work(ident, tags, task_key, remaining):
+                return result  # the caller left: answer as if the wait ran out, claim nothing
             if anyio.current_time() >= deadline:
                 # One last look: the change may have come in the final moment.
                 deadline = anyio.current_time()

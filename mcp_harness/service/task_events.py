@@ -33,7 +33,7 @@ class EventKind:
 
 
 def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
-    then = f"retried after {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
+    then = f"will be retried in {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
     return f"task {key} failed on attempt {attempt} ({actor}): {d.get('error') or 'no error given'}; {then}"
 
 

@@ -25,12 +25,35 @@ Change = Callable[[Connection, float], Awaitable[TaskRecord]]
 Answer = UpdateTaskResult | HeartbeatResult
 #: actions for people: the `operator` role only (an operator may also `release` without the lease token)
 OPERATOR_ACTIONS = ("approve", "reject", "retry_now", "cancel")
+#: what an agent refused a person's action does instead (it is told what to do, not how to gain the role)
+AGENT_INSTEAD = {
+    "approve": "record_progress asking for review, then claim other work (claim_task says "
+    "waiting_on_review while a person decides)",
+    "retry_now": "wait out the backoff (claim_task's retry_after) or claim other work",
+    "cancel": "record_progress saying why the task is not needed; a person decides",
+    "release": "only the lease's holder (with its lease_token) or a person releases it; claim other work",
+}
+AGENT_INSTEAD["reject"] = AGENT_INSTEAD["approve"]
+#: the actions of a lease's holder, fenced by its token
+LEASED = ("heartbeat", "complete", "fail", "release")
+
+
+def in_review(args: UpdateTaskArgs) -> InvalidArgument:
+    return InvalidArgument(
+        f"task {args.task_key} is in review: a person approves or rejects it; nothing to {args.action}"
+    )
 
 
 class UpdatingTasks(WaitingClaims):
     async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
         """Check the arguments, then run the action's method (`args`, or its fields as keywords)."""
         args = UpdateTaskArgs.of(args, fields)
+        if (
+            args.action in LEASED
+            and not args.lease_token
+            and not (args.action == "release" and ident.role == "operator")
+        ):
+            raise await self._without_lease(ident, args)
         self._check_update(ident, args)
         canonical(args.fingerprint(), what="arguments")
         run: Callable[[Identity, UpdateTaskArgs], Awaitable[Answer]] = getattr(self, f"_{args.action}")
@@ -42,12 +65,9 @@ class UpdatingTasks(WaitingClaims):
         action, operator = args.action, ident.role == "operator"
         if action in OPERATOR_ACTIONS and not operator:
             raise Forbidden(
-                f"{action} is a person's decision: it needs the 'operator' role, and this connection has the "
-                f"{ident.role!r} role (use an operator token, `serve --role operator` or the review CLI)"
+                f"{action} is a person's decision (the 'operator' role); this connection has the "
+                f"{ident.role!r} role. Instead: {AGENT_INSTEAD[action]}"
             )
-        if action in ("heartbeat", "complete", "fail", "release") and not args.lease_token:
-            if not (action == "release" and operator):
-                raise InvalidArgument(f"{action} needs the lease_token that claim_task returned")
         if action == "complete" and not (args.verification or "").strip():
             raise InvalidArgument("complete needs verification: say how the result was verified")
         if action in ("reopen", "cancel") and not (args.reason or "").strip():
@@ -62,6 +82,16 @@ class UpdatingTasks(WaitingClaims):
             text = getattr(args, name)
             if text is not None and len(text) > self.limits.max_text_chars:
                 raise TooLarge(f"{name} is {len(text)} characters, over the limit of {self.limits.max_text_chars}")
+
+    async def _without_lease(self, ident: Identity, args: UpdateTaskArgs) -> InvalidArgument:
+        """Why a lease action without its lease_token cannot run: a task in review has no lease to act
+        on (a person decides it), any other needs the token claim_task returned."""
+        async with self.db.read() as conn:
+            row = await self._current(conn, ident.workspace, args.task_key)
+        if row.status == "in_review":
+            return in_review(args)
+        instead = f"; without it, {AGENT_INSTEAD['release']}" if args.action == "release" else ""
+        return InvalidArgument(f"{args.action} needs the lease_token that claim_task returned{instead}")
 
     # -- the actions ------------------------------------------------------------------------------
     async def _heartbeat(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
@@ -196,8 +226,7 @@ class UpdatingTasks(WaitingClaims):
                     "completed_at": None,
                     "result": None,
                     "verification": None,
-                    "updated_at": at,
-                    "last_error": f"reopened: {reason}",
+                    "updated_at": at,  # last_error is kept: the reason is in the event and the log, not an error
                 },
             )
             if row is None:
@@ -273,6 +302,8 @@ class UpdatingTasks(WaitingClaims):
         """`lease_lost`, saying what happened to the lease, from the task's events."""
         key, action = args.task_key, args.action
         row = await self._current(conn, ws, key)
+        if row.status == "in_review":  # its lease ended when it was submitted
+            raise in_review(args)
         now_ = f"it is {status_of(row)} now" + (
             f", held by agent {row.owner!r} (attempt {row.attempts})" if row.status == "claimed" else ""
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from ..identity import caller_gone
 from ..store import changes
 from ..store import tasks as store
 from ..store.common import now
@@ -26,16 +27,36 @@ class WaitingClaims(ServiceBase):
 
     async def _wait_for_work(
         self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
-    ) -> None:
+    ) -> bool:
         """Sleep until a claim may succeed: woken at once by this process's own changes; by the change
         feed (a commit by any process) once a cheap read-only check finds a claimable task; and by that
         check every poll interval (the clock alone makes work claimable: a lease running out, a backoff
-        ending). No shared counter is written for this, so completes never contend on a hot row."""
+        ending). No shared counter is written for this, so completes never contend on a hot row.
+        False when the caller's connection ended meanwhile (`caller_gone`): then nothing may be claimed."""
 
         async def claimable() -> bool:
             async with self.db.read() as conn:
                 return await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key)
 
-        await changes.feed(self.db).wait_until(
-            claimable, remaining, recheck=self.settings.poll_interval_seconds, local=self._changed
-        )
+        gone = caller_gone.get()
+        if gone is None:
+            await changes.feed(self.db).wait_until(
+                claimable, remaining, recheck=self.settings.poll_interval_seconds, local=self._changed
+            )
+            return True
+        if gone.is_set():
+            return False
+        wake = anyio.Event()  # this process's changes, or the caller leaving
+        async with anyio.create_task_group() as relays:
+            relays.start_soon(_relay, self._changed, wake)
+            relays.start_soon(_relay, gone, wake)
+            await changes.feed(self.db).wait_until(
+                claimable, remaining, recheck=self.settings.poll_interval_seconds, local=wake
+            )
+            relays.cancel_scope.cancel()
+        return not gone.is_set()
+
+
+async def _relay(source: anyio.Event, target: anyio.Event) -> None:
+    await source.wait()
+    target.set()
