@@ -61,6 +61,34 @@ async def test_export_import_round_trips_exactly(db_url, workspace, tmp_path):
         assert nxt["version"] == 3  # versions continue where they were
 
 
+async def test_a_workspace_holding_only_tasks_is_listed_exported_and_imported(db_url, workspace, tmp_path):
+    """Adding tasks gives the workspace its row (it had none: `export` of all workspaces passed it over
+    and an export of it alone could not be imported)."""
+    async with mcp_client(db_url, workspace, agent="planner") as c:
+        await call(c, "add_tasks", tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b", "depends_on": ["a"]}])
+    async with Harness.open(settings_for(db_url)) as h:
+        assert workspace in await h.maintenance.workspaces()
+    lines = await export_text(db_url, workspace)
+    target = f"sqlite+aiosqlite:///{tmp_path / 'restored.db'}"
+    async with Harness.open(settings_for(target)) as h:
+        assert (await h.maintenance.import_lines(lines))["task"] == 2
+        listing = await h.tasks.list(Identity(workspace, "x"))
+        assert [(t.key, t.ready) for t in listing.tasks] == [("a", True), ("b", False)]
+
+
+async def test_migration_7_gives_workspaces_holding_only_tasks_their_row(sqlite_url, workspace):
+    import sqlite3
+
+    async with Harness.open(settings_for(sqlite_url)) as h:
+        await h.tasks.add(Identity(workspace, "a"), tasks=[{"key": "a", "title": "a"}])
+    path = sqlite_url.split("///", 1)[1]
+    with sqlite3.connect(path) as raw:  # as a version 6 database left it: no row for the workspace
+        raw.execute("DELETE FROM workspaces WHERE name = ?", (workspace,))
+        raw.execute("UPDATE harness_meta SET value = '6' WHERE key = 'schema_version'")
+    async with Harness.open(settings_for(sqlite_url)) as h:
+        assert workspace in await h.maintenance.workspaces()
+
+
 async def test_import_refuses_existing_data_and_bad_input(sqlite_url, workspace, tmp_path):
     await populate(sqlite_url, workspace)
     lines = await export_text(sqlite_url, workspace)

@@ -205,7 +205,6 @@ async def test_an_import_is_counted(tmp_path: Path, workspace: str) -> None:
     source, target = (f"sqlite+aiosqlite:///{tmp_path / n}" for n in ("a.db", "b.db"))
     ident = Identity(workspace, "a")
     async with Harness.open(settings_for(source)) as h:
-        await h.progress.record(ident, summary="start")  # (an export of tasks alone has no workspace record)
         await h.tasks.add(ident, tasks=[{"key": k, "title": k} for k in "abc"])
         got = await h.tasks.claim(ident)
         await h.tasks.update(ident, task_key=got.task.key, action="complete", lease_token=got.lease.token,

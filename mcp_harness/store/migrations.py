@@ -325,6 +325,15 @@ def _both(sql: str) -> dict[str, str]:
     return {dialect: sql.format(**types) for dialect, types in _V1_TYPES.items()}
 
 
+# Workspaces that hold only tasks had no row (adding tasks did not make one): list, export and import
+# passed them over. Adding tasks makes it now; this gives the ones already there theirs.
+_V7_TASK_WORKSPACES = """
+INSERT INTO workspaces (name, progress_seq, created_at)
+SELECT workspace, 0, min(created_at) FROM tasks
+WHERE workspace NOT IN (SELECT name FROM workspaces) GROUP BY workspace;
+"""
+
+
 #: Append only; never edit a released migration.
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _both(_V1_INITIAL)),
@@ -341,6 +350,7 @@ MIGRATIONS: list[Migration] = [
         },
         separator="\n/\n",
     ),
+    Migration(7, "a row for every workspace that holds only tasks", _both(_V7_TASK_WORKSPACES)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

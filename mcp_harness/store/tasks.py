@@ -11,6 +11,7 @@ import json
 from typing import Any, NamedTuple
 
 from . import task_queries as q
+from .common import ensure_workspace
 from .connection import Connection, array
 from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
 
@@ -68,7 +69,10 @@ async def get_many(conn: Connection, workspace: str, keys: list[str]) -> dict[st
 
 async def insert(conn: Connection, workspace: str, rows: list[dict[str, Any]]) -> None:
     """Insert new tasks with their dependency edges and tags (rows: the columns of `q.INSERT_TASK`,
-    plus `_deps` and `_tags`)."""
+    plus `_deps` and `_tags`). The workspace gets its row too: a workspace that holds only tasks is
+    still listed, exported and imported."""
+    if rows:
+        await ensure_workspace(conn, workspace)
     for row in rows:
         dep_keys, tag_list = row.pop("_deps"), row.pop("_tags")
         task_id = await conn.fetch_value(q.INSERT_TASK, row)
