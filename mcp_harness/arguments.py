@@ -179,7 +179,7 @@ class UpdateTaskArgs(ToolArgs):
     error: Annotated[str | None, said("fail: what went wrong")] = None
     retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
     reason: Annotated[str | None, said("reopen, cancel: why")] = None
-    comment: Annotated[str | None, said("approve, reject (required): the reviewer's note")] = None
+    comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
     idempotency_key: IdemKey = None
 
 

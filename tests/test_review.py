@@ -238,6 +238,29 @@ def test_review_cli(tmp_path, workspace):
     assert out.returncode == 2 and "not waiting out a backoff" in out.stderr
     shown = run_cli("tasks", "show", "design", *base)
     assert "approve by ann" in shown.stdout and "review: a person approves it" in shown.stdout
+    assert "approve KEY" not in listed.stdout  # the hint is for a terminal (stderr), never in piped output
+    refused = run_cli("tasks", "reopen", "old", *base)
+    assert refused.returncode == 2 and "--reason" in refused.stderr
+    out = run_cli("tasks", "reopen", "old", "--reason", "needed after all", "--agent", "ann", *base)
+    assert out.returncode == 0 and "reopened task old: it is pending now" in out.stdout, out.stderr
+    assert "ann reopened task old: needed after all" in run_cli("log", *base).stdout
+
+
+@pytest.mark.slow
+def test_the_board_shows_a_retry_backoff(tmp_path, workspace):
+    db = str(tmp_path / "h.db")
+
+    async def prepare() -> None:
+        async with Harness.open(settings_for(db)) as h:
+            coder = Identity(workspace, "coder")
+            await h.tasks.add(coder, tasks=[t("flaky")])
+            got = await h.tasks.claim(coder, task_key="flaky")
+            await h.tasks.update(coder, task_key="flaky", action="fail", lease_token=got.lease.token, error="boom")
+
+    anyio.run(prepare)
+    board = run_cli("tasks", "--db", db, "--workspace", workspace)
+    row = next(line for line in board.stdout.splitlines() if line.startswith("flaky"))
+    assert "pending" in row and "retry in " in row, board.stdout
 
 
 async def test_review_outranks_failure_and_yields_to_leases(db_url, workspace):

@@ -102,13 +102,14 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     p = sub.add_parser(
         "tasks", parents=parents,
-        help="the task board; `tasks show KEY`: one task's story; `tasks release|retry|cancel KEY` (operator)",
+        help="the task board; `tasks show KEY`: one task's story; `tasks release|retry|cancel|reopen KEY`",
     )  # fmt: skip
-    p.add_argument("show", nargs="*", metavar="show|release|retry|cancel KEY",
+    p.add_argument("show", nargs="*", metavar="show|release|retry|cancel|reopen KEY",
                    help="show: one task's lease, events and progress; release: end its lease; retry: end its "
-                   "backoff; cancel (--reason): the plan no longer needs it")  # fmt: skip
+                   "backoff; cancel (--reason): the plan no longer needs it; reopen (--reason): revive a done, "
+                   "failed or cancelled task")  # fmt: skip
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
-    p.add_argument("--reason", default=None, help="cancel: why the plan no longer needs the task")
+    p.add_argument("--reason", default=None, help="cancel, reopen: why (it goes into the progress log)")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
 

@@ -52,7 +52,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
-    if args.show and args.show[0] in ("release", "retry", "cancel"):  # an operator's action
+    if args.show and args.show[0] in ("release", "retry", "cancel", "reopen"):  # a person's action
         from .review import task_action
 
         if len(args.show) != 2:

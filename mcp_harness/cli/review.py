@@ -66,16 +66,19 @@ def _list(args: argparse.Namespace) -> int:
             t.add_row(task.key, styled("in_review", task.kind), task.owner or "-", when(task.updated_at),
                       task.verification or "-", task.title)  # fmt: skip
         show(t)
-        print("approve KEY [--comment C] | reject KEY --comment C")
+        if sys.stderr.isatty():  # a hint for a person; piped output stays the table alone
+            print("next: mcp-harness review approve KEY [--comment C] | reject KEY --comment C", file=sys.stderr)
         return 0
 
     return with_harness(args, run)
 
 
 def task_action(args: argparse.Namespace, action: str, key: str) -> int:
-    """`tasks release|retry|cancel KEY` (operator)."""
+    """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
     if action == "cancel" and not (args.reason or "").strip():
         return _refuse(f"cancel needs --reason: say why the plan no longer needs {key}")
+    if action == "reopen" and not (args.reason or "").strip():
+        return _refuse(f"reopen needs --reason: say why {key} is not finished after all")
     who = person(args)
 
     async def run(h: Harness) -> int:
@@ -83,6 +86,8 @@ def task_action(args: argparse.Namespace, action: str, key: str) -> int:
             _done(await h.tasks.operator_release(who, key), "released", args.json)
         elif action == "retry":
             _done(await h.tasks.retry_now(who, key), "ended the backoff of", args.json)
+        elif action == "reopen":
+            _done(await h.tasks.update(who, task_key=key, action="reopen", reason=args.reason), "reopened", args.json)
         else:
             _done(await h.tasks.cancel(who, key, args.reason), "cancelled", args.json)
         return 0

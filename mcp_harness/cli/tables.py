@@ -49,10 +49,12 @@ def styled(status: str, text: str | None = None) -> Text:
 
 def task_board(tasks: list[Any]) -> Any:
     """KEY STATUS OWNER LEASE PRI TRY KIND TITLE, one row per task (`TaskView`s); KIND says `gate` or
-    `review` (completing it waits for a person)."""
+    `review` (completing it waits for a person); LEASE also shows a pending task's retry backoff."""
     t = table("KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "KIND", "TITLE", wide="TITLE")
     for task in tasks:
         lease = time_left(task.lease.expires_at) if task.lease else ""
+        if not lease and task.available_at:  # pending, waiting out a backoff (`tasks retry KEY` ends it)
+            lease = "retry in " + time_left(task.available_at).removesuffix(" left")
         kind = "gate" if task.kind == "gate" else "review" if task.review else ""
         t.add_row(task.key, styled(task.status), task.owner or "-", lease, str(task.priority),
                   f"{task.attempts}/{task.max_attempts}", kind, task.title)  # fmt: skip
