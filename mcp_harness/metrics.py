@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -17,7 +17,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from .errors import HarnessError
-from .service import Harness
+
+if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake, not at a server's start
+    from .service import Harness
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 TOOL_CALLS = Counter(

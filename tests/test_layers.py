@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_harness"
 #: the modules that face people and clients: they reach data only through the service
 ADAPTERS = ("server", "mcp_tools", "resources", "lifespan", "http", "stdio", "cli", "console")
@@ -127,3 +129,21 @@ def test_modules_and_functions_stay_small():
                 long_functions.add((name, node.name))
     assert long_modules == {}
     assert long_functions - KNOWN_LONG_FUNCTIONS == set()
+
+
+@pytest.mark.slow
+def test_a_server_starts_without_loading_the_database_layers():
+    """Clients start the server for every session: until the handshake is answered, nothing of the
+    service, the store or SQLAlchemy is imported (they load with the database, after it). One module
+    importing them at its top made the start 1.9x the no-op server's (tools/bench_startup.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import mcp_harness.cli.main, mcp_harness.server, mcp_harness.stdio; "
+        "print(sorted(m for m in sys.modules if m.startswith(('mcp_harness.service', 'mcp_harness.store', "
+        "'sqlalchemy', 'sqlmodel', 'asyncpg'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
