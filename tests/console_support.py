@@ -126,18 +126,22 @@ def seed(db: str, workspace: str) -> None:
     anyio.run(main)
 
 
-def agent_call(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> dict:
+def _agent_process(db: str, workspace: str, agent: str, tool: str, arguments: dict) -> subprocess.CompletedProcess:
     """A tool call by an agent in another process (the real server, the official client)."""
-    out = subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
-                         capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
+                          capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+
+
+def agent_call(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> dict:
+    """The structured result of a tool call that must succeed."""
+    out = _agent_process(db, workspace, agent, tool, arguments)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
 def agent_call_error(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> str:
     """The error text of a tool call that must fail (`[code] message`)."""
-    out = subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
-                         capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    out = _agent_process(db, workspace, agent, tool, arguments)
     assert out.returncode != 0, out.stdout
     return out.stderr.strip()
 

@@ -137,13 +137,19 @@ async def declared_schema(new_database: Callable[[], Awaitable[str]]) -> dict[st
     return await schema_of(await new_database(), metadata.create_all)
 
 
-async def test_migrations_build_the_schema_the_tables_declare(new_database):
+async def migrated(new_database: Callable[[], Awaitable[str]]) -> str:
+    """A new database brought up to date by the migrations (opening it runs them)."""
     url = await new_database()
     db = Database(url)
     try:
         await db.open()
     finally:
         await db.close()
+    return url
+
+
+async def test_migrations_build_the_schema_the_tables_declare(new_database):
+    url = await migrated(new_database)
     declared = await declared_schema(new_database)
     assert declared["checkpoints"]["indexes"]["ix_checkpoint_label"][3], "partial-index predicates are compared"
     assert differences(await schema_of(url), declared) == []
@@ -151,12 +157,7 @@ async def test_migrations_build_the_schema_the_tables_declare(new_database):
 
 async def test_the_comparison_sees_a_column_without_a_migration(new_database):
     """The check above can fail: a declared column, or an index, that no migration makes is reported."""
-    url = await new_database()
-    db = Database(url)
-    try:
-        await db.open()
-    finally:
-        await db.close()
+    url = await migrated(new_database)
     declared = await declared_schema(new_database)
     declared["tasks"]["columns"]["extra"] = {"type": "TEXT", "nullable": True, "default": None}
     declared["checkpoints"]["indexes"]["ix_checkpoint_label"] = ("changed",)

@@ -14,9 +14,9 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from ..config import ENV_PREFIX, missing_db_file
+from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
-from .common import env, with_harness
+from .common import db_setting, env, with_harness
 
 LIMIT = 4000  #: bytes of text, at most
 STATE_BYTES = 1500  #: of the state's compact JSON, before it is cut
@@ -34,7 +34,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
     ident = Identity(
         workspace=args.workspace or env("WORKSPACE", "default"), agent=args.agent or env("AGENT", "default")
     )
-    missing = missing_db_file(args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB"))
+    missing = missing_db_file(db_setting(args))
     if missing is not None:  # a hook's brief must not create a database where none was meant to be
         print(
             _empty(

@@ -54,6 +54,11 @@ def person(args: argparse.Namespace) -> Identity:
     return Identity(workspace=args.workspace or env("WORKSPACE", "default"), agent=name, role="operator")
 
 
+def db_setting(args: argparse.Namespace) -> str | None:
+    """What `--db` says, else MCP_HARNESS_DB (None: the default database)."""
+    return args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB")
+
+
 def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]], *, existing: bool = False) -> int:
     """Open the database named by `--db` (or the environment), run `fn`, close it. With `existing`
     (commands that only read or change what is there) a SQLite file that is not there is refused
@@ -64,8 +69,7 @@ def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int
     from ..errors import NotFound
     from ..service import Harness
 
-    db = args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB")
-    if existing and (missing := missing_db_file(db)) is not None:
+    if existing and (missing := missing_db_file(db_setting(args))) is not None:
         raise NotFound(f"no database at {missing}: check --db (or {ENV_PREFIX}DB); a server creates it on first use")
     settings = Settings.from_env(args.db)
 

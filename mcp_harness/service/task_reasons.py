@@ -77,7 +77,6 @@ async def _roots(conn: Connection, workspace: str, matched: list[WaitRow]) -> li
 
 #: the statuses whose roots `store.roots` finds by themselves (any other unfinished status: the walk)
 _ROOT_STATUSES = frozenset(("pending", "blocked", "claimed", "in_review", "failed", "done", "cancelled"))
-_SETTLED = ("done", "cancelled")
 
 
 async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[WaitRow] | ClaimTaskResult | None:
@@ -86,8 +85,8 @@ async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[Wa
     counts = await store.counts(conn, workspace)
     if any(n and status not in _ROOT_STATUSES for status, n in counts.items()):
         return None
-    if not any(n for status, n in counts.items() if status not in _SETTLED):
-        settled = any(counts.get(status) for status in _SETTLED)
+    if not any(n for status, n in counts.items() if status not in store.SETTLED):
+        settled = any(counts.get(status) for status in store.SETTLED)
         return ClaimTaskResult(task=None, lease=None, reason="all_done" if settled else "none_pending")
     return await store.roots(conn, workspace, now=at, limit=MAX_WAITING_ON) or None
 
