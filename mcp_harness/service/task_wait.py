@@ -38,23 +38,19 @@ class WaitingClaims(ServiceBase):
             async with self.db.read() as conn:
                 return await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key)
 
-        gone = caller_gone.get()
-        if gone is None:
-            await changes.feed(self.db).wait_until(
-                claimable, remaining, recheck=self.settings.poll_interval_seconds, local=self._changed
-            )
-            return True
-        if gone.is_set():
+        gone = caller_gone.get()  # set only where the transport can tell (stdio)
+        if gone is not None and gone.is_set():
             return False
         wake = anyio.Event()  # this process's changes, or the caller leaving
         async with anyio.create_task_group() as relays:
             relays.start_soon(_relay, self._changed, wake)
-            relays.start_soon(_relay, gone, wake)
+            if gone is not None:
+                relays.start_soon(_relay, gone, wake)
             await changes.feed(self.db).wait_until(
                 claimable, remaining, recheck=self.settings.poll_interval_seconds, local=wake
             )
             relays.cancel_scope.cancel()
-        return not gone.is_set()
+        return gone is None or not gone.is_set()
 
 
 async def _relay(source: anyio.Event, target: anyio.Event) -> None:
