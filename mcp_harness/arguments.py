@@ -15,12 +15,18 @@ from pydantic_core import PydanticCustomError
 
 from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, check_no_nul
 from .errors import InvalidArgument
-from .models import ProgressStatus, TaskSpec, TaskStatus
+from .models import NameRef, ProgressStatus, TaskSpec, TaskStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=200)]
-#: length checked by the service (1-200 characters); the server's instructions say what it does
-IdemKey = str | None
+#: a version number: checked up to MAX_INT, published without that maximum (2**53 - 1 tells nobody anything)
+Version = Annotated[int, Field(ge=1, le=MAX_INT), WithJsonSchema({"minimum": 1, "type": "integer"})]
+#: length checked by the service (1-200 characters); published as a string (null means "no key")
+IdemKey = Annotated[
+    str | None,
+    WithJsonSchema({"type": "string"}),
+    Field(description="a fresh unique id per request (e.g. a UUID), reused only to retry that same request"),
+]
 Action = Literal["heartbeat", "complete", "fail", "release", "reopen", "approve", "reject", "retry_now", "cancel"]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
@@ -81,12 +87,15 @@ class SaveCheckpointArgs(ToolArgs):
     thread: Name = "main"
     mode: Annotated[
         Literal["replace", "merge"],
-        said("merge: RFC 7396 patch on the latest state (arrays replaced whole, null deletes)"),
+        said("replace keeps only what state holds; merge: RFC 7396 patch (arrays whole, null deletes)"),
     ] = "replace"
     label: Label = None
     metadata: dict[str, Any] | None = None
     expected_version: Annotated[
-        int | None, Field(ge=0, le=MAX_INT), said("refuse unless the thread is at it; 0: new")
+        int | None,
+        Field(ge=0, le=MAX_INT),
+        WithJsonSchema({"minimum": 0, "type": ["integer", "null"]}),
+        said("refuse unless the thread is at it; 0: new"),
     ] = None
     fork_from: Annotated[
         str | None,
@@ -106,8 +115,8 @@ class SaveCheckpointArgs(ToolArgs):
 class RestoreStateArgs(ToolArgs):
     tool = "restore_state"
 
-    thread: Name = "main"
-    version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None
+    thread: NameRef = "main"
+    version: Version | None = None
     checkpoint_id: str | None = None
     label: Label = None
     paths: Annotated[
@@ -121,20 +130,20 @@ class RestoreStateArgs(ToolArgs):
 class ListCheckpointsArgs(ToolArgs):
     tool = "list_checkpoints"
 
-    thread: Name = "main"
+    thread: NameRef = "main"
     limit: Annotated[int, Field(ge=1, le=200)] = 20
-    before_version: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None
+    before_version: Version | None = None
 
 
 class RecordProgressArgs(ToolArgs):
     tool = "record_progress"
 
     summary: Annotated[str, Field(min_length=1)]
-    thread: Annotated[Name, said("a tag: one log per workspace")] = "main"
+    thread: Annotated[NameRef, said("a tag: one log per workspace")] = "main"
     status: ProgressStatus = "note"
     details: str | None = None
     next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None
-    task_key: Annotated[Name | None, said("the task this is about")] = None
+    task_key: Annotated[NameRef | None, said("the task this is about")] = None
     artifacts: dict[str, Any] | None = None
     idempotency_key: IdemKey = None
 
@@ -158,7 +167,7 @@ class ClaimTaskArgs(ToolArgs):
     tags: Annotated[
         list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32), said("only tasks with one of these")
     ] = None
-    task_key: Annotated[Name | None, said("this task only")] = None
+    task_key: Annotated[NameRef | None, said("this task only")] = None
     wait_seconds: Annotated[float, Field(ge=0, le=60), said("wait this long for a claimable task")] = 0
     idempotency_key: IdemKey = None
 
@@ -166,7 +175,7 @@ class ClaimTaskArgs(ToolArgs):
 class UpdateTaskArgs(ToolArgs):
     tool = "update_task"
 
-    task_key: Name
+    task_key: NameRef
     action: Action
     lease_token: Annotated[str | None, said("claim's lease.token")] = None
     lease_seconds: Annotated[

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
 from .errors import InvalidArgument, TooLarge
 
 _MISSING = object()
+
+
+def iso(ts: float | None) -> str | None:
+    """A timestamp as every result shows it: ISO 8601 UTC to the second, `2026-12-01T16:09:26Z` (the
+    fraction is cut, as `datetime.isoformat(timespec="seconds")` does). The one formatter of the
+    package, so that every answer spells time alike."""
+    if ts is None:
+        return None
+    return _iso_second(math.floor(ts))
+
+
+@lru_cache(maxsize=4096)  # listings format a timestamp per row, many in the same second
+def _iso_second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
 class _Memo:

@@ -12,12 +12,18 @@ from pydantic import (
     FieldSerializationInfo,
     SerializerFunctionWrapHandler,
     WithJsonSchema,
+    WrapSerializer,
     field_serializer,
 )
 
 from .config import NAME_PATTERN
+from .identity import Role
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
+#: a name that refers to one made before (a task's key, a thread, a tag): checked against the same
+#: pattern but published as a plain string, since the pattern costs an agent's context ~50 bytes a use
+#: and a wrong name is refused anyway, with the pattern in the message. Names being made keep it.
+NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "string"})]
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
 TaskKind = Literal["work", "gate"]
@@ -35,6 +41,13 @@ KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 class Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Replayable(Result):
+    """The result of a mutating tool: one answered again for a repeated idempotency_key says so."""
+
+    #: only `true`, on a result returned for a repeated idempotency_key (the call changed nothing)
+    replayed: bool | None = Field(default=None, exclude_if=lambda v: not v)
 
 
 #: A checkpoint's metadata, without its state. A slotted dataclass, not a model: a listing makes one
@@ -56,13 +69,15 @@ class CheckpointMeta:
     schema_version: int | None = None
 
 
-class SaveCheckpointResult(Result):
+class SaveCheckpointResult(Replayable):
     checkpoint_id: str
     thread: str
     version: int
     parent_id: str | None
     created_at: str
     size_bytes: int
+    #: replace mode: top-level keys of the state it follows that this one no longer has (at most 20)
+    dropped_keys: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
 
 class ListCheckpointsResult(Result):
@@ -78,24 +93,27 @@ class ThreadInfo(Result):
     updated_at: str
 
 
+#: A progress entry as results show it: unset fields and the default thread `main` left out.
 class ProgressEntry(Result):
     entry_id: str
     seq: int
     created_at: str
     agent: str
-    thread: str
+    thread: str = Field(default="main", exclude_if=lambda v: v == "main")
     status: ProgressStatus
     summary: str
-    details: str | None = None
-    next_steps: list[str] | None = None
-    task_key: str | None = None
-    artifacts: dict[str, Any] | None = None
+    details: str | None = Field(default=None, exclude_if=_absent)
+    next_steps: list[str] | None = Field(default=None, exclude_if=_absent)
+    task_key: str | None = Field(default=None, exclude_if=_absent)
+    artifacts: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
 
 
-class RecordProgressResult(Result):
+class RecordProgressResult(Replayable):
     entry_id: str
     seq: int
     created_at: str
+    #: what the entry leaves undone (status done about a task the caller still holds)
+    warning: str | None = Field(default=None, exclude_if=_absent)
 
 
 class Lease(Result):
@@ -114,6 +132,10 @@ class TaskCounts(Result):
     failed: int = 0
     cancelled: int = 0
     blocked: int = 0
+
+
+#: `counts` in a tool's result: the buckets above 0 only (people's views keep every bucket)
+LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
 class TaskView(Result):
@@ -147,7 +169,7 @@ class TaskDetail(TaskView):
     lease: Lease | None = None
 
 
-class UpdateTaskResult(TaskView):
+class UpdateTaskResult(TaskView, Replayable):
     """update_task: the task as it now stands; complete adds `unblocked`, reopen adds `revoked`.
     (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
 
@@ -157,7 +179,7 @@ class UpdateTaskResult(TaskView):
     revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
 
-class HeartbeatResult(Result):
+class HeartbeatResult(Replayable):
     lease: Lease
 
 
@@ -202,23 +224,31 @@ class HeldTask(Result):
     status: TaskStatus = "claimed"
 
 
+class You(Result):
+    """Who the connection says the caller is."""
+
+    agent: str
+    role: Role
+
+
 class RestoreStateResult(Result):
+    you: You
     found: bool
     checkpoint: CheckpointMeta | None
     state: dict[str, Any] | None
     missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
-    task_counts: TaskCounts
+    task_counts: LeanCounts
 
     @field_serializer("checkpoint", "recent_progress", mode="wrap")
     def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
         """The brief is read at the start of every session, so it leaves out what says nothing: unset
-        fields of the checkpoint and of entries, and entries' `entry_id` (`seq` names an entry as well,
-        and no tool takes either)."""
+        fields of the checkpoint, and entries' `entry_id` (`seq` names an entry as well, and no tool
+        takes either)."""
         out = handler(value)
         if info.field_name == "recent_progress":
-            return [{k: v for k, v in e.items() if v is not None and k != "entry_id"} for e in out]
+            return [{k: v for k, v in e.items() if k != "entry_id"} for e in out]
         return out if out is None else {k: v for k, v in out.items() if v is not None}
 
 
@@ -232,7 +262,7 @@ class TaskSpec(BaseModel):
         default_factory=list, description="acceptance steps"
     )
     priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
-    depends_on: Annotated[list[Name], Field(max_length=100)] = Field(default_factory=list)
+    depends_on: Annotated[list[NameRef], Field(max_length=100)] = Field(default_factory=list)
     tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=32)] = Field(
         default_factory=list
     )
@@ -241,7 +271,7 @@ class TaskSpec(BaseModel):
     kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
 
 
-class AddTasksResult(Result):
+class AddTasksResult(Replayable):
     created: list[str]
     unchanged: list[str]
 
@@ -255,7 +285,7 @@ class WaitingOn(Result):
     retry_after: float | None  #: seconds until it may change by itself (a lease ends, a backoff ends)
 
 
-class ClaimTaskResult(Result):
+class ClaimTaskResult(Replayable):
     task: TaskView | None
     lease: Lease | None
     reason: ClaimReason | None = None
@@ -278,5 +308,5 @@ class TaskRow(Result):
 
 class ListTasksResult(Result):
     tasks: list[TaskRow]
-    counts: TaskCounts
+    counts: LeanCounts
     next_cursor: str | None

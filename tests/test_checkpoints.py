@@ -144,7 +144,7 @@ async def test_size_limit_counts_the_merged_state_and_stores_nothing(db_url, wor
 async def test_idempotent_save_returns_first_result_and_stores_once(client):
     first = await call(client, "save_checkpoint", state={"a": 1}, idempotency_key="k1")
     again = await call(client, "save_checkpoint", state={"a": 1}, idempotency_key="k1")
-    assert again == first
+    assert again == {**first, "replayed": True} and "replayed" not in first
     assert len((await call(client, "list_checkpoints"))["checkpoints"]) == 1
     err = await fail(client, "save_checkpoint", state={"a": 2}, idempotency_key="k1")
     assert err.code == "invalid_argument" and "idempotency_key 'k1'" in err.text
@@ -230,3 +230,29 @@ async def test_object_arguments_sent_as_json_text_are_accepted(client):
     assert restored.structured_content["state"] == {"/plan/1": "b"}
     bad = await client.call_tool("save_checkpoint", {"state": "[1, 2]"})
     assert bad.is_error and bad.content[0].text.startswith("[invalid_argument] state:")
+
+
+async def test_replace_names_the_top_level_keys_it_dropped(client):
+    """Revision 3: a replace that drops keys of the state it follows says which (a default `replace`
+    once wiped a thread's goal and conventions with nothing said); merge and a first save say nothing."""
+    first = await call(client, "save_checkpoint", state={"goal": "ship", "repo": "r", "conventions": ["c"], "n": 1})
+    assert "dropped_keys" not in first
+    second = await call(client, "save_checkpoint", state={"n": 2, "new": True})
+    assert second["dropped_keys"] == ["goal", "repo", "conventions"]
+    kept = await call(client, "save_checkpoint", state={"n": 3, "new": False})
+    assert "dropped_keys" not in kept
+    merged = await call(client, "save_checkpoint", state={"new": None}, mode="merge")  # a merge deletes on purpose
+    assert "dropped_keys" not in merged
+    # at most 20, in the order of the state they were dropped from
+    await call(client, "save_checkpoint", state={f"k{i:02d}": i for i in range(30)})
+    many = await call(client, "save_checkpoint", state={})
+    assert many["dropped_keys"] == [f"k{i:02d}" for i in range(20)]
+    # a fork in replace mode names what it did not carry over from the checkpoint it forks
+    fork = await call(client, "save_checkpoint", thread="f", fork_from=first["checkpoint_id"], state={"goal": "g"})
+    assert fork["dropped_keys"] == ["repo", "conventions", "n"]
+
+
+async def test_the_mode_argument_warns_that_replace_keeps_only_the_state_given(client):
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    mode = tools["save_checkpoint"].input_schema["properties"]["mode"]["description"]
+    assert mode.startswith("replace keeps only what state holds") and "merge" in mode

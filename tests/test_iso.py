@@ -1,25 +1,27 @@
-"""`iso()` formats timestamps exactly as `datetime` does (it is a faster path for listings)."""
+"""`iso()` formats every timestamp a result carries: ISO 8601 UTC to the second (contract revision 3)."""
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime
 
-from mcp_harness.service.base import iso
+from mcp_harness.jsonvalue import iso
+from mcp_harness.service.base import iso as service_iso
 
 
 def reference(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    return datetime.fromtimestamp(math.floor(ts), UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def test_iso_matches_datetime_including_half_microsecond_rounding():
+def test_iso_is_to_the_second_with_the_fraction_cut():
+    assert iso(1_764_605_366.999_9) == "2025-12-01T16:09:26Z"
     rng = random.Random(7)
-    samples = [0.0, 0.5e-6, 1.5e-6, 59.9999995, 1_764_460_800.0, 1_764_460_799.9999996, 4_102_444_800.25]
-    samples += [-0.3, -0.5e-6, -0.9999996, -1.0000004, -86_400.75]  # before 1970 the fraction is negative
-    for _ in range(50_000):
-        ts = rng.uniform(-1e9, 4.1e9)
-        samples.append(ts)
-        samples.append(round(ts, 6) + rng.choice((5e-7, -5e-7)))  # on a rounding boundary
+    samples = [0.0, 0.5e-6, 59.9999995, 1_764_460_800.0, 1_764_460_799.9999996, 4_102_444_800.25]
+    samples += [-0.3, -0.9999996, -1.0, -86_400.75]  # before 1970 the fraction is negative: floor, not truncate
+    samples += [rng.uniform(-1e9, 4.1e9) for _ in range(20_000)]
     for ts in samples:
         assert iso(ts) == reference(ts), ts
+        assert datetime.fromisoformat(iso(ts)).timestamp() <= ts  # the CLI and console read it back
     assert iso(None) is None
+    assert service_iso is iso  # one formatter for every layer

@@ -48,15 +48,7 @@ async def test_eight_server_processes_drain_500_tasks(sqlite_url, workspace):
     assert errors == [], errors[:5]
     assert len(accepted) == 500, f"{500 - len(accepted)} tasks never completed"
     assert max(accepted.values()) == 1, "a task had two accepted completions"
-    assert counts == {
-        "pending": 0,
-        "claimed": 0,
-        "in_review": 0,
-        "done": 500,
-        "failed": 0,
-        "cancelled": 0,
-        "blocked": 0,
-    }
+    assert counts == {"done": 500}  # zero buckets omitted
 
 
 async def test_progress_seq_is_unique_and_ordered_across_processes(sqlite_url, workspace):

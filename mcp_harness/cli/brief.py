@@ -191,7 +191,8 @@ def _after(row: dict[str, Any]) -> str:
 
 def _entry(e: dict[str, Any]) -> str:
     task = f" [{e['task_key']}]" if e.get("task_key") else ""
-    line = f"  #{e['seq']} {_when(e['created_at'])} {e['agent']} {e['status'].upper()}{task} ({e['thread']}): "
+    thread = e.get("thread", "main")  # results leave the default thread out
+    line = f"  #{e['seq']} {_when(e['created_at'])} {e['agent']} {e['status'].upper()}{task} ({thread}): "
     line += _cut(e["summary"], 300)
     for step in (e.get("next_steps") or [])[:3]:
         line += f"\n     next: {_cut(step, 150)}"
@@ -201,7 +202,7 @@ def _entry(e: dict[str, Any]) -> str:
 def _left(lease: dict[str, Any]) -> str:
     seconds = lease.get("expires_in_seconds")
     if seconds is None and lease.get("expires_at"):
-        expires = datetime.strptime(lease["expires_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        expires = datetime.fromisoformat(lease["expires_at"])
         seconds = (expires - datetime.now(UTC)).total_seconds()
     if seconds is None:
         return "unknown"

@@ -27,14 +27,14 @@ HARNESS_AGENT = "harness"
 
 
 def when(iso: str | None) -> str:
-    """`2026-11-30T10:02:03.123456Z` -> `2026-11-30 10:02:03` (UTC)."""
+    """`2026-11-30T10:02:03Z` -> `2026-11-30 10:02:03` (UTC)."""
     return iso[:19].replace("T", " ") if iso else "-"
 
 
 def time_left(expires_at: str | None, *, at: datetime | None = None) -> str:
     if not expires_at:
         return ""
-    left = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - (at or datetime.now(UTC))
+    left = datetime.fromisoformat(expires_at) - (at or datetime.now(UTC))
     seconds = int(left.total_seconds())
     return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
 

@@ -21,7 +21,7 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
     t = story.task
     print(f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
     if t.lease:
-        left = datetime.strptime(t.lease.expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
+        left = datetime.fromisoformat(t.lease.expires_at) - datetime.now(UTC)
         print(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
     if t.kind == "gate" or t.review:
         print("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")

@@ -163,7 +163,7 @@ def when(iso: str | None) -> str:
 
 
 def when_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pretty(value: Any) -> str:
@@ -171,7 +171,7 @@ def pretty(value: Any) -> str:
 
 
 def _ts(iso: str) -> float:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _span(seconds: float) -> str:

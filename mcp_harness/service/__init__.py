@@ -8,7 +8,7 @@ from typing import Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import RestoreStateResult, ThreadInfo
+from ..models import RestoreStateResult, ThreadInfo, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
@@ -62,6 +62,7 @@ class Harness:
             rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
         return RestoreStateResult(
+            you=You(agent=ident.agent, role=ident.role),
             found=meta is not None,
             checkpoint=meta,
             state=state,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -14,38 +12,20 @@ from ..arguments import ToolArgs
 from ..config import Settings
 from ..errors import InvalidArgument
 from ..identity import Identity, Role  # noqa: F401 - re-exported: services take the caller's Identity
-from ..jsonvalue import canonical, value_hash
+from ..jsonvalue import canonical, iso, value_hash  # noqa: F401 - iso re-exported for the services
 from ..store import Connection, Database, UniqueViolation, idempotency
 from ..store.common import now
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def iso(ts: float | None) -> str | None:
-    """ISO 8601 UTC with microseconds and a `Z`: exactly what `datetime.fromtimestamp(ts, UTC)` prints
-    (microseconds rounded half to even the same way), at a third of the cost, since listings format
-    a timestamp per row: the date and time of day are formatted once per second."""
-    if ts is None:
-        return None
-    second = int(ts)  # ts - int(ts) is exactly math.modf's fraction, which datetime rounds
-    micro = round((ts - second) * 1e6)
-    if not 0 <= micro < 1_000_000:  # before 1970 (a negative fraction), or rounded up to a second
-        carry = micro // 1_000_000
-        second, micro = second + carry, micro - carry * 1_000_000
-    milli, rest = divmod(micro, 1000)  # two table lookups: a fifth cheaper than formatting %06d
-    return f"{_iso_second(second)}{_DIGITS[milli]}{_DIGITS[rest]}Z"
-
-
-_DIGITS = [f"{i:03d}" for i in range(1000)]
-
-
-@lru_cache(maxsize=4096)
-def _iso_second(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
-
-
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def replayed(result: M) -> M:
+    """A stored result answered again: `replayed: true` where the model carries the mark."""
+    return result.model_copy(update={"replayed": True}) if "replayed" in type(result).model_fields else result
 
 
 class ServiceBase:
@@ -63,13 +43,17 @@ class ServiceBase:
         *,
         finish: Callable[[Any], M] | None = None,
         remember: Callable[[M], bool] = lambda _result: True,
+        replay: Callable[[Connection, M], Awaitable[M]] | None = None,
     ) -> M:
         """Run `body` in one write transaction. With an idempotency key, a retry with the same arguments
-        returns the first result and changes nothing; the same key with other arguments is refused. The
-        key is stored in the same transaction as the effect, so a failed call is never remembered.
+        returns the first result, marked `replayed: true`, and changes nothing; the same key with other
+        arguments is refused. The key is stored in the same transaction as the effect, so a failed call
+        is never remembered.
 
         `finish` turns what `body` returned into the result model; without a key it runs after the
-        commit, so building the result does not lengthen the time the write lock is held."""
+        commit, so building the result does not lengthen the time the write lock is held. `replay`
+        brings a stored result up to date where a stale copy would mislead (a lease no longer live),
+        inside the same transaction."""
         finish = finish or (lambda raw: raw)
         tool, key = args.tool, getattr(args, "idempotency_key", None)  # read-only tools take no key
         if key is None:
@@ -89,7 +73,10 @@ class ServiceBase:
                                 f"idempotency_key {key!r} was already used for {tool} with different "
                                 "arguments: use a new key for a new request"
                             )
-                        return model.model_validate_json(found.result)
+                        stored = model.model_validate_json(found.result)
+                        if replay is not None:
+                            stored = await replay(conn, stored)
+                        return replayed(stored)
                     result = finish(await body(conn))
                     if remember(result):
                         await idempotency.put(

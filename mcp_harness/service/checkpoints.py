@@ -43,6 +43,18 @@ def checkpoint_meta(row: CheckpointRow | CheckpointWithManifest) -> CheckpointMe
     )  # fmt: skip
 
 
+#: at most this many `dropped_keys` in an answer
+MAX_DROPPED_KEYS = 20
+
+
+def dropped_keys(parent: list[Entry], state: dict[str, Any]) -> list[str] | None:
+    """What a replace loses: the top-level keys of the state it follows (the thread's latest, or the
+    checkpoint forked) that `state` lacks, in their order there, at most 20; None when it loses none.
+    Read from the parent's manifest, which lists its keys: no value is loaded."""
+    gone = [e.key for e in parent if e.key not in state][:MAX_DROPPED_KEYS]
+    return gone or None
+
+
 class CheckpointService(ServiceBase):
     async def save(
         self, ident: Identity, args: SaveCheckpointArgs | None = None, /, **fields: Any
@@ -101,6 +113,7 @@ class CheckpointService(ServiceBase):
                 parent_id=parent_id,
                 created_at=iso(created),
                 size_bytes=size,
+                dropped_keys=dropped_keys(parent, state) if mode == "replace" else None,
             )
 
         return await self.exactly_once(ident, args, SaveCheckpointResult, body)

@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 from ..arguments import RecordProgressArgs
-from ..errors import InvalidArgument, TooLarge
+from ..errors import InvalidArgument, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import ProgressEntry, RecordProgressResult
 from ..store import Connection
 from ..store import progress as store
+from ..store import tasks as task_store
 from ..store.common import now
 from ..store.records import ProgressRow
 from .base import Identity, ServiceBase, iso, new_id
@@ -84,9 +85,29 @@ class ProgressService(ServiceBase):
         canonical(entry, what="progress entry")  # NaN, lone surrogates: refuse before storing
 
         async def body(conn: Connection) -> RecordProgressResult:
-            return await append_entry(conn, ident, **entry)
+            warning = await self._check_task(conn, ident, args) if args.task_key is not None else None
+            result = await append_entry(conn, ident, **entry)
+            return result.model_copy(update={"warning": warning}) if warning else result
 
         return await self.exactly_once(ident, args, RecordProgressResult, body)
+
+    async def _check_task(self, conn: Connection, ident: Identity, args: RecordProgressArgs) -> str | None:
+        """Refuse a task_key that names no task; warn when `done` is said of a task the caller still holds
+        (a progress entry completes nothing: the lease would run out and the task be retried)."""
+        key = args.task_key
+        task = await task_store.get(conn, ident.workspace, key)
+        if task is None:
+            raise NotFound(
+                f"no task with key {key!r} in this workspace: list_tasks shows the keys "
+                "(omit task_key for progress about no task)"
+            )
+        held = task.status == "claimed" and task.owner == ident.agent and (task.lease_expires_at or 0) > now()
+        if args.status == "done" and held:
+            return (
+                f"task {key!r} is still claimed by you: complete it with update_task(action=complete, "
+                "lease_token, verification), or its lease will expire and the task be retried"
+            )
+        return None
 
     async def recent(
         self,
