@@ -31,7 +31,14 @@ async def test_a_claim_result_stays_under_1500_bytes(client):
     assert '"token"' in text and len(text.encode()) < 1500, text
 
 
-async def test_a_typical_mid_project_restore_stays_under_2500_bytes(client):
+#: restore_state of the project below: 2,438 bytes before revision 3, 2,290 with its leaner answers
+#: (timestamps to the second, no `"thread":"main"`, no zero counts) and `you` added. Issue 25 aims at
+#: 2,000; what is left above it is the state itself (~520), five entries (~190 each: who, when, what,
+#: commit) and the held task with its lease, none of them a default or an unset field.
+RESTORE_LIMIT = 2_300
+
+
+async def test_a_typical_mid_project_restore_stays_within_its_budget(client):
     """5 progress entries, one held task, about 500 bytes of state."""
     await call(client, "add_tasks", tasks=[{"key": f"t{i}", "title": f"Task {i}"} for i in range(20)] + [TASK])
     state = {
@@ -57,4 +64,4 @@ async def test_a_typical_mid_project_restore_stays_under_2500_bytes(client):
     text = await text_of(client, "restore_state")
     print(f"restore_state result: {len(text.encode())} bytes")
     assert '"auth-login-form"' in text and text.count('"seq"') == 5
-    assert len(text.encode()) < 2500, text
+    assert len(text.encode()) <= RESTORE_LIMIT, text

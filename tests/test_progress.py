@@ -173,3 +173,30 @@ async def test_ready_flags_match_a_full_recomputation(harness, workspace):
         assert (bool(row.ready), bool(row.blocked)) == (ready, blocked), key
     assert {k: bool(r.ready) for k, r in rows.items()} == {"a": False, "b": False, "c": False, "d": False, "e": True}
     assert recomputed["c"] == (False, True) and recomputed["d"] == (False, True) and recomputed["e"] == (True, False)
+
+
+async def test_progress_about_a_task_that_does_not_exist_is_refused(client):
+    """Revision 3: a mistyped task_key used to be accepted, and the entry never reached the task."""
+    await call(client, "add_tasks", tasks=[{"key": "auth-login", "title": "Login"}])
+    err = await fail(client, "record_progress", summary="did it", task_key="auth-logn")
+    assert err.code == "not_found" and "'auth-logn'" in err.text and "list_tasks" in err.text
+    assert (await call(client, "restore_state"))["recent_progress"] == []  # nothing written
+    assert "warning" not in await call(client, "record_progress", summary="did it", task_key="auth-login")
+
+
+async def test_done_about_a_task_still_held_warns_to_complete_it(db_url, workspace):
+    """Revision 3: `record_progress(status="done")` completes nothing; said about a task the caller still
+    holds, the answer says to complete it (or its lease runs out and the task is retried)."""
+    async with mcp_client(db_url, workspace, agent="a") as a, mcp_client(db_url, workspace, agent="b") as b:
+        await call(a, "add_tasks", tasks=[{"key": "x", "title": "X"}, {"key": "y", "title": "Y"}])
+        x = await call(a, "claim_task", task_key="x")
+        await call(b, "claim_task", task_key="y")
+        warned = await call(a, "record_progress", summary="x works", status="done", task_key="x")
+        assert "update_task(action=complete" in warned["warning"] and "'x'" in warned["warning"]
+        assert "expire" in warned["warning"] and warned["seq"] == 1  # the entry is written all the same
+        # not about what it says: progress on a held task, done about another agent's, done after complete
+        assert "warning" not in await call(a, "record_progress", summary="halfway", status="in_progress", task_key="x")
+        assert "warning" not in await call(a, "record_progress", summary="y done?", status="done", task_key="y")
+        await call(a, "update_task", task_key="x", action="complete", lease_token=x["lease"]["token"],
+                   verification="tests pass")  # fmt: skip
+        assert "warning" not in await call(a, "record_progress", summary="x done", status="done", task_key="x")

@@ -43,11 +43,13 @@ async def test_published_listings_are_pinned(sqlite_url, workspace):
 MODEL_VISIBLE_LIMIT = 7_500
 #: Arguments whose meaning is not plain from their name and type: each carries a one-line description.
 DESCRIBED = {
-    "save_checkpoint": {"mode", "expected_version", "fork_from"},
+    "save_checkpoint": {"mode", "expected_version", "fork_from", "idempotency_key"},
     "restore_state": {"paths", "progress_limit"},
-    "record_progress": {"thread", "task_key"},
-    "claim_task": {"lease_seconds", "tags", "task_key", "wait_seconds"},
-    "update_task": {"lease_token", "lease_seconds", "result", "verification", "error", "retry", "reason"},
+    "record_progress": {"thread", "task_key", "idempotency_key"},
+    "add_tasks": {"idempotency_key"},
+    "claim_task": {"lease_seconds", "tags", "task_key", "wait_seconds", "idempotency_key"},
+    "update_task": {"lease_token", "lease_seconds", "result", "verification", "error", "retry", "reason"}
+    | {"idempotency_key"},
     "list_tasks": {"status", "ready", "cursor"},
 }
 
