@@ -113,7 +113,7 @@ INITIALIZE = """You are the INITIALIZER agent of a long-running project. Goal:
 {goal}
 
 Do exactly this, using the mcp-harness tools:
-1. Call restore_state first. If tasks already exist (task_counts not all zero), stop: the project is
+1. Call restore_state first. If tasks already exist (task_counts is not empty), stop: the project is
    initialized; follow the resume_session prompt instead.
 2. Break the goal into small, independently verifiable tasks, as many as the goal needs (a small goal
    may need only a few), each doable in one focused session. For each: a stable key (e.g.
@@ -121,8 +121,9 @@ Do exactly this, using the mcp-harness tools:
    follow end to end. Set depends_on where order matters and priority for what should come first.
    Set review: true on risky or irreversible steps (a person approves the result before dependents
    start), and add a kind: "gate" task where a person must decide (a product or design sign-off).
-3. Call add_tasks with them (in batches if there are many), with an idempotency_key per batch.
-   Adding an identical task again changes nothing; a used key with other content is refused.
+3. Call add_tasks with them (in batches if there are many), with a fresh idempotency_key (e.g. a UUID)
+   per batch, reused only to retry that batch. Adding an identical task again changes nothing; a used
+   task key with other content is refused.
 4. Call save_checkpoint with the project's shared facts (goal, architecture decisions, how to run and
    test, conventions) and label "initialized".
 5. Call record_progress (status "done") summarising the plan, with next_steps naming the first tasks.
@@ -143,7 +144,7 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
 5. Call record_progress with task_key set to the task: what was done, how it was verified, artifacts
    (files, commit), next_steps.
 6. Before you stop, call save_checkpoint(thread="{thread}", mode="merge", state={{...what the next
-   session needs...}}).
+   session needs...}}) (mode "replace" keeps only what state holds: the rest of the state is dropped).
 Never edit or delete tasks: tasks are only added, claimed, completed, failed, released or reopened."""
 
 

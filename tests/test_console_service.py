@@ -117,6 +117,7 @@ async def test_graph_has_the_tasks_and_the_edges_among_them(harness: Harness, wo
 
 async def test_timeline_filters_search_and_pages(harness: Harness, workspace: str):
     alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
+    await harness.tasks.add(alice, tasks=[{"key": "t1", "title": "Login"}])  # progress names a task that exists
     await harness.progress.record(alice, summary="Fixed the LOGIN bug", status="done", task_key="t1")
     await harness.progress.record(bob, summary="notes", details="the login page is slow", thread="side")
     await harness.progress.record(bob, summary="100% done_ish", status="in_progress")

@@ -61,11 +61,11 @@ async def workload(h: Harness, ident: Identity) -> None:
     await h.restore(ident, label="first")
     await h.restore(ident, checkpoint_id=(await c.list(ident, limit=1)).checkpoints[0].checkpoint_id)
     await c.list(ident, limit=2, before_version=3)
-    await h.progress.record(ident, summary="did a thing", task_key="a", next_steps=["more"])
     await h.progress.recent(ident, thread="main", limit=5, before_seq=10)
     specs = [TaskSpec(key="a", title="A", tags=["x"]), TaskSpec(key="b", title="B", depends_on=["a"]),
              TaskSpec(key="c", title="C"), TaskSpec(key="d", title="D", tags=["y"])]  # fmt: skip
     await t.add(ident, tasks=specs)
+    await h.progress.record(ident, summary="did a thing", task_key="a", next_steps=["more"])
     a = await t.claim(ident, tags=["x"])
     await t.update(ident, task_key="a", action="heartbeat", lease_token=a.lease.token, lease_seconds=60)
     await t.update(ident, task_key="a", action="complete", lease_token=a.lease.token, verification="v")

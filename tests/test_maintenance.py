@@ -21,13 +21,13 @@ async def populate(url: str, workspace: str) -> None:
         await call(c, "save_checkpoint", state={"goal": "ship", "notes": ["a"]}, label="start", metadata={"m": 1})
         await call(c, "save_checkpoint", mode="merge", state={"notes": ["a", "b"], "big": "x" * 500})
         await call(c, "save_checkpoint", state={"other": True}, thread="feat/x")
-        await call(c, "record_progress", summary="did things", status="done", next_steps=["more"], task_key="t1",
-                   artifacts={"commit": "abc"})  # fmt: skip
         tasks = [
             {"key": "t1", "title": "one", "tags": ["ui", "api"], "steps": ["s"]},
             {"key": "t2", "title": "two", "depends_on": ["t1"], "priority": 3},
         ]
         await call(c, "add_tasks", tasks=tasks)
+        await call(c, "record_progress", summary="did things", status="done", next_steps=["more"], task_key="t1",
+                   artifacts={"commit": "abc"})  # fmt: skip
         got = await call(c, "claim_task", lease_seconds=600)  # a live lease must survive too
         assert got["task"]["key"] == "t1"
 

@@ -142,6 +142,8 @@ async def test_resources_and_prompts(client):
     text = init.messages[0].content.text
     assert "build a todo app" in text and "add_tasks" in text and "acceptance steps" in text
     assert "restore_state first" in text and "20-200" not in text and "re- adds" not in text
+    # revision 3: counts omit zero buckets; a key per request, reused only to retry it
+    assert "task_counts is not empty" in text and "fresh idempotency_key (e.g. a UUID)" in text
     resume = await client.get_prompt("resume_session", {"thread": "feat/x"})
     text = resume.messages[0].content.text
     assert 'restore_state(thread="feat/x")' in text and "ONE task" in text and "verification" in text
@@ -151,6 +153,7 @@ async def test_resources_and_prompts(client):
     assert "If my_tasks holds a claimed task, continue it" in text  # a task in review is a person's to decide
     assert '"in_review" waits for a person: do not work on it' in text
     assert text.index("Verify") < text.index('action="complete"') and "Before you stop, call save_checkpoint" in text
+    assert 'mode "replace" keeps only what state holds' in text
 
 
 async def test_ready_flags_match_a_full_recomputation(harness, workspace):
