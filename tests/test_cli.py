@@ -37,6 +37,9 @@ async def test_log_is_readable_and_filterable(seeded):
     assert "docs note" not in only_api.stdout and "api routes drafted" in only_api.stdout
     as_json = json.loads(run_cli("log", "--db", db, "--workspace", ws, "--thread", "docs", "--json").stdout)
     assert [e["summary"] for e in as_json] == ["docs note"]
+    # a person's (or a script's) JSON keeps every field: only tool results leave out unset ones and `main`
+    on_main = json.loads(run_cli("log", "--db", db, "--workspace", ws, "--thread", "main", "--json").stdout)
+    assert on_main[0]["thread"] == "main" and "task_key" in on_main[0] and "details" in on_main[0]
 
 
 async def test_task_board(seeded):

@@ -38,7 +38,8 @@ def cmd_log(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
         if args.json:
-            print(json.dumps([e.model_dump(mode="json") for e in entries], indent=2))
+            # every field, as before: scripts read these (tool results leave unset ones out)
+            print(json.dumps([{k: getattr(e, k) for k in type(e).model_fields} for e in entries], indent=2))
         elif entries:
             show(progress_log(entries))
         else:

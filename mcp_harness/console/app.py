@@ -163,7 +163,7 @@ def when(iso: str | None) -> str:
 
 
 def when_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def pretty(value: Any) -> str:
