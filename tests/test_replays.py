@@ -6,6 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import call
 
+from mcp_harness.arguments import RecordProgressArgs
+from mcp_harness.models import RecordProgressResult
+from mcp_harness.service import Identity
+
 pytestmark = pytest.mark.anyio
 
 
@@ -22,6 +26,7 @@ async def test_every_mutating_tool_marks_a_replay(client):
     await twice(client, "record_progress", summary="started", idempotency_key="p-1")
     await twice(client, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}],
                 idempotency_key="add-1")  # fmt: skip
+    # (the task work will answer a replayed claim or update with the task's status now: `replay=`)
     claimed, _ = await twice(client, "claim_task", task_key="a", idempotency_key="c-1")
     token = claimed["lease"]["token"]
     await twice(client, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="h-1")
@@ -45,3 +50,22 @@ async def test_published_schemas_and_argument_say_it(client):
         assert tools[name].output_schema["properties"]["replayed"]["type"] == ["boolean", "null"], name
         described = tools[name].input_schema["properties"]["idempotency_key"]["description"]
         assert described == "a fresh unique id per request (e.g. a UUID), reused only to retry that same request"
+
+
+async def test_the_replay_hook_brings_a_stored_result_up_to_date(harness, workspace):
+    """`exactly_once(replay=...)`: where a stale copy would mislead (a claim's lease no longer live), the
+    service refreshes the stored result inside the same transaction; the answer is still a replay."""
+    ident = Identity(workspace, "a")
+    args = RecordProgressArgs(summary="s", idempotency_key="k")
+    seen: list[int] = []
+
+    async def body(conn) -> RecordProgressResult:
+        return RecordProgressResult(entry_id="pg_x", seq=1, created_at="2026-12-01T16:09:26Z")
+
+    async def replay(conn, stored: RecordProgressResult) -> RecordProgressResult:
+        seen.append(stored.seq)
+        return stored.model_copy(update={"seq": 2})
+
+    first = await harness.progress.exactly_once(ident, args, RecordProgressResult, body, replay=replay)
+    again = await harness.progress.exactly_once(ident, args, RecordProgressResult, body, replay=replay)
+    assert seen == [1] and first.replayed is None and (again.seq, again.replayed) == (2, True)
