@@ -16,10 +16,11 @@ from pydantic import (
 )
 
 from .config import NAME_PATTERN
+from .task_states import ShownStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
-TaskStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
+TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
 
