@@ -61,8 +61,8 @@ class Status(enum.StrEnum):
 BLOCKED = "blocked"
 #: a status as results show it (`Status` or `blocked`): the published type of every `status` field
 ShownStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
-#: every status a result may show, in the order people read them
-SHOWN: tuple[str, ...] = (*Status, BLOCKED)
+#: every status a result may show, in the order people read them (plain strings)
+SHOWN: tuple[str, ...] = (*(s.value for s in Status), BLOCKED)
 #: statuses in which a task may be `ready` (a claim may take it)
 OPEN = frozenset({Status.PENDING, Status.CLAIMED})
 #: statuses in which a task no longer holds its dependents back

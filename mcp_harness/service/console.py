@@ -26,7 +26,7 @@ from .task_events import HARNESS
 from .task_views import status_of, task_counts, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
-BOARD_COLUMNS = (S.PENDING, S.CLAIMED, S.IN_REVIEW, BLOCKED, S.FAILED, S.DONE, S.CANCELLED)
+BOARD_COLUMNS = tuple(str(s) for s in (S.PENDING, S.CLAIMED, S.IN_REVIEW, BLOCKED, S.FAILED, S.DONE, S.CANCELLED))
 PROGRESS_STATUSES = ("done", "in_progress", "blocked", "note")
 
 

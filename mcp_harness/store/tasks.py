@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from ..task_states import EXPIRED_ON_LAST_ATTEMPT, Effect, Status, TaskChange, dependency_flags, settle
+from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskChange, dependency_flags, settle, shown
 from . import task_queries as q
 from .common import ensure_workspace
 from .connection import Connection, array
@@ -242,10 +242,10 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
     Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
-    out = dict.fromkeys(Status, 0) | {"blocked": 0}
+    out = {status: 0 for status in SHOWN}
     for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
-        shown = "blocked" if row.status == "pending" and row.blocked else row.status
-        out[shown] = out.get(shown, 0) + int(row.n)
+        status = shown(row.status, row.blocked)
+        out[status] = out.get(status, 0) + int(row.n)
     return out
 
 
