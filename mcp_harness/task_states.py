@@ -1,29 +1,29 @@
 r"""The task state machine, in one place: the statuses, the actions, and a table of pure transition rules.
 
 ```
-                 add_tasks (a gate whose dependencies are settled: straight to in_review)
-                     |
-                     v            claim (or take_over of an expired lease)
-   +-----------> pending --------------------------------------------> claimed
-   |   ^  ^  ^     |  ^ \                                              | | | |
-   |   |  |  |     |  |  `--- retry_now (an operator ends a backoff)   | | | |
-   |   |  |  |     |  `----------- fail (attempts left), release, -----' | | |
-   |   |  |  |     |               operator release, revoke (a         | | |
-   |   |  |  |     |               dependency reopened)                 | | |
-   |   |  |  |     | gate, dependencies settled                         | | |
-   |   |  |  |     v                                  complete (review) | | |
-   |   |  |  `-- in_review <-------------------------------------------' | |
-   |   |  |        |    |  \  reject (work), or a dependency reopened    | |
-   |   |  |        |    |   `----> pending                              | |
-   |   |  |        |    `- reject (gate) --> failed <-- fail (no retry, | |
-   |   |  |        |                                    expired last ----' |
-   |   |  |        | approve                            attempt)          |
-   |   |  |        v                                                      |
-   |   |  `----- done <----------------------------------- complete -----'
-   |   |
-   |   `-- reopen: done | failed | cancelled -> pending (a gate whose dependencies are settled: in_review)
-   |
-   `-- cancel: pending | claimed | in_review | failed -> cancelled
+                 .------ retry_now ------.
+                 v                       |
+  add_tasks --> pending -----------------'
+                 |  ^
+          claim  |  |  fail (attempts left), release, operator release,
+                 |  |  revoke (a dependency was reopened)
+                 v  |
+               claimed ------------ complete --------------------------> done
+                 |   \                                                   ^
+                 |    `-- complete (review) --> in_review --- approve ---'
+                 |                               |     |
+                 |                 reject (work) |     | reject (gate)
+                 |                               v     v
+                 |                          pending   failed
+                 |                                     ^
+                 `------ fail (no retry, or the last attempt's lease expired)
+
+  reopen:  done | failed | cancelled             --> pending (a gate whose dependencies are settled: in_review)
+  cancel:  pending | claimed | in_review | failed --> cancelled
+  settle:  (what a change does to the dependents)
+           a gate, pending --(its last dependency settles)--> in_review
+           in_review       --(a dependency is reopened)-----> pending
+           claimed         --(a dependency is reopened)-----> pending (revoke)
 ```
 
 `blocked` is not a status of its own: a pending task behind a failed dependency is *shown* blocked.
@@ -86,7 +86,7 @@ class Action(enum.StrEnum):
 
 
 #: the actions `update_task` names (an operator's token-less `release` becomes `OPERATOR_RELEASE`)
-TOOL_ACTIONS = tuple(a for a in Action if a is not Action.OPERATOR_RELEASE)
+TOOL_ACTIONS: tuple[str, ...] = tuple(a.value for a in Action if a is not Action.OPERATOR_RELEASE)
 
 
 class Who(enum.Enum):

@@ -18,6 +18,7 @@ from mcp_harness.task_states import (
     RULES,
     SETTLED,
     SHOWN,
+    TOOL_ACTIONS,
     Action,
     Effect,
     Given,
@@ -89,7 +90,7 @@ givens = st.builds(
 def test_the_statuses_and_actions_are_spelled_once():
     """The published types are the table's: models' statuses and the tool's actions."""
     assert tuple(get_args(ShownStatus)) == SHOWN == (*Status, BLOCKED)
-    assert set(get_args(arguments.Action)) == {a.value for a in RULES if a is not Action.OPERATOR_RELEASE}
+    assert get_args(arguments.Action) == TOOL_ACTIONS
     assert set(RULES) == set(Action)
     assert OPEN | SETTLED < set(Status) and not OPEN & SETTLED
 
