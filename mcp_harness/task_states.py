@@ -141,11 +141,14 @@ class TaskChange:
     def columns(self) -> dict[str, Any]:
         """The columns it sets, by name (for the store)."""
         out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _CHANGE_COLUMNS:
+            value = getattr(self, name)
             if value is not KEEP:
-                out[f.name] = value.value if isinstance(value, Status) else value
+                out[name] = value.value if isinstance(value, Status) else value
         return out
+
+
+_CHANGE_COLUMNS = tuple(f.name for f in fields(TaskChange))
 
 
 class Task(Protocol):
