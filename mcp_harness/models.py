@@ -18,6 +18,7 @@ from pydantic import (
 
 from .config import NAME_PATTERN
 from .identity import Role
+from .task_states import ShownStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 #: a name that refers to one made before (a task's key, a thread, a tag): checked against the same
@@ -25,7 +26,7 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the lengt
 #: and a wrong name is refused anyway, with the pattern in the message. Names being made keep it.
 NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "string"})]
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
-TaskStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
+TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
 

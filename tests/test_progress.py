@@ -10,6 +10,7 @@ from conftest import call, fail, mcp_client
 from mcp_harness.service import Identity
 from mcp_harness.service.progress import append_entry
 from mcp_harness.store import tasks as task_store
+from mcp_harness.task_states import OPEN
 
 pytestmark = pytest.mark.anyio
 
@@ -172,7 +173,7 @@ async def test_ready_flags_match_a_full_recomputation(harness, workspace):
         recomputed = await task_store.compute_flags(conn, workspace, list(rows))
     for key, row in rows.items():
         deps_done, blocked = recomputed[key]
-        ready = deps_done and row.status in task_store.OPEN  # finished tasks are never `ready`
+        ready = deps_done and row.status in OPEN  # finished tasks are never `ready`
         assert (bool(row.ready), bool(row.blocked)) == (ready, blocked), key
     assert {k: bool(r.ready) for k, r in rows.items()} == {"a": False, "b": False, "c": False, "d": False, "e": True}
     assert recomputed["c"] == (False, True) and recomputed["d"] == (False, True) and recomputed["e"] == (True, False)

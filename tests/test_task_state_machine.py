@@ -28,10 +28,10 @@ from mcp_harness.errors import InvalidArgument, LeaseLost, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import tasks as task_store
+from mcp_harness.task_states import OPEN, SETTLED
 
 AGENTS = ["a", "b", "c"]
 WS = "sm"
-SETTLED = ("done", "cancelled")
 OPERATOR = Identity(WS, "olga", "operator")
 
 
@@ -275,7 +275,7 @@ class TaskMachine(RuleBasedStateMachine):
                 if row.lease_expires_at > now:
                     assert holder is not None and holder[1] == row.lease_token, "a live lease nobody holds"
             deps_done, blocked = flags[key]
-            assert bool(row.ready) == (deps_done and row.status in task_store.OPEN and row.kind == "work"), key
+            assert bool(row.ready) == (deps_done and row.status in OPEN and row.kind == "work"), key
             assert bool(row.blocked) == blocked, key
         now_done = {k for k, r in rows.items() if r.status == "done"}
         lost = (self.done_before - now_done) - self.reopened

@@ -1,6 +1,7 @@
 """People's decisions from the command line: `review list | approve KEY | reject KEY --comment C`, and the
 operator's `tasks release|retry|cancel KEY`. Each acts as the person `--agent` names (else the login
-name, else `operator`), with the operator role, through the same service methods as the tools."""
+name, else `operator`), with the operator role, through `tasks.update`: the one entry point the update_task
+tool and the console call too."""
 
 from __future__ import annotations
 
@@ -41,10 +42,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     who = person(args)
 
     async def run(h: Harness) -> int:
-        if action == "approve":
-            _done(await h.tasks.approve(who, key, args.comment), "approved", args.json)
-        else:
-            _done(await h.tasks.reject(who, key, args.comment), "rejected", args.json)
+        task = await h.tasks.update(who, task_key=key, action=action, comment=args.comment)
+        _done(task, "approved" if action == "approve" else "rejected", args.json)
         return 0
 
     return with_harness(args, run)
@@ -73,6 +72,15 @@ def _list(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+#: `tasks WORD KEY` -> (the update_task action it takes, the verb of its answer)
+TASK_ACTIONS = {
+    "release": ("release", "released"),
+    "retry": ("retry_now", "ended the backoff of"),
+    "reopen": ("reopen", "reopened"),
+    "cancel": ("cancel", "cancelled"),
+}
+
+
 def task_action(args: argparse.Namespace, action: str, key: str) -> int:
     """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
     if action == "cancel" and not (args.reason or "").strip():
@@ -81,15 +89,11 @@ def task_action(args: argparse.Namespace, action: str, key: str) -> int:
         return _refuse(f"reopen needs --reason: say why {key} is not finished after all")
     who = person(args)
 
+    name, verb = TASK_ACTIONS[action]
+    reason = args.reason if name in ("cancel", "reopen") else None
+
     async def run(h: Harness) -> int:
-        if action == "release":
-            _done(await h.tasks.operator_release(who, key), "released", args.json)
-        elif action == "retry":
-            _done(await h.tasks.retry_now(who, key), "ended the backoff of", args.json)
-        elif action == "reopen":
-            _done(await h.tasks.update(who, task_key=key, action="reopen", reason=args.reason), "reopened", args.json)
-        else:
-            _done(await h.tasks.cancel(who, key, args.reason), "cancelled", args.json)
+        _done(await h.tasks.update(who, task_key=key, action=name, reason=reason), verb, args.json)
         return 0
 
     return with_harness(args, run)

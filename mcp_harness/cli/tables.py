@@ -8,17 +8,18 @@ from typing import Any
 
 from rich.text import Text
 
+from ..task_states import BLOCKED, Status
 from .output import table
 
 #: a status's colour on a terminal
 STATUS_STYLE = {
-    "pending": "",
-    "claimed": "yellow",
-    "in_review": "cyan",
-    "done": "green",
-    "failed": "red",
-    "blocked": "magenta",
-    "cancelled": "dim",
+    Status.PENDING: "",
+    Status.CLAIMED: "yellow",
+    Status.IN_REVIEW: "cyan",
+    Status.DONE: "green",
+    Status.FAILED: "red",
+    BLOCKED: "magenta",
+    Status.CANCELLED: "dim",
     "in_progress": "yellow",
     "note": "",
 }

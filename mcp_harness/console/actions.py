@@ -11,6 +11,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..errors import Forbidden, InvalidArgument, NotFound
 from ..service import Identity
+from ..task_states import Action as A
 from .app import Console, Redirect, page
 from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
 
@@ -76,14 +77,15 @@ class Action:
     done: str
 
 
-#: the operator's actions on one task (the contract's `update_task` actions a person takes from here)
+#: the operator's actions on one task (the contract's `update_task` actions a person takes from here,
+#: run through `tasks.update` as the tool and the CLI run them)
 ACTIONS: dict[str, Action] = {
-    "approve": Action("comment", False, "approved"),
-    "reject": Action("comment", True, "rejected"),
-    "reopen": Action("reason", True, "reopened"),
-    "release": Action(None, False, "released"),
-    "retry_now": Action(None, False, "made claimable now"),
-    "cancel": Action("reason", True, "cancelled"),
+    A.APPROVE: Action("comment", False, "approved"),
+    A.REJECT: Action("comment", True, "rejected"),
+    A.REOPEN: Action("reason", True, "reopened"),
+    A.RELEASE: Action(None, False, "released"),
+    A.RETRY_NOW: Action(None, False, "made claimable now"),
+    A.CANCEL: Action("reason", True, "cancelled"),
 }
 
 

@@ -23,6 +23,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import __version__
 from ..errors import Forbidden, HarnessError, InvalidArgument, NotFound, Unavailable
 from ..service import Harness, Identity
+from ..task_states import BLOCKED
+from ..task_states import Status as S
 from .auth import Login, Session
 
 log = logging.getLogger("mcp_harness.console")
@@ -39,8 +41,8 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),  # not no-referrer: that would make a form's Origin "null"
 ]
 #: how statuses read on the page
-LABELS = {"pending": "Pending", "claimed": "Claimed", "blocked": "Blocked", "failed": "Failed", "done": "Done",
-          "in_review": "In review", "cancelled": "Cancelled"}  # fmt: skip
+LABELS = {S.PENDING: "Pending", S.CLAIMED: "Claimed", BLOCKED: "Blocked", S.FAILED: "Failed", S.DONE: "Done",
+          S.IN_REVIEW: "In review", S.CANCELLED: "Cancelled"}  # fmt: skip
 STATUS = {NotFound: 404, InvalidArgument: 400, Forbidden: 403, Unavailable: 503}
 
 

@@ -16,6 +16,8 @@ from ..store import checkpoints as checkpoint_store
 from ..store import console as store
 from ..store import tasks as task_store
 from ..store.common import now
+from ..task_states import BLOCKED
+from ..task_states import Status as S
 from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
@@ -24,7 +26,7 @@ from .task_events import HARNESS
 from .task_views import status_of, task_counts, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
-BOARD_COLUMNS = ("pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled")
+BOARD_COLUMNS = tuple(str(s) for s in (S.PENDING, S.CLAIMED, S.IN_REVIEW, BLOCKED, S.FAILED, S.DONE, S.CANCELLED))
 PROGRESS_STATUSES = ("done", "in_progress", "blocked", "note")
 
 

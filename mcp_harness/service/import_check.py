@@ -19,18 +19,17 @@ from ..config import Limits
 from ..errors import DependencyError, InvalidArgument
 from ..jsonvalue import check_depth, value_hash
 from ..models import TaskSpec
+from ..task_states import Status, dependency_flags, may_be_ready
 from . import manifest as manifests
 from .import_records import HASH, LATER_FIELDS, fields, parse_json
 from .manifest import Blob, Chain, Entry
 from .task_graph import topological_order
 
-OPEN = ("pending", "claimed")  #: statuses in which a task may be ready
-
 
 @dataclass
 class TaskFacts:
     line: int
-    status: str
+    status: Status
     depends_on: list[str]
     tags: set[str]
     kind: str = "work"
@@ -237,9 +236,9 @@ class ImportChecker:
         self._unique(("task", ws, spec.key), f"task {spec.key!r}")
         if r["result"] is not None:
             self._json(r["result"], f"the result of task {spec.key!r}", None, self.limits.max_value_bytes)
-        if r["status"] == "claimed" and None in (r["owner"], r["lease_token"], r["lease_expires_at"]):
+        if r["status"] == Status.CLAIMED and None in (r["owner"], r["lease_token"], r["lease_expires_at"]):
             raise InvalidArgument(f"task {spec.key!r} is claimed but has no owner, lease token or lease expiry")
-        if spec.kind == "gate" and r["status"] == "claimed":
+        if spec.kind == "gate" and r["status"] == Status.CLAIMED:
             raise InvalidArgument(f"task {spec.key!r} is a gate but claimed: gates are never claimed")
         self.tasks[(ws, spec.key)] = TaskFacts(self._number, r["status"], spec.depends_on, set(spec.tags), spec.kind)
 
@@ -308,13 +307,10 @@ class ImportChecker:
                 dependents[dep] += 1
         for key in order:
             facts = graph[key]
-            deps = [graph[d] for d in set(facts.depends_on)]
-            done = all(d.status in ("done", "cancelled") for d in deps)
-            if facts.status == "claimed" and not done:
+            done, blocked = dependency_flags(
+                (graph[d].status, self.task_flags[(ws, d)]["blocked"]) for d in set(facts.depends_on)
+            )
+            if facts.status == Status.CLAIMED and not done:
                 raise InvalidArgument(f"line {facts.line}: task {key!r} is claimed while a dependency is not done")
-            blocked = any(
-                d.status == "failed" or (self.task_flags[(ws, d_key)]["blocked"] and d.status != "cancelled")
-                for d_key, d in zip(set(facts.depends_on), deps, strict=True)
-            )  # fmt: skip, noqa: E501
-            ready = done and facts.status in OPEN and facts.kind != "gate"
+            ready = may_be_ready(facts.status, facts.kind, done)
             self.task_flags[(ws, key)] = {"ready": ready, "blocked": blocked, "dependents": dependents[key]}

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
 from ..errors import InvalidArgument
+from ..task_states import Status
 from .task_events import KINDS as EVENT_KINDS
 
 #: text the harness itself writes around a person's text (a reopen's summary, a rejected gate's last_error,
@@ -70,7 +71,7 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
         "task": {"workspace": ws, "key": ANY, "title": ANY, "description": ANY, "steps": STRING, "priority": ANY,
                  "depends_on": STRING, "tags": STRING, "max_attempts": ANY, "dependents": integer(0),
                  "content_hash": text(64, 1),
-                 "status": one_of("pending", "claimed", "in_review", "done", "failed", "cancelled"),
+                 "status": one_of(*Status),
                  "ready": FLAG, "blocked": FLAG, "owner": optional(name()), "lease_token": optional(text(200, 1)),
                  "lease_expires_at": optional(TIME), "lease_seconds": optional(integer(*LEASE_SECONDS)),
                  "attempts": integer(0), "available_at": TIME,

@@ -5,30 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 from ..arguments import AddTasksArgs
+from ..config import Settings
 from ..errors import InvalidArgument, TaskConflict, TooLarge
 from ..jsonvalue import canonical, dumps, value_hash
 from ..models import AddTasksResult, TaskSpec
-from ..store import Connection
+from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
-from .base import Identity
+from ..task_states import Status, dependency_flags
+from .base import Identity, ServiceBase
 from .task_events import event, logged
 from .task_graph import topological_order
-from .task_wait import WaitingClaims
+from .task_wait import Wakeup
 
 #: adding this many tasks (through this process, since the last time) refreshes planner statistics
 STATISTICS_BATCH = 50
 
 
-class AddingTasks(WaitingClaims):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+class TaskAdder(ServiceBase):
+    """Adds tasks (the add_tasks tool), waking waiting claims when any were created."""
+
+    def __init__(self, db: Database, settings: Settings, wakeup: Wakeup) -> None:
+        super().__init__(db, settings)
+        self.wakeup = wakeup
         self._added_since_statistics = 0
 
-    async def add(self, ident: Identity, args: AddTasksArgs | None = None, /, **fields: Any) -> AddTasksResult:
-        """Add tasks; identical re-adds are no-ops (`args`, or its fields as keywords)."""
-        args = AddTasksArgs.of(args, fields)
+    async def add(self, ident: Identity, args: AddTasksArgs) -> AddTasksResult:
+        """Add tasks; identical re-adds are no-ops."""
         specs = self._check_specs(args.tasks)
         hashes = {k: value_hash(canonical(content(s), what=f"task {k!r}")) for k, s in specs.items()}
 
@@ -37,7 +41,7 @@ class AddingTasks(WaitingClaims):
 
         result = await self.exactly_once(ident, args, AddTasksResult, body)
         if result.created:
-            self._notify()
+            self.wakeup.notify()
         self._added_since_statistics += len(result.created)
         if self._added_since_statistics >= STATISTICS_BATCH:
             # many new tasks change what the planner should expect of a claim (see refresh_statistics)
@@ -97,7 +101,7 @@ class AddingTasks(WaitingClaims):
         await store.insert(conn, ident.workspace, rows)
         at = rows[0]["created_at"] if rows else 0.0
         for row in rows:
-            if row["status"] == "in_review":  # a gate with nothing (left) to wait for: a person decides now
+            if row["status"] == Status.IN_REVIEW:  # a gate with nothing (left) to wait for: a person decides now
                 await logged(conn, ident.workspace, row["key"], 0, event("submit", ident.agent), at)
         return AddTasksResult(created=[k for k in specs if k in new], unchanged=unchanged)
 
@@ -123,15 +127,11 @@ def _new_rows(
     rows = []
     for key in order:
         spec = new[key]
-        ready, blocked = True, False
-        for dep in spec.depends_on:
-            if dep in new:
-                status, dep_blocked = "pending", flags[dep][1]
-            else:
-                status, dep_blocked = existing[dep].status, existing[dep].blocked
-            ready = ready and status in store.SETTLED
-            blocked = blocked or status == "failed" or (dep_blocked and status != "cancelled")
-        flags[key] = (ready, blocked)
+        deps = [
+            (Status.PENDING, flags[dep][1]) if dep in new else (existing[dep].status, existing[dep].blocked)
+            for dep in spec.depends_on
+        ]
+        flags[key] = ready, blocked = dependency_flags(deps)
         gate_open = spec.kind == "gate" and ready
         rows.append(
             {
@@ -145,7 +145,7 @@ def _new_rows(
                 "tags": dumps(spec.tags),
                 "max_attempts": spec.max_attempts,
                 "content_hash": hashes[key],
-                "status": "in_review" if gate_open else "pending",
+                "status": (Status.IN_REVIEW if gate_open else Status.PENDING).value,
                 "ready": ready and spec.kind == "work",
                 "blocked": blocked,
                 "available_at": 0.0,

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 import anyio
 
 from ..arguments import ClaimTaskArgs
+from ..config import Settings
 from ..errors import InvalidArgument, NotFound
 from ..models import ClaimTaskResult
-from ..store import Connection
+from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
-from .base import Identity
+from .base import Identity, ServiceBase
 from .task_events import event, fingerprint, logged
 from .task_reasons import why_nothing
 from .task_views import lease_of, task_view
-from .task_wait import WaitingClaims
+from .task_wait import Wakeup
 
 
 async def _take(
@@ -42,19 +42,20 @@ async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at
     await logged(conn, ident.workspace, row.key, row.attempts, ev, at, recorded=True)
 
 
-class ClaimingTasks(WaitingClaims):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+class TaskClaimer(ServiceBase):
+    """Claims tasks (the claim_task tool), waiting on the shared `Wakeup` when none is there."""
+
+    def __init__(self, db: Database, settings: Settings, wakeup: Wakeup) -> None:
+        super().__init__(db, settings)
+        self.wakeup = wakeup
         #: workspace -> expired leases this process's claims took over (for the metrics)
         self.taken_over: dict[str, int] = {}
 
     def _count_take_over(self, workspace: str) -> None:
         self.taken_over[workspace] = self.taken_over.get(workspace, 0) + 1
 
-    async def claim(self, ident: Identity, args: ClaimTaskArgs | None = None, /, **fields: Any) -> ClaimTaskResult:
-        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
-        (`args`, or its fields as keywords)."""
-        args = ClaimTaskArgs.of(args, fields)
+    async def claim(self, ident: Identity, args: ClaimTaskArgs) -> ClaimTaskResult:
+        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one."""
         lease_seconds, tags, task_key = args.lease_seconds, args.tags, args.task_key
         deadline = anyio.current_time() + args.wait_seconds
 
@@ -75,7 +76,7 @@ class ClaimingTasks(WaitingClaims):
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:
                 return result
-            if not await self._wait_for_work(ident, tags, task_key, remaining):
+            if not await self.wakeup.wait_for_work(ident, tags, task_key, remaining):
                 return result  # the caller left: answer as if the wait ran out, claim nothing
             if anyio.current_time() >= deadline:
                 # One last look: the change may have come in the final moment.

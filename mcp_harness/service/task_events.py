@@ -2,8 +2,8 @@
 must know also become progress entries written by the harness (agent `harness`), one per affected task.
 
 Each kind is one entry of `KINDS`: whether it reaches the log, how its entry reads, and how a superseded
-lease's `lease_lost` message tells it. A new transition (submit for review, approve, reject, cancel, an
-operator's release) is a new entry here, nothing else."""
+lease's `lease_lost` message tells it. The kind an action records is named by its row of
+`task_states.RULES`: a new action's kind is a new entry here."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from ..models import ClaimTaskResult, WaitingOn
 from ..store import Connection
 from ..store import tasks as store
 from ..store.records import WaitRow
+from ..task_states import BLOCKED, SETTLED, Status
 
 MAX_WAITING_ON = 5
 
@@ -26,7 +27,7 @@ def _never(_row: WaitRow, _at: float) -> float | None:
 
 def _lease_left(row: WaitRow, at: float) -> float | None:
     """Seconds until the lease ends; 0 for a task another claim (other tags) could take now."""
-    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == "claimed" else 0.0
+    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == Status.CLAIMED else 0.0
 
 
 @dataclass(frozen=True)
@@ -40,19 +41,19 @@ class Wait:
 WAITS: tuple[Wait, ...] = (
     Wait(
         "backoff",
-        lambda r, at: r.status == "pending" and r.available_at > at,
+        lambda r, at: r.status == Status.PENDING and r.available_at > at,
         lambda r, at: round(r.available_at - at, 3),
     ),
     # held by a live lease, or (outside the claim's tags) claimable by another agent
-    Wait("all_claimed", lambda r, at: r.status in ("claimed", "pending"), _lease_left),
-    Wait("waiting_on_review", lambda r, at: r.status == "in_review", _never),
-    Wait("blocked_by_failure", lambda r, at: r.status == "failed", _never),
+    Wait("all_claimed", lambda r, at: r.status in (Status.CLAIMED, Status.PENDING), _lease_left),
+    Wait("waiting_on_review", lambda r, at: r.status == Status.IN_REVIEW, _never),
+    Wait("blocked_by_failure", lambda r, at: r.status == Status.FAILED, _never),
 )
 
 
 def _waits_for(row: WaitRow) -> list[str]:
     """The dependencies of a task that are not done (a failed task is a root whatever it depends on)."""
-    if row.status == "failed" or not row.waits_for:
+    if row.status == Status.FAILED or not row.waits_for:
         return []
     return json.loads(row.waits_for)
 
@@ -76,7 +77,7 @@ async def _roots(conn: Connection, workspace: str, matched: list[WaitRow]) -> li
 
 
 #: the statuses whose roots `store.roots` finds by themselves (any other unfinished status: the walk)
-_ROOT_STATUSES = frozenset(("pending", "blocked", "claimed", "in_review", "failed", "done", "cancelled"))
+_ROOT_STATUSES = frozenset((*Status, BLOCKED))
 
 
 async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[WaitRow] | ClaimTaskResult | None:
@@ -85,8 +86,8 @@ async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[Wa
     counts = await store.counts(conn, workspace)
     if any(n and status not in _ROOT_STATUSES for status, n in counts.items()):
         return None
-    if not any(n for status, n in counts.items() if status not in store.SETTLED):
-        settled = any(counts.get(status) for status in store.SETTLED)
+    if not any(n for status, n in counts.items() if status not in SETTLED):
+        settled = any(counts.get(status) for status in SETTLED)
         return ClaimTaskResult(task=None, lease=None, reason="all_done" if settled else "none_pending")
     return await store.roots(conn, workspace, now=at, limit=MAX_WAITING_ON) or None
 

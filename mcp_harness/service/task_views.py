@@ -8,6 +8,7 @@ import json
 from ..errors import InvalidArgument
 from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
 from ..store.records import TaskEventRow, TaskRecord
+from ..task_states import Status, claimable, shown
 from .base import iso
 
 
@@ -19,20 +20,11 @@ def task_counts(counts: dict[str, int]) -> TaskCounts:
 
 
 def status_of(row: TaskRecord) -> str:
-    return "blocked" if row.status == "pending" and row.blocked else row.status
-
-
-def claimable(row: TaskRecord, at: float) -> bool:
-    """Whether a claim could take the task now (the claim statement's condition)."""
-    if not row.ready:
-        return False
-    if row.status == "pending":
-        return row.available_at <= at
-    return row.status == "claimed" and row.lease_expires_at <= at and row.attempts < row.max_attempts
+    return shown(row.status, row.blocked)
 
 
 def lease_of(row: TaskRecord, at: float) -> Lease | None:
-    if row.status != "claimed" or row.lease_token is None:
+    if row.status != Status.CLAIMED or row.lease_token is None:
         return None
     left = round(row.lease_expires_at - at, 3)
     return Lease(
@@ -57,7 +49,7 @@ def task_view(row: TaskRecord, at: float, model: type[TaskView] = TaskView, **ex
         owner=row.owner,
         attempts=row.attempts,
         max_attempts=row.max_attempts,
-        available_at=iso(row.available_at) if row.status == "pending" and row.available_at > at else None,
+        available_at=iso(row.available_at) if row.status == Status.PENDING and row.available_at > at else None,
         result=json.loads(row.result) if row.result is not None else None,
         verification=row.verification,
         last_error=row.last_error,

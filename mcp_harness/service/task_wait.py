@@ -3,29 +3,29 @@ other processes' commits through the change feed (`store/changes.py`), the clock
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
+from ..config import Settings
 from ..identity import caller_gone
-from ..store import changes
+from ..store import Database, changes
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity, ServiceBase
+from .base import Identity
 
 
-class WaitingClaims(ServiceBase):
-    """The wake-up signal every task service part shares: adds and updates notify, claims wait."""
+class Wakeup:
+    """The wake-up signal the task service's parts share: adds and actions `notify`, claims wait."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
         self._changed = anyio.Event()  # wakes this process's waiting claims at once
 
-    def _notify(self) -> None:
+    def notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def _wait_for_work(
+    async def wait_for_work(
         self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
     ) -> bool:
         """Sleep until a claim may succeed: woken at once by this process's own changes; by the change

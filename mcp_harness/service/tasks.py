@@ -1,30 +1,88 @@
 """Task rules: dependencies, atomic claims, fenced leases, retries with backoff, long-poll waits.
 
-`TaskService` joins one part per concept: adding (`task_add`), claiming (`task_claim`), changing a
-task (`task_update`; people's actions, approve/reject/operator_release/retry_now/cancel: `task_review`)
-and the wake-up signal they share (`task_wait`); reading lives here."""
+`TaskService` is what adapters call. It holds one part per concept: `adding` (`task_add`), `claiming`
+(`task_claim`), `actions` (`task_actions`: every action on a task, through `update`, the one entry point
+of the tool, the CLI and the console; the state machine itself is `task_states`) and the `wakeup` they share
+(`task_wait`); reading lives here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..arguments import ListTasksArgs
-from ..config import check_name
+from ..arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
+from ..config import Settings, check_name
 from ..errors import NotFound
-from ..models import HeldTask, ListTasksResult, TaskCounts, TaskDetail, TaskStory
-from ..store import Connection
+from ..models import (
+    AddTasksResult,
+    ClaimTaskResult,
+    HeldTask,
+    ListTasksResult,
+    TaskCounts,
+    TaskDetail,
+    TaskStory,
+    UpdateTaskResult,
+)
+from ..store import Connection, Database
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from .base import Identity
+from .base import Identity, ServiceBase
 from .progress import progress_entry
-from .task_add import AddingTasks
-from .task_claim import ClaimingTasks
-from .task_review import ReviewingTasks
+from .task_actions import Answer, TaskActions
+from .task_add import TaskAdder
+from .task_claim import TaskClaimer
 from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
+from .task_wait import Wakeup
 
 
-class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
+class TaskService(ServiceBase):
+    def __init__(self, db: Database, settings: Settings) -> None:
+        super().__init__(db, settings)
+        self.wakeup = Wakeup(db, settings)
+        self.adding = TaskAdder(db, settings, self.wakeup)
+        self.claiming = TaskClaimer(db, settings, self.wakeup)
+        self.actions = TaskActions(db, settings, self.wakeup)
+
+    @property
+    def taken_over(self) -> dict[str, int]:
+        """workspace -> expired leases this process's claims took over (for the metrics)."""
+        return self.claiming.taken_over
+
+    async def add(self, ident: Identity, args: AddTasksArgs | None = None, /, **fields: Any) -> AddTasksResult:
+        """Add tasks; identical re-adds are no-ops (`args`, or its fields as keywords)."""
+        return await self.adding.add(ident, AddTasksArgs.of(args, fields))
+
+    async def claim(self, ident: Identity, args: ClaimTaskArgs | None = None, /, **fields: Any) -> ClaimTaskResult:
+        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
+        (`args`, or its fields as keywords)."""
+        return await self.claiming.claim(ident, ClaimTaskArgs.of(args, fields))
+
+    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
+        """Act on a task (`args`, or its fields as keywords): THE entry point for every action, whoever
+        takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
+        return await self.actions.act(ident, UpdateTaskArgs.of(args, fields))
+
+    # -- shorthands of `update` for a person's actions (scripts and tests) ---------------------------
+    async def approve(self, ident: Identity, key: str, comment: str | None = None) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="approve", comment=comment)
+
+    async def reject(self, ident: Identity, key: str, comment: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="reject", comment=comment)
+
+    async def operator_release(self, ident: Identity, key: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="release")
+
+    async def retry_now(self, ident: Identity, key: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="retry_now")
+
+    async def cancel(self, ident: Identity, key: str, reason: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="cancel", reason=reason)
+
+    async def _person(self, ident: Identity, **fields: Any) -> UpdateTaskResult:
+        answer = await self.update(ident, **fields)
+        assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
+        return answer
+
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
         """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
         `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""

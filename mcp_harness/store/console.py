@@ -7,19 +7,21 @@ from __future__ import annotations
 import json
 from functools import cache
 
+from ..task_states import BLOCKED
+from ..task_states import Status as S
 from .connection import Connection, Query, array
 from .queries import _both, columns, in_array
 from .records import ProgressRow, TaskRecord
 
 _TASK = columns(TaskRecord)
 _ORDER = {
-    "pending": ("status = 'pending' AND blocked = FALSE", "priority DESC, id"),
-    "claimed": ("status = 'claimed'", "lease_expires_at, id"),
-    "in_review": ("status = 'in_review'", "updated_at, id"),  # the longest waiting first
-    "cancelled": ("status = 'cancelled'", "updated_at DESC, id DESC"),
-    "blocked": ("status = 'pending' AND blocked = TRUE", "priority DESC, id"),
-    "failed": ("status = 'failed'", "updated_at DESC, id DESC"),
-    "done": ("status = 'done'", "completed_at DESC, id DESC"),
+    S.PENDING: ("status = 'pending' AND blocked = FALSE", "priority DESC, id"),
+    S.CLAIMED: ("status = 'claimed'", "lease_expires_at, id"),
+    S.IN_REVIEW: ("status = 'in_review'", "updated_at, id"),  # the longest waiting first
+    S.CANCELLED: ("status = 'cancelled'", "updated_at DESC, id DESC"),
+    BLOCKED: ("status = 'pending' AND blocked = TRUE", "priority DESC, id"),
+    S.FAILED: ("status = 'failed'", "updated_at DESC, id DESC"),
+    S.DONE: ("status = 'done'", "completed_at DESC, id DESC"),
 }
 #: how each board column is filtered and ordered (`blocked`: pending behind a failed dependency)
 COLUMN = {

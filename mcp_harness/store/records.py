@@ -5,6 +5,7 @@ Times are float seconds since the epoch (UTC); JSON columns are still text."""
 
 from __future__ import annotations
 
+from ..task_states import Status
 from .connection import Record
 
 
@@ -102,7 +103,7 @@ class TaskRecord(Record):
     max_attempts: int
     dependents: int
     content_hash: str
-    status: str
+    status: Status
     ready: bool
     blocked: bool
     owner: str | None
@@ -150,7 +151,7 @@ class WaitRow(Record):
     __slots__ = ()
 
     key: str
-    status: str
+    status: Status
     owner: str | None
     ready: bool
     available_at: float
@@ -173,14 +174,14 @@ class DependencyRow(Record):
     __slots__ = ()
 
     task_key: str
-    status: str
+    status: Status
     blocked: bool
 
 
 class TaskCountRow(Record):
     __slots__ = ()
 
-    status: str
+    status: Status
     blocked: bool
     n: int
 

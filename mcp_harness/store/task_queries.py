@@ -3,8 +3,10 @@ updates, dependency flags, task events, the facts behind an empty claim, and lis
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
+from ..task_states import SETTLED
 from .connection import Query
 from .queries import _KEY, TASK, _both, columns, in_array
 from .records import (
@@ -69,22 +71,14 @@ DEPENDENCIES_OF = _both(
 LOCK_TASKS = Query(
     'SELECT id FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys) ORDER BY id FOR UPDATE', name="LOCK_TASKS"
 )
-SET_FLAGS = Query('UPDATE tasks SET ready = :ready, blocked = :blocked WHERE workspace = :ws AND "key" = :key')
-#: a claimed task whose dependency is no longer done goes back to pending, its attempt given back
-REVOKE_FOR_REOPENED_DEPENDENCY = Query(
-    "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
-    'lease_expires_at = NULL, attempts = :attempts, last_error = :error WHERE workspace = :ws AND "key" = :key'
-)
-#: a gate whose dependencies are all done enters review; a task in review whose dependency is no longer
-#: done goes back to pending (a work task gets its attempt back)
-ENTER_REVIEW = Query(
-    "UPDATE tasks SET ready = FALSE, blocked = :blocked, status = 'in_review', updated_at = :at "
-    'WHERE workspace = :ws AND "key" = :key'
-)
-LEAVE_REVIEW = Query(
-    "UPDATE tasks SET ready = :ready, blocked = :blocked, status = 'pending', owner = NULL, lease_token = NULL, "
-    'attempts = :attempts, updated_at = :at WHERE workspace = :ws AND "key" = :key'
-)
+
+
+@cache
+def update_by_key(values: tuple[str, ...]) -> Query:
+    """Set `values` (parameters `v_<column>`) on one task: what settling a dependent changes
+    (`task_states.settle`: its flags, a revoked lease, entering or leaving review)."""
+    sql = f'UPDATE tasks SET {_assignments(values)} WHERE workspace = :ws AND "key" = :key'
+    return Query(sql, name=f"update_by_key({', '.join(values)})")
 
 
 # -- task events -----------------------------------------------------------------------------------
@@ -109,26 +103,34 @@ def with_event(update: str) -> str:
     )
 
 
-def _tagged(dialect: str) -> str:
+def _tagged(dialect: str, alias: str = "") -> str:
     """The task carries one of the tags in `:tags`."""
-    return f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
+    tagged = in_array("tag", "tags", dialect)
+    return f" AND {alias}id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {tagged})"
+
+
+def _status_not_in(statuses: Iterable[str], alias: str) -> str:
+    """`status NOT IN (...)` over a fixed set of `task_states` statuses."""
+    return f"{alias}status NOT IN ({', '.join(repr(str(s)) for s in sorted(statuses))})"
+
+
+#: the task (`t`), or its dependency (`x`), still holds its dependents back
+_UNSETTLED = _status_not_in(SETTLED, "t.")
+_UNSETTLED_DEP = _status_not_in(SETTLED, "x.")
+
+#: the claim's condition on one row, the one place it is written (`task_states.claimable` is its
+#: twin in Python): open and runnable, pending past its backoff or claimed with a lease that ran out
+#: and attempts left
+CLAIMABLE = (
+    "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
+    "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
+)
 
 
 def _claimable(by_tags: bool, by_key: bool, dialect: str, select: str = "id") -> str:
-    """The best claimable task: open and runnable (`ix_task_claim`), pending past its backoff or
-    claimed with a lease that ran out and attempts left, highest priority first, then oldest."""
-    where = "workspace = :ws AND ready = TRUE"
-    if by_tags:
-        where += (
-            f" AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {in_array('tag', 'tags', dialect)})"
-        )
-    if by_key:
-        where += ' AND "key" = :key'
-    where += (
-        " AND ((status = 'pending' AND available_at <= :now)"
-        " OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts))"
-    )
-    return f"SELECT {select} FROM tasks WHERE {where} ORDER BY priority DESC, id LIMIT 1"
+    """The best claimable task (`ix_task_claim`: ready tasks, highest priority first, then oldest)."""
+    where = "workspace = :ws" + (_tagged(dialect) if by_tags else "") + (' AND "key" = :key' if by_key else "")
+    return f"SELECT {select} FROM tasks WHERE {where} AND {CLAIMABLE} ORDER BY priority DESC, id LIMIT 1"
 
 
 @cache
@@ -137,10 +139,14 @@ def claimable(by_tags: bool, by_key: bool) -> Query:
     return _both(lambda d: _claimable(by_tags, by_key, d), name=f"claimable({by_tags}, {by_key})")
 
 
-_CLAIM_SET = (
-    "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
-    "lease_seconds = :lease, attempts = attempts + 1, updated_at = :now"
-)
+def _claim_set(alias: str = "") -> str:
+    """What a claim sets (`alias`: the updated table's, where the statement joins another)."""
+    return (
+        "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
+        f"lease_seconds = :lease, attempts = {alias}attempts + 1, updated_at = :now"
+    )
+
+
 _PICK = "id, status AS was_status, owner AS was_owner"
 
 
@@ -150,26 +156,22 @@ def claim(by_tags: bool, by_key: bool) -> Query:
     claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
     (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). SQLite (whose BEGIN IMMEDIATE
     keeps other writers out already) runs `claim_pick`, `CLAIM_BY_ID` and `INSERT_TASK_EVENT` instead."""
-
-    def sql(dialect: str) -> str:
-        pick = _claimable(by_tags, by_key, dialect, select=_PICK) + " FOR UPDATE SKIP LOCKED"
-        set_ = _CLAIM_SET.replace("attempts = attempts", "attempts = t.attempts")
-        detail = (
-            "CASE WHEN was_status = 'claimed' "
-            "THEN json_build_object('lease', CAST(:fp AS text), 'previous_owner', was_owner)::text "
-            "ELSE json_build_object('lease', CAST(:fp AS text))::text END"
-        )
-        return (
-            f"WITH pick AS ({pick}), "
-            f"taken AS (UPDATE tasks AS t SET {set_} FROM pick WHERE t.id = pick.id "
-            f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
-            f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
-            "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
-            f"{detail}, :now FROM taken) "
-            f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
-        )
-
-    return Query(sql("postgresql"), row=ClaimedTask, name=f"claim({by_tags}, {by_key})")
+    pick = _claimable(by_tags, by_key, "postgresql", select=_PICK) + " FOR UPDATE SKIP LOCKED"
+    detail = (
+        "CASE WHEN was_status = 'claimed' "
+        "THEN json_build_object('lease', CAST(:fp AS text), 'previous_owner', was_owner)::text "
+        "ELSE json_build_object('lease', CAST(:fp AS text))::text END"
+    )
+    sql = (
+        f"WITH pick AS ({pick}), "
+        f"taken AS (UPDATE tasks AS t SET {_claim_set('t.')} FROM pick WHERE t.id = pick.id "
+        f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
+        f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
+        "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
+        f"{detail}, :now FROM taken) "
+        f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
+    )
+    return Query(sql, row=ClaimedTask, name=f"claim({by_tags}, {by_key})")
 
 
 @cache
@@ -178,7 +180,7 @@ def claim_pick(by_tags: bool, by_key: bool) -> Query:
     return Query(_claimable(by_tags, by_key, "sqlite", select=_PICK), name=f"claim_pick({by_tags}, {by_key})")
 
 
-CLAIM_BY_ID = Query(f"UPDATE tasks SET {_CLAIM_SET} WHERE id = :id RETURNING {TASK}", row=TaskRecord)
+CLAIM_BY_ID = Query(f"UPDATE tasks SET {_claim_set()} WHERE id = :id RETURNING {TASK}", row=TaskRecord)
 
 
 def _assignments(values: tuple[str, ...]) -> str:
@@ -214,12 +216,13 @@ def update_in_status(values: tuple[str, ...]) -> Query:
     )
 
 
-def _matching(by_tags: bool, by_key: bool, dialect: str) -> str:
-    where = "workspace = :ws"
+def _matching(by_tags: bool, by_key: bool, dialect: str, alias: str = "") -> str:
+    """The tasks an empty claim's filters name (`alias`: the tasks table's, as `t.`)."""
+    where = f"{alias}workspace = :ws"
     if by_tags:
-        where += _tagged(dialect)
+        where += _tagged(dialect, alias)
     if by_key:
-        where += ' AND "key" = :key'
+        where += f' AND {alias}"key" = :key'
     return where
 
 
@@ -239,8 +242,7 @@ def why_nothing(by_tags: bool, by_key: bool) -> Query:
 _WAIT_COLUMNS = (
     't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, '
     '(SELECT {agg} FROM task_deps AS d JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
-    "WHERE d.workspace = t.workspace AND d.task_key = t.\"key\" AND x.status NOT IN ('done', 'cancelled')) "
-    "AS waits_for"
+    'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND ' + _UNSETTLED_DEP + ") AS waits_for"
 )
 _AGG = {"sqlite": "json_group_array(d.dep_key)", "postgresql": "json_agg(d.dep_key)::text"}
 
@@ -250,11 +252,9 @@ def waiting(by_tags: bool, by_key: bool) -> Query:
     """The unfinished tasks an empty claim's filters match (what the reasons start from)."""
 
     def sql(dialect: str) -> str:
-        where = _matching(by_tags, by_key, dialect).replace("workspace", "t.workspace", 1)
-        where = where.replace(' "key"', ' t."key"').replace("AND id IN", "AND t.id IN")
         return (
             f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[dialect])} FROM tasks AS t "
-            f"WHERE {where} AND t.status NOT IN ('done', 'cancelled') ORDER BY t.id"
+            f"WHERE {_matching(by_tags, by_key, dialect, 't.')} AND {_UNSETTLED} ORDER BY t.id"
         )
 
     return _both(sql, row=WaitRow, name=f"waiting({by_tags}, {by_key})")
@@ -264,7 +264,7 @@ _T_KEY = 't."key"'
 WAITING_BY_KEY = _both(
     lambda d: (
         f"SELECT {_WAIT_COLUMNS.format(agg=_AGG[d])} FROM tasks AS t "
-        f"WHERE t.workspace = :ws AND t.status NOT IN ('done', 'cancelled') AND {in_array(_T_KEY, 'keys', d)}"
+        f"WHERE t.workspace = :ws AND {_UNSETTLED} AND {in_array(_T_KEY, 'keys', d)}"
     ),
     row=WaitRow,
 )
@@ -278,13 +278,15 @@ _ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NUL
 #: first few of each kind, in the order the reasons show them (`ix_task_claim`, `ix_task_board`).
 def _ready_roots(where: str, order: str) -> Query:
     """Open tasks with every dependency done (`ix_task_claim`; SQLite, planning without statistics,
-    is kept off the status and creation-order indexes, which would walk the backlog)."""
-    sql = (
-        _ROOT
-        + f"WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND {where} ORDER BY {order} LIMIT :limit"
-    )
-    return Query(sql.replace("status = 'pending'", "+status = 'pending'").replace("BY id", "BY +id"), postgresql=sql,
-                 row=RootRow)  # fmt: skip
+    is kept off the status and creation-order indexes by a unary `+`, which would walk the backlog)."""
+
+    def sql(off: str) -> str:
+        return (
+            f"{_ROOT}WHERE workspace = :ws AND ready = TRUE AND {off}status = 'pending' AND {where} "
+            f"ORDER BY {off if order == 'id' else ''}{order} LIMIT :limit"
+        )
+
+    return Query(sql("+"), postgresql=sql(""), row=RootRow)
 
 
 ROOTS_IN_BACKOFF = _ready_roots("available_at > :now", "available_at, id")
@@ -296,13 +298,6 @@ ROOTS_IN_REVIEW = Query(_ROOT + "WHERE workspace = :ws AND status = 'in_review' 
 ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit", row=RootRow)
 
 
-#: the claim's condition (see `_claimable`) as a test on one row
-_CLAIMABLE_NOW = (
-    "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
-    "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
-)
-
-
 @cache
 def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query:
     """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
@@ -312,7 +307,7 @@ def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query
     def sql(dialect: str) -> str:
         where = "workspace = :ws AND id > :after"
         if ready is not None:
-            where += f" AND {'' if ready else 'NOT '}{_CLAIMABLE_NOW}"
+            where += f" AND {'' if ready else 'NOT '}{CLAIMABLE}"
         if by_tag:
             where += " AND id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND tag = :tag)"
         if by_status:

@@ -10,16 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskChange, dependency_flags, settle, shown
 from . import task_queries as q
 from .common import ensure_workspace
 from .connection import Connection, array
 from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
-
-OPEN = ("pending", "claimed")  #: statuses in which a task may be `ready`
-SETTLED = ("done", "cancelled")  #: statuses in which a task no longer holds its dependents back
-STATUSES = ("pending", "claimed", "in_review", "done", "failed", "cancelled")
-REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
-EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
 
 
 class Event(NamedTuple):
@@ -43,6 +38,17 @@ class Settled(NamedTuple):
     @classmethod
     def nothing(cls) -> Settled:
         return cls([], [], [], [])
+
+    def add(self, effect: Effect, row: TaskRecord) -> None:
+        """Note what settling `row` (as it was before) did."""
+        if effect is Effect.REVOKE:
+            self.revoked.append(row)
+        elif effect is Effect.ENTER_REVIEW:
+            self.opened.append(row.key)
+        elif effect is Effect.LEAVE_REVIEW:
+            self.returned.append(row)
+        elif effect is Effect.UNBLOCK:
+            self.unblocked.append(row.key)
 
 
 async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
@@ -151,21 +157,28 @@ async def claim(
     return ClaimedTask((*row, taken_from))
 
 
+def _values(change: TaskChange) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The columns a change sets (sorted: one cached statement per set) and their parameters."""
+    values = change.columns()
+    columns = tuple(sorted(values))
+    return columns, {f"v_{c}": values[c] for c in columns}
+
+
 async def update_leased(
     conn: Connection,
     workspace: str,
     key: str,
     token: str,
-    values: dict[str, Any],
+    change: TaskChange,
     event: Event | None,
     at: float,
     *,
     leaf_only: bool = False,
 ) -> TaskRecord | None:
-    """Change a claimed task only if `token` is its current lease (the fence), recording `event` (if
-    any) with it. None if it is not (with `leaf_only`, also None if other tasks depend on it)."""
-    columns = tuple(sorted(values))
-    params = {"ws": workspace, "key": key, "token": token, **{f"v_{c}": values[c] for c in columns}}
+    """Apply `change` to a claimed task only if `token` is its current lease (the fence), recording
+    `event` (if any) with it. None if it is not (with `leaf_only`, also None if other tasks depend on it)."""
+    columns, values = _values(change)
+    params = {"ws": workspace, "key": key, "token": token, **values}
     if event is None:
         return await conn.fetch_one(q.update_leased(columns, leaf_only), params)
     if conn.dialect == "postgresql":
@@ -178,12 +191,11 @@ async def update_leased(
 
 
 async def update_where_status(
-    conn: Connection, workspace: str, key: str, statuses: tuple[str, ...], values: dict[str, Any]
+    conn: Connection, workspace: str, key: str, statuses: frozenset[Status], change: TaskChange
 ) -> TaskRecord | None:
-    """Change a task only if its status is one of `statuses`; None if it is not."""
-    columns = tuple(sorted(values))
-    params = {"ws": workspace, "key": key, "statuses": array(conn.dialect, statuses),
-              **{f"v_{c}": values[c] for c in columns}}  # fmt: skip
+    """Apply `change` to a task only if its status is one of `statuses`; None if it is not."""
+    columns, values = _values(change)
+    params = {"ws": workspace, "key": key, "statuses": array(conn.dialect, sorted(str(s) for s in statuses)), **values}
     return await conn.fetch_one(q.update_in_status(columns), params)
 
 
@@ -207,54 +219,33 @@ async def propagate(conn: Connection, workspace: str, changed: list[str], at: fl
         current = await get_many(conn, workspace, dependents)
         for key, (deps_done, blocked) in flags.items():
             row = current[key]
-            await _settle(conn, workspace, row, deps_done, blocked, settled, at)
+            decided = settle(row, deps_done, blocked, at)  # the rule: task_states.settle
+            if decided is not None:
+                effect, change = decided
+                columns, values = _values(change)
+                await conn.execute(q.update_by_key(columns), {"ws": workspace, "key": key, **values})
+                settled.add(effect, row)
             if row.blocked != blocked:
                 queue.append(key)
     return settled
 
 
-async def _settle(
-    conn: Connection, workspace: str, row: TaskRecord, deps_done: bool, blocked: bool, settled: Settled, at: float
-) -> None:
-    """Bring one task's flags (and the statuses that follow from them) up to date."""
-    ready = deps_done and row.status in OPEN and row.kind != "gate"
-    params = {"ws": workspace, "key": row.key, "ready": ready, "blocked": blocked}
-    if row.status == "claimed" and not deps_done:
-        revoke = {"attempts": max(0, row.attempts - 1), "error": REVOKED_BY_REOPEN}
-        await conn.execute(q.REVOKE_FOR_REOPENED_DEPENDENCY, {**params, **revoke})
-        settled.revoked.append(row)
-    elif row.kind == "gate" and row.status == "pending" and deps_done:
-        await conn.execute(q.ENTER_REVIEW, {"ws": workspace, "key": row.key, "blocked": blocked, "at": at})
-        settled.opened.append(row.key)
-    elif row.status == "in_review" and not deps_done:
-        attempts = row.attempts if row.kind == "gate" else max(0, row.attempts - 1)
-        await conn.execute(q.LEAVE_REVIEW, {**params, "attempts": attempts, "at": at})
-        settled.returned.append(row)
-    elif row.ready != ready or row.blocked != blocked:
-        await conn.execute(q.SET_FLAGS, params)
-        if ready and not row.ready and row.status == "pending":
-            settled.unblocked.append(row.key)
-
-
 async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
-    """(every dependency done or cancelled, a dependency failed or is blocked) for each task."""
-    flags = {key: (True, False) for key in keys}
+    """(every dependency settled, a dependency failed or is blocked) for each task (`dependency_flags`)."""
+    found: dict[str, list[tuple[str, bool]]] = {key: [] for key in keys}
     params = {"ws": workspace, "keys": array(conn.dialect, keys)}
     for dep in await conn.fetch_all(q.DEPENDENCIES_OF, params):
-        ready, is_blocked = flags[dep.task_key]
-        settled = dep.status in SETTLED
-        failed = dep.status == "failed" or (dep.blocked and dep.status != "cancelled")
-        flags[dep.task_key] = (ready and settled, is_blocked or failed)
-    return flags
+        found[dep.task_key].append((dep.status, dep.blocked))
+    return {key: dependency_flags(deps) for key, deps in found.items()}
 
 
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
     Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
-    out = dict.fromkeys(STATUSES, 0) | {"blocked": 0}
+    out = {status: 0 for status in SHOWN}
     for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
-        shown = "blocked" if row.status == "pending" and row.blocked else row.status
-        out[shown] = out.get(shown, 0) + int(row.n)
+        status = shown(row.status, row.blocked)
+        out[status] = out.get(status, 0) + int(row.n)
     return out
 
 

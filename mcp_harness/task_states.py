@@ -1,0 +1,464 @@
+r"""The task state machine, in one place: the statuses, the actions, and a table of pure transition rules.
+
+```
+                 .------ retry_now ------.
+                 v                       |
+  add_tasks --> pending -----------------'
+                 |  ^
+          claim  |  |  fail (attempts left), release, operator release,
+                 |  |  revoke (a dependency was reopened)
+                 v  |
+               claimed ------------ complete --------------------------> done
+                 |   \                                                   ^
+                 |    `-- complete (review) --> in_review --- approve ---'
+                 |                               |     |
+                 |                 reject (work) |     | reject (gate)
+                 |                               v     v
+                 |                          pending   failed
+                 |                                     ^
+                 `------ fail (no retry, or the last attempt's lease expired)
+
+  reopen:  done | failed | cancelled             --> pending (a gate whose dependencies are settled: in_review)
+  cancel:  pending | claimed | in_review | failed --> cancelled
+  settle:  (what a change does to the dependents)
+           a gate, pending --(its last dependency settles)--> in_review
+           in_review       --(a dependency is reopened)-----> pending
+           claimed         --(a dependency is reopened)-----> pending (revoke)
+```
+
+`blocked` is not a status of its own: a pending task behind a failed dependency is *shown* blocked.
+
+Every action is one row of `RULES`: the statuses it is allowed from (else a precise error), who may take
+it, the argument it needs, and a pure `change` that says the columns it sets (a `TaskChange`) and the
+event it records (the progress entries an event kind writes are in `service/task_events.py`'s `KINDS`).
+What a change does to the task's dependents is `settle`: it revokes a lease whose dependency is no longer
+settled, sends a gate whose dependencies are settled into review (and one whose dependency was reopened
+back out of it) and unblocks what became claimable. The service applies a row; the store writes its
+`TaskChange`. Nothing here touches a database. Two transitions are not actions: a claim (one atomic
+statement in `store/task_queries.py`) and the failing of a lease that expired on its last attempt.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Any, Literal, Protocol, cast
+
+
+class Status(enum.StrEnum):
+    """A task's stored status."""
+
+    PENDING = "pending"  #: waiting to be claimed (its dependencies, its backoff or a free worker)
+    CLAIMED = "claimed"  #: held under a lease by one agent
+    IN_REVIEW = "in_review"  #: waiting for a person: a completed review task, or a gate whose dependencies settled
+    DONE = "done"  #: finished (completed, or approved); its dependents may run
+    FAILED = "failed"  #: given up: no attempts left, failed without retry, or a rejected gate
+    CANCELLED = "cancelled"  #: no longer needed (a person said why); its dependents stop waiting on it
+
+
+#: shown, not stored: a pending task with a failed (or blocked) dependency
+BLOCKED = "blocked"
+#: a status as results show it (`Status` or `blocked`): the published type of every `status` field
+ShownStatus = Literal["pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"]
+#: every status a result may show, in the order people read them (plain strings)
+SHOWN: tuple[str, ...] = (*(s.value for s in Status), BLOCKED)
+#: statuses in which a task may be `ready` (a claim may take it)
+OPEN = frozenset({Status.PENDING, Status.CLAIMED})
+#: statuses in which a task no longer holds its dependents back
+SETTLED = frozenset({Status.DONE, Status.CANCELLED})
+
+
+class Action(enum.StrEnum):
+    """What `update_task` (and the CLI and the console, through the same entry point) does to a task."""
+
+    HEARTBEAT = "heartbeat"  #: the holder extends its lease
+    COMPLETE = "complete"  #: the holder finishes the task (a review task goes to a person instead)
+    FAIL = "fail"  #: the holder gives up: retried after a backoff while attempts remain, else failed
+    RELEASE = "release"  #: the holder hands the task back unfinished, attempt given back
+    REOPEN = "reopen"  #: anyone revives a finished task (done, failed or cancelled)
+    APPROVE = "approve"  #: a person accepts a task in review
+    REJECT = "reject"  #: a person sends a task in review back (a gate fails)
+    RETRY_NOW = "retry_now"  #: a person ends a pending task's retry backoff
+    CANCEL = "cancel"  #: a person ends a task the plan no longer needs
+    #: a person releases a claimed task without its lease token (the tool's `release` from an operator)
+    OPERATOR_RELEASE = "operator_release"
+
+
+#: the actions `update_task` names (an operator's token-less `release` becomes `OPERATOR_RELEASE`)
+TOOL_ACTIONS: tuple[str, ...] = tuple(a.value for a in Action if a is not Action.OPERATOR_RELEASE)
+
+
+class Who(enum.Enum):
+    HOLDER = "holder"  #: the lease's holder, fenced by its lease token
+    OPERATOR = "operator"  #: a person (the `operator` role)
+    ANYONE = "anyone"  #: any caller
+
+
+class Effect(enum.Enum):
+    """What settling a dependent did (see `settle`)."""
+
+    REVOKE = "revoke"  #: a claimed task's dependency is no longer settled: its lease is revoked
+    ENTER_REVIEW = "enter_review"  #: a gate's last dependency settled: a person decides
+    LEAVE_REVIEW = "leave_review"  #: a dependency of a task in review is no longer settled: pending again
+    UNBLOCK = "unblock"  #: a pending task became ready
+    FLAGS = "flags"  #: only its ready/blocked flags changed
+
+
+REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
+EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
+
+
+class _Keep(enum.Enum):
+    KEEP = "keep"
+
+
+#: a column a change leaves as it is
+KEEP = _Keep.KEEP
+
+
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    """The columns one transition sets (`KEEP`: left as they are; None: set to NULL). The store writes
+    it; its field names are the task table's columns."""
+
+    status: Status | _Keep = KEEP
+    ready: bool | _Keep = KEEP
+    blocked: bool | _Keep = KEEP
+    owner: str | None | _Keep = KEEP
+    lease_token: str | None | _Keep = KEEP
+    lease_expires_at: float | None | _Keep = KEEP
+    lease_seconds: int | None | _Keep = KEEP
+    attempts: int | _Keep = KEEP
+    available_at: float | _Keep = KEEP
+    result: str | None | _Keep = KEEP  #: JSON text
+    verification: str | None | _Keep = KEEP
+    last_error: str | None | _Keep = KEEP
+    completed_at: float | None | _Keep = KEEP
+    review_comment: str | None | _Keep = KEEP
+    updated_at: float | _Keep = KEEP
+
+    def columns(self) -> dict[str, Any]:
+        """The columns it sets, by name (for the store)."""
+        out = {}
+        for name in _CHANGE_COLUMNS:
+            value = getattr(self, name)
+            if value is not KEEP:
+                out[name] = value.value if isinstance(value, Status) else value
+        return out
+
+
+_CHANGE_COLUMNS = tuple(f.name for f in fields(TaskChange))
+
+
+class Task(Protocol):
+    """What the rules read of a task (the store's `TaskRecord` has it)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def review(self) -> bool: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def blocked(self) -> bool: ...
+    @property
+    def owner(self) -> str | None: ...
+    @property
+    def lease_token(self) -> str | None: ...
+    @property
+    def lease_expires_at(self) -> float | None: ...
+    @property
+    def lease_seconds(self) -> int | None: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def available_at(self) -> float: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def verification(self) -> str | None: ...
+    @property
+    def last_error(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """What the caller and the moment bring to a transition."""
+
+    at: float
+    lease_token: str | None = None
+    lease_seconds: int | None = None
+    result: str | None = None  #: JSON text
+    verification: str | None = None
+    error: str | None = None
+    retry: bool = True
+    reason: str | None = None
+    comment: str | None = None
+    deps_done: bool = True  #: every dependency settled (read for the rows that say `reads_dependencies`)
+    backoff_base: float = 1.0
+    backoff_cap: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A transition's result: the columns it sets and the task event it records (kind, detail)."""
+
+    change: TaskChange
+    event: str | None = None
+    detail: dict[str, Any] | None = None
+
+    @property
+    def status(self) -> Status | None:
+        """The status it sets, None when it keeps the task's."""
+        return None if self.change.status is KEEP else self.change.status
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One action: who takes it, from which statuses, to which, and the change it makes."""
+
+    allowed: frozenset[Status]  #: the statuses it is allowed from
+    to: frozenset[Status]  #: the statuses it may leave the task in
+    who: Who
+    change: Callable[[Task, Given], Outcome]
+    #: why it cannot run from the task's status (`{key}`, `{status}`); for the holder's actions the
+    #: service says how the lease ended instead (`lease_lost`)
+    refusal: str = ""
+    needs: tuple[str, str] | None = None  #: (argument, the message when it is blank)
+    also: Callable[[Task, float], bool] | None = None  #: a condition besides the status
+    reads_dependencies: bool = False  #: `Given.deps_done` must be read first
+    #: the same call again (a retry of the same lease) answers the task unchanged
+    repeat: Callable[[Task, Given], bool] | None = None
+    reports: Literal["unblocked", "revoked"] | None = None  #: what its answer lists about the dependents
+    instead: str = ""  #: what an agent refused this action (not its holder, not a person) does instead
+
+    def allows(self, task: Task, at: float) -> bool:
+        return task.status in self.allowed and (self.also is None or self.also(task, at))
+
+
+# -- the changes ------------------------------------------------------------------------------------
+def _heartbeat(t: Task, g: Given) -> Outcome:
+    seconds = g.lease_seconds or t.lease_seconds
+    return Outcome(TaskChange(lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at))
+
+
+def completed(g: Given) -> Outcome:
+    """Complete, for a task not for review (the one-statement path needs no row read first)."""
+    change = TaskChange(status=Status.DONE, ready=False, result=g.result, verification=g.verification,
+                        last_error=None, completed_at=g.at, lease_expires_at=None, updated_at=g.at)  # fmt: skip
+    return Outcome(change, "complete", {"verification": g.verification})
+
+
+def _complete(t: Task, g: Given) -> Outcome:
+    if not t.review:
+        return completed(g)
+    # a person approves it: it waits in review, its lease ended (its token kept)
+    change = TaskChange(status=Status.IN_REVIEW, ready=False, result=g.result, verification=g.verification,
+                        last_error=None, completed_at=None, lease_expires_at=None, updated_at=g.at)  # fmt: skip
+    return Outcome(change, "submit", {"verification": g.verification})
+
+
+def _fail(t: Task, g: Given) -> Outcome:
+    if g.retry and t.attempts < t.max_attempts:
+        delay = min(g.backoff_cap, g.backoff_base * 2 ** max(0, t.attempts - 1))
+        change = TaskChange(status=Status.PENDING, owner=None, lease_token=None, lease_expires_at=None,
+                            last_error=g.error, available_at=g.at + delay, updated_at=g.at)  # fmt: skip
+        return Outcome(change, "fail", {"error": g.error, "retry_in": delay})
+    change = TaskChange(status=Status.FAILED, ready=False, lease_token=None, lease_expires_at=None,
+                        last_error=g.error, updated_at=g.at)  # fmt: skip
+    return Outcome(change, "fail", {"error": g.error})
+
+
+def _handed_back(t: Task, g: Given) -> TaskChange:
+    """Pending again at once, the attempt given back."""
+    return TaskChange(status=Status.PENDING, owner=None, lease_token=None, lease_expires_at=None,
+                      attempts=max(0, t.attempts - 1), available_at=g.at, updated_at=g.at)  # fmt: skip
+
+
+def _release(t: Task, g: Given) -> Outcome:
+    return Outcome(_handed_back(t, g), "release")
+
+
+def _operator_release(t: Task, g: Given) -> Outcome:
+    return Outcome(_handed_back(t, g), "operator_release", {"owner": t.owner})
+
+
+def _reopen(t: Task, g: Given) -> Outcome:
+    gate = t.kind == "gate"
+    change = TaskChange(
+        # a gate whose dependencies are settled goes straight back to a person
+        status=Status.IN_REVIEW if gate and g.deps_done else Status.PENDING,
+        ready=g.deps_done and not gate, attempts=0, owner=None, lease_token=None, lease_expires_at=None,
+        available_at=0.0, completed_at=None, result=None, verification=None,
+        updated_at=g.at,  # last_error is kept: the reason is in the event and the log, not an error
+    )  # fmt: skip
+    old = {"status": t.status, "result": t.result, "verification": t.verification, "last_error": t.last_error}
+    return Outcome(change, "reopen", {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}})
+
+
+def _approve(t: Task, g: Given) -> Outcome:
+    change = TaskChange(status=Status.DONE, ready=False, completed_at=g.at, review_comment=None, updated_at=g.at)
+    return Outcome(change, "approve", {"comment": g.comment} if g.comment else None)
+
+
+def _reject(t: Task, g: Given) -> Outcome:
+    if t.kind == "gate":
+        change = TaskChange(status=Status.FAILED, ready=False, last_error=f"rejected: {g.comment}",
+                            review_comment=g.comment, updated_at=g.at)  # fmt: skip
+        return Outcome(change, "reject", {"comment": g.comment, "gate": True})
+    change = TaskChange(status=Status.PENDING, ready=g.deps_done, owner=None, lease_token=None, lease_expires_at=None,
+                        attempts=max(0, t.attempts - 1), available_at=g.at, result=None, verification=None,
+                        completed_at=None, review_comment=g.comment, updated_at=g.at)  # fmt: skip
+    kept = {"result": t.result, "verification": t.verification}
+    return Outcome(change, "reject", {"comment": g.comment, **{k: v for k, v in kept.items() if v}})
+
+
+def _cancel(t: Task, g: Given) -> Outcome:
+    change = TaskChange(status=Status.CANCELLED, ready=False, owner=None, lease_token=None, lease_expires_at=None,
+                        updated_at=g.at)  # fmt: skip
+    return Outcome(change, "cancel", {"reason": g.reason} | ({"owner": t.owner} if t.status == Status.CLAIMED else {}))
+
+
+def _retry_now(t: Task, g: Given) -> Outcome:
+    return Outcome(TaskChange(available_at=g.at, updated_at=g.at), "retry_now")
+
+
+_HOLDER = frozenset({Status.CLAIMED})
+_IN_REVIEW = frozenset({Status.IN_REVIEW})
+_REVIEW_INSTEAD = (
+    "record_progress asking for review, then claim other work (claim_task says waiting_on_review while a person "
+    "decides)"
+)
+_RELEASE_INSTEAD = "only the lease's holder (with its lease_token) or a person releases it; claim other work"
+
+#: every action's row (see `Rule`)
+RULES: dict[Action, Rule] = {
+    Action.HEARTBEAT: Rule(_HOLDER, _HOLDER, Who.HOLDER, _heartbeat),
+    Action.COMPLETE: Rule(
+        _HOLDER,
+        frozenset({Status.DONE, Status.IN_REVIEW}),
+        Who.HOLDER,
+        _complete,
+        needs=("verification", "complete needs verification: say how the result was verified"),
+        repeat=lambda t, g: t.status in (Status.DONE, Status.IN_REVIEW) and t.lease_token == g.lease_token,
+        reports="unblocked",
+    ),  # fmt: skip
+    Action.FAIL: Rule(_HOLDER, frozenset({Status.PENDING, Status.FAILED}), Who.HOLDER, _fail),
+    Action.RELEASE: Rule(_HOLDER, frozenset({Status.PENDING}), Who.HOLDER, _release, instead=_RELEASE_INSTEAD),
+    Action.REOPEN: Rule(
+        frozenset({Status.DONE, Status.FAILED, Status.CANCELLED}),
+        frozenset({Status.PENDING, Status.IN_REVIEW}),
+        Who.ANYONE,
+        _reopen,
+        refusal="reopen works on done, failed or cancelled tasks; task {key!r} is {status}",
+        needs=("reason", "reopen needs a reason (it is recorded in the progress log)"),
+        reads_dependencies=True,
+        reports="revoked",
+    ),  # fmt: skip
+    Action.APPROVE: Rule(
+        _IN_REVIEW,
+        frozenset({Status.DONE}),
+        Who.OPERATOR,
+        _approve,
+        refusal="approve works on tasks in review; task {key!r} is {status}",
+        reports="unblocked",
+        instead=_REVIEW_INSTEAD,
+    ),  # fmt: skip
+    Action.REJECT: Rule(
+        _IN_REVIEW,
+        frozenset({Status.PENDING, Status.FAILED}),
+        Who.OPERATOR,
+        _reject,
+        refusal="reject works on tasks in review; task {key!r} is {status}",
+        needs=("comment", "reject needs a comment: what to change (the next claimer reads it)"),
+        reads_dependencies=True,
+        instead=_REVIEW_INSTEAD,
+    ),  # fmt: skip
+    Action.RETRY_NOW: Rule(
+        frozenset({Status.PENDING}),
+        frozenset({Status.PENDING}),
+        Who.OPERATOR,
+        _retry_now,
+        refusal="retry_now ends a retry backoff; task {key!r} is {status} and not waiting out a backoff",
+        also=lambda t, at: t.available_at > at,
+        instead="wait out the backoff (claim_task's retry_after) or claim other work",
+    ),  # fmt: skip
+    Action.CANCEL: Rule(
+        frozenset({Status.PENDING, Status.CLAIMED, Status.IN_REVIEW, Status.FAILED}),
+        frozenset({Status.CANCELLED}),
+        Who.OPERATOR,
+        _cancel,
+        refusal="cancel works on tasks not done or cancelled; task {key!r} is {status}",
+        needs=("reason", "cancel needs a reason (it is recorded in the progress log)"),
+        reports="unblocked",
+        instead="record_progress saying why the task is not needed; a person decides",
+    ),  # fmt: skip
+    Action.OPERATOR_RELEASE: Rule(
+        _HOLDER,
+        frozenset({Status.PENDING}),
+        Who.OPERATOR,
+        _operator_release,
+        refusal="release works on claimed tasks; task {key!r} is {status}",
+        instead=_RELEASE_INSTEAD,
+    ),  # fmt: skip
+}
+
+
+# -- dependents ---------------------------------------------------------------------------------------
+def shown(status: str, blocked: bool) -> ShownStatus:
+    """The status a result shows: `blocked` for a pending task behind a failed dependency."""
+    return cast(ShownStatus, BLOCKED if status == Status.PENDING and blocked else str(status))
+
+
+def dependency_flags(dependencies: Iterable[tuple[str, bool]]) -> tuple[bool, bool]:
+    """(every dependency settled, a dependency failed or is blocked) from each dependency's
+    (status, blocked)."""
+    settled, blocked = True, False
+    for status, dep_blocked in dependencies:
+        settled = settled and status in SETTLED
+        blocked = blocked or status == Status.FAILED or (dep_blocked and status != Status.CANCELLED)
+    return settled, blocked
+
+
+def may_be_ready(status: str, kind: str, deps_done: bool) -> bool:
+    """Whether a task with these flags is `ready` (a gate never is: a person decides it)."""
+    return deps_done and status in OPEN and kind != "gate"
+
+
+def settle(t: Task, deps_done: bool, blocked: bool, at: float) -> tuple[Effect, TaskChange] | None:
+    """What a dependent becomes once its dependencies' flags are (`deps_done`, `blocked`); None when
+    nothing changes. No task is ever held, or in review, while a dependency is not settled."""
+    ready = may_be_ready(t.status, t.kind, deps_done)
+    if t.status == Status.CLAIMED and not deps_done:  # its holder's next call gets lease_lost
+        return Effect.REVOKE, TaskChange(ready=ready, blocked=blocked, status=Status.PENDING, owner=None,
+                                         lease_token=None, lease_expires_at=None, attempts=max(0, t.attempts - 1),
+                                         last_error=REVOKED_BY_REOPEN)  # fmt: skip
+    if t.kind == "gate" and t.status == Status.PENDING and deps_done:
+        return Effect.ENTER_REVIEW, TaskChange(ready=False, blocked=blocked, status=Status.IN_REVIEW, updated_at=at)
+    if t.status == Status.IN_REVIEW and not deps_done:  # a work task gets its attempt back
+        attempts = t.attempts if t.kind == "gate" else max(0, t.attempts - 1)
+        return Effect.LEAVE_REVIEW, TaskChange(ready=ready, blocked=blocked, status=Status.PENDING, owner=None,
+                                               lease_token=None, attempts=attempts, updated_at=at)  # fmt: skip
+    if t.ready != ready or t.blocked != blocked:
+        effect = Effect.UNBLOCK if ready and not t.ready and t.status == Status.PENDING else Effect.FLAGS
+        return effect, TaskChange(ready=ready, blocked=blocked)
+    return None
+
+
+def claimable(t: Task, at: float) -> bool:
+    """Whether a claim could take the task now (the claim statement's condition, `task_queries.CLAIMABLE`)."""
+    if not t.ready:
+        return False
+    if t.status == Status.PENDING:
+        return t.available_at <= at
+    return (
+        t.status == Status.CLAIMED
+        and t.lease_expires_at is not None
+        and t.lease_expires_at <= at
+        and t.attempts < t.max_attempts
+    )
