@@ -87,6 +87,8 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
     p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
     p.add_argument("--role", choices=ROLES, default=None,
                    help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)")  # fmt: skip
+    p.add_argument("--no-session", action="store_true",
+                   help="stdio: act as --agent, not --agent:<session> (env MCP_HARNESS_NO_SESSION=1)")  # fmt: skip
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
     p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")

@@ -20,11 +20,12 @@ from .base import Identity
 from .progress import progress_entry
 from .task_add import AddingTasks
 from .task_claim import ClaimingTasks
+from .task_end import EndingLeases
 from .task_review import ReviewingTasks
 from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
 
 
-class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
+class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks, EndingLeases):
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
         """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
         `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""
