@@ -168,6 +168,15 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
 
+    p = sub.add_parser("hook", help="Claude Code's lifecycle hooks (init installs them; the event's JSON on stdin)")
+    p.add_argument("event", choices=["SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure"])
+    p.add_argument("--db", default=None)
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--agent", default=None, help="the agent before its session suffix (default claude-code)")
+    p.add_argument("--no-session", action="store_true")
+    p.add_argument("--url", type=http_url, default=None)
+    p.add_argument("--token-env", default=None, metavar="VAR")
+
     p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
     p.add_argument(
         "--client",
