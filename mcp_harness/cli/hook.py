@@ -216,6 +216,8 @@ def run(argv: list[str]) -> int:
             return 0
         reason = str(exc) if isinstance(exc, HookError) else _one_line(exc)
         print(f"mcp-harness hook {event}: {reason}", file=sys.stderr)
+    finally:
+        _bound_time(0)
     return 0
 
 
@@ -226,14 +228,19 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(message).split())[:300]
 
 
-def _bound_time() -> None:
-    """Give up after `HOOK_SECONDS` (where the system has SIGALRM): a hook must never hold a session up."""
+def _bound_time(seconds: int = HOOK_SECONDS) -> None:
+    """Give up after `seconds` (where the system has SIGALRM): a hook must never hold a session up.
+    0: the hook is over, the alarm is taken back."""
     import signal
 
-    if hasattr(signal, "SIGALRM"):
+    if not hasattr(signal, "SIGALRM"):
+        return
+    if seconds == 0:
+        signal.alarm(0)
+    else:
 
         def stop(_signum: int, _frame: Any) -> None:
-            raise TimeoutError(f"gave up after {HOOK_SECONDS} s")
+            raise TimeoutError(f"gave up after {seconds} s")
 
         signal.signal(signal.SIGALRM, stop)
-        signal.alarm(HOOK_SECONDS)
+        signal.alarm(seconds)
