@@ -177,7 +177,7 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--url", type=http_url, default=None)
     p.add_argument("--token-env", default=None, metavar="VAR")
 
-    p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
+    p = sub.add_parser("init", help="set this project up for MCP clients (config files, lifecycle hooks, instructions)")
     p.add_argument(
         "--client",
         action="append",
@@ -200,7 +200,9 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
     p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
-    p.add_argument("--no-hooks", action="store_true", help="no Claude Code SessionStart hook")
+    p.add_argument("--no-hooks", action="store_true", help="no Claude Code lifecycle hooks")
+    p.add_argument("--remove", action="store_true",
+                   help="take out what init added (servers, hooks, instructions, the CLAUDE.md import)")  # fmt: skip
     p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
 
 
