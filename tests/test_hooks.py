@@ -224,3 +224,23 @@ def test_an_unreachable_database_prints_nothing_to_the_model(tmp_path, capsys, m
 def test_bad_arguments_print_nothing_to_the_model(tmp_path, capsys, monkeypatch):
     out, err = fire("UserPromptSubmit", str(tmp_path / "h.db"), "w", capsys, monkeypatch, None, "--bogus")
     assert out == "" and "unknown argument '--bogus'" in err
+
+
+@pytest.mark.slow
+def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspace):
+    """It runs on every prompt (tools/bench_hooks.py times it): no SQLAlchemy, pydantic, MCP SDK or service."""
+    import subprocess
+
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+    code = (
+        "import sys; from mcp_harness.cli import main; main(); print(sorted({m.split('.')[0] if not "
+        "m.startswith('mcp_harness') else m for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel', "
+        "'pydantic', 'mcp', 'anyio', 'asyncpg', 'mcp_harness.service', 'mcp_harness.store'))}))"
+    )
+    argv = ["hook", "UserPromptSubmit", "--db", sqlite_url, "--workspace", workspace]
+    out = subprocess.run([sys.executable, "-c", code, *argv], input=json.dumps(RECORDED["UserPromptSubmit"]),
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.strip().splitlines()[-1] == str(sorted(["mcp_harness", "mcp_harness.cli", "mcp_harness.cli.hook",
+        "mcp_harness.cli.hook_call", "mcp_harness.config", "mcp_harness.errors", "mcp_harness.glance",
+        "mcp_harness.identity", "mcp_harness.sessions"]))  # fmt: skip

@@ -14,35 +14,18 @@ exits 0, within `HOOK_SECONDS`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Any
+
+from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, read_mark, write_mark
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure")
 HOOK_SECONDS = 20  #: the whole hook, at most (Claude Code's own timeout for it is longer)
 MAX_INPUT = 1 << 20  #: bytes of stdin read, at most
-DEFAULT_AGENT = "claude-code"
 USAGE = (f"usage: mcp-harness hook {{{'|'.join(EVENTS)}}} [--db DB] [--workspace W] [--agent A] [--no-session] "
          "[--url URL --token-env VAR] (reads the client's hook JSON on stdin)")  # fmt: skip
-
-
-class HookError(Exception):
-    """What went wrong, in one line for stderr."""
-
-
-@dataclass
-class HookCall:
-    event: str
-    db: str | None = None
-    workspace: str = "default"
-    agent: str = DEFAULT_AGENT  #: the session's identity once `resolve` ran
-    no_session: bool = False
-    url: str | None = None
-    token_env: str = "MCP_HARNESS_TOKEN"
-    data: dict[str, Any] = field(default_factory=dict)  #: the client's JSON
 
 
 def parse(argv: list[str]) -> HookCall:
@@ -95,47 +78,6 @@ def resolve(call: HookCall) -> None:
     session = session if isinstance(session, str) else None
     if call.url is None:  # over HTTP the token is the identity
         call.agent = client_agent(call.agent, call.workspace, hook_session=session, no_session=call.no_session)
-
-
-def answer(event: str, text: str) -> str:
-    """What a SessionStart or UserPromptSubmit hook prints: the text for the model's context."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}, ensure_ascii=False)
-
-
-# -- what this session has seen (a mark per session: the newest task event it was told about) ---------
-
-
-def mark_path(call: HookCall) -> Any:
-    from ..sessions import runtime_dir
-
-    key = hashlib.sha256(f"{call.db or ''}\n{call.workspace}\n{call.agent}".encode()).hexdigest()[:24]
-    return runtime_dir() / "marks" / key
-
-
-def read_mark(call: HookCall) -> int | None:
-    try:
-        return int(mark_path(call).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def write_mark(call: HookCall, seen: int) -> None:
-    path = mark_path(call)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}")
-        tmp.write_text(str(seen))
-        tmp.replace(path)
-    except OSError:
-        pass  # without a mark the next turn starts from the newest event again: quiet, not wrong
-
-
-def start_mark(call: HookCall) -> None:
-    """A session starts (or its context restarts) from the newest event: what came before is in the brief."""
-    from .. import glance
-
-    if call.url is None:
-        write_mark(call, glance.read(call.db, call.workspace, call.agent, None)[1])
 
 
 def prompt_news(call: HookCall) -> str | None:

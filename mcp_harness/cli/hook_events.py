@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .hook import HookCall, start_mark
+from .hook_call import HookCall, start_mark
 
 if TYPE_CHECKING:
     from ..service import Harness, Identity
