@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 
 import anyio
@@ -186,7 +187,10 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
                 # no limit_concurrency: idle connections must never make real requests get 503s
                 http=protocol_with_header_timeout(settings.header_timeout_seconds),
             )  # fmt: skip
-            log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", bind.url_host, args.port)
+            if not log.isEnabledFor(logging.INFO) and not os.environ.get("MCP_HARNESS_LOG_LEVEL"):
+                log.setLevel(logging.INFO)  # the start line is news, not a warning, yet a person must see it
+            base = f"http://{bind.url_host}:{args.port}"
+            log.info("mcp-harness serving MCP on %s/mcp; console %s/ui, metrics %s/metrics", base, base, base)
             await uvicorn.Server(config).serve()
         return 0
 
