@@ -197,9 +197,13 @@ async def test_only_operator_tokens_approve_or_reject(served):
 
 def test_token_cli_lists_without_secrets(served):
     token = served.token("ws-list", "lister", "reader")
+    served.token("ws-list", "boss", "operator")
     out = run_cli("token", "list", "--db", served.db, "--workspace", "ws-list")
     assert out.returncode == 0 and "lister" in out.stdout and "reader" in out.stdout
     assert token not in out.stdout
+    head, *rows = out.stdout.splitlines()
+    assert head.split() == ["ID", "WORKSPACE", "AGENT", "ROLE", "CREATED", "(UTC)", "STATE"]
+    assert len({row.index("live") for row in rows}) == 1  # an operator row does not shift the columns
 
 
 def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):
