@@ -125,6 +125,15 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
             return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
+    @server.custom_route("/whoami", methods=["GET"])
+    async def whoami(request: Request) -> JSONResponse:
+        """Who the bearer token names: `init --url` writes that workspace into a project's files."""
+        token = getattr(request.scope.get("user"), "access_token", None)
+        claims = getattr(token, "claims", None) or {}
+        if not claims.get("workspace"):
+            return JSONResponse({"error": "send a valid bearer token"}, status_code=401)
+        return JSONResponse({name: claims[name] for name in ("workspace", "agent", "role")})
+
     security = security_settings(host, port, extra_hosts or [], extra_origins or [])
     app = server.streamable_http_app(
         stateless_http=True,

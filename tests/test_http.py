@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -204,6 +206,24 @@ def test_token_cli_lists_without_secrets(served):
     head, *rows = out.stdout.splitlines()
     assert head.split() == ["ID", "WORKSPACE", "AGENT", "ROLE", "CREATED", "(UTC)", "STATE"]
     assert len({row.index("live") for row in rows}) == 1  # an operator row does not shift the columns
+
+
+def test_init_url_writes_the_workspace_the_token_names(served, tmp_path):
+    token = served.token("ws-team", "dev", "agent")
+    project = tmp_path / "some-folder"
+    project.mkdir()
+    env = subprocess_env(TEAM_TOKEN=token, HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp", "--token-env",
+                          "TEAM_TOKEN", "--no-hooks"], cwd=project, capture_output=True, text=True, env=env,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Workspace 'ws-team' (the one the token in TEAM_TOKEN names" in out.stdout
+    assert "workspace `ws-team`" in (project / "AGENTS.md").read_text() and "Workspace 'some-folder'" not in out.stdout
+    env["TEAM_TOKEN"] = "mcph_not-a-real-token"
+    refused = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp",
+                              "--token-env", "TEAM_TOKEN", "--force"], cwd=project, capture_output=True, text=True,
+                             env=env, timeout=60)  # fmt: skip
+    assert refused.returncode == 2 and "refused the token in TEAM_TOKEN" in refused.stderr
 
 
 def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):

@@ -205,7 +205,8 @@ def test_the_instructions_section_is_written_once(project):
 
 def test_http_entries_reference_the_token_through_an_environment_variable(project):
     out = init(project, "--transport", "http", "--url", "https://harness.example/mcp", "--token-env", "TEAM_TOKEN",
-               "--client", "claude-code", "--client", "cursor", "--client", "vscode")  # fmt: skip
+               "--workspace", "shop-front", "--client", "claude-code", "--client", "cursor",
+               "--client", "vscode")  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"] == {
         "type": "http", "url": "https://harness.example/mcp",
@@ -303,7 +304,10 @@ def test_the_hook_brief_creates_no_database(project, tmp_path):
 
 
 def test_url_means_http_and_token_env_needs_it(project):
-    out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions")
+    asked = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions")
+    assert asked.returncode == 2 and asked.stderr.count("\n") == 1 and "MCP_HARNESS_TOKEN is not set" in asked.stderr
+    assert snapshot(project) == {}  # the token decides the workspace: without it nothing is guessed
+    out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions", "--workspace", "w")
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["headers"] == {
         "Authorization": "Bearer ${MCP_HARNESS_TOKEN}"}  # fmt: skip

@@ -175,6 +175,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         changes, notes, origin = removal(root), [], "Removing what init added (other entries, hooks and lines stay)."
     else:
         args.db = project_db(args.db)
+        args.url = _url(args) if args.transport == "http" else None
         workspace, origin = choose_workspace(args, root)
         changes, notes = plan(args, root, workspace)
     print(f"mcp-harness init{' (dry run: nothing is written)' if args.dry_run else ''}: project {root}")
