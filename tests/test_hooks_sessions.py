@@ -86,6 +86,16 @@ def test_two_sessions_never_share_a_lease_and_an_ended_one_hands_its_task_over(t
                    for e in log)  # fmt: skip
         told = context(one.hook("UserPromptSubmit", "cccc3333-0000-4000-8000-000000000003", prompt="go on"))
         assert "your lease ended and claude-code:bbbb2222 took the task over" in told
+
+        # --resume: a new client process whose server gets the same session id again is the same agent
+        one.close()
+        one = Session(db, ws, "aaaa1111-0000-4000-8000-000000000001", tmp_path)
+        resumed = context(one.hook("SessionStart", source="resume"))
+        assert resumed.startswith("mcp-harness: this session is agent claude-code:aaaa1111 in workspace shop")
+        one.tool("add_tasks", tasks=[{"key": "k3", "title": "third"}])
+        assert one.tool("claim_task")["task"]["key"] == "k3"
+        rows = {r["key"]: r.get("owner") for r in one.tool("list_tasks")["tasks"]}
+        assert rows["k3"] == "claude-code:aaaa1111" and rows[got1["task"]["key"]] == "claude-code:bbbb2222"
     finally:
         one.close()
         two.close()
