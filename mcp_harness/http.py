@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 
 import anyio
@@ -124,6 +125,15 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
             return JSONResponse({"status": "unavailable", "reason": exc.message}, status_code=503)
         return JSONResponse({"status": "ok"})
 
+    @server.custom_route("/whoami", methods=["GET"])
+    async def whoami(request: Request) -> JSONResponse:
+        """Who the bearer token names: `init --url` writes that workspace into a project's files."""
+        token = getattr(request.scope.get("user"), "access_token", None)
+        claims = getattr(token, "claims", None) or {}
+        if not claims.get("workspace"):
+            return JSONResponse({"error": "send a valid bearer token"}, status_code=401)
+        return JSONResponse({name: claims[name] for name in ("workspace", "agent", "role")})
+
     security = security_settings(host, port, extra_hosts or [], extra_origins or [])
     app = server.streamable_http_app(
         stateless_http=True,
@@ -186,7 +196,10 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
                 # no limit_concurrency: idle connections must never make real requests get 503s
                 http=protocol_with_header_timeout(settings.header_timeout_seconds),
             )  # fmt: skip
-            log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", bind.url_host, args.port)
+            if not log.isEnabledFor(logging.INFO) and not os.environ.get("MCP_HARNESS_LOG_LEVEL"):
+                log.setLevel(logging.INFO)  # the start line is news, not a warning, yet a person must see it
+            base = f"http://{bind.url_host}:{args.port}"
+            log.info("mcp-harness serving MCP on %s/mcp; console %s/ui, metrics %s/metrics", base, base, base)
             await uvicorn.Server(config).serve()
         return 0
 

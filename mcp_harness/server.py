@@ -169,10 +169,8 @@ class HarnessServer(MCPServer[Any]):
             allowed = tool.args.model_fields
             unknown = sorted(set(arguments) - set(allowed))
             if unknown:
-                raise InvalidArgument(
-                    f"unknown argument {', '.join(map(repr, unknown))} for {name}; "
-                    f"allowed: {', '.join(sorted(allowed))}"
-                )
+                takes = f"allowed: {', '.join(sorted(allowed))}" if allowed else "it takes no arguments"
+                raise InvalidArgument(f"unknown argument {', '.join(map(repr, unknown))} for {name}; {takes}")
             if not tool.read_only and self.identity().role == "reader":
                 raise Forbidden(f"{name} changes data; this token has the read-only 'reader' role")
             args = tool.parse(arguments)

@@ -57,7 +57,10 @@ async def test_task_board(seeded):
 async def test_history_show_and_status(seeded):
     db, ws = seeded
     history = run_cli("history", "main", "--db", db, "--workspace", ws)
-    assert history.returncode == 0 and history.stdout.startswith("v2") and "[start]" in history.stdout
+    lines = history.stdout.splitlines()
+    assert history.returncode == 0 and lines[0].split() == ["VERSION", "SAVED", "(UTC)", "AGENT", "BYTES",
+                                                            "CHECKPOINT", "LABEL"]  # fmt: skip
+    assert lines[1].lstrip().startswith("v2") and lines[2].rstrip().endswith("start")
     listed = json.loads(run_cli("history", "main", "--json", "--db", db, "--workspace", ws).stdout)
     assert [c["version"] for c in listed] == [2, 1] and listed[1]["label"] == "start"
     assert listed[0]["parent_id"] == listed[1]["checkpoint_id"] and listed[0]["created_at"].endswith("Z")

@@ -302,6 +302,18 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             assert second.get("/metrics").status_code == 200  # loopback: open
 
 
+def test_a_link_without_w_reads_the_workspace_ui_was_started_for(tmp_path: Path):
+    db = str(tmp_path / "ui.db")
+    seed(db, "shop")
+    seed(db, "lab")
+    with ui_process(db, "--agent", "olivia", "--workspace", "lab") as (login_url, _proc):
+        base = login_url.split("/ui/")[0]
+        with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as browser:
+            assert browser.get(login_url).status_code == 303
+            page = browser.get("/ui/task?key=cart")  # a link a person shared, without `w=`
+            assert page.status_code == 200 and "Cart page" in page.text  # the task, not a drop to the board
+
+
 def card_of(board: str, key: str) -> str:
     """One card's HTML on the board."""
     start = board.index(f'data-key="{key}"')

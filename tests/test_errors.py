@@ -228,3 +228,23 @@ async def test_nul_is_refused_in_every_text_argument_and_kept_in_json_values(cli
     done = await call(client, "update_task", task_key="held", action="complete", lease_token=lease,
                       verification="ok", result={"r": nul})  # fmt: skip
     assert done["result"] == {"r": nul} and saved["version"] == 1
+
+
+async def test_an_unknown_argument_of_a_tool_without_arguments_says_it_takes_none(sqlite_url, workspace):
+    from dataclasses import replace
+
+    from conftest import settings_for
+    from mcp import Client
+
+    from mcp_harness.arguments import ToolArgs
+    from mcp_harness.identity import Identity
+    from mcp_harness.server import create_server
+
+    class NoArgs(ToolArgs):
+        tool = "list_tasks"
+
+    server = create_server(settings_for(sqlite_url), Identity(workspace=workspace, agent="a"))
+    server.tools["list_tasks"] = replace(server.tools["list_tasks"], args=NoArgs)
+    async with Client(server, raise_exceptions=False) as client:
+        err = await fail(client, "list_tasks", x=1)
+    assert err.text == "[invalid_argument] unknown argument 'x' for list_tasks; it takes no arguments"

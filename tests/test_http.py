@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -197,9 +200,56 @@ async def test_only_operator_tokens_approve_or_reject(served):
 
 def test_token_cli_lists_without_secrets(served):
     token = served.token("ws-list", "lister", "reader")
+    served.token("ws-list", "boss", "operator")
     out = run_cli("token", "list", "--db", served.db, "--workspace", "ws-list")
     assert out.returncode == 0 and "lister" in out.stdout and "reader" in out.stdout
     assert token not in out.stdout
+    head, *rows = out.stdout.splitlines()
+    assert head.split() == ["ID", "WORKSPACE", "AGENT", "ROLE", "CREATED", "(UTC)", "STATE"]
+    assert len({row.index("live") for row in rows}) == 1  # an operator row does not shift the columns
+
+
+def test_init_url_writes_the_workspace_the_token_names(served, tmp_path):
+    token = served.token("ws-team", "dev", "agent")
+    project = tmp_path / "some-folder"
+    project.mkdir()
+    env = subprocess_env(TEAM_TOKEN=token, HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp", "--token-env",
+                          "TEAM_TOKEN", "--no-hooks"], cwd=project, capture_output=True, text=True, env=env,
+                         timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Workspace 'ws-team' (the one the token in TEAM_TOKEN names" in out.stdout
+    assert "workspace `ws-team`" in (project / "AGENTS.md").read_text() and "Workspace 'some-folder'" not in out.stdout
+    env["TEAM_TOKEN"] = "mcph_not-a-real-token"
+    refused = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp",
+                              "--token-env", "TEAM_TOKEN", "--force"], cwd=project, capture_output=True, text=True,
+                             env=env, timeout=60)  # fmt: skip
+    assert refused.returncode == 2 and "refused the token in TEAM_TOKEN" in refused.stderr
+
+
+def test_hooks_over_http_give_the_brief_and_write_notes_as_the_token(served, tmp_path):
+    token = served.token("ws-hooks", "dev", "agent")
+    env = subprocess_env(TEAM_TOKEN=token, XDG_RUNTIME_DIR=str(tmp_path))
+
+    def hook(event: str, **fields: str) -> subprocess.CompletedProcess:
+        data = json.dumps({"session_id": "s1", "hook_event_name": event, **fields})
+        return subprocess.run([sys.executable, "-m", "mcp_harness", "hook", event, "--url", f"{served.url}/mcp",
+                               "--token-env", "TEAM_TOKEN"], input=data, capture_output=True, text=True, env=env,
+                              timeout=60)  # fmt: skip
+
+    start = hook("SessionStart", source="startup")
+    assert start.stderr == "" and json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"].startswith(
+        f"mcp-harness: this session acts as the agent of the token in TEAM_TOKEN on {served.url}/mcp"
+    )
+    assert hook("UserPromptSubmit", prompt="hi").stdout == ""  # no database to look at: quiet
+    for event, field in (("PreCompact", {"trigger": "auto"}), ("StopFailure", {"error": "rate_limit"})):
+        quiet = hook(event, **field)
+        assert (quiet.stdout, quiet.stderr) == ("", ""), event
+    done = hook("SessionEnd", reason="logout")
+    assert done.stdout == "" and done.stderr == ""
+    shown = run_cli("log", "--db", served.db, "--workspace", "ws-hooks")
+    assert "hook: its context was compacted" in shown.stdout and "hook: its session ended (logout)" in shown.stdout
+    assert "dev" in shown.stdout  # written as the token's agent
 
 
 def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):

@@ -105,6 +105,8 @@ def test_ipv6_all_interfaces_serves_with_an_allowed_host(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
+    start = f"INFO mcp_harness.http: mcp-harness serving MCP on http://[::]:{port}/mcp; console http://[::]:{port}/ui"
+    assert start in err and "WARNING" not in err, err  # news, not a warning, and it says where the console is
 
 
 @pytest.mark.anyio

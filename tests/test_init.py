@@ -68,7 +68,7 @@ def test_each_client_file_is_written_and_merged_once(project):
     before = snapshot(project)
     again = init(project)
     assert again.returncode == 0 and snapshot(project) == before  # idempotent: nothing changes
-    assert again.stdout.count("unchanged") == 5  # three servers, the hook, the instructions
+    assert again.stdout.count("unchanged") == 6  # three servers, the hooks, the instructions, the import
 
 
 def test_an_existing_different_entry_is_kept_unless_force(project):
@@ -109,7 +109,7 @@ def test_claude_desktop_merges_into_the_users_config_after_a_backup(project):
 
 
 @pytest.mark.anyio
-async def test_the_hook_command_prints_the_brief(project, tmp_path):
+async def test_the_session_start_hook_gives_the_brief_as_the_sessions_context(project, tmp_path):
     data = tmp_path / "data"
     (data / "mcp-harness").mkdir(parents=True)
     db = f"sqlite+aiosqlite:///{data / 'mcp-harness' / 'harness.db'}"
@@ -117,17 +117,76 @@ async def test_the_hook_command_prints_the_brief(project, tmp_path):
         await call(c, "add_tasks", tasks=[{"key": "cart", "title": "Shopping cart"}])
         await call(c, "record_progress", summary="catalogue page done")
     out = init(project)
-    assert out.returncode == 0 and "SessionStart hook, which runs: mcp-harness brief" in out.stdout
+    assert (
+        out.returncode == 0
+        and "set the lifecycle hooks (SessionStart, UserPromptSubmit, PreCompact, SessionEnd, StopFailure)"
+        in out.stdout
+    )
     settings = read(project / ".claude" / "settings.json")
+    assert list(settings["hooks"]) == ["SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure"]
     [group] = settings["hooks"]["SessionStart"]
     assert group["matcher"] == "startup|resume|clear|compact"
     command = group["hooks"][0]["command"]
-    assert command == "mcp-harness brief --workspace shop-front --agent claude-code"
-    env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(data))
-    shown = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env, timeout=60)
-    assert shown.returncode == 0, shown.stderr
-    assert "workspace shop-front" in shown.stdout and "catalogue page done" in shown.stdout
-    assert 'cart "Shopping cart"' in shown.stdout
+    assert command == "mcp-harness hook SessionStart --workspace shop-front --agent claude-code"
+    env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(data),
+                         XDG_RUNTIME_DIR=str(tmp_path))  # fmt: skip
+    event = {"session_id": "feed1234-0000", "hook_event_name": "SessionStart", "source": "startup", "cwd": "."}
+    shown = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env, timeout=60,
+                           input=json.dumps(event))  # fmt: skip
+    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    text = json.loads(shown.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert text.startswith("mcp-harness: this session is agent claude-code:feed1234 in workspace shop-front")
+    assert "catalogue page done" in text and 'cart "Shopping cart"' in text
+
+
+def test_an_earlier_brief_hook_is_replaced_by_the_pack(project):
+    (project / ".claude").mkdir()
+    mine = {"type": "command", "command": "./lint.sh"}
+    old = {"type": "command", "command": "mcp-harness brief --workspace shop-front --agent claude-code"}
+    (project / ".claude" / "settings.json").write_text(json.dumps({"model": "opus", "hooks": {
+        "SessionStart": [{"matcher": "startup", "hooks": [mine, old]}], "Stop": [{"hooks": [mine]}]}}))  # fmt: skip
+    assert init(project).returncode == 0
+    settings = read(project / ".claude" / "settings.json")
+    assert settings["model"] == "opus" and settings["hooks"]["Stop"] == [{"hooks": [mine]}]
+    start = settings["hooks"]["SessionStart"][0]["hooks"]
+    assert (
+        start[0] == mine
+        and start[1]["command"] == "mcp-harness hook SessionStart --workspace shop-front --agent claude-code"
+        and len(start) == 2
+    )
+
+
+def test_remove_takes_out_what_init_added_and_nothing_else(project):
+    (project / ".claude").mkdir()
+    stop = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./lint.sh"}]}]}}
+    (project / ".claude" / "settings.json").write_text(json.dumps(stop, indent=2) + "\n")  # as init writes JSON
+    web = {"mcpServers": {"web": {"type": "http", "url": "http://w"}}}
+    (project / ".mcp.json").write_text(json.dumps(web, indent=2) + "\n")
+    (project / "CLAUDE.md").write_text("# Claude\n\nBe brief.\n")
+    before = snapshot(project)
+    assert init(project).returncode == 0
+    assert "@AGENTS.md" in (project / "CLAUDE.md").read_text() and (project / "AGENTS.md").exists()
+    shown = init(project, "--remove", "--dry-run")
+    assert shown.returncode == 0 and "removed 5 mcp-harness hooks" in shown.stdout
+    assert "AGENTS.md: removed the mcp-harness section; nothing else is in it: would be deleted" in shown.stdout
+    out = init(project, "--remove")
+    assert out.returncode == 0, out.stderr
+    assert snapshot(project) == before  # exactly as it was
+    again = init(project, "--remove")
+    assert again.returncode == 0 and snapshot(project) == before and "unchanged" in again.stdout
+
+
+def test_claude_md_imports_agents_md_once_and_keeps_its_lines(project):
+    (project / "CLAUDE.md").write_text("# Claude\n\n- use pnpm\n")
+    assert init(project, "--no-hooks").returncode == 0
+    assert init(project, "--no-hooks").returncode == 0
+    text = (project / "CLAUDE.md").read_text()
+    assert text.startswith("# Claude\n\n- use pnpm\n\n") and text.count("\n@AGENTS.md\n") == 1
+    assert "<!-- mcp-harness:begin -->" in (project / "AGENTS.md").read_text()
+    (project / "CLAUDE.md").unlink()
+    assert init(project, "--no-hooks").returncode == 0  # created when missing
+    assert (project / "CLAUDE.md").read_text().endswith("@AGENTS.md\n")
+    assert init(project, "--client", "cursor", "--no-hooks").returncode == 0
 
 
 def test_the_instructions_section_is_written_once(project):
@@ -139,14 +198,15 @@ def test_the_instructions_section_is_written_once(project):
     assert text.count("<!-- mcp-harness:begin -->") == 1 and text.count("<!-- mcp-harness:end -->") == 1
     loop = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
     assert len(loop) == 5 and "restore_state" in loop[0] and "workspace `shop-front`" in text
-    (project / "CLAUDE.md").write_text("# Claude\n")
-    assert init(project, "--no-hooks").returncode == 0  # CLAUDE.md, when there is one, gets it instead
-    assert "<!-- mcp-harness:begin -->" in (project / "CLAUDE.md").read_text()
+    (project / "CLAUDE.md").write_text("# Claude\n<!-- mcp-harness:begin -->\nold\n<!-- mcp-harness:end -->\n")
+    assert init(project, "--no-hooks").returncode == 0  # an earlier init's section in CLAUDE.md stays there
+    assert "@AGENTS.md" not in (project / "CLAUDE.md").read_text()
 
 
 def test_http_entries_reference_the_token_through_an_environment_variable(project):
     out = init(project, "--transport", "http", "--url", "https://harness.example/mcp", "--token-env", "TEAM_TOKEN",
-               "--client", "claude-code", "--client", "cursor", "--client", "vscode")  # fmt: skip
+               "--workspace", "shop-front", "--client", "claude-code", "--client", "cursor",
+               "--client", "vscode")  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"] == {
         "type": "http", "url": "https://harness.example/mcp",
@@ -155,7 +215,7 @@ def test_http_entries_reference_the_token_through_an_environment_variable(projec
         "Authorization": "Bearer ${env:TEAM_TOKEN}"}  # fmt: skip
     assert read(project / ".vscode" / "mcp.json")["servers"]["harness"]["type"] == "http"
     hook = read(project / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-    assert hook == "mcp-harness brief --url https://harness.example/mcp --token-env TEAM_TOKEN"
+    assert hook == "mcp-harness hook SessionStart --url https://harness.example/mcp --token-env TEAM_TOKEN"
     assert "environment variable TEAM_TOKEN" in out.stdout
 
 
@@ -226,7 +286,7 @@ def test_db_paths_are_made_absolute_and_passwords_refused(project):
     absolute = str(project / "src" / "data" / "h.db")
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["args"][:3] == ["serve", "--db", absolute]
     hook = read(project / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-    assert f"brief --db {shlex.quote(absolute)} " in hook
+    assert f"hook SessionStart --db {shlex.quote(absolute)} " in hook
     before = snapshot(project)
     refused = init(project, "--force", "--db", "postgresql://app:hunter2@db.internal/app")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "PGPASSWORD" in refused.stderr
@@ -244,7 +304,10 @@ def test_the_hook_brief_creates_no_database(project, tmp_path):
 
 
 def test_url_means_http_and_token_env_needs_it(project):
-    out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions")
+    asked = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions")
+    assert asked.returncode == 2 and asked.stderr.count("\n") == 1 and "MCP_HARNESS_TOKEN is not set" in asked.stderr
+    assert snapshot(project) == {}  # the token decides the workspace: without it nothing is guessed
+    out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions", "--workspace", "w")
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["headers"] == {
         "Authorization": "Bearer ${MCP_HARNESS_TOKEN}"}  # fmt: skip

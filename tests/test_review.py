@@ -215,15 +215,20 @@ def test_review_cli(tmp_path, workspace):
     async def prepare() -> None:
         async with Harness.open(settings_for(db)) as h:
             coder = Identity(workspace, "coder")
-            await h.tasks.add(coder, tasks=[t("design", review=True), t("old")])
-            got = await h.tasks.claim(coder, task_key="design")
-            await h.tasks.update(coder, task_key="design", action="complete", lease_token=got.lease.token,
-                                 verification="read it")  # fmt: skip
+            await h.tasks.add(coder, tasks=[t("design", review=True), t("old"), t("signoff", kind="gate",
+                                                                                  depends_on=["design"])])  # fmt: skip
+            for verification in ("first try", "read it"):
+                got = await h.tasks.claim(coder, task_key="design")
+                await h.tasks.update(coder, task_key="design", action="complete", lease_token=got.lease.token,
+                                     verification=verification)  # fmt: skip
+                if verification == "first try":
+                    await h.tasks.reject(Identity(workspace, "bob", role="operator"), "design", "name the sizes")
 
     anyio.run(prepare)
     base = ("--db", db, "--workspace", workspace)
     listed = run_cli("review", "list", *base)
     assert listed.returncode == 0 and "design" in listed.stdout and "read it" in listed.stdout
+    assert "REJECTED BEFORE" in listed.stdout and "name the sizes" in listed.stdout  # what the reviewer asked
     refused = run_cli("review", "reject", "design", *base)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1 and "--comment" in refused.stderr
     assert "in_review" in run_cli("tasks", "--status", "in_review", *base).stdout  # nothing changed
@@ -238,6 +243,9 @@ def test_review_cli(tmp_path, workspace):
     assert out.returncode == 2 and "not waiting out a backoff" in out.stderr
     shown = run_cli("tasks", "show", "design", *base)
     assert "approve by ann" in shown.stdout and "review: a person approves it" in shown.stdout
+    gate = run_cli("tasks", "show", "signoff", *base)  # it entered review when design was done: nobody submitted it
+    assert "entered review by itself (its dependencies were done: the last, design, by ann)" in gate.stdout
+    assert "submit by" not in gate.stdout
     assert "approve KEY" not in listed.stdout  # the hint is for a terminal (stderr), never in piped output
     refused = run_cli("tasks", "reopen", "old", *base)
     assert refused.returncode == 2 and "--reason" in refused.stderr

@@ -1,5 +1,22 @@
-"""The `mcp-harness` command line: `main` parses, dispatches and is the one error boundary."""
+"""The `mcp-harness` command line: `main` parses, dispatches and is the one error boundary.
 
-from .main import main
+`mcp-harness hook EVENT` is dispatched before anything else is imported: Claude Code runs it on every
+prompt, so it must cost little more than starting Python (see `hook.py`)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["hook"]:
+        from .hook import run
+
+        return run(words[1:])
+    from .main import main as command_line
+
+    return command_line(argv)
+
 
 __all__ = ["main"]

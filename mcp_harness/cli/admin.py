@@ -42,9 +42,14 @@ def cmd_token(args: argparse.Namespace) -> int:
                 return 0
             if not rows:
                 print("no tokens")
+                return 0
+            from .output import show, table
+
+            t = table("ID", "WORKSPACE", "AGENT", "ROLE", "CREATED (UTC)", "STATE")  # aligned whatever the role
             for r in rows:
-                state = f"revoked {r.revoked_at[:19]}" if r.revoked_at else "live"
-                print(f"{r.token_id:<16} {r.workspace:<20} {r.agent:<20} {r.role:<7} {r.created_at[:19]}  {state}")
+                state = f"revoked {r.revoked_at[:19].replace('T', ' ')}" if r.revoked_at else "live"
+                t.add_row(r.token_id, r.workspace, r.agent, r.role, r.created_at[:19].replace("T", " "), state)
+            show(t)
         else:
             count = await h.tokens.revoke(args.token, workspace=args.workspace, agent=args.agent)
             print(f"revoked {count} token{'s' if count != 1 else ''}")

@@ -91,6 +91,22 @@ def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any],
         raise Unavailable(f"cannot get the brief from {url}: {_reason(exc, token_env, refused)}") from None
 
 
+async def remote_call(url: str, token_env: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One tool call on a shared server as the token's agent (a hook's note over HTTP)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    token = os.environ.get(token_env)
+    if not token:
+        raise InvalidArgument(f"environment variable {token_env} is not set: it must hold the bearer token for {url}")
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), read_timeout_seconds=30) as client,
+    ):
+        return await _call(client, tool, arguments)
+
+
 async def _call(client: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     if result.is_error:

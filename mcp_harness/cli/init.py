@@ -27,7 +27,19 @@ from .clients import (
 )
 from .common import env
 from .init_choices import check_root, choose_workspace, project_db, project_root, settle_transport
-from .project import Change, instructions, merge_hook, merge_instructions, merge_server
+from .project import (
+    HOOK_EVENTS,
+    Change,
+    instructions,
+    merge_hooks,
+    merge_import,
+    merge_instructions,
+    merge_server,
+    remove_hooks,
+    remove_import,
+    remove_instructions,
+    remove_server,
+)
 
 
 def launcher() -> tuple[str, str]:
@@ -51,22 +63,59 @@ def plan(args: argparse.Namespace, root: Path, workspace: str) -> tuple[list[Cha
     for client in dict.fromkeys(clients):
         changes.append(_server_change(args, root, client, workspace, command))
     if "claude-code" in clients and not args.no_hooks:
-        if args.transport == "http":
-            brief = [command, "brief", "--url", _url(args), "--token-env", args.token_env]
-        else:
-            brief = [command, "brief", *_db(args), "--workspace", workspace, "--agent", args.agent or "claude-code"]
         path = root / ".claude" / "settings.json"
-        changes.append(merge_hook(path, _read(path), shlex.join(brief), force=args.force))
+        changes.append(merge_hooks(path, _read(path), hook_commands(args, command, workspace), force=args.force))
     if not args.no_instructions and set(clients) != {"claude-desktop"}:  # Desktop reads no project file
-        path = root / "CLAUDE.md" if (root / "CLAUDE.md").exists() else root / "AGENTS.md"
-        section = instructions(workspace)
-        changes.append(merge_instructions(path, _read(path), section, force=args.force))
+        claude = root / "CLAUDE.md"
+        old_home = claude.exists() and "<!-- mcp-harness:begin -->" in claude.read_text(encoding="utf-8")
+        path = claude if old_home else root / "AGENTS.md"  # an earlier init wrote it into CLAUDE.md: it stays
+        changes.append(merge_instructions(path, _read(path), instructions(workspace), force=args.force))
+        if "claude-code" in clients and not old_home:
+            changes.append(merge_import(claude, _read(claude)))
     if args.transport == "http":
         notes.append(
             f"HTTP entries send the token from the environment variable {args.token_env}: set it (an agent token "
             "from `mcp-harness token create`) where your client starts; no token is written."
         )
     return changes, notes
+
+
+def hook_commands(args: argparse.Namespace, command: str, workspace: str) -> dict[str, str]:
+    """The lifecycle pack: `mcp-harness hook EVENT` with the server's database and workspace (stdio; each
+    hook finds the identity of its session's server), or the shared server and its token (HTTP)."""
+    if args.transport == "http":
+        where = ["--url", _url(args), "--token-env", args.token_env]
+    else:
+        where = [*_db(args), "--workspace", workspace, "--agent", args.agent or "claude-code"]
+    return {event: shlex.join([*shlex.split(command), "hook", event, *where]) for event in HOOK_EVENTS}
+
+
+def removal(root: Path) -> list[Change]:
+    """`init --remove`: what init added to this project, and nothing else (other servers, hooks and lines stay)."""
+    from .clients import PROJECT_FILES
+
+    changes = []
+    for path, key in [(root / p, k) for p, k in PROJECT_FILES.values()]:
+        if path.exists():
+            changes.append(remove_server(path, _read(path), key, SERVER_NAME))
+    settings = root / ".claude" / "settings.json"
+    if settings.exists():
+        changes.append(remove_hooks(settings, _read(settings)))
+    if (root / "AGENTS.md").exists():
+        changes.append(remove_instructions(root / "AGENTS.md", _read(root / "AGENTS.md")))
+    if (root / "CLAUDE.md").exists():
+        changes.append(_unimport(root / "CLAUDE.md"))
+    return changes
+
+
+def _unimport(path: Path) -> Change:
+    """CLAUDE.md without the import line init added (and a section an earlier init wrote there)."""
+    text, what = _read(path), []
+    for step in (remove_instructions, remove_import):
+        change = step(path, text)
+        if change.text is not None:
+            text, what = change.text, [*what, change.what]
+    return Change(path, text if what else None, "; ".join(what) or "nothing of mcp-harness in it (unchanged)")
 
 
 def _server_change(args: argparse.Namespace, root: Path, client: str, workspace: str, command: str) -> Change:
@@ -106,6 +155,11 @@ def write(change: Change) -> str | None:
     if change.backup and change.path.exists():
         backup = change.path.with_name(f"{change.path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
         shutil.copy2(change.path, backup)
+    if change.text == "":  # init made this file and nothing else is left in it
+        change.path.unlink(missing_ok=True)
+        if change.path.parent.name == ".claude" and not any(change.path.parent.iterdir()):
+            change.path.parent.rmdir()
+        return None
     change.path.parent.mkdir(parents=True, exist_ok=True)
     tmp = change.path.with_name(change.path.name + ".mcp-harness-tmp")
     tmp.write_text(change.text, encoding="utf-8")
@@ -117,9 +171,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     settle_transport(args)  # every refusal comes before anything is written
     root, in_git = project_root()
     check_root(root)
-    args.db = project_db(args.db)
-    workspace, origin = choose_workspace(args, root)
-    changes, notes = plan(args, root, workspace)
+    if args.remove:
+        changes, notes, origin = removal(root), [], "Removing what init added (other entries, hooks and lines stay)."
+    else:
+        args.db = project_db(args.db)
+        args.url = _url(args) if args.transport == "http" else None
+        workspace, origin = choose_workspace(args, root)
+        changes, notes = plan(args, root, workspace)
     print(f"mcp-harness init{' (dry run: nothing is written)' if args.dry_run else ''}: project {root}")
     if not in_git:
         print("  (not inside a git repository: the current folder is treated as the project)")
@@ -128,6 +186,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         shown = change.path.relative_to(root) if change.path.is_relative_to(root) else change.path
         if change.text is None:
             print(f"  {shown}: {change.what}")
+        elif change.text == "":
+            print(f"  {shown}: {change.what}; nothing else is in it: {'would be ' if args.dry_run else ''}deleted")
+            if not args.dry_run:
+                write(change)
         elif args.dry_run:
             print(f"  {shown}: would be written ({change.what}):")
             print("    " + change.text.rstrip("\n").replace("\n", "\n    "))

@@ -51,8 +51,39 @@ def workspace_name(folder: str) -> str:
     return name if NAME_RE.fullmatch(name or "-") else ""
 
 
+def token_workspace(url: str, token_env: str) -> tuple[str | None, str]:
+    """The workspace a shared server's token names (asked at its `/whoami`), or None and why not."""
+    import json
+    import os
+    import urllib.error
+    import urllib.request
+
+    token = os.environ.get(token_env)
+    if not token:
+        return None, f"{token_env} is not set, so the server could not be asked which workspace the token names"
+    parts = urlsplit(url)
+    base = parts.path[: -len("/mcp")] if parts.path.endswith("/mcp") else parts.path.rstrip("/")
+    ask = urllib.request.Request(parts._replace(path=f"{base}/whoami", query="").geturl(),
+                                 headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(ask, timeout=10) as response:  # noqa: S310 - http(s) only (--url is checked)
+            name = json.loads(response.read()).get("workspace")
+    except urllib.error.HTTPError as exc:
+        why = "refused the token in " + token_env if exc.code == 401 else f"answered HTTP {exc.code}"
+        return None, f"the server {why}"
+    except (OSError, ValueError) as exc:
+        return None, f"the server could not be asked ({getattr(exc, 'reason', exc)})"
+    return (name, "") if isinstance(name, str) and NAME_RE.fullmatch(name) else (None, "the server gave no workspace")
+
+
 def choose_workspace(args: argparse.Namespace, root: Path) -> tuple[str, str]:
     """The workspace and a line saying where it came from."""
+    if args.workspace is None and args.transport == "http":  # the token decides it: ask the server
+        name, why = token_workspace(args.url or "", args.token_env)
+        if name is not None:
+            return name, f"Workspace {name!r} (the one the token in {args.token_env} names on {args.url})."
+        raise InvalidArgument(f"{why}: set {args.token_env} to your token (or name the token's workspace with "
+                              "--workspace W) and run init again (nothing was written)")  # fmt: skip
     if args.workspace is not None:
         if not NAME_RE.fullmatch(args.workspace):
             raise InvalidArgument(f"--workspace {args.workspace!r} is not a valid workspace name: use 1-128 characters "

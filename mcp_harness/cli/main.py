@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "prune": "admin:cmd_prune",
     "config": "clients:cmd_config",
     "init": "init:cmd_init",
+    "hook": "hook:cmd_hook",  # normally dispatched before this parser (cli/__init__.py)
 }
 
 

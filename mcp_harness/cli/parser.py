@@ -88,6 +88,8 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
     p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
     p.add_argument("--role", choices=ROLES, default=None,
                    help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)")  # fmt: skip
+    p.add_argument("--no-session", action="store_true",
+                   help="stdio: act as --agent, not --agent:<session> (env MCP_HARNESS_NO_SESSION=1)")  # fmt: skip
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
     p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
@@ -167,7 +169,16 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--token", default=None, help="http: the bearer token (default: a placeholder to replace)")
 
-    p = sub.add_parser("init", help="set this project up for MCP clients (config files, session hook, instructions)")
+    p = sub.add_parser("hook", help="Claude Code's lifecycle hooks (init installs them; the event's JSON on stdin)")
+    p.add_argument("event", choices=["SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure"])
+    p.add_argument("--db", default=None)
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--agent", default=None, help="the agent before its session suffix (default claude-code)")
+    p.add_argument("--no-session", action="store_true")
+    p.add_argument("--url", type=http_url, default=None)
+    p.add_argument("--token-env", default=None, metavar="VAR")
+
+    p = sub.add_parser("init", help="set this project up for MCP clients (config files, lifecycle hooks, instructions)")
     p.add_argument(
         "--client",
         action="append",
@@ -190,7 +201,9 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
     p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
-    p.add_argument("--no-hooks", action="store_true", help="no Claude Code SessionStart hook")
+    p.add_argument("--no-hooks", action="store_true", help="no Claude Code lifecycle hooks")
+    p.add_argument("--remove", action="store_true",
+                   help="take out what init added (servers, hooks, instructions, the CLAUDE.md import)")  # fmt: skip
     p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
 
 

@@ -19,7 +19,12 @@ BEGIN = "<!-- mcp-harness:begin -->"
 END = "<!-- mcp-harness:end -->"
 HOOK_MATCHER = "startup|resume|clear|compact"  #: every way a Claude Code session starts
 HOOK_TIMEOUT = 30  #: seconds; the brief answers in well under one
-OUR_HOOK = re.compile(r"(^|[\s/\\\"'])(mcp-harness|mcp_harness)[\"']?\s+brief(\s|$)")
+OUR_HOOK = re.compile(r"(^|[\s/\\\"'])(mcp-harness|mcp_harness)[\"']?\s+(brief|hook)(\s|$)")
+OUR_BRIEF = re.compile(r"(mcp-harness|mcp_harness)[\"']?\s+brief(\s|$)")  #: the single hook of earlier versions
+#: a server entry init wrote: it starts mcp-harness, or reaches a shared server with a token reference
+OUR_SERVER = re.compile(r"mcp-harness|mcp_harness|Bearer \$\{")
+IMPORT = "@AGENTS.md"  #: Claude Code reads CLAUDE.md, which imports AGENTS.md with this line
+IMPORT_NOTE = "<!-- mcp-harness: Claude Code reads AGENTS.md through the next line -->"
 
 
 @dataclass
@@ -98,30 +103,90 @@ def _by_hand(path: Path, text: str, key: str, name: str, entry: dict[str, Any]) 
     return Change(path, None, what, by_hand=True)
 
 
-def merge_hook(path: Path, text: str | None, command: str, *, force: bool) -> Change:
-    """Add a SessionStart hook running `command` (the brief) to Claude Code's settings; an existing
-    mcp-harness brief hook with another command is kept unless `force`."""
+#: the lifecycle pack: event -> matcher (None: every occurrence); SessionStart covers every source
+HOOK_EVENTS = {"SessionStart": HOOK_MATCHER, "UserPromptSubmit": None, "PreCompact": None, "SessionEnd": None,
+               "StopFailure": None}  # fmt: skip
+
+
+def merge_hooks(path: Path, text: str | None, commands: dict[str, str], *, force: bool) -> Change:
+    """Add the lifecycle pack (`commands`: event -> command) to Claude Code's settings, keeping every other
+    hook. Our earlier SessionStart `brief` hook is replaced; one of ours with another command is kept
+    unless `force`."""
     data = load_json(path, text)
     hooks = data.setdefault("hooks", {})
-    groups = hooks.setdefault("SessionStart", []) if isinstance(hooks, dict) else None
-    if not isinstance(groups, list):
-        raise InvalidArgument(f"{path}: 'hooks.SessionStart' is not a list: fix it (nothing was written)")
-    ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if _is_ours(h)]
-    if any(h.get("command") == command for h in ours):
-        return Change(path, None, f"SessionStart hook already runs: {command} (unchanged)")
-    if ours and not force:
-        return Change(path, None, f"a SessionStart hook runs {ours[0].get('command')!r}: kept (--force replaces it)")
-    if ours:
-        ours[0]["command"] = command
-        ours[0].setdefault("timeout", HOOK_TIMEOUT)
-    else:
-        hook = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}
-        groups.append({"matcher": HOOK_MATCHER, "hooks": [hook]})
-    return Change(path, dump_json(data), f"{'replaced' if ours else 'added'} SessionStart hook, which runs: {command}")
+    if not isinstance(hooks, dict):
+        raise InvalidArgument(f"{path}: 'hooks' is not a JSON object: fix it (nothing was written)")
+    done, kept = [], []
+    for event, command in commands.items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise InvalidArgument(f"{path}: 'hooks.{event}' is not a list: fix it (nothing was written)")
+        ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if _is_ours(h)]
+        if any(h.get("command") == command for h in ours):
+            continue
+        if ours and not force and not OUR_BRIEF.search(str(ours[0].get("command"))):
+            kept.append(f"a {event} hook runs {ours[0].get('command')!r}: kept (--force replaces it)")
+            continue
+        if ours:
+            ours[0]["command"] = command
+            ours[0].setdefault("timeout", HOOK_TIMEOUT)
+        else:
+            group: dict[str, Any] = {"matcher": HOOK_EVENTS[event]} if HOOK_EVENTS[event] else {}
+            groups.append({**group, "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]})
+        done.append(event)
+    if not done:
+        return Change(path, None, "; ".join(kept) or "the lifecycle hooks are already set up (unchanged)")
+    said = f"set the lifecycle hooks ({', '.join(done)}), e.g.: {commands[done[0]]}"
+    return Change(path, dump_json(data), "; ".join([said, *kept]))
 
 
 def _is_ours(hook: Any) -> bool:
     return isinstance(hook, dict) and bool(OUR_HOOK.search(str(hook.get("command", ""))))
+
+
+def remove_hooks(path: Path, text: str | None) -> Change:
+    """Take out every hook of ours (the pack, or an earlier brief hook) and what only held them."""
+    if text is None:
+        return Change(path, None, "no such file (nothing to remove)")
+    data = load_json(path, text)
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return Change(path, None, "no mcp-harness hook (unchanged)")
+    removed = 0
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                before = len(group["hooks"])
+                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                removed += before - len(group["hooks"])
+        hooks[event] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+        if not hooks[event]:
+            del hooks[event]
+    if not removed:
+        return Change(path, None, "no mcp-harness hook (unchanged)")
+    if not hooks:
+        del data["hooks"]
+    return Change(path, dump_json(data) if data else "", f"removed {removed} mcp-harness hooks")
+
+
+def remove_server(path: Path, text: str | None, key: str, name: str) -> Change:
+    """Take out the harness server entry (one that runs mcp-harness, or reaches a server with a token)."""
+    if text is None:
+        return Change(path, None, "no such file (nothing to remove)")
+    data = load_json(path, text) if jsonc.is_plain_json(text) else None
+    if data is None:
+        return Change(path, None, f"has comments or trailing commas: remove the {name!r} server by hand", by_hand=True)
+    servers = data.get(key)
+    entry = servers.get(name) if isinstance(servers, dict) else None
+    if not isinstance(entry, dict) or not OUR_SERVER.search(json.dumps(entry)):
+        return Change(path, None, f"no {name!r} server of mcp-harness (unchanged)")
+    del servers[name]
+    if not servers:
+        del data[key]
+    return Change(path, dump_json(data) if data else "", f"removed server {name!r}")
 
 
 def instructions(workspace: str) -> str:
@@ -156,3 +221,36 @@ def merge_instructions(path: Path, text: str | None, section: str, *, force: boo
     if not force:
         return Change(path, None, "the mcp-harness section differs (edited?): kept (--force rewrites it)")
     return Change(path, text[:start] + section + text[end + len(END) :], "rewrote the mcp-harness section")
+
+
+def remove_instructions(path: Path, text: str | None) -> Change:
+    """Take out the marked section (and the blank line init put before it); a file left empty goes."""
+    start, end = (text or "").find(BEGIN), (text or "").find(END)
+    if text is None or start == -1 or end < start:
+        return Change(path, None, "no mcp-harness section (unchanged)")
+    rest = text[:start].rstrip("\n") + "\n" + text[end + len(END) :].lstrip("\n")
+    rest = rest.lstrip("\n") if not text[:start].strip() else rest
+    return Change(path, rest if rest.strip() else "", "removed the mcp-harness section")
+
+
+def merge_import(path: Path, text: str | None) -> Change:
+    """Make CLAUDE.md import AGENTS.md (`@AGENTS.md`, as Claude Code's docs suggest), once; other lines stay."""
+    lines = (text or "").splitlines()
+    if any(line.strip() == IMPORT for line in lines):
+        return Change(path, None, f"already imports AGENTS.md ({IMPORT}) (unchanged)")
+    body = (text or "").rstrip("\n")
+    joined = (body + "\n\n" if body else "") + f"{IMPORT_NOTE}\n{IMPORT}\n"
+    return Change(path, joined, f"added the line {IMPORT} (Claude Code reads CLAUDE.md, which then reads AGENTS.md)")
+
+
+def remove_import(path: Path, text: str | None) -> Change:
+    """Take out the import line init added (after its note), and nothing else; a file left empty goes."""
+    lines = (text or "").splitlines()
+    for i in range(len(lines) - 1):
+        if lines[i] == IMPORT_NOTE and lines[i + 1].strip() == IMPORT:
+            rest = lines[:i] + lines[i + 2 :]
+            while rest and not rest[-1].strip():
+                rest.pop()
+            out = "\n".join(rest) + "\n" if rest else ""
+            return Change(path, out if out.strip() else "", f"removed the line {IMPORT} that init added")
+    return Change(path, None, f"no {IMPORT} line added by init (unchanged)")

@@ -96,12 +96,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(page.model_dump(mode="json")["checkpoints"], indent=2))
             return 0
+        from .output import table
+
+        t = table("VERSION", "SAVED (UTC)", "AGENT", "BYTES", "CHECKPOINT", "LABEL")
         for c in page.checkpoints:
-            label = f" [{c.label}]" if c.label else ""
-            print(
-                f"v{c.version:<5} {c.created_at[:19].replace('T', ' ')} {c.agent:<14} {c.size_bytes:>9} B "
-                f"{c.checkpoint_id}{label}"
-            )
+            t.add_row(f"v{c.version}", c.created_at[:19].replace("T", " "), c.agent, str(c.size_bytes),
+                      c.checkpoint_id, c.label or "")  # fmt: skip
+        show(t)
         return 0
 
     return with_harness(args, run, existing=True)

@@ -14,14 +14,23 @@ from .common import identity
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(args.db)
     if args.transport == "stdio":
+        from ..identity import Identity, stdio_agent
         from ..server import create_server
+        from ..sessions import forget, record
 
         ident = identity(args, with_agent=True)
+        # one identity per session (contract revision 3): A:<session> when the client names a session
+        agent = stdio_agent(ident.agent, no_session=args.no_session)
+        ident = Identity(workspace=ident.workspace, agent=agent, role=ident.role)
         server = create_server(settings, ident)
         if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
             print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "
                   'starts this command (see README "Connect a client"); Ctrl-C stops', file=sys.stderr)  # fmt: skip
-        server.run("stdio")
+        recorded = record(ident.workspace, ident.agent)  # for this client's hooks and commit guard
+        try:
+            server.run("stdio")
+        finally:
+            forget(recorded)
         leave_now()
     from ..http import serve_http
 

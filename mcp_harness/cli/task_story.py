@@ -30,6 +30,11 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
             print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
     print("events:" if story.events else "events: none")
     for e in story.events:
+        if t.kind == "gate" and e.kind == "submit":  # nobody submitted it: its last dependency was done
+            after = f": the last, {e.detail['after']}, by {e.actor}" if e.detail and e.detail.get("after") else ""
+            at = e.created_at[:19].replace("T", " ")
+            print(f"  {at} entered review by itself (its dependencies were done{after})")
+            continue
         detail = f" {json.dumps(_with_units(e.detail), ensure_ascii=False)}" if e.detail else ""
         print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
     print("progress:" if story.progress else "progress: none")

@@ -97,7 +97,7 @@ class Console:
     async def viewer(self, request: Request) -> tuple[Session, Identity]:
         """The session and the identity it reads a workspace (`?w=`) as; without one, the picker."""
         session = await self.session(request)
-        workspace = request.query_params.get("w") or session.workspace
+        workspace = request.query_params.get("w") or session.workspace or self.default_workspace  # `ui --workspace`
         if not workspace:
             raise Redirect(self.url("/"))
         if not session.may_see(workspace):

@@ -15,7 +15,7 @@ from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
 from .base import Identity, ServiceBase
-from .task_events import event, fingerprint, logged
+from .task_events import event, fail_exhausted, fingerprint, logged
 from .task_reasons import why_nothing
 from .task_views import lease_of, task_view
 from .task_wait import Wakeup
@@ -125,9 +125,5 @@ class TaskClaimer(ServiceBase):
                 raise InvalidArgument(
                     f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
                 )
-        failed = await store.fail_expired_exhausted(conn, ident.workspace, at)
-        for dead in failed:
-            await logged(conn, ident.workspace, dead.key, dead.attempts, event("expire", dead.owner or "?"), at)
-        if failed:
-            await store.propagate(conn, ident.workspace, [dead.key for dead in failed], at)
+        await fail_exhausted(conn, ident.workspace, at)
         return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key)

@@ -138,3 +138,13 @@ def lease_history(rows: list[TaskEventRow], token: str) -> str | None:
             later = [r for r in rows[i + 1 :] if KINDS[r.kind].ended]
             return how_it_ended(later[0]) if later else ""
     return None
+
+
+async def fail_exhausted(conn: Connection, workspace: str, at: float) -> None:
+    """Fail the tasks whose lease ran out on their last attempt (each with its `expire` event) and
+    settle what depends on them."""
+    failed = await store.fail_expired_exhausted(conn, workspace, at)
+    for dead in failed:
+        await logged(conn, workspace, dead.key, dead.attempts, event("expire", dead.owner or "?"), at)
+    if failed:
+        await store.propagate(conn, workspace, [dead.key for dead in failed], at)

@@ -31,6 +31,7 @@ from .progress import progress_entry
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
+from .task_end import LeaseEnder
 from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
 from .task_wait import Wakeup
 
@@ -42,6 +43,7 @@ class TaskService(ServiceBase):
         self.adding = TaskAdder(db, settings, self.wakeup)
         self.claiming = TaskClaimer(db, settings, self.wakeup)
         self.actions = TaskActions(db, settings, self.wakeup)
+        self.ending = LeaseEnder(db, settings, self.wakeup)
 
     @property
     def taken_over(self) -> dict[str, int]:
@@ -61,6 +63,10 @@ class TaskService(ServiceBase):
         """Act on a task (`args`, or its fields as keywords): THE entry point for every action, whoever
         takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
         return await self.actions.act(ident, UpdateTaskArgs.of(args, fields))
+
+    async def end_leases(self, ident: Identity, reason: str, *, tokens: list[str] | None = None) -> list[str]:
+        """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
+        return await self.ending.end_leases(ident, reason, tokens=tokens)
 
     # -- shorthands of `update` for a person's actions (scripts and tests) ---------------------------
     async def approve(self, ident: Identity, key: str, comment: str | None = None) -> UpdateTaskResult:

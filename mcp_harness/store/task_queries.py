@@ -44,6 +44,16 @@ FAIL_EXPIRED_EXHAUSTED = Query(
     f"RETURNING {TASK}",
     row=TaskRecord,
 )
+#: a session (or connection) ended: its live leases run out now; the attempt stays counted, the owner
+#: stays until a claim takes the task over (`tokens`: only these leases)
+_END_LEASES = (
+    "UPDATE tasks SET lease_expires_at = :now, updated_at = :now WHERE workspace = :ws AND owner = :agent "
+    "AND status = 'claimed' AND lease_expires_at > :now"
+)
+END_LEASES = Query(f"{_END_LEASES} RETURNING {TASK}", row=TaskRecord)
+END_LEASES_BY_TOKEN = _both(
+    lambda d: f"{_END_LEASES} AND {in_array('lease_token', 'tokens', d)} RETURNING {TASK}", row=TaskRecord
+)
 HELD_BY = Query(
     f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review') "
     "ORDER BY id",

@@ -111,6 +111,16 @@ async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -
     )
 
 
+async def end_leases(
+    conn: Connection, workspace: str, agent: str, now: float, tokens: list[str] | None = None
+) -> list[TaskRecord]:
+    """`agent`'s live leases (or only those of `tokens`) expire now. Returns the changed rows."""
+    params = {"ws": workspace, "agent": agent, "now": now}
+    if tokens is None:
+        return await conn.fetch_all(q.END_LEASES, params)
+    return await conn.fetch_all(q.END_LEASES_BY_TOKEN, {**params, "tokens": array(conn.dialect, tokens)})
+
+
 def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, key: str | None) -> dict[str, Any]:
     if tags:
         params["tags"] = array(conn.dialect, tags)

@@ -1,0 +1,70 @@
+"""What a lifecycle hook call carries (the event, where the database is, who the session is, the
+client's JSON), how it answers, and the mark of what each session has been told (`hook.py`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_AGENT = "claude-code"
+
+
+class HookError(Exception):
+    """What went wrong, in one line for stderr."""
+
+
+@dataclass
+class HookCall:
+    event: str
+    db: str | None = None
+    workspace: str = "default"
+    agent: str = DEFAULT_AGENT  #: the session's identity once `resolve` ran
+    no_session: bool = False
+    url: str | None = None
+    token_env: str = "MCP_HARNESS_TOKEN"
+    data: dict[str, Any] = field(default_factory=dict)  #: the client's JSON
+
+
+def answer(event: str, text: str) -> str:
+    """What a SessionStart or UserPromptSubmit hook prints: the text for the model's context."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}, ensure_ascii=False)
+
+
+# -- what this session has seen (a mark per session: the newest task event it was told about) ---------
+
+
+def mark_path(call: HookCall) -> Path:
+    from ..sessions import runtime_dir
+
+    key = hashlib.sha256(f"{call.db or ''}\n{call.workspace}\n{call.agent}".encode()).hexdigest()[:24]
+    return runtime_dir() / "marks" / key
+
+
+def read_mark(call: HookCall) -> int | None:
+    try:
+        return int(mark_path(call).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_mark(call: HookCall, seen: int) -> None:
+    path = mark_path(call)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text(str(seen))
+        tmp.replace(path)
+    except OSError:
+        pass  # without a mark the next turn starts from the newest event again: quiet, not wrong
+
+
+def start_mark(call: HookCall) -> None:
+    """A session starts (or its context restarts) from the newest event: what came before is in the brief."""
+    from .. import glance
+
+    if call.url is None:
+        write_mark(call, glance.read(call.db, call.workspace, call.agent, None)[1])

@@ -1,0 +1,146 @@
+"""The lifecycle hooks that may take their time (they run once per session, or at a compaction):
+the SessionStart brief, and the notes and lease endings of PreCompact, SessionEnd and StopFailure.
+They use the service like every other command (see `hook.py` for the per-prompt one, which must not)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .hook_call import HookCall, start_mark
+
+if TYPE_CHECKING:
+    from ..service import Harness, Identity
+
+NOTES = 5  #: notes about a held task restored after a compaction
+
+
+def handle(call: HookCall) -> str | None:
+    """Run `call`'s event; the text for the model's context (SessionStart only), or None."""
+    if call.event == "SessionStart":
+        return session_start(call)
+    if call.url is not None:
+        return _remote_note(call)
+    from ..config import missing_db_file
+
+    if missing_db_file(call.db) is not None:
+        return None  # no database yet: nothing is held, nothing to note
+    bodies = {"PreCompact": _pre_compact, "SessionEnd": _session_end, "StopFailure": _stop_failure}
+    return _run(call, bodies[call.event])
+
+
+def _run(call: HookCall, body: Any) -> Any:
+    import anyio
+
+    from ..config import Settings
+    from ..service import Harness, Identity
+
+    ident = Identity(workspace=call.workspace, agent=call.agent)
+
+    async def go() -> Any:
+        async with Harness.open(Settings.from_env(call.db)) as harness:
+            return await body(harness, ident, call)
+
+    return anyio.run(go)
+
+
+def who(call: HookCall) -> str:
+    if call.url is not None:
+        return f"mcp-harness: this session acts as the agent of the token in {call.token_env} on {call.url}."
+    return (f"mcp-harness: this session is agent {call.agent} in workspace {call.workspace}: the leases it "
+            "takes are its own; other sessions are other agents.")  # fmt: skip
+
+
+def session_start(call: HookCall) -> str:
+    """The resume brief, with the session's identity first; after a compaction, what was just lost."""
+    from ..config import missing_db_file
+    from .brief import _empty, fetch_remote, render
+
+    source = call.data.get("source")
+    if call.url is not None:
+        restored, rows = fetch_remote(call.url, call.token_env, "main")
+        return who(call) + "\n" + render(restored, rows, where=f"shared server {call.url}", thread="main")
+    if (missing := missing_db_file(call.db)) is not None:
+        return who(call) + "\n" + _empty(f"workspace {call.workspace}", f"no database exists at {missing} yet")
+    text = _run(call, _brief)
+    start_mark(call)
+    if source == "compact":
+        text = "Your context was just compacted: this restores what you were doing.\n" + text
+    return who(call) + "\n" + text
+
+
+async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
+    from .brief import render
+    from .reading import other_workspaces
+
+    restored = await harness.restore(ident, thread="main")
+    listed = await harness.tasks.list(ident, status=["pending"], limit=20)
+    others = await other_workspaces(harness, ident)
+    rows = [r.model_dump(mode="json") for r in listed.tasks]
+    text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}", thread="main",
+                  agent=ident.agent, others=others)  # fmt: skip
+    if call.data.get("source") != "compact":
+        return text
+    lost = []
+    for held in restored.my_tasks:
+        lost.append(f'Task you hold: {held.key} "{held.title}"')
+        if held.description:
+            lost.append(f"  description: {' '.join(held.description.split())[:600]}")
+        lost += [f"  step: {step[:200]}" for step in held.steps[:10]]
+        for note in await harness.progress.recent(ident, task_key=held.key, limit=NOTES):
+            lost.append(f"  note #{note.seq} by {note.agent}: {' '.join(note.summary.split())[:300]}")
+    return "\n".join([*lost, text])
+
+
+async def _held(harness: Harness, ident: Identity) -> list[str]:
+    restored = await harness.restore(ident, thread="main", progress_limit=1)
+    return [t.key for t in restored.my_tasks if t.status == "claimed"]
+
+
+async def _note(harness: Harness, ident: Identity, summary: str, key: str | None, status: str = "note") -> None:
+    from ..service import Identity as Who
+    from ..service.task_events import HARNESS
+
+    await harness.progress.record(Who(ident.workspace, HARNESS), summary=summary, task_key=key, status=status)
+
+
+async def _pre_compact(harness: Harness, ident: Identity, call: HookCall) -> None:
+    trigger = call.data.get("trigger") if call.data.get("trigger") in ("manual", "auto") else "auto"
+    for key in await _held(harness, ident):
+        await _note(harness, ident, f"the context of {ident.agent} was compacted ({trigger}) while it held task {key}",
+                    key)  # fmt: skip
+
+
+async def _session_end(harness: Harness, ident: Identity, call: HookCall) -> None:
+    reason = _word(call.data.get("reason"), "other")
+    if reason == "clear":
+        return  # /clear: the session's server goes on (and keeps its identity): its leases stay
+    await harness.tasks.end_leases(ident, f"its session ended ({reason})")
+
+
+async def _stop_failure(harness: Harness, ident: Identity, call: HookCall) -> None:
+    error = _word(call.data.get("error"), "an API error")
+    held = await _held(harness, ident)
+    summary = f"the session of {ident.agent} stopped on {error}; it may go on: its leases stay"
+    if len(held) == 1:
+        await _note(harness, ident, summary + f" (it holds task {held[0]})", held[0])
+    else:
+        await _note(harness, ident, summary + (f" (it holds {', '.join(held)})" if held else ""), None)
+
+
+def _word(value: Any, default: str) -> str:
+    return " ".join(value.split())[:100] if isinstance(value, str) and value.strip() else default
+
+
+def _remote_note(call: HookCall) -> None:
+    """Over HTTP the token is the identity and its leases end by time: a hook only writes a note."""
+    import anyio
+
+    what = {"PreCompact": "its context was compacted", "SessionEnd": f"its session ended "
+            f"({_word(call.data.get('reason'), 'other')})", "StopFailure": f"it stopped on "
+            f"{_word(call.data.get('error'), 'an API error')}; it may go on"}[call.event]  # fmt: skip
+    if call.event == "SessionEnd" and _word(call.data.get("reason"), "") == "clear":
+        return None
+    from .brief import remote_call
+
+    anyio.run(remote_call, call.url, call.token_env, "record_progress", {"summary": f"hook: {what}"})
+    return None

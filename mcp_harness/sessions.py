@@ -1,0 +1,141 @@
+"""Which identity a client process's stdio server acts as, for the hooks and the guard of that client.
+
+A stdio server records its agent in a small per-user runtime file keyed by its client process (the
+process id plus that process's start time from /proc, so a reused pid never matches) and the
+workspace; the file goes when the server ends. A hook or the commit guard walks up its own ancestors
+to the first record: that is the identity of the server of the same client, which stays the same
+after `/clear` (where hooks and the shell get a new session id while the server keeps its own). With
+no record (a `SessionStart` hook runs before the client starts its servers; no /proc on this system)
+the caller derives the identity from the session id as the server will (`identity.stdio_agent`).
+
+Standard library only: the per-prompt hook imports this."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+#: processes that stand between a client and the command it starts (`sh -c ...`): a server started
+#: through one records itself under the first ancestor that is none of these
+WRAPPERS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "env", "timeout", "nohup"})
+MAX_DEPTH = 16  #: ancestors looked at, at most
+
+
+def runtime_dir() -> Path:
+    """Per-user and private: `$XDG_RUNTIME_DIR/mcp-harness`, else a folder of the temporary directory."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir():
+        return Path(base) / "mcp-harness"
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"mcp-harness-{uid}"
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name: [state, ppid, ..., starttime at 19]."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return fields if len(fields) > 19 else None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def process_key(pid: int) -> str | None:
+    """`PID-STARTTIME`: names one process for its whole life, never a later one with the same pid."""
+    fields = _stat(pid)
+    return f"{pid}-{fields[19]}" if fields else None
+
+
+def parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields and fields[1].isdigit() and int(fields[1]) > 0 else None
+
+
+def ancestors(pid: int | None = None) -> list[int]:
+    """The parent of `pid` (default: this process), its parent, and so on (at most `MAX_DEPTH`; none
+    where /proc cannot be read)."""
+    found: list[int] = []
+    current = os.getpid() if pid is None else pid
+    while len(found) < MAX_DEPTH:
+        parent = parent_of(current)
+        if parent is None or parent <= 1 or parent in found:
+            break
+        found.append(parent)
+        current = parent
+    return found
+
+
+def record_path(client_key: str, workspace: str) -> Path:
+    digest = hashlib.sha256(workspace.encode()).hexdigest()[:16]
+    return runtime_dir() / f"{client_key}.{digest}.json"
+
+
+def client_of_server() -> str | None:
+    """The key of the client that started this process: its parent, past any shell in between."""
+    for pid in ancestors():
+        if _comm(pid) not in WRAPPERS:
+            return process_key(pid)
+    return None
+
+
+def record(workspace: str, agent: str) -> Path | None:
+    """Note that this stdio server acts as `agent` in `workspace` for its client; the path to remove
+    at exit, or None where it cannot be recorded (no /proc, an unwritable runtime folder)."""
+    key = client_of_server()
+    if key is None:
+        return None
+    path = record_path(key, workspace)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _prune(path.parent)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"workspace": workspace, "agent": agent, "server_pid": os.getpid()}))
+        tmp.replace(path)
+    except OSError:
+        return None
+    return path
+
+
+def _prune(folder: Path) -> None:
+    """Drop the records of clients that have ended (a server killed before it could remove its own)."""
+    for old in folder.glob("*.json"):
+        pid, _, _ = old.name.partition("-")
+        if pid.isdigit() and process_key(int(pid)) != old.name.split(".", 1)[0]:
+            old.unlink(missing_ok=True)
+
+
+def forget(path: Path | None) -> None:
+    """Remove this server's record (only while it is still this server's)."""
+    if path is None:
+        return
+    try:
+        if json.loads(path.read_text()).get("server_pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def recorded_agent(workspace: str) -> str | None:
+    """The agent the stdio server of this process's client records for `workspace`, or None."""
+    for pid in ancestors():
+        key = process_key(pid)
+        if key is None:
+            return None
+        try:
+            data = json.loads(record_path(key, workspace).read_text())
+        except (OSError, ValueError):
+            continue
+        agent = data.get("agent") if isinstance(data, dict) else None
+        if isinstance(agent, str) and agent:
+            return agent
+    return None

@@ -1,0 +1,246 @@
+"""`mcp-harness hook EVENT` fed recorded Claude Code inputs: the exact JSON each event answers, the
+quiet per-prompt check (nothing unless something changed for the session, then once), notes and
+lease endings, and failures that print nothing to the model. Run in-process (`hook.run`), on both
+backends where the database is read."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import settings_for
+
+from mcp_harness.cli import hook
+from mcp_harness.models import TaskSpec
+from mcp_harness.service import Harness, Identity
+
+SESSION = "c0ffee00-1111-4222-8333-444455556666"
+ME = "claude-code:c0ffee00"
+RECORDED = {  # as Claude Code sends them (fields per the hooks reference)
+    "SessionStart": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
+                     "hook_event_name": "SessionStart", "source": "startup"},
+    "UserPromptSubmit": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
+                         "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": "go on"},
+    "PreCompact": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
+                   "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": ""},
+    "SessionEnd": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
+                   "hook_event_name": "SessionEnd", "reason": "logout"},
+    "StopFailure": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
+                    "hook_event_name": "StopFailure", "error": "rate_limit", "error_details": "429"},
+}  # fmt: skip
+
+
+class Stdin(io.TextIOWrapper):
+    def isatty(self) -> bool:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _private_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Marks and session records of this test's own; no session variable of the machine running it."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    for name in ("MCP_HARNESS_SESSION", "CLAUDE_CODE_SESSION_ID", "MCP_HARNESS_NO_SESSION", "MCP_HARNESS_DB",
+                 "MCP_HARNESS_WORKSPACE", "MCP_HARNESS_AGENT"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+def fire(event: str, db: str, workspace: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+         data: dict[str, Any] | str | None = None, *extra: str) -> tuple[str, str]:  # fmt: skip
+    """Run the hook as Claude Code does; (stdout, stderr)."""
+    body = data if isinstance(data, str) else json.dumps(RECORDED[event] | (data or {}))
+    monkeypatch.setattr(sys, "stdin", Stdin(io.BytesIO(body.encode())))
+    capsys.readouterr()
+    assert hook.run([event, "--db", db, "--workspace", workspace, *extra]) == 0
+    out = capsys.readouterr()
+    return out.out, out.err
+
+
+def act(db: str, fn: Callable[[Harness], Any]) -> Any:
+    async def go() -> Any:
+        async with Harness.open(settings_for(db)) as h:
+            return await fn(h)
+
+    return anyio.run(go)
+
+
+def context(out: str, event: str) -> str:
+    data = json.loads(out)
+    assert set(data) == {"hookSpecificOutput"} and data["hookSpecificOutput"]["hookEventName"] == event
+    return data["hookSpecificOutput"]["additionalContext"]
+
+
+def test_session_start_in_an_empty_workspace_says_who_and_what_first(tmp_path, capsys, monkeypatch):
+    db = str(tmp_path / "none.db")
+    out, err = fire("SessionStart", db, "shop", capsys, monkeypatch)
+    assert err == ""
+    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": (
+        f"mcp-harness: this session is agent {ME} in workspace shop: the leases it takes are its own; other "
+        "sessions are other agents.\n"
+        "mcp-harness brief: workspace shop has nothing yet (no checkpoint, no progress, no task).\n"
+        "First: plan the work as tasks (the initialize_project prompt, or add_tasks with acceptance steps),\n"
+        "then claim ONE task at a time; record_progress and save_checkpoint before you stop.\n"
+        f"Note: no database exists at {db} yet.")}}  # fmt: skip
+    assert not Path(db).exists()  # a hook never creates a database
+
+
+def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_url, workspace, capsys, monkeypatch):
+    me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
+    ann = Identity(workspace, "ann", role="operator")
+
+    async def plan(h: Harness) -> None:
+        await h.tasks.add(me, tasks=[TaskSpec(key="a", title="A"), TaskSpec(key="b", title="B"),
+                                     TaskSpec(key="c", title="C", review=True)])  # fmt: skip
+        for key in ("a", "b", "c"):
+            await h.tasks.claim(me, task_key=key)
+
+    act(db_url, plan)
+    assert fire("SessionStart", db_url, workspace, capsys, monkeypatch)[1] == ""
+    assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # nothing new: no output
+
+    async def others_act(h: Harness) -> None:
+        await h.tasks.operator_release(ann, "a")
+        await h.tasks.cancel(ann, "b", "the plan changed")
+        await h.tasks.claim(other, task_key="a")  # released to pending: a claim, not news to me
+
+    act(db_url, others_act)
+    out, err = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
+    assert err == ""
+    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": (
+        f"mcp-harness: since your last turn (you are {ME}):\n"
+        "- task a: ann released your lease; it is pending again: claim it again or leave it.\n"
+        "- task b: ann cancelled it: the plan changed. Stop working on it.")}}  # fmt: skip
+    assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # said once
+
+    async def review(h: Harness) -> None:
+        held = await h.restore(me)
+        lease = next(t.lease for t in held.my_tasks if t.key == "c")
+        await h.tasks.update(me, task_key="c", action="complete", lease_token=lease.token, verification="ran it")
+        await h.tasks.reject(ann, "c", "the title is wrong")
+
+    act(db_url, review)
+    out, _ = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
+    assert context(out, "UserPromptSubmit") == (
+        f"mcp-harness: since your last turn (you are {ME}):\n"
+        "- task c: ann rejected it: the title is wrong. It is pending again for its next claimer."
+    )
+
+
+def test_a_take_over_reaches_the_session_that_lost_the_task(sqlite_url, workspace, capsys, monkeypatch):
+    me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
+
+    async def setup(h: Harness) -> None:
+        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="K")])
+        await h.tasks.claim(me, task_key="k")
+        await h.tasks.end_leases(me, "test")  # as if it expired
+
+    act(sqlite_url, setup)
+    fire("UserPromptSubmit", sqlite_url, workspace, capsys, monkeypatch)  # the first turn sets the mark
+    act(sqlite_url, lambda h: h.tasks.claim(other))
+    out, _ = fire("UserPromptSubmit", sqlite_url, workspace, capsys, monkeypatch)
+    assert context(out, "UserPromptSubmit").endswith(
+        "- task k: your lease ended and claude-code:0ther000 took the task over; stop working on it."
+    )
+
+
+def test_compaction_is_noted_and_the_next_start_restores_the_task(sqlite_url, workspace, capsys, monkeypatch):
+    me = Identity(workspace, ME)
+
+    async def setup(h: Harness) -> None:
+        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="Ship it", description="the whole release",
+                                              steps=["build", "upload"])])  # fmt: skip
+        await h.tasks.claim(me, task_key="k")
+        await h.progress.record(me, summary="built the wheel; upload next", task_key="k")
+
+    act(sqlite_url, setup)
+    assert fire("PreCompact", sqlite_url, workspace, capsys, monkeypatch) == ("", "")
+    notes = act(sqlite_url, lambda h: h.progress.recent(me, task_key="k"))
+    assert notes[0].agent == "harness"
+    assert notes[0].summary == f"the context of {ME} was compacted (auto) while it held task k"
+
+    out, err = fire("SessionStart", sqlite_url, workspace, capsys, monkeypatch, {"source": "compact"})
+    text = context(out, "SessionStart")
+    assert err == ""
+    assert text.startswith(f"mcp-harness: this session is agent {ME} in workspace {workspace}")
+    lines = text.splitlines()
+    assert lines[1] == "Your context was just compacted: this restores what you were doing."
+    assert lines[2:6] == ['Task you hold: k "Ship it"', "  description: the whole release", "  step: build",
+                          "  step: upload"]  # fmt: skip
+    assert re.match(r"  note #\d+ by harness: the context of .* was compacted", lines[6])
+    assert re.match(r"  note #\d+ by claude-code:c0ffee00: built the wheel; upload next", lines[7])
+    assert f'You hold (agent {ME}): k "Ship it", attempt 1' in text
+
+
+def test_session_end_ends_the_leases_and_the_next_claim_takes_the_task(db_url, workspace, capsys, monkeypatch):
+    me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
+
+    async def setup(h: Harness) -> None:
+        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="K")])
+        await h.tasks.claim(me, task_key="k", lease_seconds=3600)
+
+    act(db_url, setup)
+    assert fire("SessionEnd", db_url, workspace, capsys, monkeypatch, {"reason": "clear"}) == ("", "")
+    assert act(db_url, lambda h: h.tasks.claim(other)).task is None  # /clear: the server goes on, so do its leases
+    assert fire("StopFailure", db_url, workspace, capsys, monkeypatch) == ("", "")
+    notes = act(db_url, lambda h: h.progress.recent(me, task_key="k"))
+    assert (
+        notes[0].summary
+        == f"the session of {ME} stopped on rate_limit; it may go on: its leases stay (it holds task k)"
+    )
+    assert act(db_url, lambda h: h.tasks.claim(other)).task is None  # a note only
+
+    assert fire("SessionEnd", db_url, workspace, capsys, monkeypatch) == ("", "")
+    taken = act(db_url, lambda h: h.tasks.claim(other))
+    assert taken.task.key == "k" and taken.lease.attempt == 2
+    notes = act(db_url, lambda h: h.progress.recent(me, task_key="k"))
+    assert any(n.summary.startswith(f"the lease of {ME} on task k ended: its session ended (logout)") for n in notes)
+
+
+@pytest.mark.parametrize("event", list(RECORDED))
+@pytest.mark.parametrize("body", ["not json", "[1, 2]", ""])
+def test_a_malformed_input_prints_nothing_to_the_model(tmp_path, capsys, monkeypatch, event, body):
+    out, err = fire(event, str(tmp_path / "h.db"), "w", capsys, monkeypatch, body)
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith(f"mcp-harness hook {event}: the hook input is not")
+
+
+@pytest.mark.parametrize("event", list(RECORDED))
+def test_an_unreachable_database_prints_nothing_to_the_model(tmp_path, capsys, monkeypatch, event):
+    db = "postgresql+asyncpg://nobody@127.0.0.1:9/none"  # nothing listens on port 9
+    started = time.monotonic()
+    out, err = fire(event, db, "w", capsys, monkeypatch)
+    assert time.monotonic() - started < hook.HOOK_SECONDS  # never holds the session up
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith(f"mcp-harness hook {event}: "), err
+
+
+def test_bad_arguments_print_nothing_to_the_model(tmp_path, capsys, monkeypatch):
+    out, err = fire("UserPromptSubmit", str(tmp_path / "h.db"), "w", capsys, monkeypatch, None, "--bogus")
+    assert out == "" and "unknown argument '--bogus'" in err
+
+
+@pytest.mark.slow
+def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspace):
+    """It runs on every prompt (tools/bench_hooks.py times it): no SQLAlchemy, pydantic, MCP SDK or service."""
+    import subprocess
+
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+    code = (
+        "import sys; from mcp_harness.cli import main; main(); print(sorted({m.split('.')[0] if not "
+        "m.startswith('mcp_harness') else m for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel', "
+        "'pydantic', 'mcp', 'anyio', 'asyncpg', 'mcp_harness.service', 'mcp_harness.store'))}))"
+    )
+    argv = ["hook", "UserPromptSubmit", "--db", sqlite_url, "--workspace", workspace]
+    out = subprocess.run([sys.executable, "-c", code, *argv], input=json.dumps(RECORDED["UserPromptSubmit"]),
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.strip().splitlines()[-1] == str(sorted(["mcp_harness", "mcp_harness.cli", "mcp_harness.cli.hook",
+        "mcp_harness.cli.hook_call", "mcp_harness.config", "mcp_harness.errors", "mcp_harness.glance",
+        "mcp_harness.identity", "mcp_harness.sessions"]))  # fmt: skip
