@@ -15,17 +15,17 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
-from starlette.middleware import Middleware
-from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
+from .arguments import mark_unpaired_surrogates
 from .binds import Bind, resolve_bind
 from .config import Settings
 from .connections import protocol_with_header_timeout, quiet_accept_errors, raise_open_files_limit
 from .console.auth import TokenLogin
 from .console.routes import console_routes
 from .errors import HarnessError, InvalidArgument
+from .sdk import lenient_tool_arguments, on_authentication_error
 from .server import create_server
 from .service import Harness
 
@@ -131,7 +131,8 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
         transport_security=security,
         host=host,
     )
-    _answer_503_when_tokens_cannot_be_checked(app)
+    on_authentication_error(app, token_check_unavailable)  # a 503, where the SDK's middleware answers 400
+    lenient_tool_arguments(app, "/mcp", mark_unpaired_surrogates)
     app.router.routes.extend(console_routes(harness, TokenLogin(harness.tokens), allowed_hosts=security.allowed_hosts,
                                             metrics_open=resolve_bind(host).loopback))  # fmt: skip
     return app
@@ -145,18 +146,6 @@ def public_base(bind: Bind, port: int, extra_hosts: list[str]) -> str:
     name = extra_hosts[0] if extra_hosts else ("localhost" if bind.unspecified else bind.url_host)
     has_port = re.fullmatch(r"(\[[^\]]*\]|[^:\[\]]+):\d+", name) is not None
     return f"http://{name}" if has_port else f"http://{name}:{port}"
-
-
-def _answer_503_when_tokens_cannot_be_checked(app: Starlette) -> None:
-    """The SDK's authentication middleware answers a backend's `AuthenticationError` with a 400:
-    give it the handler that answers `TokenCheckUnavailable` with a 503 (the stack is built on the
-    first request, from this list)."""
-    for i, entry in enumerate(app.user_middleware):
-        if entry.cls is AuthenticationMiddleware:
-            kwargs = {**entry.kwargs, "on_error": token_check_unavailable}
-            app.user_middleware[i] = Middleware(AuthenticationMiddleware, *entry.args, **kwargs)
-            return
-    raise RuntimeError("the MCP SDK's HTTP app has no AuthenticationMiddleware to configure")
 
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:

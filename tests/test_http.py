@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import socket
 import threading
@@ -314,3 +315,29 @@ async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
         await anyio.sleep(1.5)
         row = (await call(client, "list_tasks"))["tasks"][0]
     assert (row["status"], row["owner"], row["attempts"]) == ("pending", None, 0)
+
+
+@pytest.mark.anyio
+async def test_instructions_follow_the_token_role(served):
+    from mcp_harness.server import INSTRUCTIONS
+
+    for role in ("agent", "reader", "operator"):
+        async with http_client(served.url, served.token(f"in-{role}", "who", role)) as client:
+            assert client.instructions == INSTRUCTIONS[role], role
+
+
+def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(served):
+    """Valid JSON text, not valid Unicode: the SDK's parser refuses the whole request; the tool names the
+    argument instead (issue 25, item 7). Without a token it is still a 401."""
+    body = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "list_tasks", '
+            b'"arguments": {"tag": "main\\ud8ac"}}}')  # fmt: skip
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-protocol-version": "2025-06-18"}  # fmt: skip
+    assert httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10).status_code == 401
+    headers["authorization"] = f"Bearer {served.token('surrogates', 'a')}"
+    response = httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    events = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(events[-1]) if events else response.json()
+    assert answer["id"] == 7 and answer["result"]["isError"] is True, answer
+    assert answer["result"]["content"][0]["text"].startswith("[invalid_argument] tag: not valid Unicode"), answer
