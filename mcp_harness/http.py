@@ -13,6 +13,7 @@ import uvicorn
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
 from starlette.requests import HTTPConnection, Request
@@ -43,10 +44,13 @@ class TokenCheckUnavailable(AuthenticationError):
 
 def token_check_unavailable(_conn: HTTPConnection, _exc: Exception) -> JSONResponse:
     return JSONResponse(
-        {"error": "temporarily_unavailable",
-         "error_description": "the server cannot check tokens right now (its database is unavailable)"},
-        status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-    )  # fmt: skip
+        {
+            "error": "temporarily_unavailable",
+            "error_description": "the server cannot check tokens right now (its database is unavailable)",
+        },
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 class HarnessTokenVerifier(TokenVerifier):
@@ -64,8 +68,9 @@ class HarnessTokenVerifier(TokenVerifier):
         if ident is None:
             return None
         claims = {"workspace": ident.workspace, "agent": ident.agent, "role": ident.role}
-        return AccessToken(token=token, client_id=f"{ident.workspace}/{ident.agent}", scopes=[ident.role],
-                           claims=claims)  # fmt: skip
+        return AccessToken(
+            token=token, client_id=f"{ident.workspace}/{ident.agent}", scopes=[ident.role], claims=claims
+        )
 
 
 def split_host(value: str) -> tuple[str, str | None]:
@@ -106,15 +111,26 @@ def security_settings(
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_hosts: list[str] | None = None,
-              extra_origins: list[str] | None = None) -> Starlette:  # fmt: skip
+def build_app(
+    harness: Harness,
+    settings: Settings,
+    host: str,
+    port: int,
+    extra_hosts: list[str] | None = None,
+    extra_origins: list[str] | None = None,
+) -> Starlette:
     """The ASGI app for an already-open harness (tests mount it in their own uvicorn)."""
     base = public_base(resolve_bind(host), port, extra_hosts or [])
     server = create_server(
-        settings, None, harness=harness, token_verifier=HarnessTokenVerifier(harness),
+        settings,
+        None,
+        harness=harness,
+        token_verifier=HarnessTokenVerifier(harness),
         # Tokens are opaque and scoped to one workspace by our own table, not audience-bound JWTs.
-        auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
-    )  # fmt: skip
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(base), resource_server_url=AnyHttpUrl(f"{base}/mcp"), validate_token_resource=False
+        ),
+    )
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
@@ -168,13 +184,16 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
                         f"listening on {args.host or '(all interfaces)'} (every interface) needs --allowed-host "
                         "NAME (the host name clients use) for the DNS-rebinding Host check"
                     )
-            app = build_app(harness, settings, args.host, args.port, args.allowed_host or [],
-                            args.allowed_origin or [])  # fmt: skip
+            app = build_app(harness, settings, args.host, args.port, args.allowed_host or [], args.allowed_origin or [])
             config = uvicorn.Config(
-                app, host=args.host.strip("[]"), port=args.port, log_level="warning", lifespan="on",
+                app,
+                host=args.host.strip("[]"),
+                port=args.port,
+                log_level="warning",
+                lifespan="on",
                 # no limit_concurrency: idle connections must never make real requests get 503s
                 http=protocol_with_header_timeout(settings.header_timeout_seconds),
-            )  # fmt: skip
+            )
             log.warning("mcp-harness serving streamable HTTP on http://%s:%s/mcp", bind.url_host, args.port)
             await uvicorn.Server(config).serve()
         return 0

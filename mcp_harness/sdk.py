@@ -12,16 +12,17 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from starlette.authentication import AuthenticationBackend
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
-    from mcp.shared.stream import ReadStream, WriteStream
     from starlette.applications import Starlette
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,9 +52,9 @@ def on_authentication_error(app: Starlette, handler: Callable[..., Any]) -> None
     Starlette's default answers a backend's `AuthenticationError` with a 400). The app builds its
     middleware stack on the first request, from `app.user_middleware`."""
     for i, entry in enumerate(app.user_middleware):
-        if entry.cls is AuthenticationMiddleware:
-            kwargs: dict[str, Any] = {**entry.kwargs, "on_error": handler}
-            app.user_middleware[i] = Middleware(AuthenticationMiddleware, *entry.args, **kwargs)
+        if entry.cls is cast(Any, AuthenticationMiddleware) and not entry.args and set(entry.kwargs) == {"backend"}:
+            backend = cast(AuthenticationBackend, entry.kwargs["backend"])
+            app.user_middleware[i] = Middleware(AuthenticationMiddleware, backend=backend, on_error=handler)
             return
     raise RuntimeError("the MCP SDK's HTTP app has no AuthenticationMiddleware to configure")
 

@@ -146,7 +146,7 @@ class HarnessServer(MCPServer[Any]):
             from .stdio_fds import check_open
 
             check_open()
-        super().run(transport, **kwargs)  # type: ignore[call-overload]
+        super().run(transport, **kwargs)
 
     async def run_stdio_async(self) -> None:
         """Serve stdio with `mcp_harness.stdio`'s transport, which answers every request (the SDK's drops

@@ -31,9 +31,12 @@ odd_text = st.text(
     max_size=40,
 )
 leaf = (
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | odd_text
-)  # fmt: skip
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | odd_text
+)
 json_value = st.recursive(
     leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(odd_text, inner, max_size=4), max_leaves=12
 )
@@ -54,9 +57,11 @@ hostile = (
     | st.sampled_from(["", "x" * 300, "main/../../etc", "a" * 129, "/", "~2", "/a~", "NaN", "-1", "9" * 40])
     | st.lists(odd_text.map(lambda s: "/" + s) | odd_text, max_size=4)
     | st.just("z" * 1_200_000)
-    | st.lists(st.fixed_dictionaries({"key": odd_text, "title": odd_text}, optional={"depends_on": st.lists(odd_text)}),
-               max_size=3)
-)  # fmt: skip
+    | st.lists(
+        st.fixed_dictionaries({"key": odd_text, "title": odd_text}, optional={"depends_on": st.lists(odd_text)}),
+        max_size=3,
+    )
+)
 
 
 @st.composite

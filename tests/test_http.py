@@ -86,8 +86,12 @@ async def http_client(url: str, token: str | None, **headers: str):
 
 
 def post_initialize(url: str, **headers: str) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **headers}
     return httpx2.post(f"{url}/mcp", json=body, headers=headers, timeout=10)
 
@@ -108,8 +112,14 @@ async def test_several_agents_share_one_server(served):
                 if got["task"] is None:
                     return
                 assert got["task"]["owner"] == name  # identity comes from the token
-                await call(client, "update_task", task_key=got["task"]["key"], action="complete",
-                           lease_token=got["lease"]["token"], verification="ok")  # fmt: skip
+                await call(
+                    client,
+                    "update_task",
+                    task_key=got["task"]["key"],
+                    action="complete",
+                    lease_token=got["lease"]["token"],
+                    verification="ok",
+                )
                 mine.append(got["task"]["key"])
 
     async with anyio.create_task_group() as tg:
@@ -142,8 +152,15 @@ def test_host_checks_are_about_names_not_ports(served):
     """Loopback names on any port (a proxy or port forward in front of a loopback bind is normal);
     `--allowed-host NAME` on any port, `NAME:PORT` on exactly that port."""
     auth = {"authorization": f"Bearer {served.token('ws-hosts', 'agent')}"}
-    for host in ("localhost:9999", "127.0.0.1:1", "[::1]:443", "localhost", "proxy.internal:4000", "proxy.internal",
-                 "exact.internal:8443"):  # fmt: skip
+    for host in (
+        "localhost:9999",
+        "127.0.0.1:1",
+        "[::1]:443",
+        "localhost",
+        "proxy.internal:4000",
+        "proxy.internal",
+        "exact.internal:8443",
+    ):
         assert post_initialize(served.url, host=host, **auth).status_code == 200, host
     for host in ("exact.internal:9000", "exact.internal", "evil.example:8443", "localhost.evil.example:80"):
         assert post_initialize(served.url, host=host, **auth).status_code == 421, host
@@ -165,8 +182,12 @@ async def test_reader_role_is_read_only(served):
     async with http_client(served.url, served.token(ws, "auditor", "reader")) as reader:
         assert (await call(reader, "restore_state"))["state"] == {"v": 1}
         assert (await call(reader, "list_tasks"))["tasks"] == []
-        for tool, args in (("save_checkpoint", {"state": {"v": 2}}), ("record_progress", {"summary": "x"}),
-                           ("add_tasks", {"tasks": [{"key": "k", "title": "t"}]}), ("claim_task", {})):  # fmt: skip
+        for tool, args in (
+            ("save_checkpoint", {"state": {"v": 2}}),
+            ("record_progress", {"summary": "x"}),
+            ("add_tasks", {"tasks": [{"key": "k", "title": "t"}]}),
+            ("claim_task", {}),
+        ):
             err = await fail(reader, tool, **args)
             assert err.code == "forbidden" and "reader" in err.text, err.text
         assert (await call(reader, "restore_state"))["checkpoint"]["version"] == 1
@@ -176,11 +197,15 @@ async def test_reader_role_is_read_only(served):
 async def test_only_operator_tokens_approve_or_reject(served):
     ws = f"rv-{secrets.token_hex(3)}"
     async with http_client(served.url, served.token(ws, "coder")) as coder:
-        await call(coder, "add_tasks", tasks=[{"key": "d", "title": "design", "review": True},
-                                              {"key": "g", "title": "sign-off", "kind": "gate"}])  # fmt: skip
+        await call(
+            coder,
+            "add_tasks",
+            tasks=[{"key": "d", "title": "design", "review": True}, {"key": "g", "title": "sign-off", "kind": "gate"}],
+        )
         got = await call(coder, "claim_task")
-        await call(coder, "update_task", task_key="d", action="complete", lease_token=got["lease"]["token"],
-                   verification="ok")  # fmt: skip
+        await call(
+            coder, "update_task", task_key="d", action="complete", lease_token=got["lease"]["token"], verification="ok"
+        )
         for key, action in (("d", "approve"), ("g", "reject")):
             err = await fail(coder, "update_task", task_key=key, action=action, comment="mine")
             assert err.code == "forbidden" and "'operator' role" in err.text, err.text
@@ -204,8 +229,18 @@ def test_token_cli_lists_without_secrets(served):
 
 
 def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):
-    out = run_cli("serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(free_port()),
-                  "--db", str(tmp_path / "empty.db"), env=subprocess_env())  # fmt: skip
+    out = run_cli(
+        "serve",
+        "--transport",
+        "http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        "--db",
+        str(tmp_path / "empty.db"),
+        env=subprocess_env(),
+    )
     assert out.returncode != 0
     assert "refusing to listen on 0.0.0.0: no token exists" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
@@ -300,10 +335,18 @@ async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
     protocol = "2025-11-25"
     workspace = f"ws-{secrets.token_hex(4)}"
     token = served.token(workspace, "departed")
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "claim_task", "arguments": {"wait_seconds": 30}}}  # fmt: skip
-    headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
-               "accept": "application/json, text/event-stream", "mcp-protocol-version": protocol}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "claim_task", "arguments": {"wait_seconds": 30}},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": protocol,
+    }
     async with httpx2.AsyncClient(timeout=60) as http:
         with anyio.move_on_after(1.5):
             async with http.stream("POST", f"{served.url}/mcp", json=body, headers=headers) as response:
@@ -329,10 +372,15 @@ async def test_instructions_follow_the_token_role(served):
 def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(served):
     """Valid JSON text, not valid Unicode: the SDK's parser refuses the whole request; the tool names the
     argument instead (issue 25, item 7). Without a token it is still a 401."""
-    body = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "list_tasks", '
-            b'"arguments": {"tag": "main\\ud8ac"}}}')  # fmt: skip
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-               "mcp-protocol-version": "2025-06-18"}  # fmt: skip
+    body = (
+        b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "list_tasks", '
+        b'"arguments": {"tag": "main\\ud8ac"}}}'
+    )
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+    }
     assert httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10).status_code == 401
     headers["authorization"] = f"Bearer {served.token('surrogates', 'a')}"
     response = httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10)

@@ -107,8 +107,11 @@ async def test_two_server_processes_race_expected_version(sqlite_url, workspace)
 def test_cli_reports_unreachable_database_in_one_line():
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_harness", "status", "--db", "postgresql+asyncpg://postgres@127.0.0.1:1/none"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert proc.stderr.strip().startswith("mcp-harness: ")
     assert "Traceback" not in proc.stderr

@@ -6,7 +6,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
@@ -21,6 +21,10 @@ from ..store.common import now
 M = TypeVar("M", bound=BaseModel)
 
 
+@overload
+def iso(ts: float) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
 def iso(ts: float | None) -> str | None:
     """ISO 8601 UTC with microseconds and a `Z`: exactly what `datetime.fromtimestamp(ts, UTC)` prints
     (microseconds rounded half to even the same way), at a third of the cost, since listings format

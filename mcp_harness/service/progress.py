@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ..arguments import RecordProgressArgs
 from ..errors import InvalidArgument, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
-from ..models import ProgressEntry, RecordProgressResult
+from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
 from ..store import Connection
 from ..store import progress as store
 from ..store.common import now
@@ -23,7 +23,7 @@ def progress_entry(row: ProgressRow) -> ProgressEntry:
         created_at=iso(row.created_at),
         agent=row.agent,
         thread=row.thread,
-        status=row.status,
+        status=cast(ProgressStatus, row.status),  # one of them, as recorded
         summary=row.summary,
         details=row.details,
         next_steps=json.loads(row.next_steps) if row.next_steps else None,
@@ -46,7 +46,7 @@ async def append_entry(
 ) -> RecordProgressResult:
     """Append inside the caller's transaction (tasks use it to log a reopen atomically)."""
     created = now()
-    row = {
+    row: dict[str, Any] = {
         "entry_id": new_id("pg"),
         "workspace": ident.workspace,
         "thread": thread,

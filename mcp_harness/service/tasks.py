@@ -6,6 +6,7 @@ and the wake-up signal they share (`task_wait`); reading lives here."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from ..arguments import ListTasksArgs
@@ -47,7 +48,9 @@ class TaskService(AddingTasks, ClaimingTasks, ReviewingTasks):
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
-    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskDetail], TaskCounts]:
+    async def board(
+        self, ident: Identity, *, statuses: builtins.list[str] | None = None
+    ) -> tuple[builtins.list[TaskDetail], TaskCounts]:
         """Every task (full views with their leases, for people) and the counts."""
         at, after, out = now(), 0, []
         async with self.db.read() as conn:
