@@ -19,6 +19,7 @@ from .arguments import (
     ClaimTaskArgs,
     ListCheckpointsArgs,
     ListTasksArgs,
+    PingArgs,
     RecordProgressArgs,
     RestoreStateArgs,
     SaveCheckpointArgs,
@@ -31,6 +32,7 @@ from .models import (
     ClaimTaskResult,
     ListCheckpointsResult,
     ListTasksResult,
+    PingResult,
     RecordProgressResult,
     RestoreStateResult,
     SaveCheckpointResult,
@@ -160,6 +162,9 @@ TOOLS: tuple[HarnessTool, ...] = (
         "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
         "(reason).",
         lambda h, who, a: h.tasks.update(who, a),
+    ),
+    HarnessTool(
+        PingArgs, PingResult, "Check that the database answers.", lambda h, who, a: h.pong(who, a), read_only=True
     ),
     HarnessTool(
         ListTasksArgs,
