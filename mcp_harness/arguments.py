@@ -238,10 +238,6 @@ def mark_unpaired_surrogates(message: Any) -> bool:
         return False
 
 
-class PingArgs(ToolArgs):
-    tool = "ping"
-
-
 def validation_message(exc: ValidationError) -> str:
     """The first few failures as `field: what is wrong`, without the values given (they are the caller's data)."""
     parts = []

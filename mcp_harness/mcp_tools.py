@@ -19,7 +19,6 @@ from .arguments import (
     ClaimTaskArgs,
     ListCheckpointsArgs,
     ListTasksArgs,
-    PingArgs,
     RecordProgressArgs,
     RestoreStateArgs,
     SaveCheckpointArgs,
@@ -32,7 +31,6 @@ from .models import (
     ClaimTaskResult,
     ListCheckpointsResult,
     ListTasksResult,
-    PingResult,
     RecordProgressResult,
     RestoreStateResult,
     SaveCheckpointResult,
@@ -162,9 +160,6 @@ TOOLS: tuple[HarnessTool, ...] = (
         "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
         "(reason).",
         lambda h, who, a: h.tasks.update(who, a),
-    ),
-    HarnessTool(
-        PingArgs, PingResult, "Check that the database answers.", lambda h, who, a: h.pong(who, a), read_only=True
     ),
     HarnessTool(
         ListTasksArgs,

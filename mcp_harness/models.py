@@ -280,7 +280,3 @@ class ListTasksResult(Result):
     tasks: list[TaskRow]
     counts: TaskCounts
     next_cursor: str | None
-
-
-class PingResult(Result):
-    ok: bool

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..arguments import PingArgs, RestoreStateArgs
+from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import PingResult, RestoreStateResult, ThreadInfo
+from ..models import RestoreStateResult, ThreadInfo
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
@@ -78,11 +78,6 @@ class Harness:
     async def status(self, ident: Identity) -> dict[str, Any]:
         """What a person supervising agents needs at a glance (see `overview`)."""
         return await workspace_status(self.db, self.tasks, ident)
-
-    async def pong(self, ident: Identity, args: PingArgs) -> PingResult:
-        """The database answers (else `Unavailable`)."""
-        await self.db.ping()
-        return PingResult(ok=True)
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers."""
