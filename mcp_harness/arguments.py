@@ -8,6 +8,7 @@ value sizes, nesting depth) stay with the service, which knows them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
@@ -213,17 +214,37 @@ class ListTasksArgs(ToolArgs):
         return value
 
 
-#: every tool's argument model, in the order tools are listed
-ALL_ARGS: tuple[type[ToolArgs], ...] = (
-    SaveCheckpointArgs,
-    RestoreStateArgs,
-    ListCheckpointsArgs,
-    RecordProgressArgs,
-    AddTasksArgs,
-    ClaimTaskArgs,
-    UpdateTaskArgs,
-    ListTasksArgs,
-)
+#: what stands for an argument that held an unpaired surrogate escape (`"\\ud8ac"`: valid JSON text, not
+#: valid Unicode); the transports put it there (`mark_unpaired_surrogates`), the MCP adapter refuses it
+UNPAIRED_SURROGATE = "\x00mcp-harness: an unpaired surrogate\x00"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(v) for v in value)
+    return False
+
+
+def mark_unpaired_surrogates(message: Any) -> bool:
+    """In a parsed `tools/call` request, replace each argument that holds an unpaired surrogate with
+    `UNPAIRED_SURROGATE`, so that the call is answered `[invalid_argument]` naming the argument rather
+    than refused whole. True when something was marked and the message is valid Unicode now."""
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    if not isinstance(arguments, dict):
+        return False
+    try:
+        bad = [name for name, value in arguments.items() if _holds_lone_surrogate(value)]
+        for name in bad:
+            arguments[name] = UNPAIRED_SURROGATE
+        return bool(bad) and not _holds_lone_surrogate(message)
+    except RecursionError:
+        return False
 
 
 def validation_message(exc: ValidationError) -> str:

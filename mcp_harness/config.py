@@ -40,8 +40,8 @@ def check_no_nul(name: str, value: object) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             check_no_nul(f"{name}.{key}", item)
-    elif hasattr(type(value), "model_fields"):  # a task's fields (a pydantic model)
-        for key in type(value).model_fields:
+    elif (fields := getattr(type(value), "model_fields", None)) is not None:  # a task's fields (a pydantic model)
+        for key in fields:
             check_no_nul(f"{name}.{key}", getattr(value, key))
 
 

@@ -18,57 +18,18 @@ import resource
 import time
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
 log = logging.getLogger("mcp_harness.http")
 
 ACCEPT_ERROR = "socket.accept() out of system resource"
 ACCEPT_LOG_INTERVAL_SECONDS = 60.0
 
 
-class HeaderTimeoutProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline for each request's headers: it starts when the
-    connection opens (and again when a response ends), and is lifted once the headers are in."""
+def protocol_with_header_timeout(seconds: float) -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol with a `seconds` deadline for each request's headers (`sdk`: it
+    reaches into uvicorn's internals)."""
+    from .sdk import header_timeout_protocol
 
-    header_timeout = 10.0  #: set per server by `protocol_with_header_timeout`
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        self._header_timer: asyncio.TimerHandle | None = None
-        super().connection_made(transport)
-        self._arm_header_timer()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # the request's headers have all arrived
-            self._cancel_header_timer()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self._arm_header_timer()  # the next request on this connection gets its own deadline
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_header_timer()
-        super().connection_lost(exc)
-
-    def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
-
-    def _cancel_header_timer(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.conn.their_state is h11.IDLE:
-            self.timeout_keep_alive_handler()  # uvicorn's own way to close a connection with no request
-
-
-def protocol_with_header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout": seconds})
+    return header_timeout_protocol(seconds)
 
 
 def raise_open_files_limit() -> None:

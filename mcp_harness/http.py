@@ -14,19 +14,20 @@ import uvicorn
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.authentication import AuthenticationError
-from starlette.middleware import Middleware
-from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse
 
+from .arguments import mark_unpaired_surrogates
 from .binds import Bind, resolve_bind
 from .config import Settings
 from .connections import protocol_with_header_timeout, quiet_accept_errors, raise_open_files_limit
 from .console.auth import TokenLogin
 from .console.routes import console_routes
 from .errors import HarnessError, InvalidArgument
+from .sdk import lenient_tool_arguments, on_authentication_error
 from .server import create_server
 from .service import Harness
 
@@ -44,10 +45,13 @@ class TokenCheckUnavailable(AuthenticationError):
 
 def token_check_unavailable(_conn: HTTPConnection, _exc: Exception) -> JSONResponse:
     return JSONResponse(
-        {"error": "temporarily_unavailable",
-         "error_description": "the server cannot check tokens right now (its database is unavailable)"},
-        status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-    )  # fmt: skip
+        {
+            "error": "temporarily_unavailable",
+            "error_description": "the server cannot check tokens right now (its database is unavailable)",
+        },
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 class HarnessTokenVerifier(TokenVerifier):
@@ -65,8 +69,9 @@ class HarnessTokenVerifier(TokenVerifier):
         if ident is None:
             return None
         claims = {"workspace": ident.workspace, "agent": ident.agent, "role": ident.role}
-        return AccessToken(token=token, client_id=f"{ident.workspace}/{ident.agent}", scopes=[ident.role],
-                           claims=claims)  # fmt: skip
+        return AccessToken(
+            token=token, client_id=f"{ident.workspace}/{ident.agent}", scopes=[ident.role], claims=claims
+        )
 
 
 def split_host(value: str) -> tuple[str, str | None]:
@@ -107,15 +112,26 @@ def security_settings(
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_hosts: list[str] | None = None,
-              extra_origins: list[str] | None = None) -> Starlette:  # fmt: skip
+def build_app(
+    harness: Harness,
+    settings: Settings,
+    host: str,
+    port: int,
+    extra_hosts: list[str] | None = None,
+    extra_origins: list[str] | None = None,
+) -> Starlette:
     """The ASGI app for an already-open harness (tests mount it in their own uvicorn)."""
     base = public_base(resolve_bind(host), port, extra_hosts or [])
     server = create_server(
-        settings, None, harness=harness, token_verifier=HarnessTokenVerifier(harness),
+        settings,
+        None,
+        harness=harness,
+        token_verifier=HarnessTokenVerifier(harness),
         # Tokens are opaque and scoped to one workspace by our own table, not audience-bound JWTs.
-        auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
-    )  # fmt: skip
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(base), resource_server_url=AnyHttpUrl(f"{base}/mcp"), validate_token_resource=False
+        ),
+    )
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
@@ -141,7 +157,8 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
         transport_security=security,
         host=host,
     )
-    _answer_503_when_tokens_cannot_be_checked(app)
+    on_authentication_error(app, token_check_unavailable)  # a 503, where the SDK's middleware answers 400
+    lenient_tool_arguments(app, "/mcp", mark_unpaired_surrogates)
     app.router.routes.extend(console_routes(harness, TokenLogin(harness.tokens), allowed_hosts=security.allowed_hosts,
                                             metrics_open=resolve_bind(host).loopback))  # fmt: skip
     return app
@@ -155,18 +172,6 @@ def public_base(bind: Bind, port: int, extra_hosts: list[str]) -> str:
     name = extra_hosts[0] if extra_hosts else ("localhost" if bind.unspecified else bind.url_host)
     has_port = re.fullmatch(r"(\[[^\]]*\]|[^:\[\]]+):\d+", name) is not None
     return f"http://{name}" if has_port else f"http://{name}:{port}"
-
-
-def _answer_503_when_tokens_cannot_be_checked(app: Starlette) -> None:
-    """The SDK's authentication middleware answers a backend's `AuthenticationError` with a 400:
-    give it the handler that answers `TokenCheckUnavailable` with a 503 (the stack is built on the
-    first request, from this list)."""
-    for i, entry in enumerate(app.user_middleware):
-        if entry.cls is AuthenticationMiddleware:
-            kwargs = {**entry.kwargs, "on_error": token_check_unavailable}
-            app.user_middleware[i] = Middleware(AuthenticationMiddleware, *entry.args, **kwargs)
-            return
-    raise RuntimeError("the MCP SDK's HTTP app has no AuthenticationMiddleware to configure")
 
 
 def serve_http(settings: Settings, args: argparse.Namespace) -> int:
@@ -189,13 +194,16 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
                         f"listening on {args.host or '(all interfaces)'} (every interface) needs --allowed-host "
                         "NAME (the host name clients use) for the DNS-rebinding Host check"
                     )
-            app = build_app(harness, settings, args.host, args.port, args.allowed_host or [],
-                            args.allowed_origin or [])  # fmt: skip
+            app = build_app(harness, settings, args.host, args.port, args.allowed_host or [], args.allowed_origin or [])
             config = uvicorn.Config(
-                app, host=args.host.strip("[]"), port=args.port, log_level="warning", lifespan="on",
+                app,
+                host=args.host.strip("[]"),
+                port=args.port,
+                log_level="warning",
+                lifespan="on",
                 # no limit_concurrency: idle connections must never make real requests get 503s
                 http=protocol_with_header_timeout(settings.header_timeout_seconds),
-            )  # fmt: skip
+            )
             if not log.isEnabledFor(logging.INFO) and not os.environ.get("MCP_HARNESS_LOG_LEVEL"):
                 log.setLevel(logging.INFO)  # the start line is news, not a warning, yet a person must see it
             base = f"http://{bind.url_host}:{args.port}"

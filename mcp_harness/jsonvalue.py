@@ -8,13 +8,19 @@ import math
 import time
 from collections import OrderedDict
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 from .errors import InvalidArgument, TooLarge
 
 _MISSING = object()
 
 
+@overload
+def iso(ts: float) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
+@overload
+def iso(ts: float | None) -> str | None: ...
 def iso(ts: float | None) -> str | None:
     """A timestamp as every result shows it: ISO 8601 UTC to the second, `2026-12-01T16:09:26Z` (the
     fraction is cut, as `datetime.isoformat(timespec="seconds")` does). The one formatter of the

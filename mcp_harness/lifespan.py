@@ -11,6 +11,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,9 +22,6 @@ from .errors import HarnessError, Internal, Unavailable
 if TYPE_CHECKING:
     from .service import Harness
 
-#: the server this lifespan belongs to (`server.HarnessServer`, not imported: it imports this module)
-HarnessServer = Any
-
 log = logging.getLogger("mcp_harness")
 
 #: the database is opened once the client has listed the tools or called one, or after this long
@@ -32,27 +30,62 @@ HANDSHAKE_SECONDS = 3.0
 LAST_ATTEMPT_SECONDS = 10.0
 
 
-def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[Any], AbstractAsyncContextManager[None]]:
-    """The server's lifespan. With `harness` (HTTP: one harness for every request) it is just used;
-    without, one is opened in the background (`hold_open`) and closed when the connection ends."""
+@dataclass
+class HarnessState:
+    """A server's hold on its harness. HTTP: given an open one at construction. stdio: the lifespan opens
+    it in the background (`opens_itself`), and the events below say how far that has got."""
+
+    harness: Harness | None = None  #: the open harness, while it is open
+    opens_itself: bool = False  #: stdio: the lifespan opens the harness
+    opened: anyio.Event = field(default_factory=anyio.Event)  #: set when an attempt to open it has ended
+    wanted: anyio.Event = field(default_factory=anyio.Event)  #: set once the handshake is over or a call needs it
+    retry: anyio.Event = field(default_factory=anyio.Event)  #: set to make a failed opening try again
+    open_error: HarnessError | None = None  #: why the last attempt failed
+
+    def handshake_over(self) -> None:
+        """The client has what it needs to start (it listed the tools, or calls one): open the database."""
+        if self.opens_itself:
+            self.wanted.set()
+
+    async def ready(self) -> None:
+        """Wait until the harness is open: a stdio server opens it in the background, so that the
+        client's handshake (initialize, tools/list) is answered without waiting for the database.
+        After a failed attempt, the next call starts another."""
+        if self.harness is not None or not self.opens_itself:
+            return
+        self.wanted.set()
+        if self.open_error is not None:
+            self.open_error, self.opened = None, anyio.Event()
+            self.retry.set()
+        await self.opened.wait()
+        if self.open_error is not None:
+            raise self.open_error
+
+
+def harness_lifespan(
+    settings: Settings, harness: Harness | None, state: HarnessState
+) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """The server's lifespan (the SDK passes it the server, which it does not need). With `harness` (HTTP:
+    one harness for every request) it is just used; without, one is opened in the background
+    (`hold_open`) and closed when the connection ends."""
 
     @asynccontextmanager
-    async def lifespan(server: HarnessServer) -> AsyncIterator[None]:
+    async def lifespan(_server: Any) -> AsyncIterator[None]:
         if harness is not None:
-            server.harness = harness
+            state.harness = harness
             yield None
             return
-        server.opens_itself, server.opened, server.wanted, stop = True, anyio.Event(), anyio.Event(), anyio.Event()
+        state.opens_itself, state.opened, state.wanted, stop = True, anyio.Event(), anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(hold_open, settings, server, stop)
+            tg.start_soon(hold_open, settings, state, stop)
             try:
                 yield None
             finally:
                 stop.set()
-                if server.harness is None:  # the client left before the database was open
+                if state.harness is None:  # the client left before the database was open
                     opened = False
                     try:
-                        opened = await last_attempt(server)
+                        opened = await last_attempt(state)
                     finally:
                         if not opened:
                             tg.cancel_scope.cancel()  # stop waiting for a retry (an open one closes itself)
@@ -60,56 +93,54 @@ def harness_lifespan(settings: Settings, harness: Harness | None) -> Callable[[A
     return lifespan
 
 
-async def last_attempt(server: HarnessServer) -> bool:
+async def last_attempt(state: HarnessState) -> bool:
     """The client left before the database was open: let the attempt run and end (within
     LAST_ATTEMPT_SECONDS), so that a damaged database is still reported (one line, a non-zero exit)
     rather than the session ending silently. True when the database was opened (it closes itself)."""
-    if server.opened is None or server.wanted is None or server.opened.is_set():
+    if state.opened.is_set():
         return False
-    server.wanted.set()
+    state.wanted.set()
     with anyio.move_on_after(LAST_ATTEMPT_SECONDS):
-        await server.opened.wait()
-    return server.opened.is_set() and server.open_error is None
+        await state.opened.wait()
+    return state.opened.is_set() and state.open_error is None
 
 
-async def hold_open(settings: Settings, server: HarnessServer, stop: anyio.Event) -> None:
+async def hold_open(settings: Settings, state: HarnessState, stop: anyio.Event) -> None:
     """Open the harness for a stdio server's life, once the handshake is over (the client has listed
     the tools) or a call needs it: the service is imported on a worker thread and the database opened;
-    tool calls wait for it (`HarnessServer.ready`). If it cannot be opened, each call says why, and the
+    tool calls wait for it (`HarnessState.ready`). If it cannot be opened, each call says why, and the
     next call tries again; a damaged database is raised, which ends the server."""
-    assert server.wanted is not None
     with anyio.move_on_after(HANDSHAKE_SECONDS):
-        await server.wanted.wait()  # the handshake first: importing would take turns with it on the GIL
+        await state.wanted.wait()  # the handshake first: importing would take turns with it on the GIL
     while True:
-        server.retry = anyio.Event()
+        state.retry = anyio.Event()
         try:
-            service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_harness.service",
-                                                     abandon_on_cancel=True)  # fmt: skip
+            service = await anyio.to_thread.run_sync(
+                importlib.import_module, "mcp_harness.service", abandon_on_cancel=True
+            )
             async with service.Harness.open(settings) as opened:
                 try:
                     await opened.checkpoints.purge_idempotency_keys()
                 except Unavailable as exc:  # e.g. a read-only database still serves reads
                     log.warning("old idempotency keys not purged: %s", exc.message)
-                server.harness = opened
-                assert server.opened is not None
-                server.opened.set()
+                state.harness = opened
+                state.opened.set()
                 await stop.wait()
                 return
         except HarnessError as exc:
             if isinstance(exc, Unavailable) and exc.damaged:
-                server.open_error = exc
+                state.open_error = exc
                 raise  # ends the lifespan's task group, and with it the server
             log.error("cannot open the database: %s", exc.message)
-            server.open_error = exc
+            state.open_error = exc
         except OSError as exc:  # e.g. the database file's folder does not exist (yet)
             log.error("cannot open the database: %s", exc.strerror or exc)
-            server.open_error = Unavailable(f"the database cannot be opened: {exc.strerror or exc}")
+            state.open_error = Unavailable(f"the database cannot be opened: {exc.strerror or exc}")
         except Exception as exc:  # noqa: BLE001 - every tool call will say so; the log has the cause
             incident = secrets.token_hex(6)
             log.error("internal error %s opening the database", incident, exc_info=exc)
-            server.open_error = Internal(f"the server could not open its database (incident {incident})")
+            state.open_error = Internal(f"the server could not open its database (incident {incident})")
         finally:
-            server.harness = None
-            if server.opened is not None:
-                server.opened.set()
-        await server.retry.wait()
+            state.harness = None
+            state.opened.set()
+        await state.retry.wait()

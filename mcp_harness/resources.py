@@ -1,13 +1,19 @@
-"""MCP resources (read-only views) and prompts (the long-running-agent session discipline)."""
+"""MCP resources (read-only views, declared in `RESOURCES` like the tools in `mcp_tools.TOOLS`) and prompts
+(the long-running-agent session discipline)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from mcp.server.mcpserver import MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from .errors import HarnessError, NotFound
 from .identity import Identity
@@ -20,92 +26,111 @@ JSON = "application/json"
 
 #: the open harness and the caller's identity (`HarnessServer.current`)
 Current = Callable[[], tuple["Harness", Identity]]
+#: a resource's body: the open harness, the caller, the URI's parameters (as sent) -> a JSON value
+Read = Callable[["Harness", Identity, dict[str, str]], Awaitable[Any]]
 
 
-async def guarded(read: Callable[[], Any]) -> str:
-    """`read()` as JSON text; our errors become the SDK's resource errors, with their `[code] message`."""
-    try:
-        return dumps(await read())
-    except NotFound as exc:
-        raise ResourceNotFoundError(exc.to_text()) from exc
-    except HarnessError as exc:
-        raise ResourceError(exc.to_text()) from exc
+@dataclass(frozen=True)
+class HarnessResource:
+    """One read-only view: a URI (a template when it has `{name}` segments, each one path segment,
+    percent-encoded), what the listing says of it, and the one service call that reads it."""
+
+    uri: str
+    name: str
+    description: str
+    read: Read
+
+    @property
+    def parameters(self) -> list[str]:
+        return re.findall(r"\{(\w+)\}", self.uri)
 
 
-def register_resources(server: MCPServer[Any], current: Current) -> None:
-    """The read-only views; `current` gives the open harness and the caller (`HarnessServer.current`)."""
-    security = ResourceSecurity(exempt_params={"thread"})
+def version_in(params: dict[str, str]) -> int:
+    """The `{version}` of a checkpoint URI: a malformed one is the caller's mistake (-32602, one line)."""
+    text = params["version"]
+    if not (text.isascii() and text.isdigit() and 0 < len(text) <= 18 and int(text) > 0):
+        raise MCPError(INVALID_PARAMS, f"version must be a positive whole number, not {text[:40]!r}")
+    return int(text)
 
-    @server.resource(
-        "harness://threads", name="threads", mime_type=JSON, description="Threads with their latest version and size"
-    )
-    async def threads() -> str:
-        h, ident = current()
 
-        async def read() -> Any:
-            return {"threads": [t.model_dump(mode="json") for t in await h.threads(ident)]}
+async def _threads(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
+    return {"threads": [t.model_dump(mode="json") for t in await h.threads(who)]}
 
-        return await guarded(read)
 
-    @server.resource(
+async def _thread_state(h: Harness, who: Identity, params: dict[str, str]) -> Any:
+    thread = unquote(params["thread"])
+    brief = await h.restore(who, thread=thread, progress_limit=0)
+    if not brief.found:
+        raise NotFound(f"thread {thread!r} has no checkpoint")
+    return brief.model_dump(mode="json", include={"checkpoint", "state"})
+
+
+async def _checkpoint(h: Harness, who: Identity, params: dict[str, str]) -> Any:
+    version = version_in(params)
+    brief = await h.restore(who, thread=unquote(params["thread"]), version=version, progress_limit=0)
+    return brief.model_dump(mode="json", include={"checkpoint", "state"})
+
+
+async def _progress(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
+    return {"progress": [e.model_dump(mode="json") for e in await h.progress.recent(who, limit=50)]}
+
+
+async def _tasks(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
+    return (await h.tasks.list(who, limit=500)).model_dump(mode="json")
+
+
+RESOURCES: tuple[HarnessResource, ...] = (
+    HarnessResource("harness://threads", "threads", "Threads with their latest version and size", _threads),
+    HarnessResource(
         "harness://threads/{thread}/state",
-        name="thread_state",
-        mime_type=JSON,
-        description="The latest state of a thread (thread percent-encoded)",
-        security=security,
-    )
-    async def thread_state(thread: str) -> str:
-        h, ident = current()
-
-        async def read() -> Any:
-            brief = await h.restore(ident, thread=unquote(thread), progress_limit=0)
-            if not brief.found:
-                raise NotFound(f"thread {unquote(thread)!r} has no checkpoint")
-            return brief.model_dump(mode="json", include={"checkpoint", "state"})
-
-        return await guarded(read)
-
-    @server.resource(
+        "thread_state",
+        "The latest state of a thread (thread percent-encoded)",
+        _thread_state,
+    ),
+    HarnessResource(
         "harness://threads/{thread}/checkpoints/{version}",
-        name="checkpoint",
-        mime_type=JSON,
-        description="One checkpoint of a thread by version",
-        security=security,
+        "checkpoint",
+        "One checkpoint of a thread by version",
+        _checkpoint,
+    ),
+    HarnessResource("harness://progress", "progress", "The 50 newest progress entries of the workspace", _progress),
+    HarnessResource("harness://tasks", "tasks", "The task board: first 500 tasks and counts", _tasks),
+)
+
+
+def register_resources(
+    server: MCPServer[Any], current: Current, resources: tuple[HarnessResource, ...] = RESOURCES
+) -> None:
+    """Offer each resource through the SDK's resource manager. Every URI parameter reaches `read` as the
+    text sent (the reader parses it); `thread` is exempt from the SDK's drive-path check (`c:x`)."""
+    security = ResourceSecurity(exempt_params={"thread"})
+    for resource in resources:
+        register = server.resource(
+            resource.uri, name=resource.name, mime_type=JSON, description=resource.description, security=security
+        )
+        register(_handler(resource, current))
+
+
+def _handler(resource: HarnessResource, current: Current) -> Callable[..., Awaitable[str]]:
+    """The function the SDK calls: the URI's parameters as keywords (all text), the value as JSON text;
+    our errors become the SDK's resource errors, with their `[code] message`."""
+
+    async def handler(**params: str) -> str:
+        try:
+            h, ident = current()
+            return dumps(await resource.read(h, ident, params))
+        except NotFound as exc:
+            raise ResourceNotFoundError(exc.to_text()) from exc
+        except HarnessError as exc:
+            raise ResourceError(exc.to_text()) from exc
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, keyword, annotation=str) for name in resource.parameters], return_annotation=str
     )
-    async def checkpoint(thread: str, version: int) -> str:
-        h, ident = current()
-
-        async def read() -> Any:
-            brief = await h.restore(ident, thread=unquote(thread), version=version, progress_limit=0)
-            return brief.model_dump(mode="json", include={"checkpoint", "state"})
-
-        return await guarded(read)
-
-    @server.resource(
-        "harness://progress",
-        name="progress",
-        mime_type=JSON,
-        description="The 50 newest progress entries of the workspace",
-    )
-    async def progress() -> str:
-        h, ident = current()
-
-        async def read() -> Any:
-            entries = await h.progress.recent(ident, limit=50)
-            return {"progress": [e.model_dump(mode="json") for e in entries]}
-
-        return await guarded(read)
-
-    @server.resource(
-        "harness://tasks", name="tasks", mime_type=JSON, description="The task board: first 500 tasks and counts"
-    )
-    async def tasks() -> str:
-        h, ident = current()
-
-        async def read() -> Any:
-            return (await h.tasks.list(ident, limit=500)).model_dump(mode="json")
-
-        return await guarded(read)
+    handler.__annotations__ = {**dict.fromkeys(resource.parameters, str), "return": str}
+    handler.__name__ = resource.name
+    return handler
 
 
 INITIALIZE = """You are the INITIALIZER agent of a long-running project. Goal:

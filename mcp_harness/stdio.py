@@ -41,6 +41,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
+from .arguments import mark_unpaired_surrogates
 from .stdio_fds import wired
 
 log = logging.getLogger("mcp_harness.stdio")
@@ -255,8 +256,11 @@ class MessageReader:
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception:  # noqa: BLE001 - whatever the parser says, the client gets an answer
-                await self._refuse(f"{len(line)} bytes that are not a JSON-RPC message", refusals(line))
-                continue
+                lenient = with_unpaired_surrogates_marked(line)
+                if lenient is None:
+                    await self._refuse(f"{len(line)} bytes that are not a JSON-RPC message", refusals(line))
+                    continue
+                message = lenient
             if isinstance(message, JSONRPCRequest):
                 self._outstanding.opened(message.id)
                 hook = partial(self._outstanding.unanswered, message.id)
@@ -307,6 +311,24 @@ def _carries_id(line: bytes) -> bool:
         return "id" in json.loads(line)
     except (ValueError, RecursionError):
         return False
+
+
+def with_unpaired_surrogates_marked(line: bytes) -> JSONRPCMessage | None:
+    """A tool call that failed to parse only because an argument holds an unpaired surrogate escape
+    (valid JSON text, not valid Unicode: pydantic's parser refuses it, Python's accepts it), with that
+    argument marked so the tool answers `[invalid_argument]` naming it; else None."""
+    if b"\\u" not in line:
+        return None
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not mark_unpaired_surrogates(value):
+        return None
+    try:
+        return jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except Exception:  # noqa: BLE001 - not a message after all: refused as before
+        return None
 
 
 def leading_id(line: bytes) -> RequestId | None:

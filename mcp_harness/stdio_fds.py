@@ -255,8 +255,9 @@ def _claim(fd: int, diversion: int) -> int:
     return private
 
 
-async def _connect(loop: asyncio.AbstractEventLoop, kinds: tuple[str, str], fds: tuple[int, int], reader: Reader,
-                   writer: Writer) -> tuple[Any, Any]:  # fmt: skip
+async def _connect(
+    loop: asyncio.AbstractEventLoop, kinds: tuple[str, str], fds: tuple[int, int], reader: Reader, writer: Writer
+) -> tuple[Any, Any]:
     """(input transport, output transport); the same transport twice for one socket on both fds."""
     if kinds == ("socket", "socket") and _same_file(*fds):
         both = socket.socket(fileno=os.dup(fds[0]))
@@ -272,6 +273,7 @@ async def _connect(loop: asyncio.AbstractEventLoop, kinds: tuple[str, str], fds:
 
 async def _connect_one(loop: asyncio.AbstractEventLoop, kind: str, fd: int, protocol: Ends) -> Any:
     reads = protocol.reader is not None
+    transport: Any
     if kind == "socket":
         transport, _ = await loop.connect_accepted_socket(lambda: protocol, socket.socket(fileno=os.dup(fd)))
     elif kind == "pipe" and reads:

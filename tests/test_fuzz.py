@@ -17,23 +17,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from mcp_harness.arguments import ALL_ARGS
 from mcp_harness.errors import ALL_CODES
+from mcp_harness.mcp_tools import TOOLS as TOOL_TABLE
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
 
 SKIPPED = {("claim_task", "wait_seconds")}  # no waiting in a fuzz run
-#: every tool's parameters, from the argument models the server publishes and validates with
-TOOLS = {args.tool: [name for name in args.model_fields if (args.tool, name) not in SKIPPED] for args in ALL_ARGS}
+#: every tool's parameters, from the tool table's argument models (what the server publishes and validates with)
+TOOLS = {t.name: [name for name in t.args.model_fields if (t.name, name) not in SKIPPED] for t in TOOL_TABLE}
 
 odd_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=()) | st.sampled_from(["\u0000", "\u202e", "/", "~", "."]),
     max_size=40,
 )
 leaf = (
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | odd_text
-)  # fmt: skip
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | odd_text
+)
 json_value = st.recursive(
     leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(odd_text, inner, max_size=4), max_leaves=12
 )
@@ -54,15 +57,18 @@ hostile = (
     | st.sampled_from(["", "x" * 300, "main/../../etc", "a" * 129, "/", "~2", "/a~", "NaN", "-1", "9" * 40])
     | st.lists(odd_text.map(lambda s: "/" + s) | odd_text, max_size=4)
     | st.just("z" * 1_200_000)
-    | st.lists(st.fixed_dictionaries({"key": odd_text, "title": odd_text}, optional={"depends_on": st.lists(odd_text)}),
-               max_size=3)
-)  # fmt: skip
+    | st.lists(
+        st.fixed_dictionaries({"key": odd_text, "title": odd_text}, optional={"depends_on": st.lists(odd_text)}),
+        max_size=3,
+    )
+)
 
 
 @st.composite
 def calls(draw):
     tool = draw(st.sampled_from(sorted(TOOLS)))
-    names = draw(st.lists(st.sampled_from(TOOLS[tool]) | odd_text, max_size=5, unique=True))
+    known = st.sampled_from(TOOLS[tool]) | odd_text if TOOLS[tool] else odd_text  # a tool may take no arguments
+    names = draw(st.lists(known, max_size=5, unique=True))
     return tool, {name: draw(hostile) for name in names}
 
 

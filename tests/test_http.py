@@ -88,8 +88,12 @@ async def http_client(url: str, token: str | None, **headers: str):
 
 
 def post_initialize(url: str, **headers: str) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **headers}
     return httpx2.post(f"{url}/mcp", json=body, headers=headers, timeout=10)
 
@@ -110,8 +114,14 @@ async def test_several_agents_share_one_server(served):
                 if got["task"] is None:
                     return
                 assert got["task"]["owner"] == name  # identity comes from the token
-                await call(client, "update_task", task_key=got["task"]["key"], action="complete",
-                           lease_token=got["lease"]["token"], verification="ok")  # fmt: skip
+                await call(
+                    client,
+                    "update_task",
+                    task_key=got["task"]["key"],
+                    action="complete",
+                    lease_token=got["lease"]["token"],
+                    verification="ok",
+                )
                 mine.append(got["task"]["key"])
 
     async with anyio.create_task_group() as tg:
@@ -144,8 +154,15 @@ def test_host_checks_are_about_names_not_ports(served):
     """Loopback names on any port (a proxy or port forward in front of a loopback bind is normal);
     `--allowed-host NAME` on any port, `NAME:PORT` on exactly that port."""
     auth = {"authorization": f"Bearer {served.token('ws-hosts', 'agent')}"}
-    for host in ("localhost:9999", "127.0.0.1:1", "[::1]:443", "localhost", "proxy.internal:4000", "proxy.internal",
-                 "exact.internal:8443"):  # fmt: skip
+    for host in (
+        "localhost:9999",
+        "127.0.0.1:1",
+        "[::1]:443",
+        "localhost",
+        "proxy.internal:4000",
+        "proxy.internal",
+        "exact.internal:8443",
+    ):
         assert post_initialize(served.url, host=host, **auth).status_code == 200, host
     for host in ("exact.internal:9000", "exact.internal", "evil.example:8443", "localhost.evil.example:80"):
         assert post_initialize(served.url, host=host, **auth).status_code == 421, host
@@ -167,8 +184,12 @@ async def test_reader_role_is_read_only(served):
     async with http_client(served.url, served.token(ws, "auditor", "reader")) as reader:
         assert (await call(reader, "restore_state"))["state"] == {"v": 1}
         assert (await call(reader, "list_tasks"))["tasks"] == []
-        for tool, args in (("save_checkpoint", {"state": {"v": 2}}), ("record_progress", {"summary": "x"}),
-                           ("add_tasks", {"tasks": [{"key": "k", "title": "t"}]}), ("claim_task", {})):  # fmt: skip
+        for tool, args in (
+            ("save_checkpoint", {"state": {"v": 2}}),
+            ("record_progress", {"summary": "x"}),
+            ("add_tasks", {"tasks": [{"key": "k", "title": "t"}]}),
+            ("claim_task", {}),
+        ):
             err = await fail(reader, tool, **args)
             assert err.code == "forbidden" and "reader" in err.text, err.text
         assert (await call(reader, "restore_state"))["checkpoint"]["version"] == 1
@@ -178,11 +199,15 @@ async def test_reader_role_is_read_only(served):
 async def test_only_operator_tokens_approve_or_reject(served):
     ws = f"rv-{secrets.token_hex(3)}"
     async with http_client(served.url, served.token(ws, "coder")) as coder:
-        await call(coder, "add_tasks", tasks=[{"key": "d", "title": "design", "review": True},
-                                              {"key": "g", "title": "sign-off", "kind": "gate"}])  # fmt: skip
+        await call(
+            coder,
+            "add_tasks",
+            tasks=[{"key": "d", "title": "design", "review": True}, {"key": "g", "title": "sign-off", "kind": "gate"}],
+        )
         got = await call(coder, "claim_task")
-        await call(coder, "update_task", task_key="d", action="complete", lease_token=got["lease"]["token"],
-                   verification="ok")  # fmt: skip
+        await call(
+            coder, "update_task", task_key="d", action="complete", lease_token=got["lease"]["token"], verification="ok"
+        )
         for key, action in (("d", "approve"), ("g", "reject")):
             err = await fail(coder, "update_task", task_key=key, action=action, comment="mine")
             assert err.code == "forbidden" and "'operator' role" in err.text, err.text
@@ -253,8 +278,18 @@ def test_hooks_over_http_give_the_brief_and_write_notes_as_the_token(served, tmp
 
 
 def test_exposed_bind_without_tokens_is_refused(tmp_path: Path):
-    out = run_cli("serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(free_port()),
-                  "--db", str(tmp_path / "empty.db"), env=subprocess_env())  # fmt: skip
+    out = run_cli(
+        "serve",
+        "--transport",
+        "http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        "--db",
+        str(tmp_path / "empty.db"),
+        env=subprocess_env(),
+    )
     assert out.returncode != 0
     assert "refusing to listen on 0.0.0.0: no token exists" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
@@ -349,10 +384,18 @@ async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
     protocol = "2025-11-25"
     workspace = f"ws-{secrets.token_hex(4)}"
     token = served.token(workspace, "departed")
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "claim_task", "arguments": {"wait_seconds": 30}}}  # fmt: skip
-    headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
-               "accept": "application/json, text/event-stream", "mcp-protocol-version": protocol}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "claim_task", "arguments": {"wait_seconds": 30}},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": protocol,
+    }
     async with httpx2.AsyncClient(timeout=60) as http:
         with anyio.move_on_after(1.5):
             async with http.stream("POST", f"{served.url}/mcp", json=body, headers=headers) as response:
@@ -364,3 +407,34 @@ async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
         await anyio.sleep(1.5)
         row = (await call(client, "list_tasks"))["tasks"][0]
     assert (row["status"], row["owner"], row["attempts"]) == ("pending", None, 0)
+
+
+@pytest.mark.anyio
+async def test_instructions_follow_the_token_role(served):
+    from mcp_harness.server import INSTRUCTIONS
+
+    for role in ("agent", "reader", "operator"):
+        async with http_client(served.url, served.token(f"in-{role}", "who", role)) as client:
+            assert client.instructions == INSTRUCTIONS[role], role
+
+
+def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(served):
+    """Valid JSON text, not valid Unicode: the SDK's parser refuses the whole request; the tool names the
+    argument instead (issue 25, item 7). Without a token it is still a 401."""
+    body = (
+        b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "list_tasks", '
+        b'"arguments": {"tag": "main\\ud8ac"}}}'
+    )
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+    }
+    assert httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10).status_code == 401
+    headers["authorization"] = f"Bearer {served.token('surrogates', 'a')}"
+    response = httpx2.post(f"{served.url}/mcp", content=body, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    events = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(events[-1]) if events else response.json()
+    assert answer["id"] == 7 and answer["result"]["isError"] is True, answer
+    assert answer["result"]["content"][0]["text"].startswith("[invalid_argument] tag: not valid Unicode"), answer

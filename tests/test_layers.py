@@ -10,7 +10,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_harness"
 #: the modules that face people and clients: they reach data only through the service
-ADAPTERS = ("server", "mcp_tools", "resources", "lifespan", "http", "stdio", "cli", "console")
+ADAPTERS = ("server", "mcp_tools", "resources", "lifespan", "http", "stdio", "sdk", "cli", "console")
 #: what adapters call the open harness (`args.db` is the --db option, not a database)
 HARNESS_NAMES = ("h", "harness", "opened", "self.harness", "server.harness")
 DATABASE_LIBRARIES = ("sqlalchemy", "sqlmodel", "asyncpg", "sqlite3", "aiosqlite")

@@ -1,6 +1,7 @@
-"""Protocol-level mistakes (an unknown prompt, a prompt without its required argument, an unknown
-resource) are JSON-RPC errors with code -32602 (invalid params) and a one-line message, and the server
-logs no traceback for them: they are the caller's mistakes, not the server's."""
+"""Protocol-level mistakes (an unknown prompt, a prompt without its required argument or with an unknown
+one, an unknown resource, a malformed resource URI) are JSON-RPC errors with code -32602 (invalid params)
+and a one-line message, and the server logs no traceback for them: they are the caller's mistakes, not
+the server's."""
 
 from __future__ import annotations
 
@@ -19,7 +20,18 @@ MISTAKES = [
     ("get_prompt", ("nope", {}), "no prompt named 'nope'; prompts: initialize_project, resume_session"),
     ("get_prompt", ("initialize_project", {}), "prompt 'initialize_project' needs the argument goal"),
     ("get_prompt", ("initialize_project", {"goal": ""}), "needs the argument goal"),
+    (
+        "get_prompt",
+        ("resume_session", {"thred": "x"}),
+        "prompt 'resume_session' has no argument 'thred'; arguments: thread",
+    ),
     ("read_resource", ("harness://nope",), "Unknown resource: harness://nope"),
+    (
+        "read_resource",
+        ("harness://threads/main/checkpoints/abc",),
+        "version must be a positive whole number, not 'abc'",
+    ),
+    ("read_resource", ("harness://threads/main/checkpoints/0",), "version must be a positive whole number, not '0'"),
     ("read_resource", ("harness://threads/none/state",), "[not_found] thread 'none' has no checkpoint"),
 ]
 

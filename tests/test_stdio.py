@@ -15,6 +15,8 @@ from conftest import call, fail, mcp_client, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 from test_published import MODEL_VISIBLE_LIMIT, model_visible
 
+from mcp_harness.mcp_tools import TOOLS
+
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 
 
@@ -26,10 +28,7 @@ def stdio_client(url: str, workspace: str, agent: str) -> Client:
 async def test_round_trip_over_stdio(sqlite_url, workspace):
     async with stdio_client(sqlite_url, workspace, "stdio-agent") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {
-            "save_checkpoint", "restore_state", "list_checkpoints", "record_progress",
-            "add_tasks", "claim_task", "update_task", "list_tasks",
-        }  # fmt: skip
+        assert list(tools) == [tool.name for tool in TOOLS]  # the table's tools, in its order
         assert all(t.output_schema for t in tools.values())
         saved = await call(client, "save_checkpoint", state={"hello": "world"}, label="first")
         brief = await call(client, "restore_state")
@@ -108,8 +107,11 @@ async def test_two_server_processes_race_expected_version(sqlite_url, workspace)
 def test_cli_reports_unreachable_database_in_one_line():
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_harness", "status", "--db", "postgresql+asyncpg://postgres@127.0.0.1:1/none"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert proc.stderr.strip().startswith("mcp-harness: ")
     assert "Traceback" not in proc.stderr

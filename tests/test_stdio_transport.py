@@ -315,3 +315,29 @@ def test_a_waiting_claim_whose_client_left_claims_nothing(db_url, workspace, tmp
     assert (row["status"], row["owner"], row["attempts"]) == ("pending", None, 0)
     assert result(answers[2])["task"] is None
     assert status == 0 and time.monotonic() - started < 15
+
+
+def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(sqlite_url, workspace, tmp_path):
+    """`"main\\ud8ac"` is valid JSON text but not valid Unicode: the call is answered `[invalid_argument]`
+    naming the argument (issue 25, item 7), not refused whole; elsewhere in a message it is still refused."""
+    wire = Wire("pipes", serve_command(sqlite_url, workspace, "raw"), subprocess_env(), tmp_path)
+    try:
+        wire.read_in_background()
+        wire.send(
+            *INITIALIZE,
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_tasks", '
+            '"arguments": {"tag": "main\\ud8ac", "limit": 5}}}',
+            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list\\udc00", "arguments": {}}}',
+            '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_tasks", '
+            '"arguments": {"tag": "\\ud83d\\ude00"}}}',  # a pair is a character like any other
+        )
+        wire.close_input()
+        answers = wire.answers(1, 2, 3)
+        assert wire.finish()[0] == 0
+    finally:
+        wire.close()
+    assert answers[1]["result"]["isError"] is True, answers[1]
+    text = answers[1]["result"]["content"][0]["text"]
+    assert text.startswith("[invalid_argument] tag: not valid Unicode") and "limit" not in text, text
+    assert answers[2]["error"]["code"] == -32600
+    assert result(answers[3])["tasks"] == []

@@ -41,10 +41,10 @@ def parse(argv: list[str]) -> HookCall:
         if name == "--no-session":
             call.no_session = True
         elif name in options:
-            value = value if eq else next(words, None)
-            if not value:
+            given = value if eq else next(words, None)
+            if not given:
                 raise HookError(f"{name} needs a value; {USAGE}")
-            setattr(call, options[name], value)
+            setattr(call, options[name], given)
         else:
             raise HookError(f"unknown argument {word!r}; {USAGE}")
     return call

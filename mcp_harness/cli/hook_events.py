@@ -19,7 +19,8 @@ def handle(call: HookCall) -> str | None:
     if call.event == "SessionStart":
         return session_start(call)
     if call.url is not None:
-        return _remote_note(call)
+        _remote_note(call)
+        return None
     from ..config import missing_db_file
 
     if missing_db_file(call.db) is not None:
@@ -142,5 +143,6 @@ def _remote_note(call: HookCall) -> None:
         return None
     from .brief import remote_call
 
+    assert call.url is not None  # the caller checked it
     anyio.run(remote_call, call.url, call.token_env, "record_progress", {"summary": f"hook: {what}"})
     return None

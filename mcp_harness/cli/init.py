@@ -110,7 +110,7 @@ def removal(root: Path) -> list[Change]:
 
 def _unimport(path: Path) -> Change:
     """CLAUDE.md without the import line init added (and a section an earlier init wrote there)."""
-    text, what = _read(path), []
+    text, what = _read(path), list[str]()
     for step in (remove_instructions, remove_import):
         change = step(path, text)
         if change.text is not None:
@@ -172,7 +172,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     root, in_git = project_root()
     check_root(root)
     if args.remove:
-        changes, notes, origin = removal(root), [], "Removing what init added (other entries, hooks and lines stay)."
+        changes, notes, origin = removal(root), list[str](), "Removing what init added (other entries, hooks and lines stay)."
     else:
         args.db = project_db(args.db)
         args.url = _url(args) if args.transport == "http" else None

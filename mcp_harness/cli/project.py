@@ -183,6 +183,7 @@ def remove_server(path: Path, text: str | None, key: str, name: str) -> Change:
     entry = servers.get(name) if isinstance(servers, dict) else None
     if not isinstance(entry, dict) or not OUR_SERVER.search(json.dumps(entry)):
         return Change(path, None, f"no {name!r} server of mcp-harness (unchanged)")
+    assert isinstance(servers, dict)  # `entry` came from it
     del servers[name]
     if not servers:
         del data[key]

@@ -8,7 +8,7 @@ patch names: the others keep their hashes without being read.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ..arguments import ListCheckpointsArgs, RestoreStateArgs, SaveCheckpointArgs
 from ..config import check_int
@@ -90,7 +90,7 @@ class CheckpointService(ServiceBase):
                 lambda: self._materialise(conn, ident.workspace, entries, fresh, checkpoint=parent_id),
             )
             created = now()
-            row = {
+            row: dict[str, Any] = {
                 "id": new_id("ck"),
                 "workspace": ident.workspace,
                 "thread": thread,
@@ -283,7 +283,7 @@ class CheckpointService(ServiceBase):
             ThreadInfo(
                 thread=r.name,
                 latest_version=r.latest_version,
-                checkpoint_id=r.latest_id,
+                checkpoint_id=cast(str, r.latest_id),  # a thread is inserted with its first checkpoint
                 size_bytes=r.size_bytes,
                 updated_at=iso(r.updated_at),
             )

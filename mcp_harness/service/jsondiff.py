@@ -49,7 +49,7 @@ def _walk(pointer: str, old: Any, new: Any, out: list[Change]) -> int:
         if all(_same(a, b) for a, b in zip(shorter, longer, strict=False)):
             more = 0
             for index in range(len(shorter), len(longer)):
-                kind = "added" if longer is new else "removed"
+                kind: Literal["added", "removed"] = "added" if longer is new else "removed"
                 value = longer[index]
                 more += _add(out, Change(f"{pointer}/{index}", kind, **{"new" if kind == "added" else "old": value}))
             return more

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -100,7 +101,7 @@ async def _roll(conn: Connection, workspace: str, tail: int, data: bytes, count:
     return None
 
 
-def _find_all(haystack: bytes, needle: bytes, start: int):
+def _find_all(haystack: bytes, needle: bytes, start: int) -> Iterator[int]:
     at = haystack.find(needle, start)
     while at != -1:
         yield at

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -44,7 +44,7 @@ class MaintenanceService(ServiceBase):
         async with self.db.cold_read() as conn:
             return await store.list_workspaces(conn)
 
-    async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncIterator[str]:
+    async def export(self, workspace: str | None = None, progress: Progress = _quiet) -> AsyncGenerator[str, None]:
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
         async with self.db.cold_read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ..arguments import RecordProgressArgs
 from ..errors import InvalidArgument, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
-from ..models import ProgressEntry, RecordProgressResult
+from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
 from ..store import Connection
 from ..store import progress as store
 from ..store import tasks as task_store
@@ -24,7 +24,7 @@ def progress_entry(row: ProgressRow) -> ProgressEntry:
         created_at=iso(row.created_at),
         agent=row.agent,
         thread=row.thread,
-        status=row.status,
+        status=cast(ProgressStatus, row.status),  # one of them, as recorded
         summary=row.summary,
         details=row.details,
         next_steps=json.loads(row.next_steps) if row.next_steps else None,
@@ -47,7 +47,7 @@ async def append_entry(
 ) -> RecordProgressResult:
     """Append inside the caller's transaction (tasks use it to log a reopen atomically)."""
     created = now()
-    row = {
+    row: dict[str, Any] = {
         "entry_id": new_id("pg"),
         "workspace": ident.workspace,
         "thread": thread,
@@ -95,6 +95,7 @@ class ProgressService(ServiceBase):
         """Refuse a task_key that names no task; warn when `done` is said of a task the caller still holds
         (a progress entry completes nothing: the lease would run out and the task be retried)."""
         key = args.task_key
+        assert key is not None  # the caller checks it
         task = await task_store.get(conn, ident.workspace, key)
         if task is None:
             raise NotFound(

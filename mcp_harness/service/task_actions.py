@@ -87,7 +87,7 @@ class TaskActions(ServiceBase):
             row = await self._current(conn, ident.workspace, args.task_key)
         if row.status == Status.IN_REVIEW:
             return in_review(args)
-        instead = f"; without it, {RULES[Action.RELEASE].instead}" if args.action == Action.RELEASE else ""
+        instead = f"; without it, {RULES[Action.RELEASE].instead}" if args.action == Action.RELEASE.value else ""
         return InvalidArgument(f"{args.action} needs the lease_token that claim_task returned{instead}")
 
     def _given(self, args: UpdateTaskArgs, at: float) -> Given:
@@ -171,7 +171,9 @@ class TaskActions(ServiceBase):
             return await self._apply(conn, ident, args, action, at), at
 
         def finish(raw: tuple[TaskRecord, float]) -> HeartbeatResult:
-            return HeartbeatResult(lease=lease_of(*raw))
+            lease = lease_of(*raw)
+            assert lease is not None  # a heartbeat leaves the task claimed under this token
+            return HeartbeatResult(lease=lease)
 
         return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import TypeVar
 
 from ..errors import InvalidArgument
 from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
@@ -36,7 +37,10 @@ def lease_of(row: TaskRecord, at: float) -> Lease | None:
     )
 
 
-def task_view(row: TaskRecord, at: float, model: type[TaskView] = TaskView, **extra: object) -> TaskView:
+V = TypeVar("V", bound=TaskView)
+
+
+def task_view(row: TaskRecord, at: float, model: type[V] = TaskView, **extra: object) -> V:  # type: ignore[assignment]
     return model(
         key=row.key,
         title=row.title,

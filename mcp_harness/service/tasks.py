@@ -7,6 +7,7 @@ of the tool, the CLI and the console; the state machine itself is `task_states`)
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from ..arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
@@ -111,7 +112,9 @@ class TaskService(ServiceBase):
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
 
-    async def board(self, ident: Identity, *, statuses: list[str] | None = None) -> tuple[list[TaskDetail], TaskCounts]:
+    async def board(
+        self, ident: Identity, *, statuses: builtins.list[str] | None = None
+    ) -> tuple[builtins.list[TaskDetail], TaskCounts]:
         """Every task (full views with their leases, for people) and the counts."""
         at, after, out = now(), 0, []
         async with self.db.read() as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
+from typing import cast
 
 from ..config import check_name
 from ..errors import InvalidArgument, NotFound
@@ -53,7 +54,7 @@ class TokenService(ServiceBase):
             row = await store.find(conn, token_hash(token))
         if row is None:
             return None
-        return Identity(workspace=row.workspace, agent=row.agent, role=row.role)
+        return Identity(workspace=row.workspace, agent=row.agent, role=cast(Role, row.role))  # a Role when stored
 
     async def list(self, workspace: str | None = None) -> list[TokenInfo]:
         async with self.db.read() as conn:
