@@ -172,7 +172,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     root, in_git = project_root()
     check_root(root)
     if args.remove:
-        changes, notes, origin = removal(root), list[str](), "Removing what init added (other entries, hooks and lines stay)."
+        notes: list[str] = []
+        changes, origin = removal(root), "Removing what init added (other entries, hooks and lines stay)."
     else:
         args.db = project_db(args.db)
         args.url = _url(args) if args.transport == "http" else None
