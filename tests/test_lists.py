@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
 from mcp_harness.store.backup import checkpoints, segments
-from mcp_harness.store.migrations import SCHEMA_VERSION
+from mcp_harness.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -147,24 +147,22 @@ async def test_export_import_renumbers_segments(db_url, workspace, tmp_path):
         assert (await h.restore(Identity("other", "a"))).state["m"][29] == message(29)
 
 
-async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
+async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace, tmp_path):
     ident = Identity(workspace, "a")
-    async with Harness.open(settings_for(sqlite_url)) as h:
+    made = f"sqlite+aiosqlite:///{tmp_path / 'current.db'}"
+    async with Harness.open(settings_for(made)) as h:
         await h.checkpoints.save(ident, state={"kept": [1, 2, 3]}, label="old")
     path = sqlite_url.split("///", 1)[1]
-    with sqlite3.connect(path) as raw:  # the layout version 1 created
-        raw.execute("DROP TABLE segments")
-        raw.execute("DROP TABLE task_events")  # (migration 4)
-        for column in ("review", "kind", "review_comment"):  # (migration 5)
-            raw.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
-        raw.execute("DROP TABLE task_counts")  # (migration 6: the counters, their triggers, task indexes)
-        for trigger in ("task_counts_insert", "task_counts_update", "task_counts_delete"):
-            raw.execute(f"DROP TRIGGER {trigger}")
-        for index in ("ix_task_page", "ix_task_board", "ix_task_done", "ix_task_failed"):
-            raw.execute(f"DROP INDEX {index}")
-        raw.execute("DROP INDEX ix_checkpoint_label")
-        raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
+    with sqlite3.connect(path) as raw:  # the layout version 1 created (its migration's own SQL), with those rows
+        for statement in MIGRATIONS[0].statements("sqlite"):
+            raw.execute(statement)
+        raw.execute("ATTACH DATABASE ? AS made", (made.split("///", 1)[1],))
+        for (table,) in raw.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'").fetchall():
+            columns = ", ".join(f'"{row[1]}"' for row in raw.execute(f'PRAGMA main.table_info("{table}")'))
+            raw.execute(f'INSERT INTO main."{table}" ({columns}) SELECT {columns} FROM made."{table}"')  # noqa: S608
         raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")
+        raw.commit()
+        raw.execute("DETACH DATABASE made")
     async with Harness.open(settings_for(sqlite_url)) as h:
         assert (await h.restore(ident, label="old")).state == {"kept": [1, 2, 3]}
         messages = [message(n) for n in range(20)]
