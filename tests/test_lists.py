@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import call, mcp_client, settings_for
+from conftest import call, mcp_client, settings_for, sqlite_at_version
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
 from mcp_harness.store.backup import checkpoints, segments
-from mcp_harness.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from mcp_harness.store.migrations import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -153,16 +153,7 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace, 
     async with Harness.open(settings_for(made)) as h:
         await h.checkpoints.save(ident, state={"kept": [1, 2, 3]}, label="old")
     path = sqlite_url.split("///", 1)[1]
-    with sqlite3.connect(path) as raw:  # the layout version 1 created (its migration's own SQL), with those rows
-        for statement in MIGRATIONS[0].statements("sqlite"):
-            raw.execute(statement)
-        raw.execute("ATTACH DATABASE ? AS made", (made.split("///", 1)[1],))
-        for (table,) in raw.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'").fetchall():
-            columns = ", ".join(f'"{row[1]}"' for row in raw.execute(f'PRAGMA main.table_info("{table}")'))
-            raw.execute(f'INSERT INTO main."{table}" ({columns}) SELECT {columns} FROM made."{table}"')  # noqa: S608
-        raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")
-        raw.commit()
-        raw.execute("DETACH DATABASE made")
+    sqlite_at_version(path, made.split("///", 1)[1], 1)  # the layout version 1 created, with those rows
     async with Harness.open(settings_for(sqlite_url)) as h:
         assert (await h.restore(ident, label="old")).state == {"kept": [1, 2, 3]}
         messages = [message(n) for n in range(20)]
