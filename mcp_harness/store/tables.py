@@ -103,7 +103,6 @@ class Progress(SQLModel, table=True):
         Index("ix_progress_thread", "workspace", "thread", "seq"),
         Index("ix_progress_seq", "workspace", "seq"),
         Index("ix_progress_task", "workspace", "task_key", "seq"),
-        Index("ix_progress_created", "workspace", "created_at"),
     )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
     entry_id: str = Field(unique=True)
