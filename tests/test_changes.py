@@ -11,6 +11,7 @@ from console_support import agent_call
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import changes
+from mcp_harness.store.urls import pg_dsn
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def test_a_write_that_changed_nothing_notifies_nobody(harness: Harness, wo
     import asyncpg
 
     heard: list[str] = []
-    listener = await asyncpg.connect(changes._dsn(harness.db.url))
+    listener = await asyncpg.connect(pg_dsn(harness.db.url)[0])
     try:
         await listener.add_listener(changes.CHANNEL, lambda *args: heard.append(args[-1]))
         assert (await harness.tasks.claim(ident)).task is None

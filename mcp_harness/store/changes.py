@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from sqlalchemy import make_url
 
 from .connection import Query
+from .urls import pg_dsn, sqlite_path
 
 log = logging.getLogger(__name__)
 CHANNEL = "mcp_harness_change"
@@ -129,7 +129,7 @@ class ChangeFeed:
 
     def _check_sqlite(self) -> None:
         if self._sqlite is None:
-            path = make_url(self._url).database
+            path = sqlite_path(self._url)
             if not path or path == ":memory:":
                 return  # nothing to watch: another connection could not see this database anyway
             self._sqlite = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -147,7 +147,7 @@ class ChangeFeed:
             if self._listener is None or self._listener.is_closed():
                 import asyncpg
 
-                listener = await asyncpg.connect(_dsn(self._url), timeout=10)
+                listener = await asyncpg.connect(pg_dsn(self._url)[0], timeout=10)
                 await listener.add_listener(CHANNEL, self._bump)
                 listener.add_termination_listener(self._lost)
                 self._listener = listener
@@ -168,13 +168,6 @@ class ChangeFeed:
             listener, self._listener = self._listener, None
             listener.remove_termination_listener(self._lost)
             await listener.close()
-
-
-def _dsn(url: str) -> str:
-    """asyncpg's DSN for a SQLAlchemy URL (without SQLAlchemy's own query options)."""
-    parsed = make_url(url)
-    query = {k: v for k, v in parsed.query.items() if k != "prepared_statement_cache_size"}
-    return parsed.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
 
 
 _XID_SQL = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
