@@ -132,7 +132,8 @@ def build_app(harness: Harness, settings: Settings, host: str, port: int, extra_
         host=host,
     )
     _answer_503_when_tokens_cannot_be_checked(app)
-    app.router.routes.extend(console_routes(harness, TokenLogin(harness.tokens), allowed_hosts=security.allowed_hosts,
+    login = TokenLogin(harness.console_sessions)  # console sign-ins: server-side sessions bound to a token
+    app.router.routes.extend(console_routes(harness, login, allowed_hosts=security.allowed_hosts,
                                             metrics_open=resolve_bind(host).loopback))  # fmt: skip
     return app
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import html
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -418,3 +419,96 @@ def test_ctrl_c_stops_the_ui_quietly_while_a_page_follows_the_event_stream(tmp_p
     assert proc.returncode in (0, 130), (proc.returncode, stderr)
     assert "ERROR" not in stderr and "Traceback" not in stderr, stderr
     assert ended == ["the server ended the stream"]  # completed, not cut off
+
+
+def test_the_cookie_is_an_opaque_session_and_signing_out_ends_it_on_the_server(url: str, db: str, ws: str):
+    tok = token(db, ws, "olga", "operator")
+    with signed_in(url, tok) as client:
+        sid = next(iter(client.cookies.values()))
+        assert sid != tok and tok not in sid and sid.startswith("mcphs_")
+        # the cookie is no bearer token: /mcp does not take it
+        mcp = httpx2.post(f"{url}/mcp", headers={"authorization": f"Bearer {sid}"}, json={}, timeout=30)
+        assert mcp.status_code == 401
+        board = client.get(f"/ui/board?w={ws}")
+        assert board.status_code == 200
+        out = client.post("/ui/logout", data={"csrf": csrf_of(board.text)}, headers={"origin": url})
+        assert out.status_code == 303
+    # a copy of the cookie (kept by whatever else received it) is dead too
+    port = url.rsplit(":", 1)[1]
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30,
+                       cookies={f"mcph_console_{port}": sid}) as copy:  # fmt: skip
+        assert copy.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+    with signed_in(url, tok) as again:  # the token itself still signs in
+        assert again.get(f"/ui/board?w={ws}").status_code == 200
+
+
+def _stream_end_seconds(client: httpx2.Client, ws: str, end: Callable[[], None]) -> float:
+    """Open the event stream, run `end` once it is open, and time how long the stream goes on after."""
+    with client.stream("GET", f"/ui/events?w={ws}", timeout=30) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()
+        for line in lines:
+            if line.startswith("event: change"):
+                break
+        end()
+        ended = time.monotonic()
+        for _line in lines:
+            pass
+        return time.monotonic() - ended
+
+
+def test_an_open_event_stream_ends_within_a_second_of_revocation_or_sign_out(url: str, db: str, ws: str):
+    tok = token(db, ws, "rita", "reader")
+    with signed_in(url, tok) as client:
+        page = client.get(f"/ui/board?w={ws}").text
+
+        def sign_out() -> None:
+            assert client.post("/ui/logout", data={"csrf": csrf_of(page)}, headers={"origin": url}).status_code == 303
+
+        assert _stream_end_seconds(client, ws, sign_out) < 1.5
+    with signed_in(url, tok) as client:
+
+        def revoke() -> None:
+            assert run_cli("token", "revoke", tok, "--db", db).returncode == 0  # another process
+
+        assert _stream_end_seconds(client, ws, revoke) < 1.5
+
+
+def test_event_streams_per_token_are_capped_and_other_calls_stay_fast(tmp_path: Path):
+    db = str(tmp_path / "streams.db")
+    seed(db, "w")
+    tok, other = token(db, "w", "rita", "reader"), token(db, "w", "sam", "reader")
+    agent = token(db, "w", "bot", "agent")
+    with shared_server(db, max_streams_per_token=3) as url, ExitStack() as held:
+        client = held.enter_context(signed_in(url, tok))
+        for _ in range(3):
+            assert held.enter_context(client.stream("GET", "/ui/events?w=w", timeout=30)).status_code == 200
+        refused = client.get("/ui/events?w=w")
+        assert refused.status_code == 429 and "MCP_HARNESS_MAX_STREAMS_PER_TOKEN" in refused.text
+        with signed_in(url, other) as second:  # another token is not starved
+            with second.stream("GET", "/ui/events?w=w", timeout=30) as stream:
+                assert stream.status_code == 200
+        assert httpx2.get(f"{url}/healthz", timeout=2).status_code == 200
+
+        async def call() -> None:
+            headers = {"Authorization": f"Bearer {agent}"}
+            with anyio.fail_after(10):
+                async with (
+                    httpx2.AsyncClient(headers=headers) as http,
+                    Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=10) as mcp,
+                ):
+                    assert not (await mcp.call_tool("list_tasks", {})).is_error
+
+        anyio.run(call)
+    with shared_server(db, max_streams_per_token=1) as url, signed_in(url, tok) as client:
+        with client.stream("GET", "/ui/events?w=w", timeout=30) as stream:
+            assert stream.status_code == 200
+            next(line for line in stream.iter_lines() if line.startswith("event: change"))
+        deadline = time.monotonic() + 5  # a closed stream gives its place back (once the server hears it)
+        while True:
+            with client.stream("GET", "/ui/events?w=w", timeout=30) as again:
+                if again.status_code != 429:
+                    assert again.status_code == 200
+                    break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)

@@ -46,12 +46,12 @@ async def login(console: Console, request: Request) -> Response:
         raise Forbidden("this console signs in with the login code that mcp-harness ui printed")
     form = await request.form()
     token = str(form.get("token") or "").strip()
-    session = await console.login.session_for(token) if token else None
-    if session is None:
+    sid = await console.login.start(token) if token else None
+    if sid is None:
         return _login(console, request, 401, "That token is not valid (mistyped, or revoked). Ask for a new one: "
                       "mcp-harness token create --workspace W --agent YOUR-NAME --role operator")  # fmt: skip
     response = RedirectResponse(console.url("/"), status_code=303)
-    set_cookie(request, response, token)
+    set_cookie(request, response, sid)  # the session id: the token itself never leaves this request
     return response
 
 
@@ -60,7 +60,7 @@ async def logout(console: Console, request: Request) -> Response:
     session = await console.session(request)
     form = await request.form()
     check_form(request, session, _field(form, "csrf"))
-    console.login.end(request)
+    await console.login.end(request)
     response = RedirectResponse(console.url("/login"), status_code=303)
     clear_cookie(request, response)
     return response

@@ -47,7 +47,7 @@ class WaitingClaims(ServiceBase):
             if gone is not None:
                 relays.start_soon(_relay, gone, wake)
             await changes.feed(self.db).wait_until(
-                claimable, remaining, recheck=self.settings.poll_interval_seconds, local=wake
+                claimable, remaining, workspace=ident.workspace, recheck=self.settings.poll_interval_seconds, local=wake
             )
             relays.cancel_scope.cancel()
         return gone is None or not gone.is_set()

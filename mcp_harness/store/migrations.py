@@ -334,6 +334,20 @@ WHERE workspace NOT IN (SELECT name FROM workspaces) GROUP BY workspace;
 """
 
 
+# Console sign-ins as server-side sessions (the cookie held the bearer token itself): only a hash of
+# the session id, and the token it was made from.
+_V8_CONSOLE_SESSIONS = """
+CREATE TABLE console_sessions (
+    session_hash VARCHAR NOT NULL,
+    token_hash VARCHAR NOT NULL,
+    created_at FLOAT NOT NULL,
+    expires_at FLOAT NOT NULL,
+    PRIMARY KEY (session_hash)
+);
+CREATE INDEX ix_console_session_token ON console_sessions (token_hash);
+"""
+
+
 #: Append only; never edit a released migration.
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _both(_V1_INITIAL)),
@@ -351,6 +365,7 @@ MIGRATIONS: list[Migration] = [
         separator="\n/\n",
     ),
     Migration(7, "a row for every workspace that holds only tasks", _both(_V7_TASK_WORKSPACES)),
+    Migration(8, "console sessions: a hash of the session id, bound to its token", _both(_V8_CONSOLE_SESSIONS)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -258,3 +258,15 @@ class StateSchema(SQLModel, table=True):
     version: int = Field(primary_key=True)
     document: str = Field(sa_type=Text)  #: the JSON Schema
     created_at: float
+
+
+class ConsoleSession(SQLModel, table=True):
+    """A sign-in to the shared server's console: only a hash of the session id (the cookie) is kept,
+    with the token it was made from; revoking that token ends it."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (Index("ix_console_session_token", "token_hash"),)
+    session_hash: str = Field(primary_key=True)
+    token_hash: str
+    created_at: float
+    expires_at: float
