@@ -9,10 +9,9 @@ cannot starve the others."""
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator
-
-import weakref
 
 import anyio
 from sse_starlette import EventSourceResponse
