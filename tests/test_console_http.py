@@ -268,15 +268,36 @@ def test_metrics_are_open_on_loopback_and_count_tool_calls(url: str, db: str, ws
 
 def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
     db = str(tmp_path / "exposed.db")
+    seed(db, "w")
+    seed(db, "other")
     tok = token(db, "w", "scraper", "reader")
-    with shared_server(db, bind_as="10.1.2.3") as url:
+    secret = secrets.token_urlsafe(24)
+    with shared_server(db, bind_as="10.1.2.3", metrics_token=secret) as url:
         port = url.rsplit(":", 1)[1]
         host = {"host": f"10.1.2.3:{port}"}
         assert httpx2.get(f"{url}/metrics", headers=host, timeout=30).status_code == 401
         bad = httpx2.get(f"{url}/metrics", headers={**host, "authorization": "Bearer mcph_nope"}, timeout=30)
         assert bad.status_code == 401
         good = httpx2.get(f"{url}/metrics", headers={**host, "authorization": f"Bearer {tok}"}, timeout=30)
-        assert good.status_code == 200 and "mcp_harness_tasks" in good.text
+        assert good.status_code == 200 and 'workspace="w"' in good.text and 'workspace="other"' not in good.text
+        scraper = httpx2.get(f"{url}/metrics", headers={**host, "authorization": f"Bearer {secret}"}, timeout=30)
+        assert scraper.status_code == 200 and 'workspace="w"' in scraper.text and 'workspace="other"' in scraper.text
+        evil = {"host": f"evil.example:{port}", "authorization": f"Bearer {secret}"}
+        assert httpx2.get(f"{url}/metrics", headers=evil, timeout=30).status_code == 421
+
+
+def test_metrics_answer_only_hosts_of_this_server_and_a_token_sees_its_own_workspace(url: str, db: str, ws: str):
+    port = url.rsplit(":", 1)[1]
+    for evil in (f"evil.example:{port}", "evil.example"):  # DNS rebinding: a name the attacker controls
+        assert httpx2.get(f"{url}/metrics", headers={"host": evil}, timeout=30).status_code == 421
+    other = f"{ws}-other"
+    seed(db, other)
+    every = httpx2.get(f"{url}/metrics", timeout=30).text  # loopback, no token: every workspace
+    assert f'workspace="{ws}"' in every and f'workspace="{other}"' in every
+    for role in ("reader", "agent", "operator"):
+        mine = httpx2.get(f"{url}/metrics", headers={"authorization": f"Bearer {token(db, ws, 'm', role)}"}, timeout=30)
+        assert mine.status_code == 200 and f'workspace="{ws}"' in mine.text, role
+        assert f'workspace="{other}"' not in mine.text, role
 
 
 @pytest.mark.slow
@@ -296,6 +317,9 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             board = first.get("/ui/board?w=shop")
             assert board.status_code == 200 and "olivia" in board.text and "operator" in board.text
             assert first.get(login_url).status_code == 403  # used: even by the browser that used it
+            port = base.rsplit(":", 1)[1]
+            assert first.get("/metrics").status_code == 200
+            assert first.get("/metrics", headers={"host": f"evil.example:{port}"}).status_code == 421
         with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as second:
             again = second.get(login_url)
             assert again.status_code == 403 and "already used" in again.text and not again.cookies
