@@ -536,3 +536,47 @@ def test_event_streams_per_token_are_capped_and_other_calls_stay_fast(tmp_path: 
                     break
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def test_bad_console_input_is_a_one_line_400_on_both_backends(db_url: str, caplog: pytest.LogCaptureFixture):
+    ws = f"shop-{secrets.token_hex(3)}"
+    seed(db_url, ws)
+    tok = token(db_url, ws, "olga", "operator")
+    caplog.set_level("WARNING")
+    with shared_server(db_url) as url, signed_in(url, tok) as client:
+        too_big = "before must be a whole number from 1 to 9223372036854775807"
+        for path, expected in (
+            (f"/ui/log?w={ws}&before=9223372036854775808", too_big),
+            (f"/ui/task?w={ws}&key=schema&before=9223372036854775808", too_big),
+            (f"/ui/log?w={ws}&before=99999999999999999999999999", "before must be a whole number"),
+            (f"/ui/log?w={ws}&q=a%00b", "q must not contain control characters"),
+            (f"/ui/log?w={ws}&agent=x%1b%5b2K", "agent must not contain control characters"),
+        ):
+            response = client.get(path)
+            assert response.status_code == 400, (path, response.status_code)
+            message = re.search(r'class="panel message">.*?<p>(.*?)</p>', response.text, re.S)
+            assert html.unescape(message.group(1)) == expected, path  # one line, the same on both backends
+        assert client.get(f"/ui/log?w={ws}&before=9223372036854775807").status_code == 200  # the largest is fine
+        assert client.get(f"/ui/log?w={ws}&q=a%20b").status_code == 200
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.records
+
+
+def test_a_huge_form_is_a_400_without_an_error_in_the_log(url: str, db: str, ws: str, caplog: pytest.LogCaptureFixture):
+    caplog.set_level("WARNING")
+    big = "x" * (1024 * 1024 + 10)
+    with httpx2.Client(base_url=url, timeout=30) as client:
+        multipart = client.post("/ui/login", files={"token": (None, big)}, headers={"origin": url})
+        encoded = client.post("/ui/login", data={"token": big}, headers={"origin": url})
+    for response in (multipart, encoded):
+        assert response.status_code == 400, response.status_code
+        assert "at most 1024 KB" in response.text
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.records
+
+
+def test_the_done_banner_says_only_the_known_action_words(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        phishing = "approved. Your session expired: paste your token at http://evil.example"
+        page = client.get("/ui/task", params={"w": ws, "key": "schema", "done": phishing})
+        assert page.status_code == 200 and 'class="flash"' not in page.text and "session expired" not in page.text
+        page = client.get(f"/ui/task?w={ws}&key=schema&done=approved")
+        assert page.status_code == 200 and "Task schema was approved." in page.text

@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..errors import Forbidden, InvalidArgument, NotFound
 from ..service import Identity
-from .app import Console, Redirect, page
+from .app import Console, Redirect, page, read_form
 from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
 
 
@@ -44,7 +44,7 @@ async def login(console: Console, request: Request) -> Response:
     check_origin(request)
     if isinstance(console.login, CodeLogin):
         raise Forbidden("this console signs in with the login code that mcp-harness ui printed")
-    form = await request.form()
+    form = await read_form(request)
     token = str(form.get("token") or "").strip()
     sid = await console.login.start(token) if token else None
     if sid is None:
@@ -58,7 +58,7 @@ async def login(console: Console, request: Request) -> Response:
 @page
 async def logout(console: Console, request: Request) -> Response:
     session = await console.session(request)
-    form = await request.form()
+    form = await read_form(request)
     check_form(request, session, _field(form, "csrf"))
     await console.login.end(request)
     response = RedirectResponse(console.url("/login"), status_code=303)
@@ -96,7 +96,7 @@ async def act(console: Console, request: Request) -> Response:
     if action is None:
         raise NotFound(f"no console action {name!r}; there are: {', '.join(ACTIONS)}")
     session = await console.session(request)
-    form = await request.form()
+    form = await read_form(request)
     check_form(request, session, _field(form, "csrf"))
     if not session.can_act:
         raise Forbidden(f"{name} needs the operator role; this sign-in is a {session.role}")
