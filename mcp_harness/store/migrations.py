@@ -334,16 +334,8 @@ WHERE workspace NOT IN (SELECT name FROM workspaces) GROUP BY workspace;
 """
 
 
-# Console sign-ins as server-side sessions (the cookie held the bearer token itself): only a hash of
-# the session id, and the token it was made from.
-_V8_CONSOLE_SESSIONS = """
-CREATE TABLE console_sessions (
-    session_hash VARCHAR NOT NULL,
-    token_hash VARCHAR NOT NULL,
-    created_at FLOAT NOT NULL,
-    expires_at FLOAT NOT NULL,
-    PRIMARY KEY (session_hash)
-);
+_V8_CONSOLE_SESSIONS = """CREATE TABLE console_sessions (session_hash VARCHAR NOT NULL, token_hash VARCHAR NOT NULL,
+    created_at FLOAT NOT NULL, expires_at FLOAT NOT NULL, PRIMARY KEY (session_hash));
 CREATE INDEX ix_console_session_token ON console_sessions (token_hash);
 """
 
@@ -355,18 +347,13 @@ MIGRATIONS: list[Migration] = [
     Migration(3, "64-bit checkpoint versions", {"sqlite": "", "postgresql": _V3_BIGINT_VERSIONS_PG}),
     Migration(4, "task events: every transition of a task, with its actor and time", _both(_V4_TASK_EVENTS)),
     Migration(5, "review gates: tasks.review, tasks.kind (work or gate), tasks.review_comment", _both(_V5_REVIEW)),
-    Migration(
-        6,
-        "task counts kept by triggers; indexes for the task list's pages and the board's columns",
-        {
-            "sqlite": _V6_TASK_COUNTS.format(**_V1_TYPES["sqlite"]) + _V6_TASK_COUNTS_SQLITE,
-            "postgresql": _V6_TASK_COUNTS.format(**_V1_TYPES["postgresql"]) + _V6_TASK_COUNTS_PG,
-        },
-        separator="\n/\n",
-    ),
+    Migration(6, "task counts kept by triggers; indexes for the task list's pages and the board's columns",
+              {"sqlite": _V6_TASK_COUNTS.format(**_V1_TYPES["sqlite"]) + _V6_TASK_COUNTS_SQLITE,
+               "postgresql": _V6_TASK_COUNTS.format(**_V1_TYPES["postgresql"]) + _V6_TASK_COUNTS_PG},
+              separator="\n/\n"),
     Migration(7, "a row for every workspace that holds only tasks", _both(_V7_TASK_WORKSPACES)),
     Migration(8, "console sessions: a hash of the session id, bound to its token", _both(_V8_CONSOLE_SESSIONS)),
-]
+]  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
@@ -377,10 +364,8 @@ async def _execute(conn: Any, sql: str, params: dict[str, Any] | None = None) ->
 
 async def current_version(conn: Any, dialect: str) -> int:
     """The schema version recorded in the database, 0 for an empty database."""
-    if dialect == "postgresql":
-        exists = "SELECT to_regclass('harness_meta') IS NOT NULL"
-    else:
-        exists = "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'harness_meta'"
+    exists = ("SELECT to_regclass('harness_meta') IS NOT NULL" if dialect == "postgresql"
+              else "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'harness_meta'")  # fmt: skip
     if not (await _execute(conn, exists)).scalar():
         return 0
     row = (await _execute(conn, "SELECT value FROM harness_meta WHERE \"key\" = 'schema_version'")).first()
