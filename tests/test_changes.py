@@ -197,3 +197,21 @@ async def test_writes_by_another_process_in_one_workspace_wake_no_claim_waiting_
                 lambda: agent_call(db_url, b.workspace, "planner", "add_tasks", tasks=[{"key": "y", "title": "Y"}])
             )
         assert got[0].task is not None and got[0].task.key == "y"
+
+
+async def test_a_change_by_this_process_wakes_only_claims_waiting_in_its_workspace(db_url: str, workspace: str):
+    async with Harness.open(settings_for(db_url, poll_interval_seconds=120)) as h:
+        a, b = Identity(f"{workspace}-a", "writer"), Identity(f"{workspace}-b", "waiter")
+        waits: list[str] = []
+        real = h.tasks._wait_for_work
+
+        async def counted(ident: Identity, *args: object) -> bool:
+            waits.append(ident.workspace)
+            return await real(ident, *args)
+
+        h.tasks._wait_for_work = counted  # type: ignore[method-assign]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: h.tasks.claim(b, wait_seconds=2))
+            await anyio.sleep(0.2)
+            await _writes(h, a, 5)  # adds, claims, completes in A, in this very process
+        assert waits == [b.workspace]  # one wait, never woken by A's writes

@@ -140,7 +140,7 @@ class UpdatingTasks(WaitingClaims):
                     leaf_only=True,
                 )  # fmt: skip
             if row is not None:
-                self._notify()
+                self._notify(ident.workspace)
                 return task_view(row, at, UpdateTaskResult, unblocked=[])
 
         async def change(conn: Connection, at: float) -> TaskRecord:
@@ -273,7 +273,7 @@ class UpdatingTasks(WaitingClaims):
             return task_view(row, at, UpdateTaskResult, **extra)
 
         result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
-        self._notify()
+        self._notify(ident.workspace)
         return result
 
     async def _current(self, conn: Connection, ws: str, key: str) -> TaskRecord:
