@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -580,3 +581,29 @@ def test_the_done_banner_says_only_the_known_action_words(url: str, db: str, ws:
         assert page.status_code == 200 and 'class="flash"' not in page.text and "session expired" not in page.text
         page = client.get(f"/ui/task?w={ws}&key=schema&done=approved")
         assert page.status_code == 200 and "Task schema was approved." in page.text
+
+
+def test_the_event_stream_of_one_workspace_hears_nothing_of_another(url: str, db: str, ws: str):
+    other = f"{ws}-other"
+    seed(db, other)
+    heard: list[float] = []
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        with client.stream("GET", f"/ui/events?w={ws}", timeout=60) as stream:
+            lines = stream.iter_lines()
+            next(line for line in lines if line.startswith("event: change"))  # the first, as it opens
+
+            def listen() -> None:
+                for line in lines:
+                    if line.startswith("event: change"):
+                        heard.append(time.monotonic())
+                        return
+
+            listener = threading.Thread(target=listen, daemon=True)
+            listener.start()
+            agent_call(db, other, "bob", "record_progress", summary="in the other workspace")  # another process
+            agent_call(db, other, "bob", "add_tasks", tasks=[{"key": "more", "title": "More"}])
+            time.sleep(1.5)  # the feed's look, and the stream's quiet time, have passed
+            mine = time.monotonic()
+            agent_call(db, ws, "bob", "record_progress", summary="in this workspace")
+            listener.join(timeout=30)
+    assert heard and heard[0] > mine  # the first change heard is this workspace's
