@@ -85,6 +85,7 @@ async def test_migration_7_gives_workspaces_holding_only_tasks_their_row(sqlite_
     with sqlite3.connect(path) as raw:  # as a version 6 database left it: no row for the workspace
         raw.execute("DELETE FROM workspaces WHERE name = ?", (workspace,))
         raw.execute("UPDATE harness_meta SET value = '6' WHERE key = 'schema_version'")
+        raw.execute("DROP TABLE console_sessions")  # migration 8's
     async with Harness.open(settings_for(sqlite_url)) as h:
         assert workspace in await h.maintenance.workspaces()
 
