@@ -157,6 +157,7 @@ async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
         raw.execute("DROP TABLE task_events")  # (migration 4)
         for column in ("review", "kind", "review_comment"):  # (migration 5)
             raw.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
+        raw.execute("DROP TABLE console_sessions")  # (migration 8)
         raw.execute("DROP TABLE task_counts")  # (migration 6: the counters, their triggers, task indexes)
         for trigger in ("task_counts_insert", "task_counts_update", "task_counts_delete"):
             raw.execute(f"DROP TRIGGER {trigger}")
