@@ -607,3 +607,27 @@ def test_the_event_stream_of_one_workspace_hears_nothing_of_another(url: str, db
             agent_call(db, ws, "bob", "record_progress", summary="in this workspace")
             listener.join(timeout=30)
     assert heard and heard[0] > mine  # the first change heard is this workspace's
+
+
+def test_sessions_end_on_sign_out_and_revocation_on_both_backends(db_url: str):
+    ws = f"shop-{secrets.token_hex(3)}"
+    seed(db_url, ws)
+    tok = token(db_url, ws, "rita", "reader")
+    with shared_server(db_url) as url:
+        with signed_in(url, tok) as client:
+            assert next(iter(client.cookies.values())).startswith("mcphs_")
+            page = client.get(f"/ui/board?w={ws}").text
+
+            def sign_out() -> None:
+                out = client.post("/ui/logout", data={"csrf": csrf_of(page)}, headers={"origin": url})
+                assert out.status_code == 303
+
+            assert _stream_end_seconds(client, ws, sign_out) < 1.5
+            assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+        with signed_in(url, tok) as client:
+
+            def revoke() -> None:
+                assert run_cli("token", "revoke", tok, "--db", db_url).returncode == 0  # another process
+
+            assert _stream_end_seconds(client, ws, revoke) < 1.5
+            assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
