@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..config import NAME_RE
-from ..errors import Forbidden
+from ..errors import Forbidden, HarnessError
 from ..service.console_sessions import SESSION_SECONDS, ConsoleSessionService
 
 RECHECK_SECONDS = 0.4  #: an open event stream's session is looked up again at most this often
@@ -151,7 +151,10 @@ class TokenLogin:
             return checked[1]
         if len(self._checked) > 10_000:
             self._checked.clear()
-        alive = await self.sessions.find(session.sid) is not None
+        try:
+            alive = await self.sessions.find(session.sid) is not None
+        except HarnessError:  # the database is away: no page can change meanwhile; look again soon
+            return True
         self._checked[session.sid] = (clock, alive)
         return alive
 

@@ -37,7 +37,7 @@ def _text(request: Request, name: str) -> str | None:
     value = (request.query_params.get(name) or "").strip()
     if len(value) > LONGEST:
         raise InvalidArgument(f"{name} must be at most {LONGEST} characters")
-    if any(c < " " for c in value):
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):  # PostgreSQL refuses NUL in text
         raise InvalidArgument(f"{name} must not contain control characters")
     return value or None
 
