@@ -15,6 +15,7 @@ from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
+from .console_sessions import ConsoleSessionService
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
@@ -38,6 +39,7 @@ class Harness:
         self.tasks = TaskService(db, settings)
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
+        self.console_sessions = ConsoleSessionService(db, settings)
         self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
 
     @cached_property

@@ -263,6 +263,18 @@ class StateSchema(SQLModel, table=True):
     created_at: float
 
 
+class ConsoleSession(SQLModel, table=True):
+    """A sign-in to the shared server's console: only a hash of the session id (the cookie) is kept,
+    with the token it was made from; revoking that token ends it."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (Index("ix_console_session_token", "token_hash"),)
+    session_hash: str = Field(primary_key=True)
+    token_hash: str
+    created_at: float
+    expires_at: float
+
+
 def _declare_triggers() -> None:
     """The triggers and functions of `sql/task_counts.sql`, created after the tables (per dialect)."""
     ddl = named.load("task_counts")
