@@ -161,7 +161,7 @@ async def test_writes_in_another_database_on_the_server_wake_nothing(harness: Ha
 
     feed = changes.feed(harness.db)
     seen = feed.version_of(workspace)
-    other = await asyncpg.connect(changes._dsn(harness.db.url).rsplit("/", 1)[0] + "/postgres")
+    other = await asyncpg.connect(pg_dsn(harness.db.url)[0].rsplit("/", 1)[0] + "/postgres")
     try:
         await other.execute("CREATE TEMP TABLE busy (x int)")
         async with anyio.create_task_group() as tg:
@@ -204,13 +204,13 @@ async def test_a_change_by_this_process_wakes_only_claims_waiting_in_its_workspa
     async with Harness.open(settings_for(db_url, poll_interval_seconds=120)) as h:
         a, b = Identity(f"{workspace}-a", "writer"), Identity(f"{workspace}-b", "waiter")
         waits: list[str] = []
-        real = h.tasks._wait_for_work
+        real = h.tasks.wakeup.wait_for_work
 
         async def counted(ident: Identity, *args: object) -> bool:
             waits.append(ident.workspace)
             return await real(ident, *args)
 
-        h.tasks._wait_for_work = counted  # type: ignore[method-assign]
+        h.tasks.wakeup.wait_for_work = counted  # type: ignore[method-assign]
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: h.tasks.claim(b, wait_seconds=2))
             await anyio.sleep(0.2)
