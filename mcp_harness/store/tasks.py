@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskChange, dependency_flags, settle, shown
 from . import task_queries as q
 from .common import ensure_workspace
-from .connection import Connection, array
+from .connection import Connection, array, fetch_row
 from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
 
 
@@ -159,7 +159,7 @@ async def claim(
     picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None), params)
     if picked is None:
         return None
-    row = await conn.fetch_one(q.CLAIM_BY_ID, {**params, "id": picked.id})
+    row = await fetch_row(conn, q.CLAIM_BY_ID, {**params, "id": picked.id})
     taken_from = picked.was_owner if picked.was_status == "claimed" else None
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
@@ -264,7 +264,7 @@ async def why_nothing(
 ) -> EmptyClaimFacts:
     """How many tasks an empty claim's filters match, and how many of them are done."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await conn.fetch_one(q.why_nothing(bool(tags), task_key is not None), params)
+    return await fetch_row(conn, q.why_nothing(bool(tags), task_key is not None), params)
 
 
 async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, task_key: str | None) -> list[WaitRow]:
