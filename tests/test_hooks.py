@@ -244,3 +244,16 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
     assert out.stdout.strip().splitlines()[-1] == str(sorted(["mcp_harness", "mcp_harness.cli", "mcp_harness.cli.hook",
         "mcp_harness.cli.hook_call", "mcp_harness.config", "mcp_harness.errors", "mcp_harness.glance",
         "mcp_harness.identity", "mcp_harness.sessions"]))  # fmt: skip
+
+
+def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, capsys, monkeypatch):
+    db = str(tmp_path / "no-such-folder" / "h.db")
+    out, err = fire("UserPromptSubmit", db, "w", capsys, monkeypatch)
+    assert out == ""
+    assert err.count("\n") == 1 and "its folder does not exist" in err, err
+    assert not (tmp_path / "no-such-folder").exists()  # nothing created
+
+
+def test_a_database_file_not_made_yet_is_quiet(tmp_path, capsys, monkeypatch):
+    out, err = fire("UserPromptSubmit", str(tmp_path / "h.db"), "w", capsys, monkeypatch)
+    assert (out, err) == ("", "")
