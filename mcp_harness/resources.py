@@ -12,6 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from .errors import HarnessError, NotFound
 from .identity import Identity
 from .jsonvalue import dumps
+from .task_states import SHOWN
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
     from .service import Harness
@@ -103,7 +104,7 @@ def register_resources(server: MCPServer[Any], current: Current) -> None:
         h, ident = current()
 
         async def read() -> Any:
-            return (await h.tasks.list(ident, limit=500)).model_dump(mode="json")
+            return (await h.tasks.list(ident, status=list(SHOWN), limit=500)).model_dump(mode="json")
 
         return await guarded(read)
 

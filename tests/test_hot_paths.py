@@ -106,7 +106,7 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         "LATEST_CHECKPOINT", "CHECKPOINT_BY_VERSION", "CHECKPOINT_BY_LABEL", "CHECKPOINT_BY_ID", "LIST_CHECKPOINTS",
         "LIST_CHECKPOINTS_BEFORE", "STORED_RESULT", "STORE_RESULT", "INSERT_PROGRESS", "NEXT_PROGRESS_SEQ",
         "INSERT_TASK", "claim(True, False)", "claim(False, True)", "claim(False, False)", "HELD_BY", "TASK_COUNTS",
-        "why_nothing(True, False)", "task_page(True, True)", "task_page(False, False)", "DEPENDENTS_OF",
+        "why_nothing(True, False)", "task_page(True, True)", "task_page(True, False)", "DEPENDENTS_OF",
         "DEPENDENCIES_OF", "LIVE_TOKEN", "PURGE_RESULTS", "NEXT_SCHEMA_VERSION", "INSERT_SCHEMA",
         "recent_progress(True, False, True)", "recent_progress(False, False, False)",
         "TASK_EVENTS", "INSERT_TASK_EVENT", "waiting(True, False)",

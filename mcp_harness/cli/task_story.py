@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from ..errors import InvalidArgument
+from ..models import EVERY_FIELD
 from ..service import Harness, Identity
 
 
@@ -16,7 +17,8 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
         raise InvalidArgument("use `tasks show KEY`, `tasks release|retry|cancel KEY` (or `tasks` alone for the board)")
     story = await h.tasks.story(ident, words[1])
     if as_json:
-        print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
+        out = story.model_dump(mode="json", context=EVERY_FIELD, exclude={"task": {"lease": {"token"}}})
+        print(json.dumps(out, indent=2))
         return 0
     t = story.task
     print(f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
