@@ -197,7 +197,7 @@ class TaskView(Lean):
     verification: str | None = None
     last_error: str | None = None
     created_at: str
-    updated_at: str
+    updated_at: str | None = None  #: always set; left out of a claim's task (its lease says when)
     completed_at: str | None = None
     review: bool = False
     kind: TaskKind = "work"
@@ -353,7 +353,12 @@ class WaitingOn(Result):
     comment: str | None = Field(default=None, exclude_if=_absent)
 
 
+#: what the task in a claim leaves out: its lease says it (the holder is the caller, the attempt, when)
+SAID_BY_THE_LEASE = frozenset({"owner", "attempts", "updated_at"})
+
+
 class ClaimTaskResult(Replayable):
+    #: the task claimed; it carries no copy of its lease, nor what the lease says (`SAID_BY_THE_LEASE`)
     task: TaskView | None
     lease: Lease | None
     reason: ClaimReason | None = None
@@ -361,6 +366,11 @@ class ClaimTaskResult(Replayable):
     retry_after: float | None = None  #: seconds until what it waits on may change by itself
     #: none_pending for tags that match no task: the tags tasks have (at most 20)
     known_tags: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+
+    @field_serializer("task", mode="wrap")
+    def _without_the_lease(self, value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(value)
+        return out if out is None else {k: v for k, v in out.items() if k not in SAID_BY_THE_LEASE}
 
 
 class TaskRow(Lean):

@@ -160,9 +160,13 @@ async def test_task_objects_leave_out_defaults_and_unset_fields(client):
     await call(client, "add_tasks", tasks=[t("plain")])
     got = await call(client, "claim_task")
     task = got["task"]
-    assert set(task) == {"key", "title", "status", "owner", "attempts", "max_attempts", "created_at", "updated_at"}
+    assert set(task) == {"key", "title", "status", "max_attempts", "created_at"}
     for absent in ("review", "kind", "priority", "steps", "depends_on", "tags", "description", "result"):
         assert absent not in task, absent
+    # and what its lease says: the holder (the caller), the attempt, when it was taken
+    assert got["lease"]["attempt"] == 1 and got["lease"]["token"]
+    row = (await call(client, "list_tasks", task_key="plain"))["tasks"][0]
+    assert row["owner"] == "agent-a" and row["attempts"] == 1 and row["updated_at"]
 
 
 async def test_action_answers_are_compact(db_url, workspace):
