@@ -32,7 +32,7 @@ def _live(row: WaitRow, at: float) -> bool:
 
 
 def _lease_left(row: WaitRow, at: float) -> float | None:
-    """Seconds until the lease ends; 0 for a task another claim (other tags) could take now."""
+    """Seconds until the lease ends; 0 for one of the claim's own tasks that became claimable just now."""
     return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == Status.CLAIMED else 0.0
 
 
