@@ -135,7 +135,8 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
    thread) and my_tasks.
 2. If my_tasks holds a claimed task, continue it (heartbeat with its lease token when expires_in_seconds
    runs low). A task with status "in_review" waits for a person: do not work on it. Otherwise call
-   claim_task. If it returns no task, read `reason`: wait (wait_seconds, or retry_after) or stop and report.
+   claim_task. If it returns no task, read `reason`: with a retry_after, wait (wait_seconds); without one
+   waiting changes nothing: claim the work waiting_on names (waiting_on_other_work) or stop and report.
 3. Work on that ONE task only. Do not start another task in this session.
 4. Verify it end to end against every acceptance step (run it, test it, as a user would). Only then call
    update_task(action="complete", lease_token=..., verification="how you verified each step").
