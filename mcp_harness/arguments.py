@@ -197,9 +197,12 @@ class ListTasksArgs(ToolArgs):
     tool = "list_tasks"
 
     #: one status or a list; published with the statuses once (a single one is checked against the same list)
-    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("one status or a list")] = None
+    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("default: all but done, cancelled")] = (
+        None
+    )
     ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
     tag: Annotated[str | None, Field(max_length=64)] = None
+    task_key: Annotated[NameRef | None, said("one task in full, any status")] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
 

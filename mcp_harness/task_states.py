@@ -206,11 +206,13 @@ class Given:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A transition's result: the columns it sets and the task event it records (kind, detail)."""
+    """A transition's result: the columns it sets, the task event it records (kind, detail), and the
+    fields results show that it empties (its answer shows them as null: CONTRACT.md)."""
 
     change: TaskChange
     event: str | None = None
     detail: dict[str, Any] | None = None
+    cleared: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status | None:
@@ -251,7 +253,7 @@ def completed(g: Given) -> Outcome:
     """Complete, for a task not for review (the one-statement path needs no row read first)."""
     change = TaskChange(status=Status.DONE, ready=False, result=g.result, verification=g.verification,
                         last_error=None, completed_at=g.at, lease_expires_at=None, updated_at=g.at)  # fmt: skip
-    return Outcome(change, "complete", {"verification": g.verification})
+    return Outcome(change, "complete", {"verification": g.verification}, cleared=("last_error",))
 
 
 def _complete(t: Task, g: Given) -> Outcome:
@@ -260,7 +262,7 @@ def _complete(t: Task, g: Given) -> Outcome:
     # a person approves it: it waits in review, its lease ended (its token kept)
     change = TaskChange(status=Status.IN_REVIEW, ready=False, result=g.result, verification=g.verification,
                         last_error=None, completed_at=None, lease_expires_at=None, updated_at=g.at)  # fmt: skip
-    return Outcome(change, "submit", {"verification": g.verification})
+    return Outcome(change, "submit", {"verification": g.verification}, cleared=("last_error",))
 
 
 def _fail(t: Task, g: Given) -> Outcome:
@@ -298,12 +300,13 @@ def _reopen(t: Task, g: Given) -> Outcome:
         updated_at=g.at,  # last_error is kept: the reason is in the event and the log, not an error
     )  # fmt: skip
     old = {"status": t.status, "result": t.result, "verification": t.verification, "last_error": t.last_error}
-    return Outcome(change, "reopen", {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}})
+    detail = {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}}
+    return Outcome(change, "reopen", detail, cleared=("result", "verification"))
 
 
 def _approve(t: Task, g: Given) -> Outcome:
     change = TaskChange(status=Status.DONE, ready=False, completed_at=g.at, review_comment=None, updated_at=g.at)
-    return Outcome(change, "approve", {"comment": g.comment} if g.comment else None)
+    return Outcome(change, "approve", {"comment": g.comment} if g.comment else None, cleared=("review_comment",))
 
 
 def _reject(t: Task, g: Given) -> Outcome:
@@ -315,7 +318,8 @@ def _reject(t: Task, g: Given) -> Outcome:
                         attempts=max(0, t.attempts - 1), available_at=g.at, result=None, verification=None,
                         completed_at=None, review_comment=g.comment, updated_at=g.at)  # fmt: skip
     kept = {"result": t.result, "verification": t.verification}
-    return Outcome(change, "reject", {"comment": g.comment, **{k: v for k, v in kept.items() if v}})
+    detail = {"comment": g.comment, **{k: v for k, v in kept.items() if v}}
+    return Outcome(change, "reject", detail, cleared=("result", "verification"))
 
 
 def _cancel(t: Task, g: Given) -> Outcome:

@@ -17,7 +17,7 @@ from ..store.records import ClaimedTask
 from .base import Identity, ServiceBase
 from .task_events import event, fail_exhausted, fingerprint, logged
 from .task_reasons import why_nothing
-from .task_views import lease_of, task_view
+from .task_views import lease_now, lease_of, status_of, task_view
 from .task_wait import Wakeup
 
 
@@ -65,13 +65,22 @@ class TaskClaimer(ServiceBase):
         def finish(raw: tuple[ClaimedTask, float] | ClaimTaskResult) -> ClaimTaskResult:
             return raw if isinstance(raw, ClaimTaskResult) else _claimed(*raw)
 
+        async def replay(conn: Connection, stored: ClaimTaskResult) -> ClaimTaskResult:
+            """A replayed claim shows the task's status now, and its lease `live: false` once that lease
+            no longer holds the task (only claims that took a task are remembered)."""
+            if stored.task is None or stored.lease is None:
+                return stored
+            row = await store.get(conn, ident.workspace, stored.task.key)
+            task = stored.task if row is None else stored.task.model_copy(update={"status": status_of(row)})
+            return stored.model_copy(update={"task": task, "lease": lease_now(row, stored.lease, now())})
+
         while True:
             if args.idempotency_key is None:
                 taken = await self._claim_single(ident, lease_seconds, tags, task_key)
                 if taken is not None:
                     return taken
             result = await self.exactly_once(
-                ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None
+                ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None, replay=replay
             )
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:
@@ -126,4 +135,4 @@ class TaskClaimer(ServiceBase):
                     f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
                 )
         await fail_exhausted(conn, ident.workspace, at)
-        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key)
+        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)

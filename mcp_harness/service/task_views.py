@@ -7,9 +7,19 @@ import json
 from typing import TypeVar
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
+from ..models import (
+    FullTaskRow,
+    HeldTask,
+    Lease,
+    TaskCounts,
+    TaskDetail,
+    TaskEvent,
+    TaskRow,
+    TaskView,
+    UpdateTaskResult,
+)
 from ..store.records import TaskEventRow, TaskRecord
-from ..task_states import Status, claimable, shown
+from ..task_states import KEEP, Outcome, Status, claimable, shown
 from .base import iso
 
 
@@ -35,6 +45,16 @@ def lease_of(row: TaskRecord, at: float) -> Lease | None:
         expires_in_seconds=left,
         expired=left < 0 or None,
     )
+
+
+def lease_now(row: TaskRecord | None, stored: Lease, at: float) -> Lease:
+    """A lease answered again (a replay) as it stands now: `live: false` once its token no longer holds
+    the task or it has expired, never a dead lease shown as live."""
+    if row is not None and row.status == Status.CLAIMED and row.lease_token == stored.token:
+        lease = lease_of(row, at)
+        if lease is not None:
+            return lease.model_copy(update={"live": False}) if lease.expired else lease
+    return stored.model_copy(update={"live": False})
 
 
 V = TypeVar("V", bound=TaskView)
@@ -70,6 +90,22 @@ def task_view(row: TaskRecord, at: float, model: type[V] = TaskView, **extra: ob
 def task_detail(row: TaskRecord, at: float) -> TaskDetail:
     """The task with its lease (for people: the CLI)."""
     return task_view(row, at, TaskDetail, lease=lease_of(row, at))
+
+
+def full_row(row: TaskRecord, at: float) -> FullTaskRow:
+    """`list_tasks(task_key=K)`: every field of the task."""
+    return task_view(row, at, FullTaskRow, ready=claimable(row, at))  # type: ignore[return-value]
+
+
+def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: object) -> UpdateTaskResult:
+    """An action's compact answer: key and status, what its outcome set (attempts, a backoff), the
+    fields it cleared as null, and `extra` (unblocked, revoked)."""
+    given: dict[str, object] = dict.fromkeys(outcome.cleared)
+    if outcome.change.attempts is not KEEP:
+        given["attempts"] = row.attempts
+    if row.status == Status.PENDING and row.available_at > at:
+        given["available_at"] = iso(row.available_at)
+    return UpdateTaskResult(key=row.key, status=status_of(row), **given, **extra)
 
 
 def task_event(row: TaskEventRow) -> TaskEvent:

@@ -27,14 +27,27 @@ from ..store import Connection, Database
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
+from ..task_states import SETTLED, SHOWN
 from .base import Identity, ServiceBase
 from .progress import progress_entry
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
 from .task_end import LeaseEnder
-from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
+from .task_views import (
+    decode_cursor,
+    encode_cursor,
+    full_row,
+    held_task,
+    task_counts,
+    task_detail,
+    task_event,
+    task_row,
+)
 from .task_wait import Wakeup
+
+#: what list_tasks lists without `status`: the open tasks (counts still cover every status)
+LISTED_BY_DEFAULT = [s for s in SHOWN if s not in SETTLED]
 
 
 class TaskService(ServiceBase):
@@ -92,10 +105,13 @@ class TaskService(ServiceBase):
 
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
         """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
-        `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""
+        `status` is one or a list (default: the open ones, all but done and cancelled); `ready`: only those a
+        claim could take now (true) or only the others; `task_key`: that task's every field, any status."""
         args = ListTasksArgs.of(args, fields)
+        if args.task_key is not None:
+            return await self._one(ident, args.task_key)
         limit = args.limit
-        statuses = [args.status] if isinstance(args.status, str) else args.status
+        statuses = [args.status] if isinstance(args.status, str) else args.status or LISTED_BY_DEFAULT
         after = decode_cursor(args.cursor) if args.cursor else 0
         at = now()
         async with self.db.read() as conn:
@@ -111,6 +127,16 @@ class TaskService(ServiceBase):
             counts=task_counts(counts),
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
+
+    async def _one(self, ident: Identity, key: str) -> ListTasksResult:
+        """`list_tasks(task_key=K)`: K's full row, whatever its status, with the counts."""
+        at = now()
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+            if row is None:
+                raise NotFound(f"no task with key {key!r} in this workspace")
+            counts = await store.counts(conn, ident.workspace)
+        return ListTasksResult(tasks=[full_row(row, at)], counts=task_counts(counts), next_cursor=None)
 
     async def board(
         self, ident: Identity, *, statuses: builtins.list[str] | None = None
@@ -134,6 +160,15 @@ class TaskService(ServiceBase):
         at = now()
         held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
         return held, task_counts(await store.counts(conn, ident.workspace))
+
+    async def detail(self, ident: Identity, key: str) -> TaskDetail:
+        """One task with its lease, as it now stands (for people)."""
+        check_name("task_key", key)
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+        if row is None:
+            raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
+        return task_detail(row, now())
 
     async def story(self, ident: Identity, key: str) -> TaskStory:
         """One task with its lease, its events and the progress entries about it (oldest first)."""

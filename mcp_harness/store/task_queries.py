@@ -250,7 +250,7 @@ def why_nothing(by_tags: bool, by_key: bool) -> Query:
 
 
 _WAIT_COLUMNS = (
-    't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, '
+    't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, t.review_comment, '
     '(SELECT {agg} FROM task_deps AS d JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
     'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND ' + _UNSETTLED_DEP + ") AS waits_for"
 )
@@ -280,7 +280,10 @@ WAITING_BY_KEY = _both(
 )
 
 
-_ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NULL AS waits_for, id FROM tasks '
+_ROOT = (
+    'SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id '
+    "FROM tasks "
+)
 
 
 #: An empty claim without filters: the tasks at the root of every wait are open tasks with every
@@ -306,6 +309,10 @@ ROOTS_CLAIMED = Query(
 )
 ROOTS_IN_REVIEW = Query(_ROOT + "WHERE workspace = :ws AND status = 'in_review' ORDER BY id LIMIT :limit", row=RootRow)
 ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit", row=RootRow)
+
+
+#: the tags tasks of a workspace have, for a claim whose tags match none (`task_tags`' primary key)
+KNOWN_TAGS = Query("SELECT DISTINCT tag FROM task_tags WHERE workspace = :ws ORDER BY tag LIMIT :limit")
 
 
 @cache

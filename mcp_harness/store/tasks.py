@@ -289,6 +289,11 @@ async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> l
     return await conn.fetch_all(q.WAITING_BY_KEY, {"ws": workspace, "keys": array(conn.dialect, keys)})
 
 
+async def known_tags(conn: Connection, workspace: str, *, limit: int) -> list[str]:
+    """The first `limit` tags the workspace's tasks have, in order."""
+    return [row[0] for row in await conn.fetch_all(q.KNOWN_TAGS, {"ws": workspace, "limit": limit})]
+
+
 async def held_by(conn: Connection, workspace: str, agent: str) -> list[TaskRecord]:
     """Tasks this agent holds a lease on now (expired but not re-claimed included)."""
     return await conn.fetch_all(q.HELD_BY, {"ws": workspace, "agent": agent})
