@@ -108,6 +108,8 @@ def record(workspace: str, agent: str) -> Path | None:
     path = record_path(key, workspace)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.parent.stat().st_uid == os.getuid():
+            path.parent.chmod(0o700)  # ours, made with another mode (an older version, a umask): close it
         if not private(path.parent):
             import logging  # only here: the hooks' quick path imports this module
 

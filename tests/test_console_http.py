@@ -287,6 +287,23 @@ def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
         assert httpx2.get(f"{url}/metrics", headers=evil, timeout=30).status_code == 421
 
 
+def test_metrics_behind_a_proxy_on_a_loopback_bind_need_a_token(tmp_path: Path):
+    """The README's way to expose the server: a loopback bind behind a reverse proxy. What the proxy
+    relays (its Host name, its X-Forwarded-* headers) is not a scrape on this machine."""
+    db = str(tmp_path / "proxied.db")
+    seed(db, "w")
+    with shared_server(db, allowed_hosts=["harness.example.com"]) as url:
+        assert httpx2.get(f"{url}/metrics", timeout=30).status_code == 200  # on this machine: open
+        relayed = [
+            {"host": "harness.example.com"},
+            {"x-forwarded-for": "203.0.113.9"},
+            {"forwarded": "for=203.0.113.9"},
+            {"host": "harness.example.com", "x-real-ip": "203.0.113.9"},
+        ]
+        for headers in relayed:
+            assert httpx2.get(f"{url}/metrics", headers=headers, timeout=30).status_code == 401, headers
+
+
 def test_metrics_answer_only_hosts_of_this_server_and_a_token_sees_its_own_workspace(url: str, db: str, ws: str):
     port = url.rsplit(":", 1)[1]
     for evil in (f"evil.example:{port}", "evil.example"):  # DNS rebinding: a name the attacker controls

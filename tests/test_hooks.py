@@ -257,3 +257,11 @@ def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, ca
 def test_a_database_file_not_made_yet_is_quiet(tmp_path, capsys, monkeypatch):
     out, err = fire("UserPromptSubmit", str(tmp_path / "h.db"), "w", capsys, monkeypatch)
     assert (out, err) == ("", "")
+
+
+def test_a_hook_answer_is_ascii_json_whatever_agents_wrote():
+    from mcp_harness.cli.hook_call import answer
+
+    text = "task \x9b31m \u202eevil \u2028 naïve"
+    out = answer("SessionStart", text)
+    assert out.isascii() and json.loads(out)["hookSpecificOutput"]["additionalContext"] == text

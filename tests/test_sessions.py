@@ -27,11 +27,22 @@ def test_a_private_folder_holds_records_that_are_read_back(runtime: Path):
     assert sessions.recorded_agent("ws") is None
 
 
-def test_a_folder_others_can_write_is_neither_written_nor_trusted(runtime: Path):
+def test_our_own_folder_made_open_is_closed_before_a_record_is_written(runtime: Path):
     if sessions.client_of_server() is None:
         pytest.skip("no /proc here: sessions are derived, never recorded")
     runtime.mkdir(mode=0o755)
-    runtime.chmod(0o755)  # made by someone else, or open to others
+    runtime.chmod(0o755)  # an older version, or a umask, made it open to others
+    assert sessions.record("ws", "claude-code:aaaa1111") is not None
+    assert sessions.private(runtime)
+
+
+def test_a_folder_others_can_write_is_neither_written_nor_trusted(runtime: Path, monkeypatch: pytest.MonkeyPatch):
+    if sessions.client_of_server() is None:
+        pytest.skip("no /proc here: sessions are derived, never recorded")
+    runtime.mkdir(mode=0o755)
+    runtime.chmod(0o755)
+    mine = sessions.os.getuid
+    monkeypatch.setattr(sessions.os, "getuid", lambda: runtime.stat().st_uid + 1)  # someone else's folder
     assert not sessions.private(runtime)
     assert sessions.record("ws", "claude-code:aaaa1111") is None
     # a record planted there (naming another agent) is not believed
@@ -42,5 +53,6 @@ def test_a_folder_others_can_write_is_neither_written_nor_trusted(runtime: Path)
         if (k := sessions.process_key(pid)) is not None:
             sessions.record_path(k, "ws").write_text(json.dumps({"workspace": "ws", "agent": "mallory"}))
     assert sessions.recorded_agent("ws") is None
+    monkeypatch.setattr(sessions.os, "getuid", mine)
     runtime.chmod(0o700)
-    assert sessions.recorded_agent("ws") == "mallory"  # the same files, once the folder is private
+    assert sessions.recorded_agent("ws") == "mallory"  # the same files, once the folder is ours and private
