@@ -188,7 +188,7 @@ class UpdateTaskArgs(ToolArgs):
     verification: Annotated[str | None, said("complete (required): how each step was verified")] = None
     error: Annotated[str | None, said("fail: what went wrong")] = None
     retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
-    reason: Annotated[str | None, said("reopen, cancel: why")] = None
+    reason: Annotated[str | None, said("reopen, cancel, release: why (the next claimer reads it)")] = None
     comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
     idempotency_key: IdemKey = None
 

@@ -139,6 +139,37 @@ class TaskCounts(Result):
 LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
+class ContextNote(Result):
+    """A note about a task: the harness's (why it came back) or an agent's progress entry about it."""
+
+    seq: int  #: the progress entry's seq
+    at: str
+    by: str  #: whoever caused it (for a take-over: the agent that took it)
+    text: str  #: cut to 300 characters (ending in …)
+
+
+class ContextDependency(Result):
+    """A dependency as the task's holder needs it: its status and what it left behind."""
+
+    key: str
+    status: TaskStatus
+    #: the JSON value complete gave, or (past 300 characters of compact JSON) a string of its start, cut
+    result: Any = Field(default=None, exclude_if=_absent)
+    verification: str | None = Field(default=None, exclude_if=_absent)
+    cut: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: `result` or `verification` was cut
+    reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
+
+
+class TaskContext(Result):
+    """What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
+    (newest first) and its dependencies."""
+
+    notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
+    dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)
+    #: dependencies left out to keep within the bound (list_tasks(task_key=K) shows them all)
+    more_dependencies: int | None = Field(default=None, exclude_if=_absent)
+
+
 class TaskView(Result):
     key: str
     title: str
@@ -162,6 +193,8 @@ class TaskView(Result):
     kind: TaskKind = "work"
     #: the last reject's comment, for whoever claims the task next
     review_comment: str | None = Field(default=None, exclude_if=_absent)
+    #: handed to an agent (a claim): the task's newest notes and its dependencies' results
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskDetail(TaskView):
@@ -223,6 +256,10 @@ class HeldTask(Result):
     steps: list[str]
     lease: Lease | None  #: null while the task waits in review
     status: TaskStatus = "claimed"
+    review_comment: str | None = Field(default=None, exclude_if=_absent)
+    last_error: str | None = Field(default=None, exclude_if=_absent)
+    #: the task's newest notes and its dependencies' results
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
 class You(Result):

@@ -143,7 +143,9 @@ async def test_operator_release_retry_now_and_cancel(db_url, workspace):
         got = await call(agent, "claim_task")
         err = await fail(agent, "update_task", task_key="a", action="release")
         assert err.code == "invalid_argument" and "lease_token" in err.text and "a person releases" in err.text
-        released = await call(ann, "update_task", task_key="a", action="release")
+        err = await fail(ann, "update_task", task_key="a", action="release")  # a person says why
+        assert err.code == "invalid_argument" and "reason" in err.text, err.text
+        released = await call(ann, "update_task", task_key="a", action="release", reason="stuck for an hour")
         assert released["status"] == "pending" and released["attempts"] == 0
         err = await fail(agent, "update_task", task_key="a", action="heartbeat", lease_token=got["lease"]["token"])
         assert err.code == "lease_lost" and "an operator ('ann') released it" in err.text, err.text
@@ -170,12 +172,15 @@ async def test_operator_release_retry_now_and_cancel(db_url, workspace):
         assert err.code == "invalid_argument" and "is cancelled" in err.text
         b = await call(agent, "claim_task")
         assert b["task"]["key"] == "b"
-        await call(agent, "update_task", task_key="a", action="reopen", reason="a2 did not work out")
+        # a person cancelled it: an agent asks a person instead of reviving it
+        err = await fail(agent, "update_task", task_key="a", action="reopen", reason="a2 did not work out")
+        assert err.code == "forbidden" and "record_progress" in err.text and "operator" in err.text, err.text
+        await call(ann, "update_task", task_key="a", action="reopen", reason="a2 did not work out")
         listed = await rows(agent)
         assert listed["a"]["status"] == "pending" and listed["b"]["status"] == "pending"  # b's lease was revoked
         log = (await call(agent, "restore_state", progress_limit=20))["recent_progress"]
         summaries = [e["summary"] for e in log if e["agent"] == "harness"]
-        assert "operator ann released task a (held by coder); it is pending again" in summaries
+        assert "operator ann released task a (held by coder): stuck for an hour; it is pending again" in summaries
         assert "ann cancelled task a: replaced by a2" in summaries
 
 

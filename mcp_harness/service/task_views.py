@@ -7,7 +7,7 @@ import json
 from typing import TypeVar
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
+from ..models import HeldTask, Lease, TaskContext, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
 from ..store.records import TaskEventRow, TaskRecord
 from ..task_states import Status, claimable, shown
 from .base import iso
@@ -97,7 +97,7 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
     )
 
 
-def held_task(row: TaskRecord, at: float) -> HeldTask:
+def held_task(row: TaskRecord, at: float, context: TaskContext | None = None) -> HeldTask:
     return HeldTask(
         key=row.key,
         title=row.title,
@@ -105,6 +105,9 @@ def held_task(row: TaskRecord, at: float) -> HeldTask:
         steps=json.loads(row.steps),
         lease=lease_of(row, at),
         status=row.status,
+        review_comment=row.review_comment,
+        last_error=row.last_error,
+        context=context,
     )
 
 
