@@ -195,7 +195,8 @@ def test_an_operator_releases_retries_rejects_and_cancels(url: str, db: str, ws:
             return client.post(f"/ui/task/{action}", headers={"origin": url},
                                data={"csrf": csrf_of(page), "w": ws, "key": key, **fields})  # fmt: skip
 
-        assert act("release", "xss").headers["location"].endswith("done=released")
+        assert act("release", "xss").status_code == 400  # a person's release says why
+        assert act("release", "xss", reason="stuck").headers["location"].endswith("done=released")
         refused = agent_call_error(db, ws, "alice", "update_task", task_key="xss", action="heartbeat",
                                    lease_token=held["token"])  # fmt: skip
         assert refused.startswith("[lease_lost]") and "an operator ('olga') released it" in refused, refused
