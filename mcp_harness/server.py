@@ -159,8 +159,20 @@ class HarnessServer(MCPServer[Any]):
 
         async with open_stdio() as (read_stream, write_stream):
             caller_gone.set(read_stream.ended)  # the request handlers' tasks inherit it
-            with anyio.CancelScope() as scope, _ending_on_signals(scope, self.state.leases):
-                await serve_streams(self, read_stream, write_stream)
+            async with anyio.create_task_group() as tg:
+                signalled = anyio.Event()
+                tg.start_soon(self._end_on_signal, signalled, tg.cancel_scope)
+                with _signals(signalled, self.state.leases):
+                    await serve_streams(self, read_stream, write_stream)
+                tg.cancel_scope.cancel()  # served to the end of stdin: stop watching for signals
+
+    async def _end_on_signal(self, signalled: anyio.Event, scope: anyio.CancelScope) -> None:
+        """After SIGTERM, SIGINT or SIGHUP: end the connection's leases while the database is still open,
+        then end the serving (the lifespan closes the database)."""
+        await signalled.wait()
+        if self.state.leases is not None and self.state.harness is not None:
+            await self.state.leases.end(self.state.harness)
+        scope.cancel()
 
     def identity(self) -> Identity:
         """stdio: the identity given on the command line. HTTP: the one the bearer token names."""
@@ -216,16 +228,16 @@ class HarnessServer(MCPServer[Any]):
 
 
 @contextmanager
-def _ending_on_signals(scope: anyio.CancelScope, leases: ConnectionLeases | None) -> Iterator[None]:
-    """SIGTERM, SIGINT and SIGHUP end the connection as a closed stdin does: the lifespan ends its leases
-    (`ConnectionLeases`) and closes the database before the process exits."""
+def _signals(signalled: anyio.Event, leases: ConnectionLeases | None) -> Iterator[None]:
+    """SIGTERM, SIGINT and SIGHUP end the connection as a closed stdin does (`HarnessServer._end_on_signal`:
+    its leases end, then the database closes before the process exits)."""
     loop = asyncio.get_running_loop()
     installed = []
 
     def stop(name: str) -> None:
         if leases is not None:
             leases.why = f"its connection ended ({name})"
-        scope.cancel()
+        signalled.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
         if sig is None:
