@@ -220,8 +220,9 @@ def test_review_cli(tmp_path, workspace):
     async def prepare() -> None:
         async with Harness.open(settings_for(db)) as h:
             coder = Identity(workspace, "coder")
-            await h.tasks.add(coder, tasks=[t("design", review=True), t("old"), t("signoff", kind="gate",
-                                                                                  depends_on=["design"])])  # fmt: skip
+            plan = [t("design", review=True), t("old"), t("signoff", kind="gate", depends_on=["design"]), t("held")]
+            await h.tasks.add(coder, tasks=plan)
+            await h.tasks.claim(coder, task_key="held")
             for verification in ("first try", "read it"):
                 got = await h.tasks.claim(coder, task_key="design")
                 await h.tasks.update(coder, task_key="design", action="complete", lease_token=got.lease.token,
@@ -254,6 +255,11 @@ def test_review_cli(tmp_path, workspace):
     assert "approve KEY" not in listed.stdout  # the hint is for a terminal (stderr), never in piped output
     refused = run_cli("tasks", "reopen", "old", *base)
     assert refused.returncode == 2 and "--reason" in refused.stderr
+    refused = run_cli("tasks", "release", "held", *base)  # a person's release says why
+    assert refused.returncode == 2 and "--reason" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    out = run_cli("tasks", "release", "held", "--reason", "coder is away this week", "--agent", "ann", *base)
+    assert out.returncode == 0 and "released" in out.stdout, out.stderr
+    assert "operator ann released task held (held by coder): coder is away this week" in run_cli("log", *base).stdout
     out = run_cli("tasks", "reopen", "old", "--reason", "needed after all", "--agent", "ann", *base)
     assert out.returncode == 0 and "reopened task old: it is pending now" in out.stdout, out.stderr
     assert "ann reopened task old: needed after all" in run_cli("log", *base).stdout
