@@ -51,16 +51,23 @@ async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, 
     entries = await progress_store.recent(conn, workspace, task_key=key, limit=NOTES)
     if not entries:
         return []
-    events: dict[float, TaskEventRow] = {}
+    # (time, text) -> its event; time alone where the text cannot be told again
+    events: dict[tuple[float, str | None], TaskEventRow] = {}
     if any(e.agent == HARNESS for e in entries):
         for row in await store.recent_events(conn, workspace, key, 4 * NOTES):
-            if KINDS[row.kind].says is not None:
-                events.setdefault(row.created_at, row)
+            says = KINDS[row.kind].says
+            if says is not None:
+                try:
+                    text: str | None = says(key, row.actor, row.attempt, json.loads(row.detail or "{}"))
+                except (KeyError, ValueError, TypeError):
+                    text = None
+                events.setdefault((row.created_at, text), row)
+                events.setdefault((row.created_at, None), row)
     out = []
     for entry in entries:
         by, weight = entry.agent, _AGENT
         if entry.agent == HARNESS:
-            ev = events.get(entry.created_at)
+            ev = events.get((entry.created_at, entry.summary)) or events.get((entry.created_at, None))
             by, weight = (ev.actor, _REASON if ev.kind in WITH_REASON else _OTHER) if ev else (HARNESS, _OTHER)
         note = ContextNote(seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry))
         out.append((weight, note))
