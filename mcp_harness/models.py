@@ -139,18 +139,17 @@ class TaskCounts(Result):
 LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
+#: A note about a task: the harness's (why it came back) or an agent's progress entry about it. (No
+#: docstrings on the context's models: they would be published in three output schemas.)
 class ContextNote(Result):
-    """A note about a task: the harness's (why it came back) or an agent's progress entry about it."""
-
     seq: int  #: the progress entry's seq
     at: str
     by: str  #: whoever caused it (for a take-over: the agent that took it)
     text: str  #: cut to 300 characters (ending in …)
 
 
+#: A dependency as the task's holder needs it: its status and what it left behind.
 class ContextDependency(Result):
-    """A dependency as the task's holder needs it: its status and what it left behind."""
-
     key: str
     status: TaskStatus
     #: the JSON value complete gave, or (past 300 characters of compact JSON) a string of its start, cut
@@ -160,10 +159,9 @@ class ContextDependency(Result):
     reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
 
 
+#: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
+#: (newest first) and its dependencies.
 class TaskContext(Result):
-    """What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
-    (newest first) and its dependencies."""
-
     notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
     dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)
     #: dependencies left out to keep within the bound (list_tasks(task_key=K) shows them all)
@@ -193,7 +191,11 @@ class TaskView(Result):
     kind: TaskKind = "work"
     #: the last reject's comment, for whoever claims the task next
     review_comment: str | None = Field(default=None, exclude_if=_absent)
-    #: handed to an agent (a claim): the task's newest notes and its dependencies' results
+
+
+class HandedTask(TaskView):
+    # A task handed to an agent (a claim's): with the task's newest notes and its dependencies' results.
+
     context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
@@ -324,7 +326,7 @@ class WaitingOn(Result):
 
 
 class ClaimTaskResult(Replayable):
-    task: TaskView | None
+    task: HandedTask | None
     lease: Lease | None
     reason: ClaimReason | None = None
     waiting_on: list[WaitingOn] | None = None

@@ -168,7 +168,7 @@ def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: s
         assert re.findall(r'data-action="(\w+)"', failed) == ["reopen", "cancel"]
         claimed = client.get(f"/ui/task?w={ws}&key=api").text
         assert re.findall(r'data-action="(\w+)"', claimed) == ["release", "cancel"]
-        assert "Take api back from alice?" in claimed
+        assert "Why take api back from alice?" in claimed and 'name="reason"' in claimed
         fresh = client.get(f"/ui/task?w={ws}&key=xss").text
         assert "no transitions yet" in fresh
         response = client.post("/ui/task/explode", headers={"origin": url},

@@ -9,7 +9,7 @@ import anyio
 from ..arguments import ClaimTaskArgs
 from ..config import Settings
 from ..errors import InvalidArgument, NotFound
-from ..models import ClaimTaskResult, TaskContext
+from ..models import ClaimTaskResult, HandedTask, TaskContext
 from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
@@ -34,7 +34,7 @@ async def _take(
 
 
 def _claimed(row: ClaimedTask, at: float, context: TaskContext | None) -> ClaimTaskResult:
-    return ClaimTaskResult(task=task_view(row, at, context=context), lease=lease_of(row, at))
+    return ClaimTaskResult(task=task_view(row, at, HandedTask, context=context), lease=lease_of(row, at))
 
 
 async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at: float) -> None:
