@@ -90,3 +90,29 @@ async def test_keep_leases_keeps_them_to_their_time(db_url, workspace):
     proc.wait(timeout=30)
     nothing = await _claim_now(db_url, workspace, "bob")
     assert nothing.task is None and nothing.reason == "all_claimed"
+
+
+def _call(proc: subprocess.Popen, request_id: int, tool: str, **arguments) -> dict:
+    _send(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                 "params": {"name": tool, "arguments": arguments}})  # fmt: skip
+    return _answer(proc, request_id)["result"]
+
+
+async def test_a_lease_ends_with_the_last_connection_that_took_or_renewed_it(db_url, workspace):
+    """Two servers of one agent (`--no-session`): one claims, the other renews the lease; the first one's
+    end leaves it live, the second one's ends it."""
+    await _plan(db_url, workspace)
+    first, claimed = claim_in_process(db_url, workspace, "ann")
+    second = subprocess.Popen([*serve_command(db_url, workspace, "ann"), "--no-session"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())  # fmt: skip
+    _send(second, INIT)
+    _answer(second, 0)
+    _send(second, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    renewed = _call(second, 1, "update_task", task_key="a", action="heartbeat", lease_token=claimed["lease"]["token"])
+    assert not renewed.get("isError"), renewed
+    for proc, live in ((first, True), (second, False)):
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        got = await _claim_now(db_url, workspace, "bob")
+        assert (got.task is None) is live, got
