@@ -178,6 +178,35 @@ class TaskCounts(Result):
 LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
+#: A note about a task: the harness's (why it came back) or an agent's progress entry about it. (No
+#: docstrings on the context's models: they would be published in three output schemas.)
+class ContextNote(Result):
+    seq: int  #: the progress entry's seq
+    at: str
+    by: str  #: whoever caused it (for a take-over: the agent that took it)
+    text: str  #: cut to 300 characters (ending in …)
+
+
+#: A dependency as the task's holder needs it: its status and what it left behind.
+class ContextDependency(Result):
+    key: str
+    status: TaskStatus
+    #: the JSON value complete gave, or (past 300 characters of compact JSON) a string of its start, cut
+    result: Any = Field(default=None, exclude_if=_absent)
+    verification: str | None = Field(default=None, exclude_if=_absent)
+    cut: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: `result` or `verification` was cut
+    reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
+
+
+#: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
+#: (newest first) and its dependencies.
+class TaskContext(Result):
+    notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
+    dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)
+    #: dependencies left out to keep within the bound (list_tasks(task_key=K) shows them all)
+    more_dependencies: int | None = Field(default=None, exclude_if=_absent)
+
+
 class TaskView(Lean):
     """A task as results show it; fields at their defaults are left out (see `Lean`)."""
 
@@ -205,6 +234,12 @@ class TaskView(Lean):
     review_comment: str | None = None
 
 
+class HandedTask(TaskView):
+    # A task handed to an agent (a claim's): with the task's newest notes and its dependencies' results.
+
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
+
+
 class TaskDetail(TaskView):
     """A task with its lease, for people (the CLI's board and `tasks show`)."""
 
@@ -215,6 +250,7 @@ class FullTaskRow(TaskView):
     """`list_tasks(task_key=K)`: one task's every field, whatever its status."""
 
     ready: bool  #: claimable now
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)  #: whole: notes, dependencies uncut
 
 
 class UpdateTaskResult(Replayable):
@@ -287,6 +323,10 @@ class HeldTask(Result):
     steps: list[str]
     lease: Lease | None  #: null while the task waits in review
     status: TaskStatus = "claimed"
+    review_comment: str | None = Field(default=None, exclude_if=_absent)
+    last_error: str | None = Field(default=None, exclude_if=_absent)
+    #: the task's newest notes and its dependencies' results
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
 class You(Result):
@@ -359,7 +399,7 @@ SAID_BY_THE_LEASE = frozenset({"owner", "attempts", "updated_at"})
 
 class ClaimTaskResult(Replayable):
     #: the task claimed; it carries no copy of its lease, nor what the lease says (`SAID_BY_THE_LEASE`)
-    task: TaskView | None
+    task: HandedTask | None
     lease: Lease | None
     reason: ClaimReason | None = None
     waiting_on: list[WaitingOn] | None = None

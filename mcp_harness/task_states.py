@@ -238,6 +238,9 @@ class Rule:
     repeat: Callable[[Task, Given], bool] | None = None
     reports: Literal["unblocked", "revoked"] | None = None  #: what its answer lists about the dependents
     instead: str = ""  #: what an agent refused this action (not its holder, not a person) does instead
+    #: the statuses from which only a person (the `operator` role) takes it, and what an agent does instead
+    operator_from: frozenset[Status] = frozenset()
+    operator_instead: str = ""
 
     def allows(self, task: Task, at: float) -> bool:
         return task.status in self.allowed and (self.also is None or self.also(task, at))
@@ -283,11 +286,12 @@ def _handed_back(t: Task, g: Given) -> TaskChange:
 
 
 def _release(t: Task, g: Given) -> Outcome:
-    return Outcome(_handed_back(t, g), "release")
+    return Outcome(_handed_back(t, g), "release", {"reason": g.reason} if g.reason else None)
 
 
 def _operator_release(t: Task, g: Given) -> Outcome:
-    return Outcome(_handed_back(t, g), "operator_release", {"owner": t.owner})
+    detail = {"owner": t.owner} | ({"reason": g.reason} if g.reason else {})
+    return Outcome(_handed_back(t, g), "operator_release", detail)
 
 
 def _reopen(t: Task, g: Given) -> Outcome:
@@ -363,6 +367,9 @@ RULES: dict[Action, Rule] = {
         needs=("reason", "reopen needs a reason (it is recorded in the progress log)"),
         reads_dependencies=True,
         reports="revoked",
+        # a person cancelled it: only a person revives it
+        operator_from=frozenset({Status.CANCELLED}),
+        operator_instead="record_progress (task_key, status note) asking a person to reopen it, and why",
     ),  # fmt: skip
     Action.APPROVE: Rule(
         _IN_REVIEW,
@@ -408,6 +415,7 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _operator_release,
         refusal="release works on claimed tasks; task {key!r} is {status}",
+        needs=("reason", "an operator's release needs a reason (the next claimer reads it in the task's context)"),
         instead=_RELEASE_INSTEAD,
     ),  # fmt: skip
 }

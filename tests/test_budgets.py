@@ -119,3 +119,24 @@ async def test_a_list_of_50_open_tasks_stays_under_7000_bytes(client):
     listed = json.loads(text)
     print(f"list_tasks of 50 open tasks: {len(text.encode())} bytes")
     assert len(listed["tasks"]) == 50 and len(text.encode()) <= 7_000, len(text.encode())
+
+
+async def test_a_claims_context_stays_within_2000_bytes_however_long_the_history(client):
+    """Long results and verifications on many dependencies, hundreds of long notes about the task: the
+    claim's `context` is at most 2,000 bytes of compact JSON (UTF-8, `…` counted as 3 bytes)."""
+    deps = [{"key": f"dependency-number-{i:02d}", "title": "d"} for i in range(12)]
+    await call(client, "add_tasks", tasks=[*deps, {**TASK, "depends_on": [d["key"] for d in deps]}])
+    for d in deps:
+        got = await call(client, "claim_task", task_key=d["key"])
+        await call(client, "update_task", task_key=d["key"], action="complete", lease_token=got["lease"]["token"],
+                   result={"notes": "é" * 600, "files": [f"src/{i}.py" for i in range(40)]},
+                   verification="ü" * 900)  # fmt: skip
+    for i in range(200):
+        await call(client, "record_progress", summary=f"attempt note {i}: " + "ö" * 500, task_key=TASK["key"])
+    got = await call(client, "claim_task", task_key=TASK["key"])
+    context = got["task"]["context"]
+    size = len(json.dumps(context, separators=(",", ":"), ensure_ascii=False).encode())
+    print(f"claim_task context after a long history: {size} bytes")
+    assert size <= 2000, size
+    assert context["notes"] and context["notes"][0]["text"].startswith("attempt note 199")
+    assert context.get("more_dependencies", 0) + len(context["dependencies"]) == len(deps)

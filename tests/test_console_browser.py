@@ -366,6 +366,7 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     page.goto(f"{url}/ui/task?w={ws}&key=api")  # claimed by alice in the seed
     page.locator("#live-dot.on").wait_for(timeout=10_000)
     page.get_by_role("button", name="Release", exact=True).click()
+    page.fill("#release-reason", "alice is away today")  # a person's release says why
     page.get_by_role("button", name="Release api").click()
     page.wait_for_url("**done=released*")
     page.locator("#live-dot.on").wait_for(timeout=10_000)

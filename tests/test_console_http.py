@@ -170,7 +170,7 @@ def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: s
         assert re.findall(r'data-action="(\w+)"', failed) == ["reopen", "cancel"]
         claimed = client.get(f"/ui/task?w={ws}&key=api").text
         assert re.findall(r'data-action="(\w+)"', claimed) == ["release", "cancel"]
-        assert "Take api back from alice?" in claimed
+        assert "Why take api back from alice?" in claimed and 'name="reason"' in claimed
         fresh = client.get(f"/ui/task?w={ws}&key=xss").text
         assert "no transitions yet" in fresh
         response = client.post("/ui/task/explode", headers={"origin": url},
@@ -197,7 +197,8 @@ def test_an_operator_releases_retries_rejects_and_cancels(url: str, db: str, ws:
             return client.post(f"/ui/task/{action}", headers={"origin": url},
                                data={"csrf": csrf_of(page), "w": ws, "key": key, **fields})  # fmt: skip
 
-        assert act("release", "xss").headers["location"].endswith("done=released")
+        assert act("release", "xss").status_code == 400  # a person's release says why
+        assert act("release", "xss", reason="stuck").headers["location"].endswith("done=released")
         refused = agent_call_error(db, ws, "alice", "update_task", task_key="xss", action="heartbeat",
                                    lease_token=held["token"])  # fmt: skip
         assert refused.startswith("[lease_lost]") and "an operator ('olga') released it" in refused, refused

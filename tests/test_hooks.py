@@ -106,7 +106,7 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # nothing new: no output
 
     async def others_act(h: Harness) -> None:
-        await h.tasks.operator_release(ann, "a")
+        await h.tasks.operator_release(ann, "a", "taken back")
         await h.tasks.cancel(ann, "b", "the plan changed")
         await h.tasks.claim(other, task_key="a")  # released to pending: a claim, not news to me
 
@@ -115,7 +115,7 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     assert err == ""
     assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": (
         f"mcp-harness: since your last turn (you are {ME}):\n"
-        "- task a: ann released your lease; it is pending again: claim it again or leave it.\n"
+        "- task a: ann released your lease (taken back); it is pending again: claim it again or leave it.\n"
         "- task b: ann cancelled it: the plan changed. Stop working on it.")}}  # fmt: skip
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # said once
 

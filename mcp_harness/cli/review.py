@@ -95,12 +95,14 @@ def task_action(args: argparse.Namespace, action: str, key: str) -> int:
     """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
     if action == "cancel" and not (args.reason or "").strip():
         return _refuse(f"cancel needs --reason: say why the plan no longer needs {key}")
+    if action == "release" and not (args.reason or "").strip():
+        return _refuse(f"release needs --reason: say why {key} is taken back (the next claimer reads it)")
     if action == "reopen" and not (args.reason or "").strip():
         return _refuse(f"reopen needs --reason: say why {key} is not finished after all")
     who = person(args)
 
     name, verb = TASK_ACTIONS[action]
-    reason = args.reason if name in ("cancel", "reopen") else None
+    reason = args.reason if name in ("cancel", "reopen", "release") else None
 
     async def run(h: Harness) -> int:
         answer = await h.tasks.update(who, task_key=key, action=name, reason=reason)

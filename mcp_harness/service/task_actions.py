@@ -25,7 +25,7 @@ from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
-from ..task_states import RULES, Action, Given, Outcome, Rule, Status, Who, completed
+from ..task_states import EXPIRED_ON_LAST_ATTEMPT, RULES, Action, Given, Outcome, Rule, Status, Who, completed
 from .base import Identity, ServiceBase
 from .task_events import event, lease_history, logged
 from .task_views import action_answer, lease_now, lease_of, status_of
@@ -114,6 +114,11 @@ class TaskActions(ServiceBase):
             given = replace(given, deps_done=(await store.compute_flags(conn, ws, [key]))[key][0])
         if rule.who is not Who.HOLDER and not rule.allows(before, at):
             raise InvalidArgument(rule.refusal.format(key=key, status=status_of(before)))
+        if before.status in rule.operator_from and ident.role != "operator":
+            raise Forbidden(
+                f"{args.action} of a {before.status} task is a person's decision (the 'operator' role); this "
+                f"connection has the {ident.role!r} role. Instead: {rule.operator_instead}"
+            )
         outcome = rule.change(before, given)
         ev = event(outcome.event, ident.agent, outcome.detail) if outcome.event else None
         if rule.who is Who.HOLDER:  # fenced by the lease token; the store records the event with the change
@@ -231,4 +236,10 @@ class TaskActions(ServiceBase):
                 "use the lease.token that claim_task returned for this task"
             )
         why = f": {ended}" if ended else ""
-        return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}")
+        way_out = ""
+        if row.status == Status.FAILED and row.last_error == EXPIRED_ON_LAST_ATTEMPT:
+            way_out = (
+                f". If the work is finished: update_task(task_key={key!r}, action='reopen', reason=...), then "
+                f"claim_task(task_key={key!r}), then complete with the new lease_token"
+            )
+        return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}{way_out}")

@@ -11,6 +11,7 @@ from ..models import (
     FullTaskRow,
     HeldTask,
     Lease,
+    TaskContext,
     TaskCounts,
     TaskDetail,
     TaskEvent,
@@ -92,9 +93,9 @@ def task_detail(row: TaskRecord, at: float) -> TaskDetail:
     return task_view(row, at, TaskDetail, lease=lease_of(row, at))
 
 
-def full_row(row: TaskRecord, at: float) -> FullTaskRow:
-    """`list_tasks(task_key=K)`: every field of the task."""
-    return task_view(row, at, FullTaskRow, ready=claimable(row, at))  # type: ignore[return-value]
+def full_row(row: TaskRecord, at: float, context: TaskContext | None = None) -> FullTaskRow:
+    """`list_tasks(task_key=K)`: every field of the task, with its whole `context`."""
+    return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context)
 
 
 def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: object) -> UpdateTaskResult:
@@ -133,7 +134,7 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
     )
 
 
-def held_task(row: TaskRecord, at: float) -> HeldTask:
+def held_task(row: TaskRecord, at: float, context: TaskContext | None = None) -> HeldTask:
     return HeldTask(
         key=row.key,
         title=row.title,
@@ -141,6 +142,9 @@ def held_task(row: TaskRecord, at: float) -> HeldTask:
         steps=json.loads(row.steps),
         lease=lease_of(row, at),
         status=row.status,
+        review_comment=row.review_comment,
+        last_error=row.last_error,
+        context=context,
     )
 
 

@@ -33,6 +33,7 @@ from .progress import progress_entry
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
+from .task_context import task_context
 from .task_end import LeaseEnder
 from .task_views import (
     decode_cursor,
@@ -78,7 +79,13 @@ class TaskService(ServiceBase):
         takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
         return await self.actions.act(ident, UpdateTaskArgs.of(args, fields))
 
-    async def end_leases(self, ident: Identity, reason: str, *, tokens: list[str] | None = None) -> list[str]:
+    #: a task's handoff context inside the caller's transaction (`task_context.task_context`):
+    #: `await TaskService.context(conn, workspace, row, full=False)`
+    context = staticmethod(task_context)
+
+    async def end_leases(
+        self, ident: Identity, reason: str, *, tokens: builtins.list[str] | dict[str, float] | None = None
+    ) -> list[str]:
         """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
         return await self.ending.end_leases(ident, reason, tokens=tokens)
 
@@ -89,8 +96,8 @@ class TaskService(ServiceBase):
     async def reject(self, ident: Identity, key: str, comment: str) -> UpdateTaskResult:
         return await self._person(ident, task_key=key, action="reject", comment=comment)
 
-    async def operator_release(self, ident: Identity, key: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="release")
+    async def operator_release(self, ident: Identity, key: str, reason: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="release", reason=reason)
 
     async def retry_now(self, ident: Identity, key: str) -> UpdateTaskResult:
         return await self._person(ident, task_key=key, action="retry_now")
@@ -135,8 +142,9 @@ class TaskService(ServiceBase):
             row = await store.get(conn, ident.workspace, key)
             if row is None:
                 raise NotFound(f"no task with key {key!r} in this workspace")
+            context = await task_context(conn, ident.workspace, row, full=True)
             counts = await store.counts(conn, ident.workspace)
-        return ListTasksResult(tasks=[full_row(row, at)], counts=task_counts(counts), next_cursor=None)
+        return ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
 
     async def board(
         self, ident: Identity, *, statuses: builtins.list[str] | None = None
@@ -158,7 +166,10 @@ class TaskService(ServiceBase):
     async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
-        held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
+        held = [
+            held_task(r, at, await task_context(conn, ident.workspace, r))
+            for r in await store.held_by(conn, ident.workspace, ident.agent)
+        ]
         return held, task_counts(await store.counts(conn, ident.workspace))
 
     async def detail(self, ident: Identity, key: str) -> TaskDetail:

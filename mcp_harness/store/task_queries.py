@@ -54,6 +54,10 @@ END_LEASES = Query(f"{_END_LEASES} RETURNING {TASK}", row=TaskRecord)
 END_LEASES_BY_TOKEN = _both(
     lambda d: f"{_END_LEASES} AND {in_array('lease_token', 'tokens', d)} RETURNING {TASK}", row=TaskRecord
 )
+#: one lease of a connection, unless another connection renewed (or took) it after `:since`
+END_LEASE_SINCE = Query(
+    f"{_END_LEASES} AND lease_token = :token AND updated_at <= :since RETURNING {TASK}", row=TaskRecord
+)
 HELD_BY = Query(
     f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review') "
     "ORDER BY id",
@@ -99,6 +103,19 @@ INSERT_TASK_EVENT = Query(
 )
 TASK_EVENTS = Query(
     f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key ORDER BY id",
+    row=TaskEventRow,
+)
+
+#: a task's newest events (bounded: the index `ix_task_event_task` read backwards)
+RECENT_TASK_EVENTS = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key "
+    "ORDER BY id DESC LIMIT :limit",
+    row=TaskEventRow,
+)
+#: a task's newest event of one kind (bounded as above: kinds are few per task)
+LAST_TASK_EVENT = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key "
+    "AND kind = :kind ORDER BY id DESC LIMIT 1",
     row=TaskEventRow,
 )
 

@@ -62,6 +62,16 @@ async def events(conn: Connection, workspace: str, key: str) -> list[TaskEventRo
     return await conn.fetch_all(q.TASK_EVENTS, {"ws": workspace, "key": key})
 
 
+async def recent_events(conn: Connection, workspace: str, key: str, limit: int) -> list[TaskEventRow]:
+    """A task's newest `limit` events, newest first."""
+    return await conn.fetch_all(q.RECENT_TASK_EVENTS, {"ws": workspace, "key": key, "limit": limit})
+
+
+async def last_event(conn: Connection, workspace: str, key: str, kind: str) -> TaskEventRow | None:
+    """A task's newest event of `kind`, if any."""
+    return await conn.fetch_one(q.LAST_TASK_EVENT, {"ws": workspace, "key": key, "kind": kind})
+
+
 async def get(conn: Connection, workspace: str, key: str) -> TaskRecord | None:
     return await conn.fetch_one(q.TASK_BY_KEY, {"ws": workspace, "key": key})
 
@@ -112,12 +122,21 @@ async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -
 
 
 async def end_leases(
-    conn: Connection, workspace: str, agent: str, now: float, tokens: list[str] | None = None
+    conn: Connection, workspace: str, agent: str, now: float, tokens: list[str] | dict[str, float] | None = None
 ) -> list[TaskRecord]:
-    """`agent`'s live leases (or only those of `tokens`) expire now. Returns the changed rows."""
+    """`agent`'s live leases (or only those of `tokens`) expire now. Returns the changed rows. With
+    `tokens` as token -> the time a connection last took or renewed it, a lease renewed after that
+    (through another connection) is left alone."""
     params = {"ws": workspace, "agent": agent, "now": now}
     if tokens is None:
         return await conn.fetch_all(q.END_LEASES, params)
+    if isinstance(tokens, dict):
+        ended = []
+        for token, since in tokens.items():
+            row = await conn.fetch_one(q.END_LEASE_SINCE, {**params, "token": token, "since": since})
+            if row is not None:
+                ended.append(row)
+        return ended
     return await conn.fetch_all(q.END_LEASES_BY_TOKEN, {**params, "tokens": array(conn.dialect, tokens)})
 
 
