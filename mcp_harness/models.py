@@ -316,12 +316,14 @@ class TaskStory(Result):
     progress: list[ProgressEntry]  #: entries about the task, oldest first
 
 
-class HeldTask(Result):
+class HeldTask(Lean):
+    """A task the caller holds (or has waiting in review); fields at their defaults are left out."""
+
     key: str
     title: str
-    description: str | None
-    steps: list[str]
-    lease: Lease | None  #: null while the task waits in review
+    description: str | None = None
+    steps: list[str] = Field(default_factory=list)
+    lease: Lease | None = None  #: none while the task waits in review
     status: TaskStatus = "claimed"
     review_comment: str | None = Field(default=None, exclude_if=_absent)
     last_error: str | None = Field(default=None, exclude_if=_absent)
