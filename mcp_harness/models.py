@@ -14,10 +14,12 @@ from pydantic import (
     WithJsonSchema,
     WrapSerializer,
     field_serializer,
+    field_validator,
 )
 
 from .config import NAME_PATTERN
 from .identity import Role
+from .paths import normalize_all
 from .task_states import ShownStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
@@ -28,7 +30,9 @@ NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "s
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
-ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
+ClaimReason = Literal[
+    "none_pending", "all_done", "all_claimed", "backoff", "paths_reserved", "waiting_on_review", "blocked_by_failure"
+]
 
 
 def _absent(value: Any) -> bool:
@@ -162,12 +166,16 @@ class TaskView(Result):
     kind: TaskKind = "work"
     #: the last reject's comment, for whoever claims the task next
     review_comment: str | None = Field(default=None, exclude_if=_absent)
+    paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: the patterns a claim reserves
 
 
 class TaskDetail(TaskView):
     """A task with its lease, for people (the CLI's board and `tasks show`)."""
 
     lease: Lease | None = None
+    #: the patterns its live lease holds, exclusively and shared
+    held_paths: list[str] | None = Field(default=None, exclude_if=_absent)
+    shared_paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class UpdateTaskResult(TaskView, Replayable):
@@ -178,6 +186,9 @@ class UpdateTaskResult(TaskView, Replayable):
     #: so published as arrays
     unblocked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
     revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+    #: reserve, unreserve: the patterns the lease holds now, exclusively and shared
+    held_paths: list[str] | None = Field(default=None, exclude_if=_absent)
+    shared_paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class HeartbeatResult(Replayable):
@@ -223,6 +234,9 @@ class HeldTask(Result):
     steps: list[str]
     lease: Lease | None  #: null while the task waits in review
     status: TaskStatus = "claimed"
+    #: the path patterns its lease holds, exclusively and shared
+    paths: list[str] | None = Field(default=None, exclude_if=_absent)
+    shared_paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class You(Result):
@@ -270,6 +284,14 @@ class TaskSpec(BaseModel):
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     review: bool = Field(default=False, description="complete waits for a person's approve")
     kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
+    paths: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=50)] = Field(
+        default_factory=list, description="gitignore-style patterns from the repo root; a claim reserves them"
+    )
+
+    @field_validator("paths")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return normalize_all(value)
 
 
 class AddTasksResult(Replayable):
@@ -284,6 +306,8 @@ class WaitingOn(Result):
     status: TaskStatus
     owner: str | None
     retry_after: float | None  #: seconds until it may change by itself (a lease ends, a backoff ends)
+    #: paths_reserved: the holder's patterns that clash
+    paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class ClaimTaskResult(Replayable):
@@ -305,6 +329,7 @@ class TaskRow(Result):
     depends_on: list[str]
     review: bool
     kind: TaskKind
+    paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class ListTasksResult(Result):

@@ -44,6 +44,7 @@ WAITS: tuple[Wait, ...] = (
         lambda r, at: r.status == Status.PENDING and r.available_at > at,
         lambda r, at: round(r.available_at - at, 3),
     ),
+    # `paths_reserved` comes here: decided by the claim itself (`task_paths.reserved_answer`, `paths_reserved`)
     # held by a live lease, or (outside the claim's tags) claimable by another agent
     Wait("all_claimed", lambda r, at: r.status in (Status.CLAIMED, Status.PENDING), _lease_left),
     Wait("waiting_on_review", lambda r, at: r.status == Status.IN_REVIEW, _never),
@@ -132,3 +133,17 @@ def _answer(roots: list[WaitRow], at: float) -> ClaimTaskResult:
         waiting_on=on[:MAX_WAITING_ON],
         retry_after=min(times) if times else None,
     )
+
+
+#: the reasons that win over `paths_reserved` (before it in the precedence)
+BEFORE_PATHS_RESERVED = frozenset({"backoff"})
+
+
+def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskResult:
+    """A claim that took nothing while claimable tasks' paths are reserved by other agents (`holders`):
+    `paths_reserved`, unless `why` (the answer without them) has a reason before it in the precedence."""
+    if why.reason in BEFORE_PATHS_RESERVED or not holders:
+        return why
+    times = [h.retry_after for h in holders if h.retry_after is not None]
+    return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=holders,
+                           retry_after=min(times) if times else None)  # fmt: skip
