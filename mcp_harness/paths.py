@@ -5,8 +5,9 @@ A pattern is gitignore-style, relative to the repository root (`src/api/`, `docs
 Patterns are compared without touching a file system, so the rule is conservative: two patterns are
 disjoint only when that is certain, and otherwise they overlap. The rule (README, "Path reservations"):
 
-1. A pattern's *anchor* is its leading segments without a wildcard (`*`, `?`, `[`, `\\`). A pattern
-   with no `/` but a trailing one (`*.py`, `build/`) matches at any depth: its anchor is the root.
+0. Every pattern is anchored at the repository root, as if it began with `/` (`src/` is the top
+   folder `src`, `*.py` the Python files at the top); to match at any depth, write `**/` (`**/*.py`).
+1. A pattern's *anchor* is its leading segments without a wildcard (`*`, `?`, `[`, `\\`).
 2. Two patterns whose anchors diverge (neither is the other or a folder above it) are disjoint.
 3. When one pattern is a plain path (no wildcard) and the other has no `**` and no more segments
    than it, they overlap exactly when the other pattern matches that path (or a folder above it).
@@ -69,19 +70,12 @@ def _segments(pattern: str) -> list[str]:
     return pattern.rstrip("/").split("/")
 
 
-def _anchored(pattern: str) -> bool:
-    """gitignore: a pattern with a `/` before its end is relative to the root; else it matches at any depth."""
-    return "/" in pattern.rstrip("/")
-
-
 def _literal(pattern: str) -> bool:
     return not (_WILD & set(pattern))
 
 
 def anchor(pattern: str) -> tuple[str, ...]:
     """The leading segments without a wildcard (empty: the pattern may match anywhere)."""
-    if not _anchored(pattern):
-        return ()
     out = []
     for part in _segments(pattern):
         if _WILD & set(part):
@@ -98,7 +92,7 @@ def _prefix(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 def _spec(pattern: str) -> Any:
     import pathspec  # deferred: only a match needs it
 
-    return pathspec.GitIgnoreSpec.from_lines([pattern])
+    return pathspec.GitIgnoreSpec.from_lines(["/" + pattern])  # anchored at the root (rule 0)
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -114,7 +108,7 @@ def overlap(a: str, b: str) -> bool:
     if not (_prefix(anchor_a, anchor_b) or _prefix(anchor_b, anchor_a)):
         return False  # rule 2
     for plain, other in ((a, b), (b, a)):
-        if _literal(plain) and _anchored(plain) and _anchored(other) and "**" not in other:
+        if _literal(plain) and "**" not in other:
             if len(_segments(other)) <= len(_segments(plain)):  # rule 3
                 return matches(other, plain.rstrip("/")) or matches(other, plain.rstrip("/") + "/")
     return True

@@ -208,8 +208,8 @@ class TaskActions(ServiceBase):
 
         def finish(raw: tuple[TaskRecord, float, dict[str, bool]]) -> UpdateTaskResult:
             row, at, held = raw
-            exclusive = [p for p, shared in held.items() if not shared]
-            shared = [p for p, shared in held.items() if shared]
+            exclusive = sorted(p for p, shared in held.items() if not shared)
+            shared = sorted(p for p, shared in held.items() if shared)
             return task_view(row, at, UpdateTaskResult, held_paths=exclusive or None, shared_paths=shared or None)
 
         return await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)

@@ -103,6 +103,22 @@ async def claim_reserving(
     return row, found if row is None else []
 
 
+async def claimable(
+    conn: Connection, workspace: str, agent: str, at: float, tags: list[str] | None, task_key: str | None
+) -> bool:
+    """Whether a claim by `agent` would get a task now, reservations considered (what waiting claims poll:
+    a task whose paths another agent holds does not wake them)."""
+    if await store.claimable_exists(conn, workspace, now=at, tags=tags, task_key=task_key, without_paths=True):
+        return True
+    candidates = await store.path_candidates(
+        conn, workspace, now=at, tags=tags, task_key=task_key, limit=MAX_CANDIDATES
+    )
+    if not candidates:
+        return False
+    live = await held_paths.live(conn, workspace, at)
+    return any(not clashes(live, agent, json.loads(c.paths), shared=False, at=at, own_key=c.key) for c in candidates)
+
+
 class Take(Protocol):
     """The claim statement with the claimer's lease (a callable: path mode, allowed id -> claimed row)."""
 

@@ -155,9 +155,15 @@ def _claimable(
 
 
 @cache
-def claimable(by_tags: bool, by_key: bool) -> Query:
-    """Whether a claim would get a task now (what waiting claims poll)."""
-    return _both(lambda d: _claimable(by_tags, by_key, d), name=f"claimable({by_tags}, {by_key})")
+def claimable(by_tags: bool, by_key: bool, without_paths: bool = False) -> Query:
+    """Whether a claim would get a task now (what waiting claims poll); `without_paths`: a task without
+    paths (those with paths are judged against the reservations by the service)."""
+
+    def sql(dialect: str) -> str:
+        pick = _claimable(by_tags, by_key, dialect)
+        return pick.replace(" ORDER BY", " AND paths IS NULL ORDER BY", 1) if without_paths else pick
+
+    return _both(sql, name=f"claimable({by_tags}, {by_key}, {without_paths})")
 
 
 def _claim_set(alias: str = "") -> str:

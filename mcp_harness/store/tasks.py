@@ -130,11 +130,19 @@ def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, k
 
 
 async def claimable_exists(
-    conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
+    conn: Connection,
+    workspace: str,
+    *,
+    now: float,
+    tags: list[str] | None,
+    task_key: str | None,
+    without_paths: bool = False,
 ) -> bool:
-    """Whether a claim would get a task now: a cheap read that waiting claims poll."""
+    """Whether a claim would get a task now (`without_paths`: a task without paths): a cheap read that
+    waiting claims poll."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await conn.fetch_value(q.claimable(bool(tags), task_key is not None), params) is not None
+    query = q.claimable(bool(tags), task_key is not None, without_paths)
+    return await conn.fetch_value(query, params) is not None
 
 
 async def claim(
