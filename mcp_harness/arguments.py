@@ -202,10 +202,9 @@ class UpdateTaskArgs(ToolArgs):
     retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
     reason: Annotated[str | None, said("reopen, cancel: why")] = None
     comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
-    paths: Annotated[
-        list[Annotated[str, Field(max_length=300)]] | None, Field(max_length=50), said("reserve, unreserve: patterns")
-    ] = None
-    shared: Annotated[bool, said("reserve: others may share, not take")] = False
+    #: at most 50 patterns of at most 300 characters (checked by `paths.normalize_all`, not published)
+    paths: Annotated[list[str] | None, said("reserve/unreserve: gitignore patterns")] = None
+    shared: Annotated[bool, said("reserve: shared, not exclusive")] = False
     idempotency_key: IdemKey = None
 
     def fingerprint(self) -> dict[str, Any]:

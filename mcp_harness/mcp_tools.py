@@ -156,7 +156,7 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
-        "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
+        "heartbeat, complete (verification), fail (retry=true backs off), release, reserve: need lease_token. reopen "
         "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
         "(reason).",
         lambda h, who, a: h.tasks.update(who, a),

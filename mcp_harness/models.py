@@ -284,9 +284,8 @@ class TaskSpec(BaseModel):
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     review: bool = Field(default=False, description="complete waits for a person's approve")
     kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
-    paths: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=50)] = Field(
-        default_factory=list, description="gitignore-style patterns from the repo root; a claim reserves them"
-    )
+    #: at most 50 patterns of at most 300 characters (checked by `paths.normalize_all`, not published)
+    paths: list[str] = Field(default_factory=list, description="gitignore patterns a claim reserves")
 
     @field_validator("paths")
     @classmethod
