@@ -3,6 +3,7 @@ against reservations taken through the official MCP client, on SQLite and Postgr
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -73,6 +74,10 @@ async def test_the_guard_refuses_reserved_paths_in_a_repo_and_a_worktree(tmp_pat
         assert "'src/api/'" in refused.stderr and "docs/a.md" not in refused.stderr  # shared: not refused
         assert "--no-verify" in refused.stderr and refused.stdout == ""
         assert guard(root, db_url, workspace, "alice").returncode == 0  # its own reservations never stop it
+        status = run_cli("status", "--json", "--db", db_url, "--workspace", workspace)
+        leases = {lease["task"]: lease for lease in json.loads(status.stdout)["live_leases"]}
+        assert leases["api"]["paths"] == ["src/api/"] and leases["api"]["shared_paths"] == ["docs/"]
+        assert "src/api/" in run_cli("status", "--db", db_url, "--workspace", workspace).stdout
         # a worktree: paths relative to its own root
         git(root, "commit", "-qm", "mine", "--no-verify")
         tree = tmp_path / "tree"
