@@ -19,7 +19,7 @@ Kept lean (no pathspec import until a match is needed): the commit guard runs on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -98,6 +98,24 @@ def _spec(pattern: str) -> Any:
 def matches(pattern: str, path: str) -> bool:
     """Whether `pattern` names the file `path` (relative to the repository root), or a folder above it."""
     return bool(_spec(pattern).match_file(path))
+
+
+def matcher(pattern: str) -> Callable[[str], bool]:
+    """`matches` for one pattern and many paths (the commit guard): a path outside the pattern's anchor
+    is passed over by a string compare; the others meet the pattern's one compiled expression."""
+    spec = _spec(pattern)
+    regex = getattr(spec.patterns[0], "regex", None) if len(spec.patterns) == 1 else None
+    if regex is None or not spec.patterns[0].include:
+        return lambda path: bool(spec.match_file(path))
+    head = "/".join(anchor(pattern))
+    below = head + "/"
+
+    def match(path: str) -> bool:
+        if head and path != head and not path.startswith(below):
+            return False
+        return regex.match(path) is not None
+
+    return match
 
 
 def overlap(a: str, b: str) -> bool:

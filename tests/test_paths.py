@@ -7,7 +7,7 @@ import pytest
 from conftest import call, fail, mcp_client
 
 from mcp_harness import clock
-from mcp_harness.paths import PatternError, matches, normalize, overlap
+from mcp_harness.paths import PatternError, matcher, matches, normalize, overlap
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +45,7 @@ def test_disjoint_means_no_file_matches_both():
     patterns = ["src/a.py", "src/b.py", "src/api", "src/", "docs/", "src/*.py", "docs/*.md", "src/*", "src/[ab].py",
                 "src/a.md", "*.py", "**/*.md"]  # fmt: skip
     for a in patterns:
+        assert [f for f in files if matcher(a)(f)] == [f for f in files if matches(a, f)], a  # the guard's
         for b in patterns:
             both = [f for f in files if matches(a, f) and matches(b, f)]
             if both:

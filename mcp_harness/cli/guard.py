@@ -67,13 +67,13 @@ def _left(seconds: float) -> str:
 
 def check(files: list[str], reservations: list, agent: str, at: float) -> list[str]:
     """One line per staged file that another agent's live exclusive reservation names."""
-    from ..paths import matches
+    from ..paths import matcher
 
-    others = [r for r in reservations if r.owner != agent]
+    others = [(r, matcher(r.pattern)) for r in reservations if r.owner != agent]
     lines = []
     for path in files:
-        for r in others:
-            if matches(r.pattern, path):
+        for r, match in others:
+            if match(path):
                 lines.append(f"  {path}: reserved by agent {r.owner!r} (task {r.key!r}, pattern {r.pattern!r}) "
                              f"for {_left(r.expires_at - at)} more")  # fmt: skip
                 break
