@@ -74,6 +74,7 @@ def _literal(pattern: str) -> bool:
     return not (_WILD & set(pattern))
 
 
+@lru_cache(maxsize=8192)
 def anchor(pattern: str) -> tuple[str, ...]:
     """The leading segments without a wildcard (empty: the pattern may match anywhere)."""
     out = []

@@ -190,3 +190,17 @@ async def test_a_waiting_claim_is_not_woken_by_reserved_paths(db_url, workspace)
             await call(a, "update_task", task_key="one", action="complete", lease_token=one["lease"]["token"],
                        verification="tested")  # fmt: skip
         assert got["task"]["key"] == "two"
+
+
+async def test_reservations_are_found_by_anchor_whatever_the_collation(db_url, workspace):
+    """A reservation under, above or beside another's anchor (`src/a/b.py`, `src/`, `src/ab/`, `src/a0`),
+    and patterns anchored at the root (`*.py`, `**/x`): found exactly where they may overlap."""
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("held", paths=["src/a/"])])
+        await call(a, "claim_task")
+        specs = {"under": ["src/a/b.py"], "above": ["src/"], "beside": ["src/ab/"], "after": ["src/a0"],
+                 "root": ["*.py"], "deep": ["**/x"], "sibling": ["src/a.py"]}  # fmt: skip
+        await call(b, "add_tasks", tasks=[t(k, paths=v) for k, v in specs.items()])
+        outcome = {k: (await call(b, "claim_task", task_key=k, lease_seconds=10))["reason"] for k in specs}
+        assert outcome == {"under": "paths_reserved", "above": "paths_reserved", "beside": None, "after": None,
+                           "root": None, "deep": "paths_reserved", "sibling": None}  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ..paths import anchor
 from . import named
 from .connection import Connection, array
 from .records import ReservationRow
@@ -30,6 +31,24 @@ async def lock(conn: Connection, workspace: str) -> None:
 async def live(conn: Connection, workspace: str, now: float) -> list[ReservationRow]:
     """Every live reservation of the workspace, the soonest to end first."""
     return await conn.fetch_all(Q.live, {"ws": workspace, "now": now})
+
+
+async def near(conn: Connection, workspace: str, pattern: str, now: float) -> list[ReservationRow]:
+    """The live reservations whose anchors allow an overlap with `pattern` (all of them for a pattern
+    anchored at the root, such as `*.py`); `paths.overlap` decides among them."""
+    head = anchor(pattern)
+    if not head:
+        return await live(conn, workspace, now)
+    heads = ["/".join(head[:k]) for k in range(len(head) + 1)]
+    joined = "/".join(head)
+    params = {
+        "ws": workspace,
+        "heads": array(conn.dialect, heads),
+        "below": joined + "/",
+        "beyond": joined + "0",
+        "now": now,
+    }  # fmt: skip  ('0' is the character after '/')
+    return await conn.fetch_all(Q.near, params)
 
 
 async def held(conn: Connection, task_id: int, token: str) -> dict[str, bool]:
@@ -57,7 +76,8 @@ async def reserve(
     rows: list[dict[str, Any]] = []
     for pattern, shared in patterns.items():
         await conn.execute(Q.drop_one, {"task_id": task_id, "token": token, "pattern": pattern})
-        rows.append({"task_id": task_id, "token": token, "pattern": pattern, "ws": workspace, "shared": shared})
+        rows.append({"task_id": task_id, "token": token, "pattern": pattern, "ws": workspace, "shared": shared,
+                     "anchor": "/".join(anchor(pattern))})  # fmt: skip
     if rows:
         await conn.execute_many(Q.insert, rows)
 

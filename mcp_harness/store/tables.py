@@ -232,10 +232,14 @@ class TaskReservation(SQLModel, table=True):
     has not run out: it ends with the lease without a write (a new claim of the task deletes the old rows)."""
 
     __tablename__ = "task_reservations"
+    __table_args__ = (Index("ix_task_reservation_anchor", "workspace", "anchor"),)
     task_id: int = Field(primary_key=True, sa_type=BigInteger)
     lease_token: str = Field(primary_key=True)
     pattern: str = Field(primary_key=True)
     workspace: str
+    #: the pattern's leading segments without a wildcard (`paths.anchor`, joined by `/`): what finds the
+    #: reservations that may overlap a pattern without reading them all
+    anchor: str
     shared: bool  #: holds back only exclusive reservations
 
 
