@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import call, fail, mcp_client
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_harness import clock
 from mcp_harness.paths import PatternError, matcher, matches, normalize, overlap
@@ -50,6 +52,22 @@ def test_disjoint_means_no_file_matches_both():
             both = [f for f in files if matches(a, f) and matches(b, f)]
             if both:
                 assert overlap(a, b), (a, b, both)
+
+
+_SEGMENTS = st.sampled_from(["src", "docs", "a", "ab", "a.py", "b.md", "*", "*.py", "a*", "?", "[ab]", "**"])
+_FILES = st.lists(st.sampled_from(["src", "docs", "a", "ab", "a.py", "b.md", "x", "c.py"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SEGMENTS, min_size=1, max_size=4), st.lists(_SEGMENTS, min_size=1, max_size=4),
+       st.booleans(), st.booleans(), st.lists(_FILES, min_size=1, max_size=30))  # fmt: skip
+def test_the_rule_never_calls_overlapping_patterns_disjoint(a, b, slash_a, slash_b, files):
+    """Property: whenever a file matches both patterns, `overlap` says so (it may only err towards
+    overlap)."""
+    pa, pb = "/".join(a) + "/" * slash_a, "/".join(b) + "/" * slash_b
+    paths = ["/".join(f) for f in files]
+    if any(matches(pa, f) and matches(pb, f) for f in paths):
+        assert overlap(pa, pb) and overlap(pb, pa), (pa, pb)
 
 
 @pytest.mark.parametrize("bad", ["", "  ", "!src/a", "#x", "../up", "src/../x", "a//b", "a" * 301])
