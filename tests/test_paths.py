@@ -3,6 +3,8 @@ the official MCP client, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import call, fail, mcp_client
 from hypothesis import given, settings
@@ -222,3 +224,36 @@ async def test_reservations_are_found_by_anchor_whatever_the_collation(db_url, w
         outcome = {k: (await call(b, "claim_task", task_key=k, lease_seconds=10))["reason"] for k in specs}
         assert outcome == {"under": "paths_reserved", "above": "paths_reserved", "beside": None, "after": None,
                            "root": None, "deep": "paths_reserved", "sibling": None}  # fmt: skip
+
+
+async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/", "docs/a.md"]), t("b")])
+    async with Harness.open(settings_for(db_url)) as h:
+        lines = [line async for line in h.maintenance.export(workspace)]
+    target = f"sqlite+aiosqlite:///{tmp_path / 'restored.db'}"
+    async with Harness.open(settings_for(target)) as h:
+        assert (await h.maintenance.import_lines(lines))["task"] == 2
+    async with mcp_client(target, workspace, "bob") as b:
+        rows = {r["key"]: r for r in (await call(b, "list_tasks"))["tasks"]}
+        assert rows["a"]["paths"] == ["src/a/", "docs/a.md"] and "paths" not in rows["b"]
+        # the same spec again is unchanged (paths are part of a task's content), other paths a conflict
+        again = await call(b, "add_tasks", tasks=[t("a", paths=["src/a/", "docs/a.md"])])
+        assert again["unchanged"] == ["a"]
+        assert (await fail(b, "add_tasks", tasks=[t("a", paths=["src/"])])).code == "task_conflict"
+
+    def spoiled(line: str) -> str:  # a pattern no task may hold
+        record = json.loads(line)
+        if record.get("type") == "task" and record.get("paths"):
+            record["paths"] = json.dumps(["../x"])
+        return json.dumps(record)
+
+    bad = [spoiled(line) for line in lines]
+    assert bad != [json.dumps(json.loads(line)) for line in lines]
+    async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / 'bad.db'}")) as h:
+        with pytest.raises(Exception, match=r"paths"):
+            await h.maintenance.import_lines(bad)
