@@ -257,3 +257,18 @@ async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
     async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / 'bad.db'}")) as h:
         with pytest.raises(Exception, match=r"paths"):
             await h.maintenance.import_lines(bad)
+
+
+async def test_the_board_card_shows_a_task_paths(db_url, workspace):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+    from mcp_harness.service.base import Identity
+
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/"]), t("b")])
+        await call(a, "claim_task")
+    async with Harness.open(settings_for(db_url)) as h:
+        board = await h.console.board(Identity(workspace, "person"))
+    cards = {card.key: card for column in board.columns for card in column.cards}
+    assert cards["a"].paths == ("src/a/",) and cards["b"].paths == ()

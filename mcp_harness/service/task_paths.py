@@ -82,12 +82,16 @@ async def claim_reserving(
 ) -> tuple[ClaimedTask | None, list[Clash]]:
     """The claim inside a write transaction, under the reservations' lock: the best claimable task whose
     paths no other agent's live reservation overlaps (tasks without paths as ever), its paths reserved
-    in the same transaction. With nothing taken, the clashes that held tasks back."""
-    await held_paths.lock(conn, workspace)
+    in the same transaction. With nothing taken, the clashes that held tasks back. Without a claimable
+    task with paths no lock is taken: the claim then takes only tasks without paths, reserving nothing."""
     found: list[Clash] = []
     allowed = None
     candidates = await store.path_candidates(conn, workspace, now=at, tags=tags, task_key=task_key,
                                              limit=MAX_CANDIDATES)  # fmt: skip
+    if candidates:  # judged under the lock, as they are once it is held
+        await held_paths.lock(conn, workspace)
+        candidates = await store.path_candidates(conn, workspace, now=at, tags=tags, task_key=task_key,
+                                                 limit=MAX_CANDIDATES)  # fmt: skip
     for candidate in candidates:
         stop = await find_clashes(conn, workspace, agent, json.loads(candidate.paths), shared=False, at=at,
                                   own_key=candidate.key)  # fmt: skip
