@@ -272,3 +272,18 @@ async def test_the_board_card_shows_a_task_paths(db_url, workspace):
         board = await h.console.board(Identity(workspace, "person"))
     cards = {card.key: card for column in board.columns for card in column.cards}
     assert cards["a"].paths == ("src/a/",) and cards["b"].paths == ()
+
+
+async def test_a_session_end_ends_its_reservations(db_url, workspace):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+    from mcp_harness.service.base import Identity
+
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/"]), t("b", paths=["src/b.py"])])
+        await call(a, "claim_task", task_key="a")
+        assert (await call(b, "claim_task", task_key="b"))["reason"] == "paths_reserved"
+        async with Harness.open(settings_for(db_url)) as h:  # alice's session ends (SessionEnd, stdin closed)
+            assert await h.tasks.end_leases(Identity(workspace, "alice"), "the session ended") == ["a"]
+        assert (await call(b, "claim_task", task_key="b"))["task"]["key"] == "b"
