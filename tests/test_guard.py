@@ -78,6 +78,8 @@ async def test_the_guard_refuses_reserved_paths_in_a_repo_and_a_worktree(tmp_pat
         leases = {lease["task"]: lease for lease in json.loads(status.stdout)["live_leases"]}
         assert leases["api"]["paths"] == ["src/api/"] and leases["api"]["shared_paths"] == ["docs/"]
         assert "src/api/" in run_cli("status", "--db", db_url, "--workspace", workspace).stdout
+        shown = run_cli("tasks", "show", "api", "--db", db_url, "--workspace", workspace).stdout
+        assert 'held_paths: ["src/api/"]' in shown and 'shared_paths: ["docs/"]' in shown
         # a worktree: paths relative to its own root
         git(root, "commit", "-qm", "mine", "--no-verify")
         tree = tmp_path / "tree"
