@@ -287,3 +287,14 @@ async def test_a_session_end_ends_its_reservations(db_url, workspace):
         async with Harness.open(settings_for(db_url)) as h:  # alice's session ends (SessionEnd, stdin closed)
             assert await h.tasks.end_leases(Identity(workspace, "alice"), "the session ended") == ["a"]
         assert (await call(b, "claim_task", task_key="b"))["task"]["key"] == "b"
+
+
+async def test_paths_reserved_lists_every_clashing_pattern_of_a_holder(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/x.py", "src/y.py", "docs/"]), t("b", paths=["src/"])])
+        await call(a, "claim_task", task_key="a")
+        got = await call(b, "claim_task")
+        assert got["reason"] == "paths_reserved"
+        (holder,) = got["waiting_on"]
+        assert holder == {"key": "a", "status": "claimed", "owner": "alice", "retry_after": got["retry_after"],
+                          "paths": ["src/x.py", "src/y.py"]}  # fmt: skip

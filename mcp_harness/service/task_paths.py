@@ -133,15 +133,14 @@ class Take(Protocol):
 def reserved_answer(found: list[Clash], why: ClaimTaskResult) -> ClaimTaskResult:
     """What a claim that took nothing answers when tasks were held back by reservations: `paths_reserved`
     naming the holders, unless a reason before it in the precedence (`backoff`) applies."""
-    holders: dict[str, WaitingOn] = {}
+    holders: dict[str, tuple[Clash, list[str]]] = {}
     for clash in found:
-        entry = holders.get(clash.key)
-        if entry is None:
-            holders[clash.key] = WaitingOn(key=clash.key, status="claimed", owner=clash.owner,
-                                           retry_after=clash.retry_after, paths=[clash.pattern])  # fmt: skip
-        elif clash.pattern not in (entry.paths or []):
-            entry.paths = [*(entry.paths or []), clash.pattern]
-    on = sorted(holders.values(), key=lambda w: w.retry_after or 0)[:MAX_WAITING_ON]
+        patterns_held = holders.setdefault(clash.key, (clash, []))[1]
+        if clash.pattern not in patterns_held:
+            patterns_held.append(clash.pattern)
+    waiting = [WaitingOn(key=c.key, status="claimed", owner=c.owner, retry_after=c.retry_after, paths=held)
+               for c, held in holders.values()]  # fmt: skip
+    on = sorted(waiting, key=lambda w: w.retry_after or 0)[:MAX_WAITING_ON]
     return paths_reserved(why, on)
 
 
