@@ -28,7 +28,19 @@ IdemKey = Annotated[
     WithJsonSchema({"type": "string"}),
     Field(description="a fresh unique id per request (e.g. a UUID), reused only to retry that same request"),
 ]
-Action = Literal["heartbeat", "complete", "fail", "release", "reopen", "approve", "reject", "retry_now", "cancel"]
+Action = Literal[
+    "heartbeat",
+    "complete",
+    "fail",
+    "release",
+    "reopen",
+    "approve",
+    "reject",
+    "retry_now",
+    "cancel",
+    "reserve",
+    "unreserve",
+]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
 #: the arguments that are JSON values, stored as JSON text, where any string may be (U+0000 included),
@@ -190,7 +202,19 @@ class UpdateTaskArgs(ToolArgs):
     retry: Annotated[bool, said("fail: false fails now, no retry")] = True
     reason: Annotated[str | None, said("reopen, cancel, release: why (the next claimer reads it)")] = None
     comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
+    #: at most 50 patterns of at most 300 characters (checked by `paths.normalize_all`, not published)
+    paths: Annotated[list[str] | None, said("reserve/unreserve: gitignore patterns")] = None
+    shared: Annotated[bool, said("reserve: shared, not exclusive")] = False
     idempotency_key: IdemKey = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        # Without paths and shared when not given: keys stored before they existed still match their retries.
+        out = super().fingerprint()
+        if out["paths"] is None:
+            del out["paths"]
+        if not out["shared"]:
+            del out["shared"]
+        return out
 
 
 class ListTasksArgs(ToolArgs):

@@ -3,7 +3,9 @@ must cost little more than starting Python: `sqlite3` (opened read-only, never c
 schema) or `asyncpg` directly, with none of SQLAlchemy, pydantic or the service.
 
 The only SQL outside `store/`, and only reads: what happened to an agent's tasks since an event id
-(the events that agent must know of), and the newest event id (the mark a session starts from)."""
+(the events that agent must know of), the newest event id (the mark a session starts from), and the
+live exclusive path reservations (the commit guard, `cli/guard.py`; the same rows as the store's
+`reservations.live`)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ _NEWS = (
     "AND c.actor = ? AND c.kind IN ('claim', 'take_over') AND c.id < e.id) ORDER BY e.id LIMIT {limit}"
 ).format(kinds=", ".join(f"'{k}'" for k in NEWS_KINDS), limit=LIMIT)
 _LAST = "SELECT COALESCE(MAX(id), 0) FROM task_events"
+_RESERVED = (
+    'SELECT t."key", t.owner, r.pattern, t.lease_expires_at FROM tasks AS t JOIN task_reservations AS r '
+    "ON r.task_id = t.id AND r.lease_token = t.lease_token WHERE t.workspace = ? AND t.status = 'claimed' "
+    "AND t.lease_expires_at > ? AND r.shared = FALSE ORDER BY t.lease_expires_at, r.pattern"
+)
 
 
 @dataclass(frozen=True)
@@ -111,3 +118,54 @@ def _news(row: tuple[Any, ...]) -> News:
     except ValueError:
         detail = {}
     return News(int(row[0]), row[1], row[2], row[3], detail if isinstance(detail, dict) else {})
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """A live exclusive reservation: the holding task, its owner, the pattern and when the lease ends."""
+
+    key: str
+    owner: str
+    pattern: str
+    expires_at: float
+
+
+def reserved(db: str | None, workspace: str, at: float) -> list[Reserved]:
+    """The live exclusive path reservations of `workspace` at `at` (none in a SQLite file that does not
+    exist, or that no version with reservations has opened)."""
+    path = sqlite_path(db)
+    if path is not None:
+        import sqlite3
+
+        if not path.exists():
+            return []
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_SECONDS)
+            try:
+                known = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'task_reservations'").fetchone()
+                rows = conn.execute(_RESERVED, (workspace, at)).fetchall() if known else []
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise Unreachable(f"cannot read {path}: {exc}") from None
+        return [Reserved(r[0], r[1], r[2], float(r[3])) for r in rows]
+    import asyncio
+
+    return asyncio.run(_reserved_postgres(_postgres_dsn(db or ""), workspace, at))
+
+
+async def _reserved_postgres(dsn: str, workspace: str, at: float) -> list[Reserved]:
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS)
+        try:
+            known = await conn.fetchval("SELECT to_regclass('task_reservations') IS NOT NULL")
+            rows = (
+                await conn.fetch(_RESERVED.replace("?", "$1", 1).replace("?", "$2", 1), workspace, at) if known else []
+            )
+        finally:
+            await conn.close()
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
+    return [Reserved(r[0], r[1], r[2], float(r[3])) for r in rows]

@@ -157,7 +157,7 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
-        "heartbeat, complete (verification), fail (backs off, retries), release (reason): need lease_token. "
+        "heartbeat, complete (verification), fail (backs off, retries), release (reason), reserve: need lease_token. "
         "reopen (reason) revives a done/failed task. Operator only: approve, reject (comment), retry_now, cancel "
         "(reason), reopen cancelled.",
         lambda h, who, a: h.tasks.update(who, a),

@@ -15,10 +15,12 @@ from pydantic import (
     WrapSerializer,
     field_serializer,
     model_serializer,
+    field_validator,
 )
 
 from .config import NAME_PATTERN
 from .identity import Role
+from .paths import normalize_all
 from .task_states import ShownStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
@@ -31,7 +33,7 @@ TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal[
     "none_pending", "all_done", "all_claimed", "waiting_on_other_work", "backoff", "waiting_on_review",
-    "blocked_by_failure",
+    "blocked_by_failure", "paths_reserved",
 ]  # fmt: skip
 
 
@@ -232,6 +234,7 @@ class TaskView(Lean):
     kind: TaskKind = "work"
     #: the last reject's comment, for whoever claims the task next
     review_comment: str | None = None
+    paths: list[str] | None = None  #: the patterns a claim reserves
 
 
 class HandedTask(TaskView):
@@ -244,6 +247,9 @@ class TaskDetail(TaskView):
     """A task with its lease, for people (the CLI's board and `tasks show`)."""
 
     lease: Lease | None = None
+    #: the patterns its live lease holds, exclusively and shared
+    held_paths: list[str] | None = Field(default=None, exclude_if=_absent)
+    shared_paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 
 class FullTaskRow(TaskView):
@@ -270,6 +276,9 @@ class UpdateTaskResult(Replayable):
     #: absent otherwise, so published as arrays
     unblocked: Annotated[list[str] | None, KEYS] = None
     revoked: Annotated[list[str] | None, KEYS] = None
+    #: reserve, unreserve: the patterns the lease holds now, exclusively and shared
+    held_paths: list[str] | None = None
+    shared_paths: list[str] | None = None
 
     @model_serializer(mode="wrap")
     def _changed(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -329,6 +338,9 @@ class HeldTask(Lean):
     last_error: str | None = Field(default=None, exclude_if=_absent)
     #: the task's newest notes and its dependencies' results
     context: TaskContext | None = Field(default=None, exclude_if=_absent)
+    #: the path patterns its lease holds, exclusively and shared
+    paths: list[str] | None = None
+    shared_paths: list[str] | None = None
 
 
 class You(Result):
@@ -376,6 +388,13 @@ class TaskSpec(BaseModel):
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     review: bool = Field(default=False, description="complete waits for a person's approve")
     kind: TaskKind = Field(default="work", description="gate: a person's decision, never claimed")
+    #: at most 50 patterns of at most 300 characters (checked by `paths.normalize_all`, not published)
+    paths: list[str] = Field(default_factory=list, description="gitignore patterns a claim reserves")
+
+    @field_validator("paths")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return normalize_all(value)
 
 
 class AddTasksResult(Replayable):
@@ -394,6 +413,8 @@ class WaitingOn(Result):
     #: a rejected gate's or task's review comment (what a person asked for)
     comment: str | None = Field(default=None, exclude_if=_absent)
 
+    #: paths_reserved: the holder's patterns that clash
+    paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
 #: what the task in a claim leaves out: its lease says it (the holder is the caller, the attempt, when)
 SAID_BY_THE_LEASE = frozenset({"owner", "attempts", "updated_at"})
@@ -428,6 +449,7 @@ class TaskRow(Lean):
     depends_on: list[str] = Field(default_factory=list)
     review: bool = False
     kind: TaskKind = "work"
+    paths: list[str] | None = None
 
 
 class ListTasksResult(Result):

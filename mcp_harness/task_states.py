@@ -20,6 +20,7 @@ r"""The task state machine, in one place: the statuses, the actions, and a table
 
   reopen:  done | failed | cancelled             --> pending (a gate whose dependencies are settled: in_review)
   cancel:  pending | claimed | in_review | failed --> cancelled
+  reserve, unreserve: claimed --> claimed (the lease's path reservations change; see `paths.py`)
   settle:  (what a change does to the dependents)
            a gate, pending --(its last dependency settles)--> in_review
            in_review       --(a dependency is reopened)-----> pending
@@ -81,6 +82,8 @@ class Action(enum.StrEnum):
     REJECT = "reject"  #: a person sends a task in review back (a gate fails)
     RETRY_NOW = "retry_now"  #: a person ends a pending task's retry backoff
     CANCEL = "cancel"  #: a person ends a task the plan no longer needs
+    RESERVE = "reserve"  #: the holder reserves more paths under its lease (exclusive or shared)
+    UNRESERVE = "unreserve"  #: the holder drops some of the paths its lease holds
     #: a person releases a claimed task without its lease token (the tool's `release` from an operator)
     OPERATOR_RELEASE = "operator_release"
 
@@ -199,6 +202,8 @@ class Given:
     retry: bool = True
     reason: str | None = None
     comment: str | None = None
+    paths: tuple[str, ...] = ()  #: path patterns (reserve, unreserve), normalized
+    shared: bool = False  #: reserve: held back only by exclusive reservations
     deps_done: bool = True  #: every dependency settled (read for the rows that say `reads_dependencies`)
     backoff_base: float = 1.0
     backoff_cap: float = 300.0
@@ -332,6 +337,16 @@ def _cancel(t: Task, g: Given) -> Outcome:
     return Outcome(change, "cancel", {"reason": g.reason} | ({"owner": t.owner} if t.status == Status.CLAIMED else {}))
 
 
+def _reserve(t: Task, g: Given) -> Outcome:
+    """The reservations themselves are rows of their own (`store/reservations.py`), written by the
+    service under the reservations' lock; the task records the event."""
+    return Outcome(TaskChange(updated_at=g.at), "reserve", {"paths": list(g.paths), "shared": g.shared})
+
+
+def _unreserve(t: Task, g: Given) -> Outcome:
+    return Outcome(TaskChange(updated_at=g.at), "unreserve", {"paths": list(g.paths)})
+
+
 def _retry_now(t: Task, g: Given) -> Outcome:
     return Outcome(TaskChange(available_at=g.at, updated_at=g.at), "retry_now")
 
@@ -409,6 +424,8 @@ RULES: dict[Action, Rule] = {
         reports="unblocked",
         instead="record_progress saying why the task is not needed; a person decides",
     ),  # fmt: skip
+    Action.RESERVE: Rule(_HOLDER, _HOLDER, Who.HOLDER, _reserve),
+    Action.UNRESERVE: Rule(_HOLDER, _HOLDER, Who.HOLDER, _unreserve),
     Action.OPERATOR_RELEASE: Rule(
         _HOLDER,
         frozenset({Status.PENDING}),

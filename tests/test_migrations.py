@@ -328,8 +328,9 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     counters = sorted((ws, status, bool(blocked), n) for _id, ws, status, blocked, n in after.pop("task_counts"))
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
-    kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
-    assert after == {**kept, "task_events": [], "console_sessions": []}  # migration 8: console sessions
+    kept["tasks"] = [(*row, False, "work", None, None) for row in kept["tasks"]]  # migration 11: paths
+    # migration 8: console sessions; migration 11: path reservations
+    assert after == {**kept, "task_events": [], "console_sessions": [], "task_reservations": []}
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []

@@ -7,10 +7,13 @@ Then times, taking turns between the two so the drift of a shared machine falls 
 claim, restore_state, a list_tasks page, the console board's first page and a timeline page (the
 newest, and one thread's). Prints p50s and the ratio big / small; exits 1 if any ratio is over 2x
 (rows marked "(info)" are shown, not gated). With --wake it also runs tools/bench_wake.py per
-backend and prints its wake-up latencies.
+backend and prints its wake-up latencies. With --paths it also times a claim of a task with paths in a
+workspace where 1,000 other leases hold live path reservations against one where none are held
+(issue 28: within 1.5x; gated like the rest).
 
     python tools/bench_scale.py                                   # SQLite, full size
     python tools/bench_scale.py --quick                           # 10,000 tasks / 100,000 entries
+    python tools/bench_scale.py --quick --paths                   # and the claim cost of 1,000 reservations
     python tools/bench_scale.py --postgres postgresql+asyncpg://postgres@127.0.0.1:5432/bench --wake
     (MCP_HARNESS_TEST_POSTGRES_URL also selects PostgreSQL, after SQLite.)
 """
@@ -81,7 +84,7 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
            "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
            "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
            "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
-           "attempts": 0}  # fmt: skip
+           "attempts": 0, "paths": None}  # fmt: skip
     dep = None
     if off < 60:
         row.update(status="done", ready=False, completed_at=row["updated_at"], owner="agent-0", attempts=1)
@@ -264,6 +267,52 @@ async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], r
             await _pg_databases(url, list(names.values()), drop=True)
 
 
+PATHS_LIMIT_RATIO = 1.5
+
+
+async def _reserved(h: Harness, workspace: str, held: int, rounds: int) -> Callable[[], Awaitable[Any]]:
+    """A workspace where `held` agents each hold a task whose paths (a folder and a file of their own) are
+    reserved, and `rounds` more such tasks wait: the claim to time takes one, reserving its paths past
+    every live reservation, then hands it back (untimed) so the count of live reservations stays."""
+    planner = Identity(workspace, "planner")
+    specs = [{"key": f"p{i:05d}", "title": f"paths {i}", "priority": 1 if i < held else 0,
+              "paths": [f"src/area{i:05d}/", f"docs/area{i:05d}.md"]} for i in range(held + rounds + 10)]  # fmt: skip
+    for start in range(0, len(specs), 500):
+        await h.tasks.add(planner, tasks=specs[start : start + 500])
+    for i in range(held):
+        await h.tasks.claim(Identity(workspace, f"holder-{i}"), lease_seconds=86400)
+    me = Identity(workspace, "bench")
+
+    async def claim_and_hand_back() -> None:
+        got = await h.tasks.claim(me, lease_seconds=3600)
+        assert got.task is not None and got.lease is not None, got.reason
+        await h.tasks.update(me, task_key=got.task.key, action="complete", lease_token=got.lease.token,
+                             verification="bench")  # fmt: skip
+
+    return claim_and_hand_back
+
+
+async def paths_claims(url: str | None, rounds: int, tmp: Path) -> tuple[float, float]:
+    """p50 ms of a claim of a task with paths (and its complete): (1,000 live reservations, none)."""
+    db = url
+    name = f"mcp_harness_scale_paths_{secrets.token_hex(3)}"
+    if url is None:
+        db = f"sqlite+aiosqlite:///{tmp / 'paths.db'}"
+    else:
+        await _pg_databases(url, [name], drop=False)
+        db = f"{url.rsplit('/', 1)[0]}/{name}"
+    try:
+        async with Harness.open(Settings.from_env(db)) as h:
+            many = await _reserved(h, "paths-many", 1000, rounds + 5)
+            none = await _reserved(h, "paths-none", 0, rounds + 5)
+            name_ = "claim_task with paths (+ complete): 1,000 live reservations vs none"
+            out = await _turns({name_: many}, {name_: none}, rounds)
+            return out[name_]
+    finally:
+        if url is not None:
+            await _pg_databases(url, [name], drop=True)
+
+
 def wake(url: str | None, rounds: int) -> str:
     """tools/bench_wake.py's p50 line for one backend (PostgreSQL: on a database of its own, made and dropped)."""
     cmd = [sys.executable, str(Path(__file__).with_name("bench_wake.py")), "--rounds", str(rounds)]
@@ -288,17 +337,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="big = 10,000 tasks / 100,000 entries / 1,000 checkpoints")
     parser.add_argument("--rounds", type=int, default=200, help="timed calls per operation and side")
     parser.add_argument("--wake", action="store_true", help="also run tools/bench_wake.py on each backend")
+    parser.add_argument("--paths", action="store_true", help="also: claims past 1,000 live path reservations")
     args = parser.parse_args()
     big = (10_000, 100_000, 1_000) if args.quick else (100_000, 1_000_000, 10_000)
     sizes = {"big": big, "small": (1_000, 10_000, 100)}
     backends = ([] if args.no_sqlite else [None]) + ([args.postgres] if args.postgres else [])
-    results, wakes = {}, {}
+    results, wakes, reserved = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for url in backends:
             name = "sqlite" if url is None else "postgresql"
             results[name] = anyio.run(run_backend, url, sizes, args.rounds, Path(tmp))
             if args.wake:
                 wakes[name] = wake(url, 60)
+            if args.paths:
+                reserved[name] = anyio.run(paths_claims, url, min(args.rounds, 100), Path(tmp))
     print()
     print(f"big: {big[0]:,} tasks, {big[1]:,} progress entries, {big[2]:,} checkpoints; small: 1,000 / 10,000 / 100;"
           f" p50 of {args.rounds} in-process calls each; Python {platform.python_version()}, SQLite "
@@ -316,6 +368,14 @@ def main() -> None:
             else:
                 worst = max(worst, ratio)
             print(f"| {backend} | {op} | {b:.3f} ms | {s:.3f} ms | {ratio:.2f}x | {met} |")
+    for backend, (many, none) in reserved.items():
+        ratio = many / none
+        met = "yes" if ratio <= PATHS_LIMIT_RATIO else "NO"
+        worst = max(worst, ratio * LIMIT_RATIO / PATHS_LIMIT_RATIO)  # gated at 1.5x
+        print(
+            f"| {backend} | claim_task with paths: 1,000 live reservations / none (<= 1.5x) | {many:.3f} ms "
+            f"| {none:.3f} ms | {ratio:.2f}x | {met} |"
+        )
     for backend, line in wakes.items():
         print(f"\nwake-up ({backend}, tools/bench_wake.py, 60 rounds): {line}")
     sys.exit(0 if worst <= LIMIT_RATIO else 1)

@@ -1,7 +1,8 @@
 """The `mcp-harness` command line: `main` parses, dispatches and is the one error boundary.
 
 `mcp-harness hook EVENT` is dispatched before anything else is imported: Claude Code runs it on every
-prompt, so it must cost little more than starting Python (see `hook.py`)."""
+prompt, so it must cost little more than starting Python (see `hook.py`); so is `mcp-harness guard`, which
+git runs on every commit (`guard.py`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
         from .hook import run
 
         return run(words[1:])
+    if words[:1] == ["guard"]:  # the git pre-commit check: as lean as the hooks
+        from .guard import run as guard
+
+        return guard(words[1:])
     from .main import main as command_line
 
     return command_line(argv)

@@ -197,6 +197,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         else:
             backup = write(change)
             print(f"  {shown}: {change.what}" + (f" (the old file is kept as {backup})" if backup else ""))
+    if args.remove or getattr(args, "guard", False):  # the commit guard: git's pre-commit hook
+        from . import guard_hook
+
+        if args.remove:
+            said = guard_hook.remove(root, dry_run=args.dry_run)
+        else:
+            said = guard_hook.install(root, launcher()[0], args.db, workspace, dry_run=args.dry_run)
+        if said:
+            print(f"  {said}")
     for line in notes:
         print(line)
     asked = [c for c in changes if c.by_hand and "vscode" in (args.client or [])]

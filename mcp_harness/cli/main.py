@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "config": "clients:cmd_config",
     "init": "init:cmd_init",
     "hook": "hook:cmd_hook",  # normally dispatched before this parser (cli/__init__.py)
+    "guard": "guard:cmd_guard",  # likewise
 }
 
 

@@ -180,6 +180,12 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--url", type=http_url, default=None)
     p.add_argument("--token-env", default=None, metavar="VAR")
 
+    p = sub.add_parser("guard", help="git pre-commit check: refuse staged paths another agent reserves")
+    p.add_argument("--db", default=None)
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--agent", default=None, help="the committer before its session suffix (default claude-code)")
+    p.add_argument("--no-session", action="store_true")
+
     p = sub.add_parser("init", help="set this project up for MCP clients (config files, lifecycle hooks, instructions)")
     p.add_argument(
         "--client",
@@ -207,6 +213,8 @@ def _clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remove", action="store_true",
                    help="take out what init added (servers, hooks, instructions, the CLAUDE.md import)")  # fmt: skip
     p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
+    p.add_argument("--guard", action="store_true",
+                   help="also install the commit guard as the repository's git pre-commit hook")  # fmt: skip
 
 
 def _tokens_and_schemas(

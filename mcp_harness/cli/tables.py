@@ -96,10 +96,12 @@ def status_report(report: dict[str, Any]) -> list[Any]:
     for title, key in (("live leases:", "live_leases"), (stuck, "stuck")):
         if report[key]:
             out.append(Text(title, style="red" if key == "stuck" else ""))
-            leases = table("TASK", "OWNER", "ATTEMPT", "EXPIRES (UTC)", "LAST PROGRESS (UTC)")
+            held = any(lease.get("paths") or lease.get("shared_paths") for lease in report[key])
+            leases = table("TASK", "OWNER", "ATTEMPT", "EXPIRES (UTC)", "LAST PROGRESS (UTC)", *(["PATHS"] * held))
             for lease in report[key]:
+                paths = [*lease.get("paths", []), *(f"{p} (shared)" for p in lease.get("shared_paths", []))]
                 leases.add_row(lease["task"], lease["owner"] or "-", str(lease["attempt"]), when(lease["expires_at"]),
-                               when(lease["last_progress_at"]))  # fmt: skip
+                               when(lease["last_progress_at"]), *([", ".join(paths)] * held))  # fmt: skip
             out.append(leases)
     if report["largest_checkpoints"]:
         out.append("largest checkpoints:")

@@ -65,6 +65,7 @@ class Card:
     kind: str = "work"  #: `gate`: a person's decision, never claimed
     review: bool = False  #: a person approves it once it is completed
     cancel_reason: str | None = None  #: cancelled: the reason its latest cancel gave
+    paths: tuple[str, ...] = ()  #: the path patterns a claim reserves (held while it is claimed)
 
     @property
     def ready(self) -> bool:
@@ -310,6 +311,7 @@ def _card(row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | 
         kind=row.kind,
         review=bool(row.review),
         cancel_reason=cancel_reason,
+        paths=tuple(json.loads(row.paths)) if getattr(row, "paths", None) else (),
     )
 
 

@@ -220,6 +220,8 @@ class ImportChecker:
     def _task(self, ws: str, r: dict[str, Any]) -> None:
         lists_limit = 100 * 4000 * 6 + 1024
         parts = {c: self._json(r[c], c, list, lists_limit) for c in ("steps", "depends_on", "tags")}
+        if r.get("paths") is not None:
+            parts["paths"] = self._json(r["paths"], "paths", list, 50 * 300 * 6 + 1024)
         try:
             spec = TaskSpec.model_validate(
                 {

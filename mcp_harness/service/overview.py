@@ -38,6 +38,8 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
                 "expires_at": t.lease.expires_at,
                 "expired": bool(t.lease.expired),
                 "last_progress_at": iso(last_seen.get(t.owner or "")),
+                "paths": t.held_paths or [],  #: path patterns its live lease holds exclusively
+                "shared_paths": t.shared_paths or [],
             }
         )
     db_bytes = await db.size_bytes()

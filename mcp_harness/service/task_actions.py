@@ -21,11 +21,12 @@ from ..config import Settings
 from ..errors import Forbidden, InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import HeartbeatResult, UpdateTaskResult
-from ..store import Connection, Database
+from ..store import Connection, Database, reservations
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
 from ..task_states import EXPIRED_ON_LAST_ATTEMPT, RULES, Action, Given, Outcome, Rule, Status, Who, completed
+from . import task_paths
 from .base import Identity, ServiceBase
 from .task_events import event, lease_history, logged
 from .task_views import action_answer, lease_now, lease_of, status_of
@@ -48,7 +49,12 @@ class TaskActions(ServiceBase):
         super().__init__(db, settings)
         self.wakeup = wakeup
         #: the actions with a handler of their own; every other runs `_transact`
-        self.handled: dict[Action, Handler] = {Action.HEARTBEAT: self._heartbeat, Action.COMPLETE: self._complete}
+        self.handled: dict[Action, Handler] = {
+            Action.HEARTBEAT: self._heartbeat,
+            Action.COMPLETE: self._complete,
+            Action.RESERVE: self._reservations,
+            Action.UNRESERVE: self._reservations,
+        }
 
     async def act(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
         """Check the caller and the arguments, then apply the action's row."""
@@ -58,6 +64,10 @@ class TaskActions(ServiceBase):
                 raise await self._without_lease(ident, args)
             action = Action.OPERATOR_RELEASE  # a person releases a lease without its token
         self._check(ident, args, RULES[action])
+        if action in (Action.RESERVE, Action.UNRESERVE):
+            args = args.model_copy(update={"paths": task_paths.patterns(args.paths)})
+        elif args.paths is not None or args.shared:
+            raise InvalidArgument("paths and shared go with the reserve and unreserve actions only")
         canonical(args.fingerprint(), what="arguments")
         return await self.handled.get(action, self._transact)(ident, args, action)
 
@@ -95,6 +105,7 @@ class TaskActions(ServiceBase):
             at=at, lease_token=args.lease_token, lease_seconds=args.lease_seconds,
             result=dumps(args.result) if args.result is not None else None, verification=args.verification,
             error=args.error, retry=args.retry, reason=args.reason, comment=args.comment,
+            paths=tuple(args.paths or ()), shared=args.shared,
             backoff_base=self.settings.backoff_base_seconds, backoff_cap=self.settings.backoff_cap_seconds,
         )  # fmt: skip
 
@@ -180,6 +191,9 @@ class TaskActions(ServiceBase):
 
         async def body(conn: Connection) -> tuple[TaskRecord, float]:
             at = now()
+            before = await self._current(conn, ident.workspace, args.task_key)
+            # a lease that ran out comes back with its paths only where they are still free
+            await task_paths.check_revival(conn, ident.workspace, ident.agent, before, args.lease_token or "", at)
             row, _outcome = await self._apply(conn, ident, args, action, at)
             return row, at
 
@@ -194,6 +208,29 @@ class TaskActions(ServiceBase):
             return stored.model_copy(update={"lease": lease_now(row, stored.lease, now())})
 
         return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish, replay=replay)
+
+    async def _reservations(self, ident: Identity, args: UpdateTaskArgs, action: Action) -> UpdateTaskResult:
+        """reserve / unreserve: the lease's path reservations change under the reservations' lock (see
+        `task_paths`); the answer says what the lease holds now."""
+        reserve = action is Action.RESERVE
+
+        async def body(conn: Connection) -> tuple[TaskRecord, float, dict[str, bool]]:
+            at = now()
+            await reservations.lock(conn, ident.workspace)
+            row = await self._apply(conn, ident, args, action, at)
+            held = await task_paths.change(
+                conn, ident.workspace, ident.agent, row, args.lease_token or "", list(args.paths or []),
+                reserve=reserve, shared=args.shared, at=at,
+            )  # fmt: skip
+            return row, at, held
+
+        def finish(raw: tuple[TaskRecord, float, dict[str, bool]]) -> UpdateTaskResult:
+            row, at, held = raw
+            exclusive = sorted(p for p, shared in held.items() if not shared)
+            shared = sorted(p for p, shared in held.items() if shared)
+            return task_view(row, at, UpdateTaskResult, held_paths=exclusive or None, shared_paths=shared or None)
+
+        return await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
 
     async def _complete(self, ident: Identity, args: UpdateTaskArgs, action: Action) -> UpdateTaskResult:
         """The common case, a task nothing depends on and not for review, is one statement (see

@@ -114,6 +114,8 @@ def content(spec: TaskSpec) -> dict[str, Any]:
         del fields["review"]
     if fields["kind"] == "work":
         del fields["kind"]
+    if not fields["paths"]:
+        del fields["paths"]
     return fields
 
 
@@ -151,6 +153,7 @@ def _new_rows(
                 "available_at": 0.0,
                 "review": spec.review,
                 "kind": spec.kind,
+                "paths": dumps(spec.paths) if spec.paths else None,
                 "created_at": at,
                 "updated_at": at,
                 "_deps": list(dict.fromkeys(spec.depends_on)),

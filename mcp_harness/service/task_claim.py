@@ -14,22 +14,32 @@ from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
+from ..store.task_queries import PathMode
 from .base import Identity, ServiceBase
 from .task_context import task_context
 from .task_events import event, fail_exhausted, fingerprint, logged
+from .task_paths import claim_reserving, reserved_answer
 from .task_reasons import why_nothing
 from .task_views import lease_now, lease_of, status_of, task_view
 from .task_wait import Wakeup
 
 
 async def _take(
-    conn: Connection, ident: Identity, at: float, lease_seconds: int, tags: list[str] | None, task_key: str | None
+    conn: Connection,
+    ident: Identity,
+    at: float,
+    lease_seconds: int,
+    tags: list[str] | None,
+    task_key: str | None,
+    paths: PathMode = "first",
+    allowed: int | None = None,
 ) -> ClaimedTask | None:
-    """The claim statement with a new lease token: the claimed row, or None."""
+    """The claim statement with a new lease token: the claimed row, or None. `paths`: how tasks with
+    paths are taken (`first`, the default: only when the best task has none; see `task_paths`)."""
     token = secrets.token_urlsafe(18)
     return await store.claim(
         conn, ident.workspace, agent=ident.agent, token=token, fingerprint=fingerprint(token), now=at,
-        lease_seconds=lease_seconds, tags=tags, task_key=task_key,
+        lease_seconds=lease_seconds, tags=tags, task_key=task_key, paths=paths, allowed=allowed,
     )  # fmt: skip
 
 
@@ -123,7 +133,11 @@ class TaskClaimer(ServiceBase):
     ) -> tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult:
         """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
-        row = await _take(conn, ident, at, lease_seconds, tags, task_key)
+
+        async def take(paths: PathMode, allowed: int | None) -> ClaimedTask | None:
+            return await _take(conn, ident, at, lease_seconds, tags, task_key, paths, allowed)
+
+        row, clashes = await claim_reserving(conn, ident.workspace, ident.agent, at, tags, task_key, take)
         if row is not None:
             if row.taken_from is not None:
                 self._count_take_over(ident.workspace)
@@ -140,4 +154,5 @@ class TaskClaimer(ServiceBase):
                     f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
                 )
         await fail_exhausted(conn, ident.workspace, at)
-        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)
+        why = await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)
+        return reserved_answer(clashes, why) if clashes else why

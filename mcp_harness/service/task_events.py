@@ -103,6 +103,9 @@ KINDS: dict[str, EventKind] = {
         ended="an operator ({actor!r}) released it",
     ),
     "retry_now": EventKind(),
+    # path reservations (issue 28): the holder reserved or dropped paths under its lease
+    "reserve": EventKind(),
+    "unreserve": EventKind(),
 }
 
 

@@ -51,6 +51,7 @@ WAITS: tuple[Wait, ...] = (
         lambda r, at, outside: r.status == Status.PENDING and r.available_at > at,
         lambda r, at: round(r.available_at - at, 3),
     ),
+    # `paths_reserved` comes here: decided by the claim itself (`task_paths.reserved_answer`, `paths_reserved`)
     # held by a live lease; or, among the claim's own tasks, one that became claimable just now
     Wait(
         "all_claimed",
@@ -165,3 +166,17 @@ def _answer(roots: list[WaitRow], at: float, agent: str | None, *, inside: set[s
         waiting_on=on[:MAX_WAITING_ON],
         retry_after=min(times) if times else None,
     )
+
+
+#: the reasons that win over `paths_reserved` (before it in the precedence)
+BEFORE_PATHS_RESERVED = frozenset({"backoff"})
+
+
+def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskResult:
+    """A claim that took nothing while claimable tasks' paths are reserved by other agents (`holders`):
+    `paths_reserved`, unless `why` (the answer without them) has a reason before it in the precedence."""
+    if why.reason in BEFORE_PATHS_RESERVED or not holders:
+        return why
+    times = [h.retry_after for h in holders if h.retry_after is not None]
+    return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=holders,
+                           retry_after=min(times) if times else None)  # fmt: skip

@@ -84,13 +84,22 @@ def task_view(row: TaskRecord, at: float, model: type[V] = TaskView, **extra: ob
         review=row.review,
         kind=row.kind,
         review_comment=row.review_comment,
+        paths=json.loads(row.paths) if row.paths else None,
         **extra,
     )
 
 
-def task_detail(row: TaskRecord, at: float) -> TaskDetail:
-    """The task with its lease (for people: the CLI)."""
-    return task_view(row, at, TaskDetail, lease=lease_of(row, at))
+def _split(held: dict[str, bool] | None) -> tuple[list[str] | None, list[str] | None]:
+    """(exclusive, shared) patterns of what a lease holds, None where empty."""
+    held = held or {}
+    return [p for p, s in held.items() if not s] or None, [p for p, s in held.items() if s] or None
+
+
+def task_detail(row: TaskRecord, at: float, held: dict[str, bool] | None = None) -> TaskDetail:
+    """The task with its lease and the paths its live lease holds (for people: the CLI)."""
+    live = row.status == Status.CLAIMED and (row.lease_expires_at or 0) > at
+    exclusive, shared = _split(held if live else None)
+    return task_view(row, at, TaskDetail, lease=lease_of(row, at), held_paths=exclusive, shared_paths=shared)
 
 
 def full_row(row: TaskRecord, at: float, context: TaskContext | None = None) -> FullTaskRow:
@@ -131,10 +140,14 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
         depends_on=json.loads(row.depends_on),
         review=row.review,
         kind=row.kind,
+        paths=json.loads(row.paths) if row.paths else None,
     )
 
 
-def held_task(row: TaskRecord, at: float, context: TaskContext | None = None) -> HeldTask:
+def held_task(
+    row: TaskRecord, at: float, context: TaskContext | None = None, held: dict[str, bool] | None = None
+) -> HeldTask:
+    exclusive, shared = _split(held if row.status == Status.CLAIMED else None)
     return HeldTask(
         key=row.key,
         title=row.title,
@@ -145,6 +158,8 @@ def held_task(row: TaskRecord, at: float, context: TaskContext | None = None) ->
         review_comment=row.review_comment,
         last_error=row.last_error,
         context=context,
+        paths=exclusive,
+        shared_paths=shared,
     )
 
 

@@ -9,8 +9,8 @@ import anyio
 from ..config import Settings
 from ..identity import caller_gone
 from ..store import Database, changes
-from ..store import tasks as store
 from ..store.common import now
+from . import task_paths
 from .base import Identity
 
 
@@ -39,7 +39,7 @@ class Wakeup:
 
         async def claimable() -> bool:
             async with self.db.read() as conn:
-                return await store.claimable_exists(conn, ident.workspace, now=now(), tags=tags, task_key=task_key)
+                return await task_paths.claimable(conn, ident.workspace, ident.agent, now(), tags, task_key)
 
         gone = caller_gone.get()  # set only where the transport can tell (stdio)
         if gone is not None and gone.is_set():

@@ -23,7 +23,7 @@ from ..models import (
     TaskStory,
     UpdateTaskResult,
 )
-from ..store import Connection, Database
+from ..store import Connection, Database, reservations
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
@@ -156,7 +156,9 @@ class TaskService(ServiceBase):
                 rows = await store.page(
                     conn, ident.workspace, statuses=statuses, ready=None, now=at, tag=None, limit=1000, after_id=after
                 )
-                out.extend(task_detail(r, at) for r in rows)
+                tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
+                paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
+                out.extend(task_detail(r, at, paths.get(r.lease_token or "")) for r in rows)
                 if len(rows) < 1000:
                     break
                 after = rows[-1].id
@@ -166,9 +168,12 @@ class TaskService(ServiceBase):
     async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
+        rows = await store.held_by(conn, ident.workspace, ident.agent)
+        tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
+        paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
         held = [
-            held_task(r, at, await task_context(conn, ident.workspace, r))
-            for r in await store.held_by(conn, ident.workspace, ident.agent)
+            held_task(r, at, await task_context(conn, ident.workspace, r), paths.get(r.lease_token or ""))
+            for r in rows
         ]
         return held, task_counts(await store.counts(conn, ident.workspace))
 
@@ -191,8 +196,9 @@ class TaskService(ServiceBase):
                 raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
             events = await store.events(conn, ident.workspace, key)
             entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
+            held = await reservations.held(conn, row.id, row.lease_token) if row.lease_token else None
         return TaskStory(
-            task=task_detail(row, at),
+            task=task_detail(row, at, held),
             events=[task_event(e) for e in events],
             progress=[progress_entry(p) for p in reversed(entries)],
         )

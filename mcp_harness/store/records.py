@@ -121,6 +121,7 @@ class TaskRecord(Record):
     review: bool
     kind: str  #: work or gate
     review_comment: str | None
+    paths: str | None  #: JSON list of path patterns
 
 
 class ClaimedTask(TaskRecord):
@@ -129,6 +130,18 @@ class ClaimedTask(TaskRecord):
     __slots__ = ()
 
     taken_from: str | None
+
+
+class ReservationRow(Record):
+    """A live reservation: the holding task, its owner, the pattern, and when the lease ends."""
+
+    __slots__ = ()
+
+    key: str
+    owner: str
+    pattern: str
+    shared: bool
+    lease_expires_at: float
 
 
 class TaskEventRow(Record):

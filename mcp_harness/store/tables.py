@@ -168,6 +168,8 @@ class Task(SQLModel, table=True):
     #: `work`, or `gate`: a person's decision, never claimed, in review once its dependencies are done
     kind: str = Field(default="work", sa_column_kwargs={"server_default": text("'work'")})
     review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
+    #: JSON list of path patterns a claim reserves (NULL: none); see `paths.py`
+    paths: str | None = Field(default=None, sa_type=Text)
 
 
 _tasks = table_of(Task)
@@ -229,6 +231,22 @@ class TaskTag(SQLModel, table=True):
     workspace: str = Field(primary_key=True)
     tag: str = Field(primary_key=True)
     task_id: int = Field(primary_key=True, sa_type=BigInteger)
+
+
+class TaskReservation(SQLModel, table=True):
+    """A path pattern a lease holds. Live while its task is claimed under this `lease_token` and the lease
+    has not run out: it ends with the lease without a write (a new claim of the task deletes the old rows)."""
+
+    __tablename__ = "task_reservations"
+    __table_args__ = (Index("ix_task_reservation_anchor", "workspace", "anchor"),)
+    task_id: int = Field(primary_key=True, sa_type=BigInteger)
+    lease_token: str = Field(primary_key=True)
+    pattern: str = Field(primary_key=True)
+    workspace: str
+    #: the pattern's leading segments without a wildcard (`paths.anchor`, joined by `/`): what finds the
+    #: reservations that may overlap a pattern without reading them all
+    anchor: str
+    shared: bool  #: holds back only exclusive reservations
 
 
 class IdempotencyKey(SQLModel, table=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cache
+from typing import Literal
 
 from ..task_states import SETTLED
 from .connection import Query
@@ -27,10 +28,10 @@ TASKS_BY_KEY = _both(
 )
 INSERT_TASK = Query(
     'INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, '
-    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at, review, kind) "
-    "VALUES (:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, "
+    "dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at, review, kind, "
+    "paths) VALUES (:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts, "
     ":dependents, :content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at, :review, "
-    ":kind) RETURNING id"
+    ":kind, :paths) RETURNING id"
 )
 INSERT_DEPENDENCY = Query("INSERT INTO task_deps (workspace, task_key, dep_key) VALUES (:ws, :task_key, :dep_key)")
 INSERT_TAG = Query("INSERT INTO task_tags (workspace, tag, task_id) VALUES (:ws, :tag, :task_id)")
@@ -154,16 +155,32 @@ CLAIMABLE = (
 )
 
 
-def _claimable(by_tags: bool, by_key: bool, dialect: str, select: str = "id") -> str:
+#: how a claim treats tasks with `paths` (see `service/task_paths.py`): `first` takes the best task only
+#: if it has none (the one statement without a lock), `any` takes any, `allowed` takes tasks without
+#: paths and the one `:allowed` (whose paths the caller checked under the reservations' lock)
+PathMode = Literal["first", "any", "allowed"]
+
+
+def _claimable(
+    by_tags: bool, by_key: bool, dialect: str, select: str = "id", paths: PathMode = "any", limit: str = "1"
+) -> str:
     """The best claimable task (`ix_task_claim`: ready tasks, highest priority first, then oldest)."""
     where = "workspace = :ws" + (_tagged(dialect) if by_tags else "") + (' AND "key" = :key' if by_key else "")
-    return f"SELECT {select} FROM tasks WHERE {where} AND {CLAIMABLE} ORDER BY priority DESC, id LIMIT 1"
+    if paths == "allowed":
+        where += " AND (paths IS NULL OR id = :allowed)"
+    return f"SELECT {select} FROM tasks WHERE {where} AND {CLAIMABLE} ORDER BY priority DESC, id LIMIT {limit}"
 
 
 @cache
-def claimable(by_tags: bool, by_key: bool) -> Query:
-    """Whether a claim would get a task now (what waiting claims poll)."""
-    return _both(lambda d: _claimable(by_tags, by_key, d), name=f"claimable({by_tags}, {by_key})")
+def claimable(by_tags: bool, by_key: bool, without_paths: bool = False) -> Query:
+    """Whether a claim would get a task now (what waiting claims poll); `without_paths`: a task without
+    paths (those with paths are judged against the reservations by the service)."""
+
+    def sql(dialect: str) -> str:
+        pick = _claimable(by_tags, by_key, dialect)
+        return pick.replace(" ORDER BY", " AND paths IS NULL ORDER BY", 1) if without_paths else pick
+
+    return _both(sql, name=f"claimable({by_tags}, {by_key}, {without_paths})")
 
 
 def _claim_set(alias: str = "") -> str:
@@ -174,16 +191,28 @@ def _claim_set(alias: str = "") -> str:
     )
 
 
-_PICK = "id, status AS was_status, owner AS was_owner"
+_PICK = "id, status AS was_status, owner AS was_owner, paths"
 
 
 @cache
-def claim(by_tags: bool, by_key: bool) -> Query:
+def path_candidates(by_tags: bool, by_key: bool) -> Query:
+    """The claimable tasks with paths that the filters match, in claim order (`:limit` of them)."""
+
+    def sql(dialect: str) -> str:
+        pick = _claimable(by_tags, by_key, dialect, select='id, "key", paths', limit=":limit")
+        return pick.replace(" ORDER BY", " AND paths IS NOT NULL ORDER BY", 1)
+
+    return _both(sql, name=f"path_candidates({by_tags}, {by_key})")
+
+
+@cache
+def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
     """Take the best claimable task and record the claim: ONE statement. PostgreSQL skips rows another
     claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
     (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). SQLite (whose BEGIN IMMEDIATE
     keeps other writers out already) runs `claim_pick`, `CLAIM_BY_ID` and `INSERT_TASK_EVENT` instead."""
-    pick = _claimable(by_tags, by_key, "postgresql", select=_PICK) + " FOR UPDATE SKIP LOCKED"
+    pick = _claimable(by_tags, by_key, "postgresql", select=_PICK, paths=paths) + " FOR UPDATE SKIP LOCKED"
+    first = " AND pick.paths IS NULL" if paths == "first" else ""
     detail = (
         "CASE WHEN was_status = 'claimed' "
         "THEN json_build_object('lease', CAST(:fp AS text), 'previous_owner', was_owner)::text "
@@ -191,20 +220,21 @@ def claim(by_tags: bool, by_key: bool) -> Query:
     )
     sql = (
         f"WITH pick AS ({pick}), "
-        f"taken AS (UPDATE tasks AS t SET {_claim_set('t.')} FROM pick WHERE t.id = pick.id "
+        f"taken AS (UPDATE tasks AS t SET {_claim_set('t.')} FROM pick WHERE t.id = pick.id{first} "
         f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
         f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
         "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
         f"{detail}, :now FROM taken) "
         f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
     )
-    return Query(sql, row=ClaimedTask, name=f"claim({by_tags}, {by_key})")
+    return Query(sql, row=ClaimedTask, name=f"claim({by_tags}, {by_key}, {paths})")
 
 
 @cache
-def claim_pick(by_tags: bool, by_key: bool) -> Query:
-    """SQLite: the task a claim takes, with its status and owner before the claim."""
-    return Query(_claimable(by_tags, by_key, "sqlite", select=_PICK), name=f"claim_pick({by_tags}, {by_key})")
+def claim_pick(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
+    """SQLite: the task a claim takes, with its status, owner and paths before the claim."""
+    sql = _claimable(by_tags, by_key, "sqlite", select=_PICK, paths=paths)
+    return Query(sql, name=f"claim_pick({by_tags}, {by_key}, {paths})")
 
 
 CLAIM_BY_ID = Query(f"UPDATE tasks SET {_claim_set()} WHERE id = :id RETURNING {TASK}", row=TaskRecord)

@@ -149,11 +149,19 @@ def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, k
 
 
 async def claimable_exists(
-    conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
+    conn: Connection,
+    workspace: str,
+    *,
+    now: float,
+    tags: list[str] | None,
+    task_key: str | None,
+    without_paths: bool = False,
 ) -> bool:
-    """Whether a claim would get a task now: a cheap read that waiting claims poll."""
+    """Whether a claim would get a task now (`without_paths`: a task without paths): a cheap read that
+    waiting claims poll."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await conn.fetch_value(q.claimable(bool(tags), task_key is not None), params) is not None
+    query = q.claimable(bool(tags), task_key is not None, without_paths)
+    return await conn.fetch_value(query, params) is not None
 
 
 async def claim(
@@ -167,16 +175,21 @@ async def claim(
     lease_seconds: int,
     tags: list[str] | None,
     task_key: str | None,
+    paths: q.PathMode = "any",
+    allowed: int | None = None,
 ) -> ClaimedTask | None:
     """Atomically take the best claimable task (or the named one) and record the claim event (its
-    detail names the lease by `fingerprint`): ONE statement on PostgreSQL."""
+    detail names the lease by `fingerprint`): ONE statement on PostgreSQL. `paths` says how tasks with
+    paths are taken (`task_queries.PathMode`; `allowed`: the one such task `allowed` may take)."""
     params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
               "lease": lease_seconds, "fp": fingerprint}  # fmt: skip
     _filters(conn, params, tags, task_key)
+    if paths == "allowed":
+        params["allowed"] = -1 if allowed is None else allowed
     if conn.dialect == "postgresql":
-        return await conn.fetch_one(q.claim(bool(tags), task_key is not None), params)
-    picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None), params)
-    if picked is None:
+        return await conn.fetch_one(q.claim(bool(tags), task_key is not None, paths), params)
+    picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None, paths), params)
+    if picked is None or (paths == "first" and picked.paths is not None):
         return None
     row = await fetch_row(conn, q.CLAIM_BY_ID, {**params, "id": picked.id})
     taken_from = picked.was_owner if picked.was_status == "claimed" else None
@@ -184,6 +197,14 @@ async def claim(
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
     await record_event(conn, workspace, row.key, row.attempts, event, now)
     return ClaimedTask((*row, taken_from))
+
+
+async def path_candidates(
+    conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None, limit: int
+) -> list[Any]:
+    """The claimable tasks with paths that the filters match (id, key, paths), in claim order."""
+    params = _filters(conn, {"ws": workspace, "now": now, "limit": limit}, tags, task_key)
+    return await conn.fetch_all(q.path_candidates(bool(tags), task_key is not None), params)
 
 
 def _values(change: TaskChange) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -1,0 +1,117 @@
+"""`mcp-harness guard`: the git pre-commit check. It refuses a commit that touches a path another
+agent's live lease reserves exclusively, naming the holder, the task and the pattern (`git commit
+--no-verify` is the escape, as with every hook). `init --guard` installs it (`guard_hook.py`).
+
+Runs on every commit, so it is kept lean like the per-prompt hook: the standard library, one read-only
+query (`glance.reserved`) and `pathspec` for the matching; never the service. The staged paths come
+from `git diff --cached`, relative to the work tree's root (also in a linked worktree). The committer
+is `MCP_HARNESS_AGENT` (default `claude-code`), resolved to its session's identity as the hooks do
+(`identity.client_agent`); its own reservations never stop it. When the database cannot be read the
+guard says so on stderr and lets the commit through: it must never make a repository unusable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from .hook_call import DEFAULT_AGENT
+
+USAGE = "usage: mcp-harness guard [--db DB] [--workspace W] [--agent A] [--no-session]"
+
+
+class GuardError(Exception):
+    """A usage or git error (exit 2)."""
+
+
+def _parse(argv: list[str]) -> dict[str, str | bool | None]:
+    opts: dict[str, str | bool | None] = {
+        "db": os.environ.get("MCP_HARNESS_DB") or None,
+        "workspace": os.environ.get("MCP_HARNESS_WORKSPACE") or "default",
+        "agent": os.environ.get("MCP_HARNESS_AGENT") or DEFAULT_AGENT,
+        "no_session": False,
+    }
+    words = iter(argv)
+    for word in words:
+        name, eq, value = word.partition("=")
+        if name in ("--db", "--workspace", "--agent"):
+            given = value if eq else next(words, None)
+            if not given:
+                raise GuardError(f"{name} needs a value; {USAGE}")
+            opts[name[2:]] = given
+        elif name == "--no-session":
+            opts["no_session"] = True
+        else:
+            raise GuardError(f"unknown argument {word!r}; {USAGE}")
+    return opts
+
+
+def staged() -> list[str]:
+    """The paths the commit touches (added, changed, deleted; a rename as both names), relative to the
+    work tree's root."""
+    try:
+        out = subprocess.run(
+            ["git", "diff", "--cached", "--name-only", "--no-renames", "-z"],
+            capture_output=True, check=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GuardError(f"cannot list the staged files with git: {exc}") from None
+    return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def _left(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes}m" if minutes else f"{int(seconds)}s"
+
+
+def check(files: list[str], reservations: list, agent: str, at: float) -> list[str]:
+    """One line per staged file that another agent's live exclusive reservation names."""
+    from ..paths import matcher
+
+    others = [(r, matcher(r.pattern)) for r in reservations if r.owner != agent]
+    lines = []
+    for path in files:
+        for r, match in others:
+            if match(path):
+                lines.append(f"  {path}: reserved by agent {r.owner!r} (task {r.key!r}, pattern {r.pattern!r}) "
+                             f"for {_left(r.expires_at - at)} more")  # fmt: skip
+                break
+    return lines
+
+
+def run(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__.splitlines()[0]}")
+        return 0
+    try:
+        opts = _parse(argv)
+        files = staged()
+        if not files:
+            return 0
+        from .. import glance
+        from ..identity import client_agent
+
+        workspace = str(opts["workspace"])
+        agent = client_agent(str(opts["agent"]), workspace, no_session=bool(opts["no_session"]))
+        at = time.time()
+        try:
+            found = glance.reserved(opts["db"] and str(opts["db"]), workspace, at)  # type: ignore[arg-type]
+        except glance.Unreachable as exc:
+            print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
+            return 0
+        lines = check(files, found, agent, at)
+    except GuardError as exc:
+        print(f"mcp-harness guard: {exc}", file=sys.stderr)
+        return 2
+    if not lines:
+        return 0
+    print(f"mcp-harness guard: this commit touches paths other agents hold (you are {agent!r}):", file=sys.stderr)
+    print("\n".join(lines), file=sys.stderr)
+    print("Leave those files out (git restore --staged PATH), ask the holder (mcp-harness msg send), or wait for "
+          "the lease to end; git commit --no-verify skips this check.", file=sys.stderr)  # fmt: skip
+    return 1
+
+
+def cmd_guard(args: object) -> int:  # normally dispatched before the parser (cli/__init__.py)
+    return run(sys.argv[2:])

@@ -1,0 +1,300 @@
+"""Path reservations (issue 28): the overlap rule, and claims, reserve/unreserve and revival through
+the official MCP client, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import call, fail, mcp_client
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcp_harness import clock
+from mcp_harness.paths import PatternError, matcher, matches, normalize, overlap
+
+pytestmark = pytest.mark.anyio
+
+
+# -- the overlap rule (pure) ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("src/a.py", "src/a.py", True),
+        ("src/a.py", "src/b.py", False),  # two plain paths: disjoint unless one holds the other
+        ("src/api", "src/api/x.py", True),  # a folder holds its files
+        ("src/api/", "src/api/x.py", True),
+        ("src/", "docs/", False),
+        ("src/*.py", "docs/*.md", False),  # anchors diverge
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/a.md", False),  # a plain path the pattern does not match
+        ("src/*", "src/a/b.py", True),  # matches a folder above it
+        ("src/*/x.py", "src/a", True),  # unsure (more segments than the plain path): overlap
+        ("**/*.sql", "docs/x.md", True),  # `**`: unsure, overlap
+        ("*.py", "docs/x.md", False),  # anchored at the root: top-level Python files only
+        ("*.py", "x.py", True),
+        ("**/*.py", "docs/x.md", True),
+        ("src/[ab].py", "src/c.py", False),
+        ("src/[ab].py", "src/a.py", True),
+    ],
+)
+def test_overlap_is_conservative(a, b, expected):
+    assert overlap(a, b) is expected and overlap(b, a) is expected
+
+
+def test_disjoint_means_no_file_matches_both():
+    """Where the rule says disjoint, no file of a sample tree matches both patterns (the rule may only err
+    towards overlap)."""
+    files = ["src/a.py", "src/a.md", "src/b.py", "src/c.py", "src/a/b.py", "src/api/x.py", "docs/x.md", "x.py"]
+    patterns = ["src/a.py", "src/b.py", "src/api", "src/", "docs/", "src/*.py", "docs/*.md", "src/*", "src/[ab].py",
+                "src/a.md", "*.py", "**/*.md"]  # fmt: skip
+    for a in patterns:
+        assert [f for f in files if matcher(a)(f)] == [f for f in files if matches(a, f)], a  # the guard's
+        for b in patterns:
+            both = [f for f in files if matches(a, f) and matches(b, f)]
+            if both:
+                assert overlap(a, b), (a, b, both)
+
+
+_SEGMENTS = st.sampled_from(["src", "docs", "a", "ab", "a.py", "b.md", "*", "*.py", "a*", "?", "[ab]", "**"])
+_FILES = st.lists(st.sampled_from(["src", "docs", "a", "ab", "a.py", "b.md", "x", "c.py"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_SEGMENTS, min_size=1, max_size=4), st.lists(_SEGMENTS, min_size=1, max_size=4),
+       st.booleans(), st.booleans(), st.lists(_FILES, min_size=1, max_size=30))  # fmt: skip
+def test_the_rule_never_calls_overlapping_patterns_disjoint(a, b, slash_a, slash_b, files):
+    """Property: whenever a file matches both patterns, `overlap` says so (it may only err towards
+    overlap)."""
+    pa, pb = "/".join(a) + "/" * slash_a, "/".join(b) + "/" * slash_b
+    paths = ["/".join(f) for f in files]
+    if any(matches(pa, f) and matches(pb, f) for f in paths):
+        assert overlap(pa, pb) and overlap(pb, pa), (pa, pb)
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "!src/a", "#x", "../up", "src/../x", "a//b", "a" * 301])
+def test_bad_patterns_are_refused(bad):
+    with pytest.raises(PatternError):
+        normalize(bad)
+
+
+def test_patterns_are_relative_to_the_root():
+    assert normalize("/src/a.py") == "src/a.py" and normalize("./docs/") == "docs/"
+
+
+# -- through the tools ------------------------------------------------------------------------------------
+def t(key: str, **kw) -> dict:
+    return {"key": key, "title": f"task {key}", **kw}
+
+
+async def test_a_claim_passes_over_reserved_paths_and_says_who_holds_them(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("api", paths=["src/api/"], priority=3),
+                                          t("api-tests", paths=["src/api/handlers.py", "tests/"], priority=2),
+                                          t("docs", paths=["docs/"])])  # fmt: skip
+        first = await call(a, "claim_task")
+        assert first["task"]["key"] == "api" and first["task"]["paths"] == ["src/api/"]
+        second = await call(b, "claim_task")  # api-tests overlaps alice's src/api/: passed over
+        assert second["task"]["key"] == "docs"
+        third = await call(b, "claim_task")
+        assert third["task"] is None and third["reason"] == "paths_reserved"
+        (holder,) = third["waiting_on"]
+        assert holder["key"] == "api" and holder["owner"] == "alice" and holder["paths"] == ["src/api/"]
+        assert 0 < third["retry_after"] <= 900 and holder["retry_after"] == third["retry_after"]
+        named = await call(b, "claim_task", task_key="api-tests")
+        assert named["reason"] == "paths_reserved"
+        # the holder's own reservations never stop it
+        own = await call(a, "claim_task")
+        assert own["task"]["key"] == "api-tests"
+        rows = {r["key"]: r for r in (await call(a, "list_tasks"))["tasks"]}
+        assert rows["api"]["paths"] == ["src/api/"] and rows["docs"]["paths"] == ["docs/"]
+
+
+async def test_a_reservation_ends_with_its_lease(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("one", paths=["src/"]), t("two", paths=["src/x.py"])])
+        one = await call(a, "claim_task", lease_seconds=30)
+        assert (await call(b, "claim_task"))["reason"] == "paths_reserved"
+        await call(a, "update_task", task_key="one", action="release", lease_token=one["lease"]["token"])
+        two = await call(b, "claim_task")  # released: the paths are free (bob takes the first ready task)
+        assert two["task"]["key"] == "one"
+        assert (await call(a, "claim_task"))["reason"] == "paths_reserved"
+        clock.advance(31 * 30)  # bob's lease runs out: so does the reservation
+        again = await call(a, "claim_task")
+        assert again["task"] is not None
+
+
+async def test_reserve_and_unreserve_under_a_lease(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/"]), t("b", paths=["src/b/"]), t("c")])
+        got_a = await call(a, "claim_task")
+        got_b = await call(b, "claim_task")
+        ta, tb = got_a["lease"]["token"], got_b["lease"]["token"]
+        held = await call(a, "update_task", task_key="a", action="reserve", lease_token=ta, paths=["docs/api.md"])
+        assert held["held_paths"] == ["docs/api.md", "src/a/"]
+        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"])
+        assert err.code == "task_conflict" and "'alice'" in err.text and "'a'" in err.text and "docs/api.md" in err.text
+        # shared: held back only by exclusive reservations
+        await call(a, "update_task", task_key="a", action="reserve", lease_token=ta, paths=["README.md"], shared=True)
+        shared = await call(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["README.md"],
+                            shared=True)  # fmt: skip
+        assert shared["shared_paths"] == ["README.md"]
+        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["src/a/x.py"])
+        assert err.code == "task_conflict"
+        dropped = await call(a, "update_task", task_key="a", action="unreserve", lease_token=ta, paths=["docs/api.md"])
+        assert dropped["held_paths"] == ["src/a/"]
+        ok = await call(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"])
+        assert "docs/" in ok["held_paths"]
+        err = await fail(a, "update_task", task_key="a", action="unreserve", lease_token=ta, paths=["nope"])
+        assert err.code == "invalid_argument" and "does not hold" in err.text
+        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=ta, paths=["!x"])
+        assert err.code == "invalid_argument"
+        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token="wrong", paths=["x"])
+        assert err.code == "lease_lost"
+        err = await fail(a, "update_task", task_key="a", action="heartbeat", lease_token=ta, paths=["x"])
+        assert err.code == "invalid_argument"
+        brief = await call(a, "restore_state")
+        (mine,) = brief["my_tasks"]
+        assert mine["paths"] == ["src/a/"] and mine["shared_paths"] == ["README.md"]
+
+
+async def test_a_revived_lease_gets_its_paths_back_only_where_free(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/"]), t("b", paths=["src/x.py"]), t("c", paths=["x/"])])
+        got_a = await call(a, "claim_task", lease_seconds=10, task_key="a")
+        clock.advance(11)  # alice's lease ran out; nobody re-claimed task a
+        got_b = await call(b, "claim_task", task_key="b")
+        assert got_b["task"]["key"] == "b"
+        err = await fail(a, "update_task", task_key="a", action="heartbeat", lease_token=got_a["lease"]["token"])
+        assert err.code == "lease_lost" and "'bob'" in err.text and "'b'" in err.text
+        # once bob is done, alice's heartbeat brings the lease and its paths back
+        await call(b, "update_task", task_key="b", action="complete", lease_token=got_b["lease"]["token"],
+                   verification="tested")  # fmt: skip
+        beat = await call(a, "update_task", task_key="a", action="heartbeat", lease_token=got_a["lease"]["token"])
+        assert beat["lease"]["expires_in_seconds"] > 0
+        got_c = await call(b, "claim_task", task_key="c")
+        assert got_c["task"]["key"] == "c"
+        await call(b, "add_tasks", tasks=[t("d", paths=["src/y.py"])])
+        assert (await call(b, "claim_task", task_key="d"))["reason"] == "paths_reserved"
+
+
+async def test_too_many_paths_are_refused(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a:
+        err = await fail(a, "add_tasks", tasks=[t("a", paths=[f"f{i}" for i in range(51)])])
+        assert err.code == "invalid_argument"
+        err = await fail(a, "add_tasks", tasks=[t("a", paths=["../x"])])
+        assert err.code == "invalid_argument" and "'../x'" in err.text
+        await call(a, "add_tasks", tasks=[t("a", paths=[f"f{i}" for i in range(50)])])
+        got = await call(a, "claim_task")
+        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"],
+                         paths=["more"])  # fmt: skip
+        assert err.code == "invalid_argument" and "at most 50" in err.text
+
+
+async def test_a_waiting_claim_is_not_woken_by_reserved_paths(db_url, workspace):
+    """A waiting claim sleeps while the only claimable task's paths are reserved, and takes it once freed."""
+    import anyio
+
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("one", paths=["src/"]), t("two", paths=["src/x.py"])])
+        one = await call(a, "claim_task", task_key="one")
+        got: dict = {}
+
+        async def wait() -> None:
+            got.update(await call(b, "claim_task", wait_seconds=20))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.sleep(0.5)
+            assert not got  # still waiting: the reserved paths did not wake it
+            await call(a, "update_task", task_key="one", action="complete", lease_token=one["lease"]["token"],
+                       verification="tested")  # fmt: skip
+        assert got["task"]["key"] == "two"
+
+
+async def test_reservations_are_found_by_anchor_whatever_the_collation(db_url, workspace):
+    """A reservation under, above or beside another's anchor (`src/a/b.py`, `src/`, `src/ab/`, `src/a0`),
+    and patterns anchored at the root (`*.py`, `**/x`): found exactly where they may overlap."""
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("held", paths=["src/a/"])])
+        await call(a, "claim_task")
+        specs = {"under": ["src/a/b.py"], "above": ["src/"], "beside": ["src/ab/"], "after": ["src/a0"],
+                 "root": ["*.py"], "deep": ["**/x"], "sibling": ["src/a.py"]}  # fmt: skip
+        await call(b, "add_tasks", tasks=[t(k, paths=v) for k, v in specs.items()])
+        outcome = {k: (await call(b, "claim_task", task_key=k, lease_seconds=10))["reason"] for k in specs}
+        assert outcome == {"under": "paths_reserved", "above": "paths_reserved", "beside": None, "after": None,
+                           "root": None, "deep": "paths_reserved", "sibling": None}  # fmt: skip
+
+
+async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/", "docs/a.md"]), t("b")])
+    async with Harness.open(settings_for(db_url)) as h:
+        lines = [line async for line in h.maintenance.export(workspace)]
+    target = f"sqlite+aiosqlite:///{tmp_path / 'restored.db'}"
+    async with Harness.open(settings_for(target)) as h:
+        assert (await h.maintenance.import_lines(lines))["task"] == 2
+    async with mcp_client(target, workspace, "bob") as b:
+        rows = {r["key"]: r for r in (await call(b, "list_tasks"))["tasks"]}
+        assert rows["a"]["paths"] == ["src/a/", "docs/a.md"] and "paths" not in rows["b"]
+        # the same spec again is unchanged (paths are part of a task's content), other paths a conflict
+        again = await call(b, "add_tasks", tasks=[t("a", paths=["src/a/", "docs/a.md"])])
+        assert again["unchanged"] == ["a"]
+        assert (await fail(b, "add_tasks", tasks=[t("a", paths=["src/"])])).code == "task_conflict"
+
+    def spoiled(line: str) -> str:  # a pattern no task may hold
+        record = json.loads(line)
+        if record.get("type") == "task" and record.get("paths"):
+            record["paths"] = json.dumps(["../x"])
+        return json.dumps(record)
+
+    bad = [spoiled(line) for line in lines]
+    assert bad != [json.dumps(json.loads(line)) for line in lines]
+    async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / 'bad.db'}")) as h:
+        with pytest.raises(Exception, match=r"paths"):
+            await h.maintenance.import_lines(bad)
+
+
+async def test_the_board_card_shows_a_task_paths(db_url, workspace):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+    from mcp_harness.service.base import Identity
+
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/"]), t("b")])
+        await call(a, "claim_task")
+    async with Harness.open(settings_for(db_url)) as h:
+        board = await h.console.board(Identity(workspace, "person"))
+    cards = {card.key: card for column in board.columns for card in column.cards}
+    assert cards["a"].paths == ("src/a/",) and cards["b"].paths == ()
+
+
+async def test_a_session_end_ends_its_reservations(db_url, workspace):
+    from conftest import settings_for
+
+    from mcp_harness.service import Harness
+    from mcp_harness.service.base import Identity
+
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/"]), t("b", paths=["src/b.py"])])
+        await call(a, "claim_task", task_key="a")
+        assert (await call(b, "claim_task", task_key="b"))["reason"] == "paths_reserved"
+        async with Harness.open(settings_for(db_url)) as h:  # alice's session ends (SessionEnd, stdin closed)
+            assert await h.tasks.end_leases(Identity(workspace, "alice"), "the session ended") == ["a"]
+        assert (await call(b, "claim_task", task_key="b"))["task"]["key"] == "b"
+
+
+async def test_paths_reserved_lists_every_clashing_pattern_of_a_holder(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/x.py", "src/y.py", "docs/"]), t("b", paths=["src/"])])
+        await call(a, "claim_task", task_key="a")
+        got = await call(b, "claim_task")
+        assert got["reason"] == "paths_reserved"
+        (holder,) = got["waiting_on"]
+        assert holder == {"key": "a", "status": "claimed", "owner": "alice", "retry_after": got["retry_after"],
+                          "paths": ["src/x.py", "src/y.py"]}  # fmt: skip
