@@ -126,6 +126,7 @@ class RestoreStateArgs(ToolArgs):
         said("JSON Pointers: only these parts, answered as state {pointer: value}"),
     ] = None
     progress_limit: Annotated[int, Field(ge=0, le=100), said("newest progress entries, all threads")] = 5
+    query: Annotated[str | None, Field(max_length=500), said("full-text search: best matching entries instead")] = None
 
 
 class ListCheckpointsArgs(ToolArgs):
@@ -202,6 +203,9 @@ class ListTasksArgs(ToolArgs):
     tag: Annotated[str | None, Field(max_length=64)] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
+    query: Annotated[
+        str | None, Field(max_length=500), said("full-text search over title, description, result, verification")
+    ] = None
 
     @field_validator("status", mode="before")
     @classmethod
@@ -212,6 +216,21 @@ class ListTasksArgs(ToolArgs):
             statuses = ", ".join(get_args(TaskStatus))
             raise PydanticCustomError("status", f"one status or a list of them, each one of: {statuses}")
         return value
+
+
+class MessageArgs(ToolArgs):
+    tool = "message"
+
+    action: Literal["send", "read", "ack"]
+    to: Annotated[str | None, Field(max_length=200), said("send: agent name, * (every agent) or operators")] = None
+    body: Annotated[str | None, said("send (required)")] = None
+    subject: Annotated[str | None, Field(max_length=200)] = None
+    task_key: Annotated[NameRef | None, said("send: the task it is about")] = None
+    reply_to: Annotated[str | None, Field(max_length=200), said("send: id of the message answered")] = None
+    unread_only: Annotated[bool, said("read")] = True
+    limit: Annotated[int, Field(ge=1, le=200)] = 20
+    ids: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(max_length=200), said("ack")] = None
+    idempotency_key: IdemKey = None
 
 
 #: what stands for an argument that held an unpaired surrogate escape (`"\\ud8ac"`: valid JSON text, not

@@ -182,6 +182,7 @@ class UpdateTaskResult(TaskView, Replayable):
 
 class HeartbeatResult(Replayable):
     lease: Lease
+    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: {unread} when above 0
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
@@ -196,6 +197,7 @@ class UpdateTaskAnswer(UpdateTaskResult):
     )
 
     lease: Lease | None = Field(default=None, exclude_if=_absent)
+    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: heartbeat: {unread} when above 0
 
 
 class TaskEvent(Result):
@@ -232,6 +234,39 @@ class You(Result):
     role: Role
 
 
+class Message(Result):
+    """A message as its addressee reads it."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    id: str
+    from_: str = Field(alias="from")
+    to: str  #: an agent (`A` or `A:session`), `*` (every agent) or `operators`
+    subject: str | None = Field(default=None, exclude_if=_absent)
+    body: str
+    task_key: str | None = Field(default=None, exclude_if=_absent)
+    reply_to: str | None = Field(default=None, exclude_if=_absent)
+    at: str
+    read: bool  #: acknowledged (by this reader, for a message to every agent)
+
+
+class Inbox(Result):
+    """Unread messages for the caller: the newest few (restore_state only) and how many in all."""
+
+    unread: int
+    messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+
+
+class MessageResult(Replayable):
+    """What `message` answers: send {id, at}; read {messages, unread}; ack {acked}."""
+
+    id: str | None = Field(default=None, exclude_if=_absent)
+    at: str | None = Field(default=None, exclude_if=_absent)
+    messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+    unread: int | None = Field(default=None, exclude_if=_absent)
+    acked: int | None = Field(default=None, exclude_if=_absent)
+
+
 class RestoreStateResult(Result):
     you: You
     found: bool
@@ -241,6 +276,8 @@ class RestoreStateResult(Result):
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
     task_counts: LeanCounts
+    #: unread messages for the caller (the newest 5, and the count); absent when none
+    inbox: Inbox | None = Field(default=None, exclude_if=_absent)
 
     @field_serializer("checkpoint", "recent_progress", mode="wrap")
     def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
@@ -292,6 +329,7 @@ class ClaimTaskResult(Replayable):
     reason: ClaimReason | None = None
     waiting_on: list[WaitingOn] | None = None
     retry_after: float | None = None  #: seconds until what it waits on may change by itself
+    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: {unread} when above 0
 
 
 class TaskRow(Result):

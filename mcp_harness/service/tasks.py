@@ -29,6 +29,7 @@ from ..store import tasks as store
 from ..store.common import now
 from .base import Identity, ServiceBase
 from .progress import progress_entry
+from .search import search_terms
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
@@ -97,11 +98,12 @@ class TaskService(ServiceBase):
         limit = args.limit
         statuses = [args.status] if isinstance(args.status, str) else args.status
         after = decode_cursor(args.cursor) if args.cursor else 0
+        terms = search_terms(args.query) if args.query is not None else None
         at = now()
         async with self.db.read() as conn:
             rows = await store.page(
                 conn, ident.workspace, statuses=statuses, ready=args.ready, now=at, tag=args.tag, limit=limit + 1,
-                after_id=after,
+                after_id=after, search=terms,
             )  # fmt: skip
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit

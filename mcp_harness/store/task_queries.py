@@ -19,6 +19,7 @@ from .records import (
     TaskRecord,
     WaitRow,
 )
+from .search import TASK_TEXT, tsquery
 
 # -- tasks -----------------------------------------------------------------------------------------
 TASK_BY_KEY = Query(f'SELECT {TASK} FROM tasks WHERE workspace = :ws AND "key" = :key', row=TaskRecord)
@@ -309,7 +310,9 @@ ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER 
 
 
 @cache
-def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query:
+def task_page(
+    by_status: bool, by_tag: bool, ready: bool | None = None, search: tuple[tuple[int, ...], int] | None = None
+) -> Query:
     """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
     dependency, which `pending` then leaves out); `ready`: only tasks a claim could take at `:now`
     (or, false, only the others)."""
@@ -323,9 +326,15 @@ def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query
         if by_status:
             shown = "(CASE WHEN status = 'pending' AND blocked THEN 'blocked' ELSE status END)"
             where += " AND " + in_array(shown, "statuses", dialect)
+        if search is not None:  # full-text: the tasks whose text matches (service/search.py)
+            if dialect == "sqlite":
+                where += " AND id IN (SELECT rowid FROM tasks_fts WHERE tasks_fts MATCH :q)"
+            else:
+                where += f" AND {TASK_TEXT} @@ ({tsquery(search)})"
         return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
 
     name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
+    name += f" search {search}" if search is not None else ""
     return _both(sql, row=TaskRecord, name=name)
 
 

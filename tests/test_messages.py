@@ -1,0 +1,179 @@
+"""Messages between agents and people: addressing (agent, session, every agent, operators), reading
+without acknowledging, exactly-once acknowledgements under concurrency, limits, delivery in the brief and
+in claim and heartbeat answers, workspace isolation. Both backends."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from conftest import call, fail, mcp_client
+
+from mcp_harness import clock
+from mcp_harness.service import Identity
+from mcp_harness.service.messages import MAX_BODY_BYTES, MAX_OPEN_PER_ADDRESSEE
+
+pytestmark = pytest.mark.anyio
+
+
+def me(workspace: str, agent: str, role: str = "agent") -> Identity:
+    return Identity(workspace, agent, role)  # type: ignore[arg-type]
+
+
+async def test_send_read_ack_over_the_tool(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as alice, mcp_client(db_url, workspace, "bob") as bob:
+        await call(alice, "add_tasks", tasks=[{"key": "t1", "title": "API"}])
+        sent = await call(alice, "message", action="send", to="bob", body="which port?", subject="q", task_key="t1")
+        assert sent["id"].startswith("msg_") and sent["at"].endswith("Z")
+        got = await call(bob, "message", action="read")
+        assert got["unread"] == 1
+        [m] = got["messages"]
+        assert m == {"id": sent["id"], "from": "alice", "to": "bob", "subject": "q", "body": "which port?",
+                     "task_key": "t1", "at": sent["at"], "read": False}  # fmt: skip
+        assert (await call(bob, "message", action="read"))["unread"] == 1, "reading does not acknowledge"
+        assert (await call(alice, "message", action="read")) == {"messages": [], "unread": 0}
+        reply = await call(bob, "message", action="send", to="alice", body="8080", reply_to=sent["id"])
+        assert (await call(bob, "message", action="ack", ids=[sent["id"]])) == {"acked": 1}
+        assert (await call(bob, "message", action="ack", ids=[sent["id"]])) == {"acked": 0}
+        assert (await call(bob, "message", action="read"))["messages"] == []
+        every = (await call(bob, "message", action="read", unread_only=False))["messages"]
+        assert [(x["id"], x["read"]) for x in every] == [(sent["id"], True)]
+        [answer] = (await call(alice, "message", action="read"))["messages"]
+        assert answer["reply_to"] == sent["id"] and answer["id"] == reply["id"]
+
+
+async def test_the_brief_claim_and_heartbeat_carry_the_inbox(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as alice, mcp_client(db_url, workspace, "bob") as bob:
+        await call(bob, "add_tasks", tasks=[{"key": "t1", "title": "A"}])
+        brief = await call(bob, "restore_state")
+        assert "inbox" not in brief
+        claim = await call(bob, "claim_task")
+        assert "inbox" not in claim
+        ids = [(await call(alice, "message", action="send", to="bob", body=f"m{i}"))["id"] for i in range(7)]
+        brief = await call(bob, "restore_state")
+        assert brief["inbox"]["unread"] == 7
+        assert [m["body"] for m in brief["inbox"]["messages"]] == ["m6", "m5", "m4", "m3", "m2"]
+        beat = await call(bob, "update_task", task_key="t1", action="heartbeat", lease_token=claim["lease"]["token"])
+        assert beat["inbox"] == {"unread": 7}
+        await call(bob, "add_tasks", tasks=[{"key": "t2", "title": "B"}])
+        assert (await call(bob, "claim_task"))["inbox"] == {"unread": 7}
+        await call(bob, "message", action="ack", ids=ids)
+        assert "inbox" not in await call(bob, "restore_state")
+
+
+async def test_addressing_sessions_every_agent_and_operators(harness, workspace):
+    msg = harness.messages
+    alice, s1, s2 = me(workspace, "alice"), me(workspace, "bob:s1"), me(workspace, "bob:s2")
+    person = me(workspace, "carol", "operator")
+    to_bob = (await msg.act(alice, action="send", to="bob", body="for any bob")).id
+    to_s1 = (await msg.act(alice, action="send", to="bob:s1", body="for s1")).id
+    to_all = (await msg.act(alice, action="send", to="*", body="everyone")).id
+    to_ops = (await msg.act(alice, action="send", to="operators", body="a person, please")).id
+
+    async def unread(who: Identity) -> list[str | None]:
+        return [m.id for m in (await msg.read(who)).messages or []]
+
+    assert await unread(s1) == [to_all, to_s1, to_bob]
+    assert await unread(s2) == [to_all, to_bob]
+    assert await unread(person) == [to_ops, to_all]
+    assert await unread(alice) == [], "the sender's own message to every agent is not in its inbox"
+    assert await unread(me(workspace, "bob")) == [to_all, to_bob], "plain bob: not the session's message"
+    # one session acknowledging a message to `bob` ends it for every session of bob
+    assert (await msg.act(s2, action="ack", ids=[to_bob])).acked == 1
+    assert await unread(s1) == [to_all, to_s1]
+    # a message to every agent: each acknowledges for itself
+    assert (await msg.act(s1, action="ack", ids=[to_all])).acked == 1
+    assert await unread(s1) == [to_s1] and await unread(s2) == [to_all]
+    # a session cannot acknowledge another session's message, nor an agent the operators'
+    with pytest.raises(Exception, match="addressed to you"):
+        await msg.act(s2, action="ack", ids=[to_s1])
+    with pytest.raises(Exception, match="addressed to you"):
+        await msg.act(s1, action="ack", ids=[to_ops])
+    assert (await msg.act(person, action="ack", ids=[to_ops, to_all])).acked == 2
+
+
+async def test_a_message_to_every_agent_reaches_readers_for_seven_days(harness, workspace):
+    msg = harness.messages
+    await msg.act(me(workspace, "alice"), action="send", to="*", body="old news")
+    clock.advance(6 * 86400)
+    assert (await msg.read(me(workspace, "bob"))).unread == 1
+    clock.advance(2 * 86400)
+    assert (await msg.read(me(workspace, "bob"))).unread == 0
+    assert (await msg.read(me(workspace, "bob"), unread_only=False)).messages, "still listed with --all"
+
+
+async def test_limits_and_bad_input_are_clear(db_url, workspace):
+    async with mcp_client(db_url, workspace, "alice") as alice:
+        big = await fail(alice, "message", action="send", to="bob", body="x" * (MAX_BODY_BYTES + 1))
+        assert big.code == "too_large" and "8192" in big.text
+        assert (await call(alice, "message", action="send", to="bob", body="é" * (MAX_BODY_BYTES // 2)))["id"]
+        for args, code, words in [
+            ({"to": "bob"}, "invalid_argument", "body"),
+            ({"body": "hi"}, "invalid_argument", "`to`"),
+            ({"to": "bad name!", "body": "hi"}, "invalid_argument", "`to`"),
+            ({"to": "bob", "body": "hi", "task_key": "nope"}, "not_found", "task"),
+            ({"to": "bob", "body": "hi", "reply_to": "msg_nope"}, "not_found", "reply to"),
+        ]:
+            got = await fail(alice, "message", action="send", **args)
+            assert got.code == code and words in got.text, got.text
+        assert (await fail(alice, "message", action="ack")).code == "invalid_argument"
+        assert (await fail(alice, "message", action="ack", ids=["msg_nope"])).code == "not_found"
+        assert (await fail(alice, "message", action="read", limit=201)).code == "invalid_argument"
+
+
+async def test_an_addressee_takes_a_bounded_number_of_unacknowledged_messages(harness, workspace, monkeypatch):
+    monkeypatch.setattr("mcp_harness.service.messages.MAX_OPEN_PER_ADDRESSEE", 3)
+    alice = me(workspace, "alice")
+    for i in range(3):
+        await harness.messages.act(alice, action="send", to="bob", body=f"{i}")
+    with pytest.raises(Exception, match="3 messages nobody acknowledged"):
+        await harness.messages.act(alice, action="send", to="bob", body="one more")
+    assert MAX_OPEN_PER_ADDRESSEE >= 100
+    await harness.messages.act(alice, action="send", to="carol", body="others still can be reached")
+
+
+async def test_send_is_idempotent(harness, workspace):
+    alice = me(workspace, "alice")
+    first = await harness.messages.act(alice, action="send", to="bob", body="once", idempotency_key="k1")
+    again = await harness.messages.act(alice, action="send", to="bob", body="once", idempotency_key="k1")
+    assert again.id == first.id and again.replayed
+    assert (await harness.messages.read(me(workspace, "bob"))).unread == 1
+    with pytest.raises(Exception, match="different arguments"):
+        await harness.messages.act(alice, action="send", to="bob", body="other", idempotency_key="k1")
+
+
+async def test_workspaces_are_isolated(harness, workspace):
+    sent = await harness.messages.act(me(workspace, "alice"), action="send", to="bob", body="private")
+    other = me(workspace + "-other", "bob")
+    assert (await harness.messages.read(other)).unread == 0
+    with pytest.raises(Exception, match="addressed to you"):
+        await harness.messages.act(other, action="ack", ids=[sent.id])
+
+
+async def test_concurrent_acks_count_once_per_addressee(harness, workspace):
+    """Many sessions of one agent (one addressee) and many agents (a message to every agent) acknowledge
+    at once: each addressee's acknowledgement is counted exactly once."""
+    alice = me(workspace, "alice")
+    direct = [(await harness.messages.act(alice, action="send", to="bob", body=f"d{i}")).id for i in range(5)]
+    everyone = (await harness.messages.act(alice, action="send", to="*", body="all")).id
+    counts: dict[str, int] = {}
+
+    async def ack(agent: str) -> None:
+        got = await harness.messages.act(me(workspace, agent), action="ack", ids=[*direct, everyone])
+        counts[agent] = got.acked or 0
+
+    async def ack_everyone(agent: str) -> None:
+        got = await harness.messages.act(me(workspace, agent), action="ack", ids=[everyone, everyone])
+        counts[agent] = got.acked or 0
+
+    sessions = [f"bob:s{i}" for i in range(6)]
+    others = [f"w{i}" for i in range(6)]
+    for _round in range(2):  # the second round finds everything acknowledged
+        async with anyio.create_task_group() as tg:
+            for agent in sessions:
+                tg.start_soon(ack, agent)
+            for agent in others:
+                tg.start_soon(ack_everyone, agent)
+        total = sum(counts[s] for s in sessions)
+        assert total == (len(direct) + len(sessions) if _round == 0 else 0)  # each direct once, `*` once each
+        assert all(counts[o] == (1 if _round == 0 else 0) for o in others)
+    assert (await harness.messages.read(me(workspace, "bob:s0"))).unread == 0
