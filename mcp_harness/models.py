@@ -200,40 +200,6 @@ class UpdateTaskAnswer(UpdateTaskResult):
     inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: heartbeat: {unread} when above 0
 
 
-class TaskEvent(Result):
-    """One transition of a task (see service/task_events.py for the kinds)."""
-
-    kind: str
-    actor: str
-    attempt: int
-    detail: dict[str, Any] | None
-    created_at: str
-
-
-class TaskStory(Result):
-    """Everything about one task, for people (`mcp-harness tasks show KEY`)."""
-
-    task: TaskDetail
-    events: list[TaskEvent]
-    progress: list[ProgressEntry]  #: entries about the task, oldest first
-
-
-class HeldTask(Result):
-    key: str
-    title: str
-    description: str | None
-    steps: list[str]
-    lease: Lease | None  #: null while the task waits in review
-    status: TaskStatus = "claimed"
-
-
-class You(Result):
-    """Who the connection says the caller is."""
-
-    agent: str
-    role: Role
-
-
 class Message(Result):
     """A message as its addressee reads it."""
 
@@ -255,6 +221,41 @@ class Inbox(Result):
 
     unread: int
     messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+
+
+class TaskEvent(Result):
+    """One transition of a task (see service/task_events.py for the kinds)."""
+
+    kind: str
+    actor: str
+    attempt: int
+    detail: dict[str, Any] | None
+    created_at: str
+
+
+class TaskStory(Result):
+    """Everything about one task, for people (`mcp-harness tasks show KEY`)."""
+
+    task: TaskDetail
+    events: list[TaskEvent]
+    progress: list[ProgressEntry]  #: entries about the task, oldest first
+    messages: list[Message] = Field(default_factory=list)  #: messages naming the task, oldest first
+
+
+class HeldTask(Result):
+    key: str
+    title: str
+    description: str | None
+    steps: list[str]
+    lease: Lease | None  #: null while the task waits in review
+    status: TaskStatus = "claimed"
+
+
+class You(Result):
+    """Who the connection says the caller is."""
+
+    agent: str
+    role: Role
 
 
 class MessageResult(Replayable):

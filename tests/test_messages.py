@@ -177,3 +177,93 @@ async def test_concurrent_acks_count_once_per_addressee(harness, workspace):
         assert total == (len(direct) + len(sessions) if _round == 0 else 0)  # each direct once, `*` once each
         assert all(counts[o] == (1 if _round == 0 else 0) for o in others)
     assert (await harness.messages.read(me(workspace, "bob:s0"))).unread == 0
+
+
+async def test_messages_are_exported_and_imported_with_validation(db_url, workspace, tmp_path):
+    import json
+
+    from conftest import settings_for
+
+    from mcp_harness.errors import InvalidArgument
+    from mcp_harness.service import Harness
+
+    alice, bob = me(workspace, "alice"), me(workspace, "bob")
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(alice, tasks=[{"key": "t1", "title": "T"}])
+        q = await h.messages.act(alice, action="send", to="operators", body="may I?", task_key="t1")
+        await h.messages.act(bob, action="send", to="alice", body="yes", reply_to=q.id)
+        everyone = await h.messages.act(alice, action="send", to="*", body="all hands")
+        await h.messages.act(bob, action="ack", ids=[everyone.id])
+        lines = [line async for line in h.maintenance.export(workspace)]
+        await h.maintenance.prune(keep_last=1, workspace=workspace)  # prune leaves messages alone
+        assert (await h.messages.read(alice)).unread == 1
+    records = [json.loads(line) for line in lines]
+    kinds = [r["type"] for r in records]
+    assert kinds.count("message") == 3 and kinds.count("message_ack") == 1
+    target = f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}"
+    async with Harness.open(settings_for(target)) as h:
+        counts = await h.maintenance.import_lines(lines)
+        assert counts["message"] == 3 and counts["message_ack"] == 1
+        got = await h.messages.read(me(workspace, "carol", "operator"))
+        assert [(m.body, m.task_key) for m in got.messages or []] == [("all hands", None), ("may I?", "t1")]
+        assert (await h.messages.read(bob)).unread == 0, "bob's acknowledgement came along"
+        assert [m.body for m in await h.messages.about_task(alice, "t1")] == ["may I?"]
+
+    def broken(change: dict) -> list[str]:
+        out, done = [], False
+        for line in lines:
+            record = json.loads(line)
+            if record["type"] == "message" and not done:
+                record.update(change)
+                done = True
+            out.append(json.dumps(record))
+        return out
+
+    for change, words in [
+        ({"body": "x" * 9000}, "body"),
+        ({"recipient": "no body!"}, "recipient"),
+        ({"task_key": "nope"}, "names task"),
+        ({"reply_to": "msg_nope"}, "answers"),
+    ]:
+        url = f"sqlite+aiosqlite:///{tmp_path / ('bad-' + next(iter(change)) + '.db')}"
+        async with Harness.open(settings_for(url)) as h:
+            with pytest.raises(InvalidArgument, match=words):
+                await h.maintenance.import_lines(broken(change))
+
+
+@pytest.mark.slow
+async def test_a_person_uses_msg_from_the_command_line(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    db = str(tmp_path / "cli.db")
+    url = f"sqlite+aiosqlite:///{db}"
+    async with mcp_client(url, "ws", "coder") as coder:
+        await call(coder, "add_tasks", tasks=[{"key": "api", "title": "API", "description": "the REST port"}])
+        await call(coder, "record_progress", summary="picked the port for the REST server", task_key="api")
+        q = await call(coder, "message", action="send", to="operators", body="Port 8080 or 9090?", task_key="api")
+    base = ("--db", db, "--workspace", "ws", "--agent", "carol")
+    out = run_cli("msg", "list", *base)
+    assert out.returncode == 0 and q["id"] in out.stdout and "Port 8080 or 9090?" in out.stdout, out
+    sent = run_cli("msg", "send", "--to", "coder", "--task", "api", "--reply-to", q["id"], "8080, please", *base)
+    assert sent.returncode == 0 and sent.stdout.startswith("sent msg_"), sent
+    acked = run_cli("msg", "ack", q["id"], *base, "--json")
+    assert json.loads(acked.stdout) == {"acked": 1}
+    assert "no unread messages for carol" in run_cli("msg", "list", *base).stdout
+    assert q["id"] in run_cli("msg", "list", "--all", *base).stdout
+    story = run_cli("tasks", "show", "api", "--db", db, "--workspace", "ws")
+    assert "messages:" in story.stdout and "8080, please" in story.stdout, story.stdout
+    bad = run_cli("msg", "send", "--to", "coder", *base)
+    assert bad.returncode != 0 and "BODY" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = run_cli("msg", "ack", "msg_nope", *base)
+    assert unknown.returncode != 0 and "msg_nope" in unknown.stderr
+    found = run_cli("log", "--query", "REST port", "--db", db, "--workspace", "ws")
+    assert "picked the port" in found.stdout, found
+    tasks = run_cli("tasks", "--query", "rest", "--db", db, "--workspace", "ws", "--json")
+    assert [t["key"] for t in json.loads(tasks.stdout)["tasks"]] == ["api"]
+    bad_query = run_cli("log", "--query", '"open', "--db", db, "--workspace", "ws")
+    assert bad_query.returncode != 0 and "unclosed" in bad_query.stderr
+    async with mcp_client(url, "ws", "coder") as coder:
+        [answer] = (await call(coder, "message", action="read"))["messages"]
+        assert answer["from"] == "carol" and answer["body"] == "8080, please" and answer["reply_to"] == q["id"]

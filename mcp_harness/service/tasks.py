@@ -24,10 +24,12 @@ from ..models import (
     UpdateTaskResult,
 )
 from ..store import Connection, Database
+from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
 from .base import Identity, ServiceBase
+from .messages import message
 from .progress import progress_entry
 from .search import search_terms
 from .task_actions import Answer, TaskActions
@@ -115,14 +117,23 @@ class TaskService(ServiceBase):
         )
 
     async def board(
-        self, ident: Identity, *, statuses: builtins.list[str] | None = None
+        self, ident: Identity, *, statuses: builtins.list[str] | None = None, query: str | None = None
     ) -> tuple[builtins.list[TaskDetail], TaskCounts]:
-        """Every task (full views with their leases, for people) and the counts."""
+        """Every task (full views with their leases, for people; with `query`, those matching it) and the counts."""
         at, after, out = now(), 0, []
+        terms = search_terms(query) if query is not None else None
         async with self.db.read() as conn:
             while True:
                 rows = await store.page(
-                    conn, ident.workspace, statuses=statuses, ready=None, now=at, tag=None, limit=1000, after_id=after
+                    conn,
+                    ident.workspace,
+                    statuses=statuses,
+                    ready=None,
+                    now=at,
+                    tag=None,
+                    limit=1000,
+                    after_id=after,
+                    search=terms,
                 )
                 out.extend(task_detail(r, at) for r in rows)
                 if len(rows) < 1000:
@@ -147,8 +158,10 @@ class TaskService(ServiceBase):
                 raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
             events = await store.events(conn, ident.workspace, key)
             entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
+            notes = await message_store.about_task(conn, ident.workspace, key, limit=1000)
         return TaskStory(
             task=task_detail(row, at),
             events=[task_event(e) for e in events],
             progress=[progress_entry(p) for p in reversed(entries)],
+            messages=[message(m) for m in reversed(notes)],
         )

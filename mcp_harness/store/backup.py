@@ -18,6 +18,8 @@ from . import named
 from .tables import (
     Blob,
     Checkpoint,
+    Message,
+    MessageAck,
     Progress,
     Segment,
     StateSchema,
@@ -49,6 +51,8 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("task_dep", TaskDep.__table__, ()),
     ("task_event", TaskEvent.__table__, ("id",)),
     ("state_schema", StateSchema.__table__, ()),
+    ("message", Message.__table__, ("id",)),
+    ("message_ack", MessageAck.__table__, ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
 
