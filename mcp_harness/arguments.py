@@ -126,7 +126,7 @@ class RestoreStateArgs(ToolArgs):
         said("JSON Pointers: only these parts, answered as state {pointer: value}"),
     ] = None
     progress_limit: Annotated[int, Field(ge=0, le=100), said("newest progress entries, all threads")] = 5
-    query: Annotated[str | None, Field(max_length=500), said("full-text search: best matching entries instead")] = None
+    query: Annotated[str | None, text_arg(500, "full-text search: best matches, not newest")] = None
 
 
 class ListCheckpointsArgs(ToolArgs):
@@ -203,9 +203,7 @@ class ListTasksArgs(ToolArgs):
     tag: Annotated[str | None, Field(max_length=64)] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
-    query: Annotated[
-        str | None, Field(max_length=500), said("full-text search over title, description, result, verification")
-    ] = None
+    query: Annotated[str | None, text_arg(500, "full-text search")] = None
 
     @field_validator("status", mode="before")
     @classmethod
@@ -218,18 +216,34 @@ class ListTasksArgs(ToolArgs):
         return value
 
 
+#: a string argument published as a plain string (its length limit and null are checked, not published: every
+#: byte of the schema is an agent's context)
+def text_arg(max_length: int, description: str) -> Any:
+    return Field(max_length=max_length, description=description, json_schema_extra=_plain_string)
+
+
+def _plain_string(schema: dict[str, Any]) -> None:
+    schema.pop("maxLength", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
+
+
 class MessageArgs(ToolArgs):
     tool = "message"
 
     action: Literal["send", "read", "ack"]
-    to: Annotated[str | None, Field(max_length=200), said("send: agent name, * (every agent) or operators")] = None
-    body: Annotated[str | None, said("send (required)")] = None
-    subject: Annotated[str | None, Field(max_length=200)] = None
-    task_key: Annotated[NameRef | None, said("send: the task it is about")] = None
-    reply_to: Annotated[str | None, Field(max_length=200), said("send: id of the message answered")] = None
+    to: Annotated[str | None, text_arg(200, "send: agent, * (every agent) or operators (people)")] = None
+    body: Annotated[str | None, text_arg(8 * 1024 * 4, "send")] = None
+    subject: Annotated[str | None, text_arg(200, "send")] = None
+    task_key: Annotated[str | None, text_arg(128, "send: its task")] = None
+    reply_to: Annotated[str | None, text_arg(200, "send: id answered")] = None
     unread_only: Annotated[bool, said("read")] = True
-    limit: Annotated[int, Field(ge=1, le=200)] = 20
-    ids: Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(max_length=200), said("ack")] = None
+    limit: Annotated[int, Field(ge=1, le=200), WithJsonSchema({"type": "integer", "default": 20})] = 20
+    ids: Annotated[
+        list[Annotated[str, Field(max_length=200)]] | None,
+        Field(max_length=200),
+        WithJsonSchema({"type": "array", "items": {"type": "string"}, "description": "ack"}),
+    ] = None
     idempotency_key: IdemKey = None
 
 

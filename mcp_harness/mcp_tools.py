@@ -188,8 +188,7 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         MessageArgs,
         MessageResult,
-        "Messages: send (to, body) to an agent, * (every agent) or operators (a person); read (does not "
-        "acknowledge); ack (ids) so they stop coming back.",
+        "Messages for agents and people. read: newest first, acknowledges nothing; ack ids so they stop coming back.",
         lambda h, who, a: h.messages.act(who, a),
     ),
 )
