@@ -182,7 +182,7 @@ class UpdateTaskResult(TaskView, Replayable):
 
 class HeartbeatResult(Replayable):
     lease: Lease
-    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: {unread} when above 0
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
@@ -197,12 +197,11 @@ class UpdateTaskAnswer(UpdateTaskResult):
     )
 
     lease: Lease | None = Field(default=None, exclude_if=_absent)
-    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: heartbeat: {unread} when above 0
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: heartbeat, when above 0
 
 
+# A message as its addressee reads it. (No docstrings on these models: they would be published.)
 class Message(Result):
-    """A message as its addressee reads it."""
-
     model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
 
     id: str
@@ -216,11 +215,15 @@ class Message(Result):
     read: bool  #: acknowledged (by this reader, for a message to every agent)
 
 
+# Unread messages for the caller: how many, and in restore_state the newest few.
 class Inbox(Result):
-    """Unread messages for the caller: the newest few (restore_state only) and how many in all."""
-
     unread: int
     messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+
+
+# What claim and heartbeat answers carry when messages wait: how many.
+class Unread(Result):
+    unread: int
 
 
 class TaskEvent(Result):
@@ -258,9 +261,8 @@ class You(Result):
     role: Role
 
 
+# What `message` answers: send {id, at}; read {messages, unread}; ack {acked}.
 class MessageResult(Replayable):
-    """What `message` answers: send {id, at}; read {messages, unread}; ack {acked}."""
-
     id: str | None = Field(default=None, exclude_if=_absent)
     at: str | None = Field(default=None, exclude_if=_absent)
     messages: list[Message] | None = Field(default=None, exclude_if=_absent)
@@ -330,7 +332,7 @@ class ClaimTaskResult(Replayable):
     reason: ClaimReason | None = None
     waiting_on: list[WaitingOn] | None = None
     retry_after: float | None = None  #: seconds until what it waits on may change by itself
-    inbox: Inbox | None = Field(default=None, exclude_if=_absent)  #: {unread} when above 0
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
 
 
 class TaskRow(Result):

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import Inbox, RestoreStateResult, ThreadInfo, You
+from ..models import RestoreStateResult, ThreadInfo, Unread, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
 from .console_sessions import ConsoleSessionService
-from .messages import MessageService
+from .messages import MessageService, unread_count
 from .messages import inbox as read_inbox
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
@@ -81,7 +81,7 @@ class Harness:
             else:
                 rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
-            inbox = await read_inbox(conn, ident, messages=True)
+            inbox = await read_inbox(conn, ident)
         return RestoreStateResult(
             you=You(agent=ident.agent, role=ident.role),
             found=meta is not None,
@@ -94,11 +94,11 @@ class Harness:
             inbox=inbox,
         )
 
-    async def inbox(self, ident: Identity) -> Inbox | None:
+    async def inbox(self, ident: Identity) -> Unread | None:
         """`{unread}` when messages wait for the caller, else None: what claim and heartbeat answers carry
         (one indexed count, in a read of its own after the call's transaction)."""
         async with self.db.read() as conn:
-            return await read_inbox(conn, ident, messages=False)
+            return await unread_count(conn, ident)
 
     async def threads(self, ident: Identity) -> list[ThreadInfo]:
         """The workspace's threads with their latest checkpoint, by name."""

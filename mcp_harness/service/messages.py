@@ -13,7 +13,7 @@ from typing import Any
 from ..arguments import MessageArgs
 from ..config import NAME_PATTERN
 from ..errors import InvalidArgument, NotFound, TooLarge
-from ..models import Inbox, Message, MessageResult
+from ..models import Inbox, Message, MessageResult, Unread
 from ..store import Connection
 from ..store import messages as store
 from ..store import tasks as task_store
@@ -61,13 +61,17 @@ async def unread(conn: Connection, ident: Identity) -> int:
     return await store.count_unread(conn, ident.workspace, who(ident), since())
 
 
-async def inbox(conn: Connection, ident: Identity, *, messages: bool) -> Inbox | None:
-    """The caller's unread count (and, with `messages`, the newest few), or None when nothing waits."""
+async def unread_count(conn: Connection, ident: Identity) -> Unread | None:
+    """`{unread}` for claim and heartbeat answers, or None when nothing waits."""
+    count = await unread(conn, ident)
+    return Unread(unread=count) if count else None
+
+
+async def inbox(conn: Connection, ident: Identity) -> Inbox | None:
+    """The caller's unread count and the newest few unread messages, or None when nothing waits."""
     count = await unread(conn, ident)
     if count == 0:
         return None
-    if not messages:
-        return Inbox(unread=count)
     rows = await store.inbox(conn, ident.workspace, who(ident), since=since(), unread_only=True, limit=BRIEF_MESSAGES)
     return Inbox(unread=count, messages=[message(r) for r in rows])
 
