@@ -17,7 +17,7 @@ from ..models import Inbox, Message, MessageResult, Unread
 from ..store import Connection
 from ..store import messages as store
 from ..store import tasks as task_store
-from ..store.common import now
+from ..store.common import ensure_workspace, now
 from ..store.records import MessageRow
 from .base import Identity, ServiceBase, iso, new_id
 
@@ -130,6 +130,7 @@ class MessageService(ServiceBase):
                 "reply_to": args.reply_to,
                 "created_at": created,
             }
+            await ensure_workspace(conn, ws)  # a workspace holding only messages is listed (and exported)
             await store.insert(conn, row)
             return MessageResult(id=message_id, at=iso(created))
 
