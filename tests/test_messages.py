@@ -267,3 +267,31 @@ async def test_a_person_uses_msg_from_the_command_line(tmp_path):
     async with mcp_client(url, "ws", "coder") as coder:
         [answer] = (await call(coder, "message", action="read"))["messages"]
         assert answer["from"] == "carol" and answer["body"] == "8080, please" and answer["reply_to"] == q["id"]
+
+
+@pytest.mark.slow
+async def test_acks_from_concurrent_processes_count_once_per_addressee(db_url, workspace):
+    """Six processes (six sessions of bob) acknowledge the same messages at the same moment: a message
+    to bob is acknowledged once in all, a message to every agent once by each."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import settings_for, subprocess_env
+
+    from mcp_harness.service import Harness
+
+    async with Harness.open(settings_for(db_url)) as h:
+        alice = me(workspace, "alice")
+        direct = (await h.messages.act(alice, action="send", to="bob", body="for bob")).id or ""
+        everyone = (await h.messages.act(alice, action="send", to="*", body="for all")).id or ""
+    start = [sys.executable, "-m", "mcp_harness", "msg", "ack", direct, everyone, "--db", db_url,
+             "--workspace", workspace, "--json"]  # fmt: skip
+    procs = [subprocess.Popen([*start, "--agent", f"bob:s{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=subprocess_env()) for i in range(6)]  # fmt: skip
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    acked = [json.loads(out)["acked"] for out, _err in outs]
+    assert sum(acked) == 1 + 6 and sorted(acked) == [1, 1, 1, 1, 1, 2], acked
+    async with Harness.open(settings_for(db_url)) as h:
+        assert (await h.messages.read(me(workspace, "bob:s9"))).unread == 1, "a seventh session: only `*` left"
