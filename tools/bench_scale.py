@@ -165,9 +165,10 @@ async def build(
     for start in range(0, messages, 10000):  # to the agents (9 in 10 acknowledged), to everyone, to bench
         rows = []
         for i in range(start, min(messages, start + 10000)):
-            to = "*" if i % 50 == 0 else "bench" if i % 1000 == 1 else f"agent-{i % AGENTS}"
-            acked = i % 10 != 0 and to != "*" and to != "bench"
-            created = at + i * 0.5 if to != "*" else at - 8 * 86400 + i * 0.001  # old news, but for a few
+            to = "*" if i % 50 == 0 else "bench" if i % (messages // 3) == 1 else f"agent-{i % AGENTS}"
+            acked = i % 10 != 0 and to != "*" and to != "bench"  # bench: 3 unread at either size
+            recent = i % (messages // 5) == 0  # 5 messages to everyone are recent; the others are old news
+            created = at + i * 0.5 if to != "*" or recent else at - 8 * 86400 + i * 0.001
             rows.append({"message_id": f"m{secrets.token_hex(8)}-{i}", "workspace": WORKSPACE,
                          "sender": f"agent-{(i + 1) % AGENTS}", "recipient": to, "body": f"message {i}",
                          "created_at": created, "acked_at": at + i if acked else None,

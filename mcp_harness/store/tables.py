@@ -290,7 +290,7 @@ class Message(SQLModel, table=True):
             sqlite_where=text("acked_at IS NULL"),
             postgresql_where=text("acked_at IS NULL"),
         ),  # fmt: skip
-        Index("ix_message_to", "workspace", "recipient", "id"),
+        Index("ix_message_to", "workspace", "recipient", "acked_at", "id"),
         Index("ix_message_task", "workspace", "task_key", "id"),
     )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)

@@ -21,27 +21,42 @@ SELECT (SELECT count(*) FROM messages
 
 -- name: unread_messages
 -- row: MessageRow
-SELECT m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
-       FALSE AS "read"
-FROM messages AS m
-WHERE m.workspace = :ws AND m.acked_at IS NULL AND (
-      m.recipient IN (:me, :base, :ops)
-   OR (m.recipient = '*' AND m.created_at >= :since AND m.sender <> :me
-       AND NOT EXISTS (SELECT 1 FROM message_acks AS a
-                       WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me)))
-ORDER BY m.id DESC
+-- Two index range scans (ix_message_inbox), not one OR that would read every message of the workspace.
+SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at, "read" FROM (
+    SELECT id, message_id, sender, recipient, subject, body, task_key, reply_to, created_at, FALSE AS "read"
+    FROM messages
+    WHERE workspace = :ws AND recipient IN (:me, :base, :ops) AND acked_at IS NULL
+    UNION ALL
+    SELECT m.id, m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
+           FALSE AS "read"
+    FROM messages AS m
+    WHERE m.workspace = :ws AND m.recipient = '*' AND m.acked_at IS NULL AND m.created_at >= :since
+      AND m.sender <> :me
+      AND NOT EXISTS (SELECT 1 FROM message_acks AS a
+                      WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me)
+) AS inbox
+ORDER BY id DESC
 LIMIT :limit
 
 -- name: all_messages
 -- row: MessageRow
-SELECT m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
-       CASE WHEN m.recipient = '*'
-            THEN EXISTS (SELECT 1 FROM message_acks AS a
-                         WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me)
-            ELSE m.acked_at IS NOT NULL END AS "read"
-FROM messages AS m
-WHERE m.workspace = :ws AND (m.recipient IN (:me, :base, :ops) OR (m.recipient = '*' AND m.sender <> :me))
-ORDER BY m.id DESC
+-- The newest `limit` of each part (ix_message_to), then the newest `limit` of those.
+SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at, "read" FROM (
+    SELECT * FROM (
+        SELECT id, message_id, sender, recipient, subject, body, task_key, reply_to, created_at,
+               acked_at IS NOT NULL AS "read"
+        FROM messages WHERE workspace = :ws AND recipient IN (:me, :base, :ops) ORDER BY id DESC LIMIT :limit
+    ) AS direct
+    UNION ALL
+    SELECT * FROM (
+        SELECT m.id, m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
+               EXISTS (SELECT 1 FROM message_acks AS a
+                       WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me) AS "read"
+        FROM messages AS m WHERE m.workspace = :ws AND m.recipient = '*' AND m.sender <> :me
+        ORDER BY m.id DESC LIMIT :limit
+    ) AS everyone
+) AS inbox
+ORDER BY id DESC
 LIMIT :limit
 
 -- name: task_messages

@@ -21,7 +21,7 @@ CREATE TABLE messages (
 /
 CREATE INDEX ix_message_inbox ON messages (workspace, recipient, created_at) WHERE acked_at IS NULL
 /
-CREATE INDEX ix_message_to ON messages (workspace, recipient, id)
+CREATE INDEX ix_message_to ON messages (workspace, recipient, acked_at, id)
 /
 CREATE INDEX ix_message_task ON messages (workspace, task_key, id)
 /
