@@ -194,6 +194,7 @@ def _operations(h: Harness) -> dict[str, Callable[[], Awaitable[Any]]]:
         "(info) board, 20 cards a column": lambda: h.console.board(me, per_column=20),
         "timeline page": lambda: h.console.timeline(me),
         "timeline page, one thread": lambda: h.console.timeline(me, thread="thread-7"),
+        "search progress (100 matches)": lambda: h.progress.search(me, "needle", limit=5),
         "restore_state, query (100 matches)": lambda: h.restore(me, query="needle"),
         "list_tasks, query (100 matches)": lambda: h.tasks.list(me, query="needle"),
         "(info) restore_state, query matching every entry": lambda: h.restore(me, query="worked"),
