@@ -19,7 +19,9 @@ from .errors import InvalidArgument
 from .models import NameRef, ProgressStatus, TaskSpec, TaskStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-Label = Annotated[str | None, Field(max_length=200)]
+Label = Annotated[str | None, Field(max_length=200), WithJsonSchema({"type": ["string", "null"]})]
+#: a list of strings, its bounds checked and not published (see models.TEXT)
+Texts = WithJsonSchema({"type": ["array", "null"], "items": {"type": "string"}})
 #: a version number: checked up to MAX_INT, published without that maximum (2**53 - 1 tells nobody anything)
 Version = Annotated[int, Field(ge=1, le=MAX_INT), WithJsonSchema({"minimum": 1, "type": "integer"})]
 #: length checked by the service (1-200 characters); published as a string (null means "no key")
@@ -113,6 +115,7 @@ class SaveCheckpointArgs(ToolArgs):
     fork_from: Annotated[
         str | None,
         Field(max_length=200),
+        WithJsonSchema({"type": ["string", "null"]}),
         said("checkpoint_id to fork (a new thread): merge patches a copy of its state, replace starts from `state`"),
     ] = None
     idempotency_key: IdemKey = None
@@ -135,27 +138,31 @@ class RestoreStateArgs(ToolArgs):
     paths: Annotated[
         list[Annotated[str, Field(max_length=1000)]] | None,
         Field(max_length=100),
+        Texts,
         said("JSON Pointers: only these parts, answered as state {pointer: value}"),
     ] = None
-    progress_limit: Annotated[int, Field(ge=0, le=100), said("newest progress entries, all threads")] = 5
+    progress_limit: Annotated[
+        int, Field(ge=0, le=100), WithJsonSchema({"type": "integer"}), said("newest progress entries, all threads")
+    ] = 5
+    query: Annotated[str | None, text_arg(500, "full-text search: best matches, not newest")] = None
 
 
 class ListCheckpointsArgs(ToolArgs):
     tool = "list_checkpoints"
 
     thread: NameRef = "main"
-    limit: Annotated[int, Field(ge=1, le=200)] = 20
+    limit: Annotated[int, Field(ge=1, le=200), WithJsonSchema({"type": "integer"})] = 20
     before_version: Version | None = None
 
 
 class RecordProgressArgs(ToolArgs):
     tool = "record_progress"
 
-    summary: Annotated[str, Field(min_length=1)]
+    summary: Annotated[str, Field(min_length=1), WithJsonSchema({"type": "string"})]
     thread: Annotated[NameRef, said("a tag: one log per workspace")] = "main"
     status: ProgressStatus = "note"
     details: str | None = None
-    next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50)] = None
+    next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50), Texts] = None
     task_key: Annotated[NameRef | None, said("the task this is about")] = None
     artifacts: dict[str, Any] | None = None
     idempotency_key: IdemKey = None
@@ -178,7 +185,10 @@ class ClaimTaskArgs(ToolArgs):
         900
     )
     tags: Annotated[
-        list[Annotated[str, Field(max_length=64)]] | None, Field(max_length=32), said("only tasks with one of these")
+        list[Annotated[str, Field(max_length=64)]] | None,
+        Field(max_length=32),
+        Texts,
+        said("only tasks with one of these"),
     ] = None
     task_key: Annotated[NameRef | None, said("this task only")] = None
     wait_seconds: Annotated[float, Field(ge=0, le=60), said("wait this long for a claimable task")] = 0
@@ -225,10 +235,11 @@ class ListTasksArgs(ToolArgs):
         None
     )
     ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
-    tag: Annotated[str | None, Field(max_length=64)] = None
+    tag: Annotated[str | None, Field(max_length=64), WithJsonSchema({"type": ["string", "null"]})] = None
     task_key: Annotated[NameRef | None, said("one task in full, any status")] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
+    query: Annotated[str | None, text_arg(500, "full-text search")] = None
 
     @field_validator("status", mode="before")
     @classmethod
@@ -239,6 +250,37 @@ class ListTasksArgs(ToolArgs):
             statuses = ", ".join(get_args(TaskStatus))
             raise PydanticCustomError("status", f"one status or a list of them, each one of: {statuses}")
         return value
+
+
+#: a string argument published as a plain string (its length limit and null are checked, not published: every
+#: byte of the schema is an agent's context)
+def text_arg(max_length: int, description: str) -> Any:
+    return Field(max_length=max_length, description=description, json_schema_extra=_plain_string)
+
+
+def _plain_string(schema: dict[str, Any]) -> None:
+    schema.pop("maxLength", None)
+    schema.pop("anyOf", None)
+    schema["type"] = "string"
+
+
+class MessageArgs(ToolArgs):
+    tool = "message"
+
+    action: Literal["send", "read", "ack"]
+    to: Annotated[str | None, text_arg(200, "send: agent, * (every agent) or operators (people)")] = None
+    body: Annotated[str | None, text_arg(8 * 1024 * 4, "send")] = None
+    subject: Annotated[str | None, text_arg(200, "send")] = None
+    task_key: Annotated[str | None, text_arg(128, "send: its task")] = None
+    reply_to: Annotated[str | None, text_arg(200, "send: id answered")] = None
+    unread_only: Annotated[bool, said("read")] = True
+    limit: Annotated[int, Field(ge=1, le=200), WithJsonSchema({"type": "integer", "default": 20})] = 20
+    ids: Annotated[
+        list[Annotated[str, Field(max_length=200)]] | None,
+        Field(max_length=200),
+        WithJsonSchema({"type": "array", "items": {"type": "string"}, "description": "ack"}),
+    ] = None
+    idempotency_key: IdemKey = None
 
 
 #: what stands for an argument that held an unpaired surrogate escape (`"\\ud8ac"`: valid JSON text, not

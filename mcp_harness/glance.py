@@ -33,6 +33,16 @@ _RESERVED = (
     "ON r.task_id = t.id AND r.lease_token = t.lease_token WHERE t.workspace = ? AND t.status = 'claimed' "
     "AND t.lease_expires_at > ? AND r.shared = FALSE ORDER BY t.lease_expires_at, r.pattern"
 )
+#: unread messages for an agent (its name, and its agent's without the session suffix; `*` within the
+#: window) that came after a message id (store/sql/messages.sql holds the same rule)
+_MESSAGES = (
+    "SELECT m.id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.message_id FROM messages m "
+    "WHERE m.workspace = ? AND m.id > ? AND m.acked_at IS NULL AND (m.recipient IN (?, ?) OR (m.recipient = '*' "
+    "AND m.sender <> ? AND m.created_at >= ? AND NOT EXISTS (SELECT 1 FROM message_acks a "
+    "WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = ?))) ORDER BY m.id LIMIT 5"
+)
+_LAST_MESSAGE = "SELECT COALESCE(MAX(id), 0) FROM messages"
+BROADCAST_SECONDS = 7 * 86400  #: as service/messages.py
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,19 @@ class News:
     kind: str
     actor: str
     detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Note:
+    """An unread message."""
+
+    id: int
+    sender: str
+    to: str
+    subject: str | None
+    body: str
+    task_key: str | None
+    message_id: str
 
 
 class Unreachable(Exception):
@@ -110,6 +133,56 @@ async def _read_postgres(dsn: str, workspace: str, agent: str, after: int | None
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
     return [_news(tuple(row)) for row in rows], int(last)
+
+
+def read_messages(db: str | None, workspace: str, agent: str, after: int | None) -> tuple[list[Note], int]:
+    """The unread messages for `agent` that came after message `after` (none when `after` is None, the
+    newest 5 at most) and the newest message id. A database without messages (an older schema the
+    server has not upgraded yet) has none."""
+    import time
+
+    params = (workspace, after or 0, agent, agent.split(":", 1)[0], agent, time.time() - BROADCAST_SECONDS, agent)
+    path = sqlite_path(db)
+    if path is not None:
+        import sqlite3
+
+        if not path.exists():
+            return [], 0
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_SECONDS)
+            try:
+                last = conn.execute(_LAST_MESSAGE).fetchone()[0]
+                rows = conn.execute(_MESSAGES, params).fetchall() if after is not None else []
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            if "no such table" in str(exc):
+                return [], 0
+            raise Unreachable(f"cannot read {path}: {exc}") from None
+        return [Note(*row) for row in rows], int(last)
+    import asyncio
+
+    return asyncio.run(_messages_postgres(_postgres_dsn(db or ""), params, after is not None))
+
+
+async def _messages_postgres(dsn: str, params: tuple[Any, ...], wanted: bool) -> tuple[list[Note], int]:
+    import asyncpg
+
+    numbered = _MESSAGES
+    for i in range(1, len(params) + 1):
+        numbered = numbered.replace("?", f"${i}", 1)
+    try:
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS)
+        try:
+            last = await conn.fetchval(_LAST_MESSAGE)
+            rows = await conn.fetch(numbered, *params) if wanted else []
+        finally:
+            await conn.close()
+    except asyncpg.UndefinedTableError:
+        return [], 0
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
+    return [Note(*tuple(row)) for row in rows], int(last)
 
 
 def _news(row: tuple[Any, ...]) -> News:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.types import Tool, ToolAnnotations
 from pydantic import BaseModel, create_model
@@ -19,6 +19,7 @@ from .arguments import (
     ClaimTaskArgs,
     ListCheckpointsArgs,
     ListTasksArgs,
+    MessageArgs,
     RecordProgressArgs,
     RestoreStateArgs,
     SaveCheckpointArgs,
@@ -31,6 +32,7 @@ from .models import (
     ClaimTaskResult,
     ListCheckpointsResult,
     ListTasksResult,
+    MessageResult,
     RecordProgressResult,
     RestoreStateResult,
     SaveCheckpointResult,
@@ -38,8 +40,21 @@ from .models import (
 )
 from .schema_text import compact_schema
 
+R = TypeVar("R", bound=BaseModel)
+
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
     from .service import Harness
+
+
+async def with_inbox(h: Harness, who: Identity, answer: Awaitable[R]) -> R:
+    """A claim or heartbeat answer, with `inbox: {unread}` when messages wait for the caller (the field
+    is on the claim's and the heartbeat's result models)."""
+    result = await answer
+    if "inbox" not in type(result).model_fields:
+        return result
+    found = await h.inbox(who)
+    return result.model_copy(update={"inbox": found}) if found is not None else result
+
 
 #: a tool's body: the open harness, the caller, the validated arguments -> the result model
 Call = Callable[["Harness", Identity, Any], Awaitable[BaseModel]]
@@ -121,8 +136,8 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         RestoreStateArgs,
         RestoreStateResult,
-        "Resume brief: the thread's latest state (or version/checkpoint_id/label), the workspace's recent "
-        "progress, tasks you hold, task counts.",
+        "Resume brief: the thread's latest state (or version/checkpoint_id/label), recent progress, tasks "
+        "you hold, inbox, task counts.",
         lambda h, who, a: h.restore(who, a),
         read_only=True,
     ),
@@ -150,17 +165,18 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         ClaimTaskArgs,
         ClaimTaskResult,
-        "Claim the best claimable task atomically, under a lease; task.context: notes, dependencies' results. "
+        "Claim the best claimable task, under a lease; task.context: notes, dependencies' results. "
         "task null: reason says why.",
-        lambda h, who, a: h.tasks.claim(who, a),
+        lambda h, who, a: with_inbox(h, who, h.tasks.claim(who, a)),
     ),
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
-        "heartbeat, complete (verification), fail (backs off, retries), release (reason), reserve: need lease_token. "
-        "reopen (reason) revives a done/failed task. Operator only: approve, reject (comment), retry_now, cancel "
-        "(reason), reopen cancelled.",
-        lambda h, who, a: h.tasks.update(who, a),
+        "heartbeat, complete, fail (backs off, retries), release, reserve, unreserve: need lease_token. reopen "
+        "revives a done/failed task. Operator only: approve, reject, retry_now, cancel, reopen cancelled.",
+        lambda h, who, a: (
+            with_inbox(h, who, h.tasks.update(who, a)) if a.action == "heartbeat" else h.tasks.update(who, a)
+        ),
     ),
     HarnessTool(
         ListTasksArgs,
@@ -168,5 +184,11 @@ TOOLS: tuple[HarnessTool, ...] = (
         "Compact task rows (creation order) and workspace-wide counts.",
         lambda h, who, a: h.tasks.list(who, a),
         read_only=True,
+    ),
+    HarnessTool(
+        MessageArgs,
+        MessageResult,
+        "Messages for agents and people. read: newest first, acknowledges nothing; ack ids so they stop coming back.",
+        lambda h, who, a: h.messages.act(who, a),
     ),
 )

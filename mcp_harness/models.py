@@ -14,8 +14,8 @@ from pydantic import (
     WithJsonSchema,
     WrapSerializer,
     field_serializer,
-    model_serializer,
     field_validator,
+    model_serializer,
 )
 
 from .config import NAME_PATTERN
@@ -44,6 +44,10 @@ def _absent(value: Any) -> bool:
 
 #: a list of task keys, published as such even where the field may be absent
 KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
+#: Bounds are checked, and an argument over one is refused naming it; these publish a plain type without
+#: them, since every published byte is a model's context and a bound tells it nothing it needs.
+TEXT = WithJsonSchema({"type": "string"})
+TEXTS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 
 class Result(BaseModel):
@@ -289,6 +293,7 @@ class UpdateTaskResult(Replayable):
 
 class HeartbeatResult(Replayable):
     lease: Lease
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
 
 
 class UpdateTaskAnswer(UpdateTaskResult):
@@ -305,6 +310,33 @@ class UpdateTaskAnswer(UpdateTaskResult):
     key: str | None = None  # type: ignore[assignment]
     status: TaskStatus | None = None  # type: ignore[assignment]
     lease: Lease | None = None
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: heartbeat, when above 0
+
+
+# A message as its addressee reads it. (No docstrings on these models: they would be published.)
+class Message(Result):
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True)
+
+    id: str
+    from_: str = Field(alias="from")
+    to: str  #: an agent (`A` or `A:session`), `*` (every agent) or `operators`
+    subject: str | None = Field(default=None, exclude_if=_absent)
+    body: str
+    task_key: str | None = Field(default=None, exclude_if=_absent)
+    reply_to: str | None = Field(default=None, exclude_if=_absent)
+    at: str
+    read: bool  #: acknowledged (by this reader, for a message to every agent)
+
+
+# Unread messages for the caller: how many, and in restore_state the newest few.
+class Inbox(Result):
+    unread: int
+    messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+
+
+# What claim and heartbeat answers carry when messages wait: how many.
+class Unread(Result):
+    unread: int
 
 
 class TaskEvent(Result):
@@ -323,6 +355,7 @@ class TaskStory(Result):
     task: TaskDetail
     events: list[TaskEvent]
     progress: list[ProgressEntry]  #: entries about the task, oldest first
+    messages: list[Message] = Field(default_factory=list)  #: messages naming the task, oldest first
 
 
 class HeldTask(Lean):
@@ -350,6 +383,15 @@ class You(Result):
     role: Role
 
 
+# What `message` answers: send {id, at}; read {messages, unread}; ack {acked}.
+class MessageResult(Replayable):
+    id: str | None = Field(default=None, exclude_if=_absent)
+    at: str | None = Field(default=None, exclude_if=_absent)
+    messages: list[Message] | None = Field(default=None, exclude_if=_absent)
+    unread: int | None = Field(default=None, exclude_if=_absent)
+    acked: int | None = Field(default=None, exclude_if=_absent)
+
+
 class RestoreStateResult(Result):
     you: You
     found: bool
@@ -359,6 +401,8 @@ class RestoreStateResult(Result):
     recent_progress: list[ProgressEntry]
     my_tasks: list[HeldTask]
     task_counts: LeanCounts
+    #: unread messages for the caller (the newest 5, and the count); absent when none
+    inbox: Inbox | None = Field(default=None, exclude_if=_absent)
 
     @field_serializer("checkpoint", "recent_progress", mode="wrap")
     def _lean(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
@@ -375,14 +419,14 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     key: Name
-    title: Annotated[str, Field(min_length=1, max_length=500)]
+    title: Annotated[str, Field(min_length=1, max_length=500), TEXT]
     description: str | None = None  #: limited by MAX_TEXT_CHARS
-    steps: Annotated[list[Annotated[str, Field(max_length=4000)]], Field(max_length=100)] = Field(
+    steps: Annotated[list[Annotated[str, Field(max_length=4000)]], Field(max_length=100), TEXTS] = Field(
         default_factory=list, description="acceptance steps"
     )
-    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
-    depends_on: Annotated[list[NameRef], Field(max_length=100)] = Field(default_factory=list)
-    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=32)] = Field(
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000), WithJsonSchema({"type": "integer"})] = 0
+    depends_on: Annotated[list[NameRef], Field(max_length=100), TEXTS] = Field(default_factory=list)
+    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=32), TEXTS] = Field(
         default_factory=list
     )
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
@@ -416,6 +460,7 @@ class WaitingOn(Result):
     #: paths_reserved: the holder's patterns that clash
     paths: list[str] | None = Field(default=None, exclude_if=_absent)
 
+
 #: what the task in a claim leaves out: its lease says it (the holder is the caller, the attempt, when)
 SAID_BY_THE_LEASE = frozenset({"owner", "attempts", "updated_at"})
 
@@ -428,6 +473,7 @@ class ClaimTaskResult(Replayable):
     waiting_on: list[WaitingOn] | None = None
     retry_after: float | None = None  #: seconds until what it waits on may change by itself
     #: none_pending for tags that match no task: the tags tasks have (at most 20)
+    inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
     known_tags: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
 
     @field_serializer("task", mode="wrap")

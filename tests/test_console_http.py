@@ -661,3 +661,37 @@ def test_sessions_end_on_sign_out_and_revocation_on_both_backends(db_url: str):
 
             assert _stream_end_seconds(client, ws, revoke) < 1.5
             assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+
+
+def test_a_person_answers_a_question_from_the_inbox_and_the_task_page(url: str, db: str, ws: str):
+    """An agent asks the operators; the inbox shows it (a "needs you" count), the person replies (CSRF and
+    Origin checked like the actions) and marks it done; the task page shows the thread and sends too."""
+    asked = agent_call(db, ws, "coder", "message", action="send", to="operators",
+                       body="Port <b>8080</b> or 9090?", task_key="schema")  # fmt: skip
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        page = client.get(f"/ui/inbox?w={ws}").text
+        assert "1 needs you" in page and asked["id"] in page
+        assert "Port &lt;b&gt;8080&lt;/b&gt; or 9090?" in page, "escaped"
+        form = {"csrf": csrf_of(page), "w": ws, "to": "coder", "body": "8080", "reply_to": asked["id"],
+                "key": "schema", "back": "inbox", "nonce": "n1"}  # fmt: skip
+        for data, headers in [({**form, "csrf": "x" * 64}, {"origin": url}), (form, {"origin": "http://evil.example"})]:
+            assert client.post("/ui/messages/send", data=data, headers=headers).status_code == 403
+        sent = client.post("/ui/messages/send", data=form, headers={"origin": url})
+        assert sent.status_code == 303 and "/ui/inbox" in sent.headers["location"]
+        again = client.post("/ui/messages/send", data=form, headers={"origin": url})  # a double submit
+        assert again.status_code == 303
+        done = client.post("/ui/messages/ack", data={"csrf": form["csrf"], "w": ws, "id": asked["id"]},
+                           headers={"origin": url})  # fmt: skip
+        assert done.status_code == 303
+        assert "Nothing waits for you" in client.get(f"/ui/inbox?w={ws}").text
+        task_page = client.get(f"/ui/task?w={ws}&key=schema").text
+        assert "Messages about this task" in task_page and "8080" in task_page and asked["id"] in task_page
+        new = {"csrf": form["csrf"], "w": ws, "to": "coder", "body": "also: use TLS", "key": "schema", "back": "task"}
+        moved = client.post("/ui/messages/send", data=new, headers={"origin": url})
+        assert moved.status_code == 303 and "key=schema" in moved.headers["location"]
+    got = agent_call(db, ws, "coder", "message", action="read")
+    assert [(m["from"], m["body"]) for m in got["messages"]] == [("olga", "also: use TLS"), ("olga", "8080")]
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        page = client.get(f"/ui/inbox?w={ws}").text
+        refused = client.post("/ui/messages/send", data={**form, "csrf": csrf_of(page)}, headers={"origin": url})
+        assert refused.status_code == 403

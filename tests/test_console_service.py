@@ -128,8 +128,12 @@ async def test_timeline_filters_search_and_pages(harness: Harness, workspace: st
     assert [e.summary for e in (await tl(alice, thread="side")).entries] == ["notes"]
     assert [e.summary for e in (await tl(alice, task_key="t1")).entries] == ["Fixed the LOGIN bug"]
     assert [e.summary for e in (await tl(alice, status="blocked")).entries] == ["unrelated"]
-    assert [e.summary for e in (await tl(alice, text="100%")).entries] == ["100% done_ish"]  # % is not a wildcard
-    assert (await tl(alice, text="0_d")).entries == []  # nor is _
+    # full-text search (store/search.py): words, not substrings; % and _ are no wildcards
+    assert [e.summary for e in (await tl(alice, text="100%")).entries] == ["100% done_ish"]
+    assert (await tl(alice, text="0_d")).entries == []
+    assert [e.summary for e in (await tl(alice, text="logins", agent="bob")).entries] == ["notes"]  # stemmed
+    with pytest.raises(InvalidArgument, match="unclosed"):
+        await tl(alice, text='"login')
     page = await tl(alice, limit=3)
     assert len(page.entries) == 3 and page.next_before_seq == page.entries[-1].seq
     rest = await tl(alice, limit=3, before_seq=page.next_before_seq)

@@ -133,6 +133,32 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     )
 
 
+def test_new_messages_reach_the_session_once(db_url, workspace, capsys, monkeypatch):
+    alice, ann = Identity(workspace, "alice"), Identity(workspace, "ann", role="operator")
+    act(db_url, lambda h: h.messages.act(alice, action="send", to="claude-code", body="before the session"))
+    out, _ = fire("SessionStart", db_url, workspace, capsys, monkeypatch)
+    assert "Messages for you (1 unread" in context(out, "SessionStart") and "before the session" in out
+    assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", ""), "the brief told it"
+
+    async def send(h: Harness) -> list[str]:
+        await h.tasks.add(alice, tasks=[TaskSpec(key="api", title="API")])
+        ids = [(await h.messages.act(alice, action="send", to=ME, body="which  port?\nsay", task_key="api")).id]
+        ids.append((await h.messages.act(ann, action="send", to="*", body="freeze at 5pm", subject="release")).id)
+        await h.messages.act(alice, action="send", to="claude-code:0ther000", body="not for this session")
+        return [i or "" for i in ids]
+
+    first, second = act(db_url, send)
+    out, err = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
+    assert err == ""
+    assert context(out, "UserPromptSubmit") == (
+        f"mcp-harness: since your last turn (you are {ME}):\n"
+        f"- message {first} from alice about task api: which port? say\n"
+        f"- message {second} from ann (release): freeze at 5pm\n"
+        "  (message(action=read) shows them whole; ack their ids when dealt with)"
+    )
+    assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", ""), "told once"
+
+
 def test_a_take_over_reaches_the_session_that_lost_the_task(sqlite_url, workspace, capsys, monkeypatch):
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 

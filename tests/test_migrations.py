@@ -319,6 +319,8 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         listing = await h.tasks.list(ident, status=["done", "pending", "claimed"])  # every status here
         assert [(t.key, t.status) for t in listing.tasks] == [("t1", "done"), ("t2", "pending"), ("t3", "claimed")]
         assert [e.summary for e in brief.recent_progress] == ["a note", "did things"]  # every thread's
+        # migration 10 built the search index over the rows already there
+        assert [e.summary for e in (await h.restore(ident, query="things")).recent_progress] == ["did things"]
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
@@ -329,8 +331,19 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
     kept["tasks"] = [(*row, False, "work", None, None) for row in kept["tasks"]]  # migration 11: paths
-    # migration 8: console sessions; migration 11: path reservations
-    assert after == {**kept, "task_events": [], "console_sessions": [], "task_reservations": []}
+    search = {name: after.pop(name) for name in list(after) if "_fts" in name}  # migration 10 (SQLite)
+    assert sorted(search.get("progress_fts", [("a note", None), ("did things", None)])) == [
+        ("a note", None), ("did things", None)
+    ]  # fmt: skip
+    # migration 8: console sessions; 9: messages; 11: path reservations
+    assert after == {
+        **kept,
+        "task_events": [],
+        "console_sessions": [],
+        "messages": [],
+        "message_acks": [],
+        "task_reservations": [],
+    }
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []

@@ -44,13 +44,14 @@ MODEL_VISIBLE_LIMIT = 8_500
 #: Arguments whose meaning is not plain from their name and type: each carries a one-line description.
 DESCRIBED = {
     "save_checkpoint": {"mode", "expected_version", "fork_from", "idempotency_key"},
-    "restore_state": {"paths", "progress_limit"},
+    "restore_state": {"paths", "progress_limit", "query"},
     "record_progress": {"thread", "task_key", "idempotency_key"},
     "add_tasks": {"idempotency_key"},
     "claim_task": {"lease_seconds", "tags", "task_key", "wait_seconds", "idempotency_key"},
     "update_task": {"lease_token", "lease_seconds", "result", "verification", "error", "retry", "reason"}
     | {"idempotency_key", "paths", "shared"},
-    "list_tasks": {"status", "ready", "cursor"},
+    "list_tasks": {"status", "ready", "cursor", "query", "task_key"},
+    "message": {"to", "body", "subject", "task_key", "reply_to", "unread_only", "ids", "idempotency_key"},
 }
 
 

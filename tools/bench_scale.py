@@ -5,7 +5,9 @@ checkpoints) and a small one (1,000 tasks, 10,000 entries, 100 checkpoints), row
 through the store's connection (not tool calls; the task counters' triggers run as they would).
 Then times, taking turns between the two so the drift of a shared machine falls on both alike:
 claim, restore_state, a list_tasks page, the console board's first page and a timeline page (the
-newest, and one thread's). Prints p50s and the ratio big / small; exits 1 if any ratio is over 2x
+newest, and one thread's), a full-text search (restore_state and list_tasks with `query`: a word 100
+entries and tasks hold at either size), and the inbox (100,000 messages against 1,000: a read, and the
+unread count claim and heartbeat answers carry). Prints p50s and the ratio big / small; exits 1 if any ratio is over 2x
 (rows marked "(info)" are shown, not gated). With --wake it also runs tools/bench_wake.py per
 backend and prints its wake-up latencies. With --paths it also times a claim of a task with paths in a
 workspace where 1,000 other leases hold live path reservations against one where none are held
@@ -48,6 +50,7 @@ WORKSPACE = "scale"
 AGENTS = 20
 THREADS = 100
 LIMIT_RATIO = 2.0
+MESSAGES = {"big": 100_000, "small": 1_000}
 #: the tools' insert, with the columns a claim or a completion sets (rows are written as they end up)
 _INSERT_TASK = Query(
     INSERT_TASK.sqlite.replace(" RETURNING id", "")
@@ -70,6 +73,14 @@ _INSERT_PROGRESS = Query(
 _ENSURE_WORKSPACE = Query(
     "INSERT INTO workspaces (name, progress_seq, created_at) VALUES (:ws, 0, :at) ON CONFLICT DO NOTHING"
 )
+_INSERT_MESSAGE = Query(
+    "INSERT INTO messages (message_id, workspace, sender, recipient, subject, body, task_key, reply_to, created_at, "
+    "acked_at, acked_by) VALUES (:message_id, :workspace, :sender, :recipient, NULL, :body, NULL, NULL, :created_at, "
+    ":acked_at, :acked_by)",
+    name="bench_insert_message",
+)
+#: how many progress entries and tasks hold the searched word, at either size
+NEEDLES = 100
 _SET_SEQ = Query("UPDATE workspaces SET progress_seq = :seq WHERE name = :ws")
 _VACUUM = Query("VACUUM ANALYZE")
 
@@ -84,7 +95,8 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
            "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
            "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
            "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
-           "attempts": 0, "paths": None}  # fmt: skip
+           "attempts": 0, "review": False, "kind": "work",
+           "paths": None}  # fmt: skip
     dep = None
     if off < 60:
         row.update(status="done", ready=False, completed_at=row["updated_at"], owner="agent-0", attempts=1)
@@ -102,7 +114,9 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
     return row, dep
 
 
-async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Callable[[str], None]) -> None:
+async def build(
+    h: Harness, tasks: int, entries: int, checkpoints: int, say: Callable[[str], None], messages: int = 0
+) -> None:
     at = time.time() - 86400
     db = h.db
     started = time.perf_counter()
@@ -110,6 +124,8 @@ async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Cal
         rows, edges = [], []
         for i in range(start, min(tasks, start + 5000)):
             row, dep = _task_row(i, at)
+            if i % (tasks // NEEDLES) == 0:
+                row["title"] += " (needle)"
             rows.append(row)
             if dep:
                 edges.append({"ws": WORKSPACE, "task_key": row["key"], "dep_key": dep})
@@ -131,7 +147,8 @@ async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Cal
                 "thread": "main" if i % 10 == 0 else f"thread-{i % THREADS}",
                 "agent": f"agent-{i % AGENTS}",
                 "status": statuses[i % 4],
-                "summary": f"entry {i}: worked on the task and noted what happened",
+                "summary": f"entry {i}: worked on the task and noted what happened"
+                + (" needle" if i % (entries // NEEDLES) == 0 else ""),
                 "task_key": f"t{i % tasks:06d}" if i % 3 == 0 else None,
                 "created_at": at + i * 0.05,
             }  # fmt: skip
@@ -148,6 +165,22 @@ async def build(h: Harness, tasks: int, entries: int, checkpoints: int, say: Cal
         thread = "main" if j % 10 == 0 else f"thread-{j % THREADS}"
         await h.checkpoints.save(who, thread=thread, state={"step": j, "goal": "ship", "notes": ["a", "b"]})
     say(f"  {checkpoints:,} checkpoints in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    for start in range(0, messages, 10000):  # to the agents (9 in 10 acknowledged), to everyone, to bench
+        rows = []
+        for i in range(start, min(messages, start + 10000)):
+            to = "*" if i % 50 == 0 else "bench" if i % (messages // 3) == 1 else f"agent-{i % AGENTS}"
+            acked = i % 10 != 0 and to != "*" and to != "bench"  # bench: 3 unread at either size
+            recent = i % (messages // 5) == 0  # 5 messages to everyone are recent; the others are old news
+            created = at + i * 0.5 if to != "*" or recent else at - 8 * 86400 + i * 0.001
+            rows.append({"message_id": f"m{secrets.token_hex(8)}-{i}", "workspace": WORKSPACE,
+                         "sender": f"agent-{(i + 1) % AGENTS}", "recipient": to, "body": f"message {i}",
+                         "created_at": created, "acked_at": at + i if acked else None,
+                         "acked_by": to if acked else None})  # fmt: skip
+        async with db.write() as conn:
+            await conn.execute_many(_INSERT_MESSAGE, rows)
+    if messages:
+        say(f"  {messages:,} messages in {time.perf_counter() - started:.1f} s")
     if not db.is_sqlite:  # autovacuum would, given time (the harness analyzes the task tables itself)
         async with db.single() as conn:
             await conn.execute(_VACUUM)
@@ -165,6 +198,12 @@ def _operations(h: Harness) -> dict[str, Callable[[], Awaitable[Any]]]:
         "(info) board, 20 cards a column": lambda: h.console.board(me, per_column=20),
         "timeline page": lambda: h.console.timeline(me),
         "timeline page, one thread": lambda: h.console.timeline(me, thread="thread-7"),
+        "search progress (100 matches)": lambda: h.progress.search(me, "needle", limit=5),
+        "restore_state, query (100 matches)": lambda: h.restore(me, query="needle"),
+        "list_tasks, query (100 matches)": lambda: h.tasks.list(me, query="needle"),
+        "(info) restore_state, query matching every entry": lambda: h.restore(me, query="worked"),
+        "message read (inbox)": lambda: h.messages.read(me),
+        "inbox count (claim and heartbeat)": lambda: h.inbox(me),
     }
 
 
@@ -257,7 +296,7 @@ async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], r
         opened = {side: await cm.__aenter__() for side, cm in harnesses.items()}
         try:
             for side, h in opened.items():
-                await build(h, *sizes[side], say=lambda m: print(m, flush=True))
+                await build(h, *sizes[side], say=lambda m: print(m, flush=True), messages=MESSAGES[side])
             return await measure(opened["big"], opened["small"], rounds)
         finally:
             for cm in harnesses.values():

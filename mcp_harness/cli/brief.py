@@ -133,7 +133,8 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
     """The brief as text: a heading, the state, the tasks, the recent progress and what to do first."""
     counts = restored["task_counts"]
     if not restored["found"] and not restored["recent_progress"] and not any(counts.values()):
-        return _empty(where, others)
+        if not restored.get("inbox"):
+            return _empty(where, others)
     head = f"mcp-harness brief: {where}, thread {thread} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
     tasks = _tasks(restored, waiting, counts, agent)
     progress = [_entry(e) for e in restored["recent_progress"]]
@@ -142,7 +143,7 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
              "before you stop.")  # fmt: skip
     state = STATE_BYTES
     while True:
-        parts = [head, _state(restored, state), *tasks]
+        parts = [head, _state(restored, state), *tasks, *_inbox(restored)]
         if progress:
             parts += ["Recent progress (newest first, every thread):", *progress]
         text = "\n".join([*parts, first])
@@ -154,6 +155,18 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
             state //= 2
         else:
             return text.encode()[: LIMIT - 4].decode(errors="ignore") + " ..."
+
+
+def _inbox(restored: dict[str, Any]) -> list[str]:
+    """The unread messages (the newest few), or nothing."""
+    inbox = restored.get("inbox")
+    if not inbox:
+        return []
+    lines = [f"Messages for you ({inbox['unread']} unread; read them with message(action=read), ack their ids):"]
+    for m in inbox.get("messages") or []:
+        about = f" about task {m['task_key']}" if m.get("task_key") else ""
+        lines.append(f"- {m['id']} from {m['from']}{about}: {_cut(' '.join(m['body'].split()), 200)}")
+    return lines
 
 
 def _empty(where: str, others: str | None) -> str:

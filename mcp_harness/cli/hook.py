@@ -91,9 +91,34 @@ def prompt_news(call: HookCall) -> str | None:
     if seen is None or last != seen:
         write_mark(call, max(last, news[-1].id) if news else last)
     lines = [line for item in news if (line := tell(item, call.agent))]
+    lines += new_messages(call)
     if not lines:
         return None
     return "\n".join([f"mcp-harness: since your last turn (you are {call.agent}):", *lines])
+
+
+def new_messages(call: HookCall) -> list[str]:
+    """A line per unread message that came since the session was last told (each is told once; the
+    session reads it with the message tool and acknowledges it there)."""
+    from .. import glance
+
+    seen = read_mark(call, "messages")
+    notes, last = glance.read_messages(call.db, call.workspace, call.agent, seen if seen is not None else 0)
+    if seen is None or last != seen:
+        write_mark(call, last, "messages")
+    out = []
+    for n in notes:
+        about = f" about task {n.task_key}" if n.task_key else ""
+        subject = f" ({_short(n.subject, 80)})" if n.subject else ""
+        out.append(f"- message {n.message_id} from {n.sender}{about}{subject}: {_short(n.body, 300)}")
+    if out:
+        out.append("  (message(action=read) shows them whole; ack their ids when dealt with)")
+    return out
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def tell(item: Any, me: str) -> str | None:

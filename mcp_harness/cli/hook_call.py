@@ -38,22 +38,23 @@ def answer(event: str, text: str) -> str:
 # -- what this session has seen (a mark per session: the newest task event it was told about) ---------
 
 
-def mark_path(call: HookCall) -> Path:
+def mark_path(call: HookCall, kind: str = "") -> Path:
+    """The mark file of a session (`kind` "messages": the newest message it was told of)."""
     from ..sessions import runtime_dir
 
     key = hashlib.sha256(f"{call.db or ''}\n{call.workspace}\n{call.agent}".encode()).hexdigest()[:24]
-    return runtime_dir() / "marks" / key
+    return runtime_dir() / "marks" / (f"{key}.{kind}" if kind else key)
 
 
-def read_mark(call: HookCall) -> int | None:
+def read_mark(call: HookCall, kind: str = "") -> int | None:
     try:
-        return int(mark_path(call).read_text())
+        return int(mark_path(call, kind).read_text())
     except (OSError, ValueError):
         return None
 
 
-def write_mark(call: HookCall, seen: int) -> None:
-    path = mark_path(call)
+def write_mark(call: HookCall, seen: int, kind: str = "") -> None:
+    path = mark_path(call, kind)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}")
@@ -69,3 +70,5 @@ def start_mark(call: HookCall) -> None:
 
     if call.url is None:
         write_mark(call, glance.read(call.db, call.workspace, call.agent, None)[1])
+        # the brief lists the unread messages: the per-prompt hook tells of those that come after
+        write_mark(call, glance.read_messages(call.db, call.workspace, call.agent, None)[1], "messages")

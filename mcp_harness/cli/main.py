@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "log": "reading:cmd_log",
     "tasks": "reading:cmd_tasks",
     "review": "review:cmd_review",
+    "msg": "messages:cmd_msg",
     "history": "reading:cmd_history",
     "show": "reading:cmd_show",
     "status": "reading:cmd_status",

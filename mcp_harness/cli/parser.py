@@ -103,6 +103,7 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p.add_argument("--thread", default=None)
     p.add_argument("--task", default=None)
     p.add_argument("--limit", type=positive, default=20)
+    p.add_argument("--query", default=None, help="full-text search: the best matching entries instead")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
@@ -115,8 +116,26 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
                    "failed or cancelled task")  # fmt: skip
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
     p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
+    p.add_argument("--query", default=None, help="full-text search over title, description, result, verification")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("msg", help="messages: send --to A BODY, list [--all], ack ID... (as --agent, with operators')")
+    msub = p.add_subparsers(dest="msg_verb", required=True, metavar="send|list|ack")
+    m = msub.add_parser("send", parents=parents, help="send a message")
+    m.add_argument("body", metavar="BODY", help="the message (at most 8 KiB; quote it)")
+    m.add_argument("--to", required=True, help="an agent's name, * (every agent) or operators")
+    m.add_argument("--task", default=None, help="the task it is about")
+    m.add_argument("--subject", default=None)
+    m.add_argument("--reply-to", default=None, help="the id of the message it answers")
+    m = msub.add_parser("list", parents=parents, help="messages for you (and the operators), newest first")
+    m.add_argument("--all", action="store_true", help="acknowledged ones too")
+    m.add_argument("--limit", type=positive, default=50)
+    m = msub.add_parser("ack", parents=parents, help="acknowledge messages: they stop coming back")
+    m.add_argument("ids", nargs="+", metavar="ID")
+    for m in msub.choices.values():
+        m.add_argument("--agent", default=None, help=PERSON)
+        m.add_argument("--json", action="store_true")
 
     p = sub.add_parser("review", parents=parents, help="tasks waiting for a person: list, approve KEY, reject KEY")
     p.add_argument("words", nargs="+", metavar="list|approve KEY|reject KEY")

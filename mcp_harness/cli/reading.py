@@ -37,7 +37,10 @@ def cmd_log(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
+        if args.query is not None:
+            entries = await h.progress.search(ident, args.query, limit=args.limit)
+        else:
+            entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
         if args.json:
             # every field, as before: scripts read these (tool results leave unset ones out)
             print(json.dumps([{k: getattr(e, k) for k in type(e).model_fields} for e in entries], indent=2))
@@ -73,7 +76,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         return with_harness(args, story, existing=True)
 
     async def run(h: Harness) -> int:
-        tasks, counts = await h.tasks.board(ident, statuses=args.status)
+        tasks, counts = await h.tasks.board(ident, statuses=args.status, query=args.query)
         if args.json:
             rows = [t.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease": {"token"}}) for t in tasks]
             board = {"tasks": rows, "counts": counts.model_dump()}

@@ -46,6 +46,11 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
     for p in story.progress:
         summary = clean(p.summary, multiline=False)
         say(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {summary}")
+    if story.messages:
+        say("messages:")
+    for m in story.messages:
+        state = "read" if m.read else "unread"
+        say(f"  {m.at[:19].replace('T', ' ')} {m.from_} -> {m.to} ({state}, {m.id}): {clean(m.body, multiline=False)}")
     return 0
 
 

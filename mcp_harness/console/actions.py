@@ -13,7 +13,7 @@ from ..errors import Forbidden, InvalidArgument, NotFound
 from ..service import Identity
 from ..task_states import Action as A
 from .app import Console, Redirect, page, read_form
-from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
+from .auth import CodeLogin, Session, check_form, check_origin, clear_cookie, set_cookie
 
 
 @page
@@ -125,3 +125,48 @@ async def act(console: Console, request: Request) -> Response:
 def _field(form: object, name: str) -> str | None:
     value = form.get(name)  # type: ignore[attr-defined]
     return value if isinstance(value, str) else None
+
+
+def _person(session: Session, form: object) -> Identity:
+    """The signed-in person acting in the form's workspace, as an operator (checked)."""
+    workspace = _field(form, "w")
+    if not workspace:
+        raise InvalidArgument("the form names no workspace")
+    if not session.can_act:
+        raise Forbidden(f"messages need the operator role; this sign-in is a {session.role}")
+    if not session.may_see(workspace):
+        raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
+    return Identity(workspace=workspace, agent=session.agent, role="operator")
+
+
+@page
+async def send_message(console: Console, request: Request) -> Response:
+    """POST /messages/send: a person's message (a reply, or a new one about a task), as the tool sends it."""
+    session = await console.session(request)
+    form = await read_form(request)
+    check_form(request, session, _field(form, "csrf"))
+    who = _person(session, form)
+    key = _field(form, "key") or None
+    nonce = _field(form, "nonce")
+    await console.harness.messages.act(
+        who, action="send", to=(_field(form, "to") or "").strip(), body=_field(form, "body") or "",
+        task_key=key, reply_to=_field(form, "reply_to") or None,
+        idempotency_key=f"console:message:{nonce}" if nonce else None,
+    )  # fmt: skip
+    if _field(form, "back") == "task" and key:
+        return RedirectResponse(console.url("/task", w=who.workspace, key=key) + "#messages", status_code=303)
+    return RedirectResponse(console.url("/inbox", w=who.workspace, sent=1), status_code=303)
+
+
+@page
+async def ack_message(console: Console, request: Request) -> Response:
+    """POST /messages/ack: the person has dealt with a message (it leaves the inbox)."""
+    session = await console.session(request)
+    form = await read_form(request)
+    check_form(request, session, _field(form, "csrf"))
+    who = _person(session, form)
+    message_id = _field(form, "id")
+    if not message_id:
+        raise InvalidArgument("the form names no message")
+    await console.harness.messages.act(who, action="ack", ids=[message_id])
+    return RedirectResponse(console.url("/inbox", w=who.workspace), status_code=303)

@@ -54,6 +54,9 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/threads", bind(views.threads)),
         Route("/thread", bind(views.thread)),
         Route("/agents", bind(views.agents)),
+        Route("/inbox", bind(views.inbox)),
+        Route("/messages/send", bind(actions.send_message), methods=["POST"]),
+        Route("/messages/ack", bind(actions.ack_message), methods=["POST"]),
         Route("/events", bind(live.events)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import InvalidArgument
+from ..identity import Identity
 from .actions import ACTIONS
 from .app import Console, Redirect, page
 from .graph import layout
@@ -85,9 +86,10 @@ async def task(console: Console, request: Request) -> Response:
     if key is None:
         raise Redirect(console.url("/board", w=ident.workspace))
     data = await console.harness.console.task(ident, key, before_seq=_int(request, "before"))
+    task_messages = await console.harness.messages.about_task(ident, key)
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
-                          done=_done(request))  # fmt: skip
+                          done=_done(request), task_messages=task_messages)  # fmt: skip
 
 
 def _done(request: Request) -> str | None:
@@ -153,3 +155,15 @@ async def agents(console: Console, request: Request) -> Response:
     data = await console.harness.console.agents(ident)
     return console.render(request, "agents.html", session=session, workspace=ident.workspace, agents=data,
                           title="Agents", tab="agents")  # fmt: skip
+
+
+@page
+async def inbox(console: Console, request: Request) -> Response:
+    """The operators' inbox: messages to the operators (and to the signed-in person), unread first."""
+    session, ident = await console.viewer(request)
+    person = Identity(workspace=ident.workspace, agent=session.agent, role="operator")
+    show_all = bool(request.query_params.get("all"))
+    data = await console.harness.messages.read(person, unread_only=not show_all, limit=200)
+    return console.render(request, "inbox.html", session=session, workspace=ident.workspace, inbox=data,
+                          title="Inbox", tab="inbox", show_all=show_all, nonce=secrets.token_urlsafe(12),
+                          sent=request.query_params.get("sent") == "1")  # fmt: skip

@@ -9,16 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import RestoreStateResult, ThreadInfo, You
+from ..models import RestoreStateResult, ThreadInfo, Unread, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
 from .console_sessions import ConsoleSessionService
+from .messages import MessageService, unread_count
+from .messages import inbox as read_inbox
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
+from .search import search_terms
 from .tasks import TaskService
 from .tokens import TokenService
 
@@ -39,6 +42,7 @@ class Harness:
         self.tasks = TaskService(db, settings)
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
+        self.messages = MessageService(db, settings)
         self.console_sessions = ConsoleSessionService(db, settings)
         self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
 
@@ -69,9 +73,15 @@ class Harness:
         args = RestoreStateArgs.of(args, fields)
         async with self.db.read() as conn:
             meta, state, missing = await self.checkpoints.load(conn, ident, args)
-            # One log per workspace (revision 2): the newest entries of every thread, each naming its thread.
-            rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
+            # One log per workspace (revision 2): the newest entries of every thread, each naming its thread;
+            # with a query, the best full-text matches instead.
+            if args.query is not None:
+                terms = search_terms(args.query)
+                rows = await progress_store.search(conn, ident.workspace, terms, limit=args.progress_limit)
+            else:
+                rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
             held, counts = await self.tasks.brief(conn, ident)
+            inbox = await read_inbox(conn, ident)
         return RestoreStateResult(
             you=You(agent=ident.agent, role=ident.role),
             found=meta is not None,
@@ -81,7 +91,14 @@ class Harness:
             recent_progress=[progress_entry(r) for r in rows],
             my_tasks=held,
             task_counts=counts,
+            inbox=inbox,
         )
+
+    async def inbox(self, ident: Identity) -> Unread | None:
+        """`{unread}` when messages wait for the caller, else None: what claim and heartbeat answers carry
+        (one indexed count, in a read of its own after the call's transaction)."""
+        async with self.db.read() as conn:
+            return await unread_count(conn, ident)
 
     async def threads(self, ident: Identity) -> list[ThreadInfo]:
         """The workspace's threads with their latest checkpoint, by name."""

@@ -22,6 +22,7 @@ from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .progress import progress_entry
+from .search import search_terms
 from .task_events import HARNESS
 from .task_views import status_of, task_counts, task_detail, task_event
 
@@ -216,8 +217,8 @@ class ConsoleService(ServiceBase):
         before_seq: int | None = None,
         limit: int = 50,
     ) -> Timeline:
-        """Progress entries newest first, filtered by agent, task, thread and status, and by text in
-        the summary or details; a page of `limit`, then `next_before_seq` for the next."""
+        """Progress entries newest first, filtered by agent, task, thread and status, and by a full-text
+        query on the summary or details; a page of `limit`, then `next_before_seq` for the next."""
         for kind, name in (("agent", agent), ("task_key", task_key), ("thread", thread)):
             if name is not None:
                 check_name(kind, name)
@@ -225,11 +226,12 @@ class ConsoleService(ServiceBase):
             raise InvalidArgument(f"status must be one of {', '.join(PROGRESS_STATUSES)}, got {status!r}")
         if text is not None and len(text) > 200:
             raise InvalidArgument("search text must be at most 200 characters")
+        terms = search_terms(text) if text else None
         check_int("limit", limit, 1, 500)
         async with self.db.read() as conn:
             rows = await store.timeline(
                 conn, ident.workspace, agent=agent, task_key=task_key, thread=thread, status=status,
-                text=text or None, before_seq=before_seq, limit=limit + 1,
+                text=terms, before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
         more = rows[limit - 1].seq if len(rows) > limit else None
         return Timeline([progress_entry(r) for r in rows[:limit]], more)

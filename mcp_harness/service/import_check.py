@@ -25,6 +25,7 @@ from ..task_states import Status, dependency_flags, may_be_ready
 from . import manifest as manifests
 from .import_records import HASH, LATER_FIELDS, fields, parse_json
 from .manifest import Blob, Chain, Entry
+from .messages import MAX_BODY_BYTES
 from .task_graph import topological_order
 
 
@@ -56,6 +57,7 @@ class ImportChecker:
         self.seen: set[tuple[Any, ...]] = set()  #: unique keys of every kind
         self.tasks: dict[tuple[str, str], TaskFacts] = {}
         self.task_flags: dict[tuple[str, str], dict[str, Any]] = {}  #: filled by `finish`
+        self.messages: dict[tuple[str, str], str] = {}  #: -> recipient
         self._chain_lengths: dict[tuple[str, int], int] = {}
         self._number = 0
 
@@ -276,6 +278,27 @@ class ImportChecker:
             Draft202012Validator.check_schema(document)
         except SchemaError as exc:
             raise InvalidArgument(f"not a valid Draft 2020-12 JSON Schema: {exc.message[:200]}") from None
+
+    def _message(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("message", r["message_id"]), f"message {r['message_id']!r}")
+        self.messages[(ws, r["message_id"])] = r["recipient"]
+        if len(r["body"].encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+            raise InvalidArgument(f"message {r['message_id']!r}: body is over the limit of {MAX_BODY_BYTES} bytes")
+        if not r["body"].strip():
+            raise InvalidArgument(f"message {r['message_id']!r} has an empty body")
+        if r["task_key"] is not None and (ws, r["task_key"]) not in self.tasks:
+            raise InvalidArgument(f"message {r['message_id']!r} names task {r['task_key']!r}, which no task record has")
+        if r["reply_to"] is not None and (ws, r["reply_to"]) not in self.messages:
+            raise InvalidArgument(f"message {r['message_id']!r} answers {r['reply_to']!r}, which no earlier message is")
+        if r["recipient"] == "*" and r["acked_at"] is not None:
+            raise InvalidArgument(f"message {r['message_id']!r} to every agent is acknowledged per reader, not once")
+
+    def _message_ack(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("message_ack", ws, r["message_id"], r["agent"]), f"the acknowledgement of {r['message_id']!r}")
+        if self.messages.get((ws, r["message_id"])) != "*":
+            raise InvalidArgument(
+                f"an acknowledgement names message {r['message_id']!r}, which no earlier message to every agent is"
+            )
 
     # -- references between records -----------------------------------------------------------
 

@@ -27,6 +27,12 @@ def name() -> Check:
             "a name (1-128 characters from A-Z a-z 0-9 . _ : / -, starting with a letter or digit)")  # fmt: skip
 
 
+def addressee() -> Check:
+    """A message's `to`: an agent's name (`operators` is one), or `*`."""
+    is_name = name()[0]
+    return (lambda v: v == "*" or is_name(v), "an agent's name, * or operators")
+
+
 def integer(low: int, high: int = MAX_INT) -> Check:
     return lambda v: type(v) is int and low <= v <= high, f"a whole number from {low} to {high}"
 
@@ -85,6 +91,11 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                        "attempt": integer(0), "detail": optional(STRING), "created_at": TIME},
         "state_schema": {"workspace": ws, "thread": name(), "version": integer(1), "document": STRING,
                          "created_at": TIME},
+        "message": {"message_id": name(), "workspace": ws, "sender": name(), "recipient": addressee(),
+                    "subject": optional(text(200)), "body": text(8 * 1024, 1), "task_key": optional(name()),
+                    "reply_to": optional(name()), "created_at": TIME, "acked_at": optional(TIME),
+                    "acked_by": optional(name())},
+        "message_ack": {"workspace": ws, "message_id": name(), "agent": name(), "acked_at": TIME},
     }  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from ..store import tasks as task_store
 from ..store.common import now
 from ..store.records import ProgressRow
 from .base import Identity, ServiceBase, iso, new_id
+from .search import search_terms
 
 
 def progress_entry(row: ProgressRow) -> ProgressEntry:
@@ -125,4 +126,13 @@ class ProgressService(ServiceBase):
             rows = await store.recent(
                 conn, ident.workspace, thread=thread, task_key=task_key, limit=limit, before_seq=before_seq
             )
+        return [progress_entry(r) for r in rows]
+
+    async def search(self, ident: Identity, query: str, *, limit: int = 20) -> list[ProgressEntry]:
+        """The entries that best match a full-text `query` (see `search.py`), best first."""
+        if len(query) > 500:
+            raise InvalidArgument(f"the search query is {len(query)} characters, over the limit of 500")
+        terms = search_terms(query)
+        async with self.db.read() as conn:
+            rows = await store.search(conn, ident.workspace, terms, limit=limit)
         return [progress_entry(r) for r in rows]

@@ -214,21 +214,21 @@ class TaskActions(ServiceBase):
         `task_paths`); the answer says what the lease holds now."""
         reserve = action is Action.RESERVE
 
-        async def body(conn: Connection) -> tuple[TaskRecord, float, dict[str, bool]]:
+        async def body(conn: Connection) -> tuple[TaskRecord, Outcome, float, dict[str, bool]]:
             at = now()
             await reservations.lock(conn, ident.workspace)
-            row = await self._apply(conn, ident, args, action, at)
+            row, outcome = await self._apply(conn, ident, args, action, at)
             held = await task_paths.change(
                 conn, ident.workspace, ident.agent, row, args.lease_token or "", list(args.paths or []),
                 reserve=reserve, shared=args.shared, at=at,
             )  # fmt: skip
-            return row, at, held
+            return row, outcome, at, held
 
-        def finish(raw: tuple[TaskRecord, float, dict[str, bool]]) -> UpdateTaskResult:
-            row, at, held = raw
+        def finish(raw: tuple[TaskRecord, Outcome, float, dict[str, bool]]) -> UpdateTaskResult:
+            row, outcome, at, held = raw
             exclusive = sorted(p for p, shared in held.items() if not shared)
             shared = sorted(p for p, shared in held.items() if shared)
-            return task_view(row, at, UpdateTaskResult, held_paths=exclusive or None, shared_paths=shared or None)
+            return action_answer(row, at, outcome, held_paths=exclusive, shared_paths=shared)
 
         return await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
 

@@ -24,12 +24,15 @@ from ..models import (
     UpdateTaskResult,
 )
 from ..store import Connection, Database, reservations
+from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
 from ..task_states import SETTLED, SHOWN
 from .base import Identity, ServiceBase
+from .messages import message
 from .progress import progress_entry
+from .search import search_terms
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
@@ -120,11 +123,12 @@ class TaskService(ServiceBase):
         limit = args.limit
         statuses = [args.status] if isinstance(args.status, str) else args.status or LISTED_BY_DEFAULT
         after = decode_cursor(args.cursor) if args.cursor else 0
+        terms = search_terms(args.query) if args.query is not None else None
         at = now()
         async with self.db.read() as conn:
             rows = await store.page(
                 conn, ident.workspace, statuses=statuses, ready=args.ready, now=at, tag=args.tag, limit=limit + 1,
-                after_id=after,
+                after_id=after, search=terms,
             )  # fmt: skip
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
@@ -147,14 +151,23 @@ class TaskService(ServiceBase):
         return ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
 
     async def board(
-        self, ident: Identity, *, statuses: builtins.list[str] | None = None
+        self, ident: Identity, *, statuses: builtins.list[str] | None = None, query: str | None = None
     ) -> tuple[builtins.list[TaskDetail], TaskCounts]:
-        """Every task (full views with their leases, for people) and the counts."""
+        """Every task (full views with their leases, for people; with `query`, those matching it) and the counts."""
         at, after, out = now(), 0, []
+        terms = search_terms(query) if query is not None else None
         async with self.db.read() as conn:
             while True:
                 rows = await store.page(
-                    conn, ident.workspace, statuses=statuses, ready=None, now=at, tag=None, limit=1000, after_id=after
+                    conn,
+                    ident.workspace,
+                    statuses=statuses,
+                    ready=None,
+                    now=at,
+                    tag=None,
+                    limit=1000,
+                    after_id=after,
+                    search=terms,
                 )
                 tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
                 paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
@@ -172,8 +185,7 @@ class TaskService(ServiceBase):
         tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
         paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
         held = [
-            held_task(r, at, await task_context(conn, ident.workspace, r), paths.get(r.lease_token or ""))
-            for r in rows
+            held_task(r, at, await task_context(conn, ident.workspace, r), paths.get(r.lease_token or "")) for r in rows
         ]
         return held, task_counts(await store.counts(conn, ident.workspace))
 
@@ -197,8 +209,10 @@ class TaskService(ServiceBase):
             events = await store.events(conn, ident.workspace, key)
             entries = await progress_store.recent(conn, ident.workspace, task_key=key, limit=1000)
             held = await reservations.held(conn, row.id, row.lease_token) if row.lease_token else None
+            notes = await message_store.about_task(conn, ident.workspace, key, limit=1000)
         return TaskStory(
             task=task_detail(row, at, held),
             events=[task_event(e) for e in events],
             progress=[progress_entry(p) for p in reversed(entries)],
+            messages=[message(m) for m in reversed(notes)],
         )

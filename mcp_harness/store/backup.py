@@ -18,6 +18,8 @@ from . import named
 from .tables import (
     Blob,
     Checkpoint,
+    Message,
+    MessageAck,
     Progress,
     Segment,
     StateSchema,
@@ -52,6 +54,8 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("task_dep", table_of(TaskDep), ()),
     ("task_event", table_of(TaskEvent), ("id",)),
     ("state_schema", table_of(StateSchema), ()),
+    ("message", table_of(Message), ("id",)),
+    ("message_ack", table_of(MessageAck), ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
 

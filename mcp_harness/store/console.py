@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from typing import Any
 
 from ..task_states import BLOCKED
 from ..task_states import Status as S
 from .connection import Connection, Query, array
 from .queries import _both, columns, in_array
 from .records import ProgressRow, TaskRecord
+from .search import PROGRESS_TEXT, Terms, search_refused, tsquery
 
 _TASK = columns(TaskRecord)
 _ORDER = {
@@ -94,19 +96,26 @@ EXPIRED_LEASES_BY_WORKSPACE = Query(
 
 
 @cache
-def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
-    """Progress entries newest first, with the filters asked for (one fixed statement per shape)."""
+def timeline_query(
+    agent: bool, task_key: bool, thread: bool, status: bool, text: tuple[tuple[int, ...], int] | None, before: bool
+) -> Query:
+    """Progress entries newest first, with the filters asked for (one fixed statement per shape); `text`:
+    the shape of a full-text query (`search.py`) the entries must match."""
     where = ["workspace = :ws"]
     where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
                                           ("status", status)) if on]  # fmt: skip
-    if text:  # case-insensitive substring; `/` escapes the pattern's own % and _
-        where.append("(lower(summary) LIKE :pattern ESCAPE '/' OR lower(details) LIKE :pattern ESCAPE '/')")
     if before:
         where.append("seq < :before_seq")
-    sql = f"SELECT {columns(ProgressRow)} FROM progress WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT :limit"
-    return Query(
-        sql, row=ProgressRow, name=f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
-    )
+    head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "
+    tail = " ORDER BY seq DESC LIMIT :limit"
+    sqlite = head + " AND ".join(where) + tail
+    postgresql = None
+    if text is not None:
+        sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
+        postgresql = head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        sqlite += tail
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
+    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)
 
 
 async def workspace_names(conn: Connection) -> list[str]:
@@ -168,19 +177,23 @@ async def timeline(
     task_key: str | None,
     thread: str | None,
     status: str | None,
-    text: str | None,
+    text: Terms | None,
     before_seq: int | None,
     limit: int,
 ) -> list[ProgressRow]:
-    """Progress entries newest first, filtered; `text` matches summary or details, ignoring case."""
-    params = {"ws": workspace, "agent": agent, "task_key": task_key, "thread": thread, "status": status,
-              "before_seq": before_seq, "limit": limit}  # fmt: skip
-    if text:
-        escaped = text.lower().replace("/", "//").replace("%", "/%").replace("_", "/_")
-        params["pattern"] = f"%{escaped}%"
+    """Progress entries newest first, filtered; `text`: a full-text query their summary or details match."""
+    params: dict[str, Any] = {"ws": workspace, "agent": agent, "task_key": task_key, "thread": thread,
+                              "status": status, "before_seq": before_seq, "limit": limit}  # fmt: skip
+    if text is not None:
+        params.update(text.params(conn.dialect))
     query = timeline_query(*(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
-                           bool(text), before_seq is not None)  # fmt: skip
-    return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
+                           text.shape if text is not None else None, before_seq is not None)  # fmt: skip
+    try:
+        return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
+    except Exception as exc:
+        if text is None:
+            raise
+        raise search_refused(exc) from None
 
 
 async def last_seen(conn: Connection, workspace: str) -> dict[str, float]:

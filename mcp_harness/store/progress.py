@@ -7,8 +7,9 @@ from typing import Any
 from . import named
 from .common import next_progress_seq
 from .connection import Connection
-from .queries import recent_progress
+from .queries import progress_search, recent_progress
 from .records import ProgressRow
+from .search import Terms, search_refused
 
 Q = named.load("progress")
 
@@ -40,3 +41,15 @@ async def recent(
 
 async def count(conn: Connection, workspace: str) -> int:
     return int(await conn.fetch_value(Q.count_progress, {"ws": workspace}))
+
+
+async def search(conn: Connection, workspace: str, terms: Terms, *, limit: int) -> list[ProgressRow]:
+    """The entries that best match `terms`, best first (SQLite: bm25; PostgreSQL: ts_rank), newest first
+    among equals."""
+    if limit == 0:
+        return []
+    params = {"ws": workspace, "limit": limit, **terms.params(conn.dialect)}
+    try:
+        return await conn.fetch_all(progress_search(terms.shape), params)
+    except Exception as exc:
+        raise search_refused(exc) from None

@@ -45,3 +45,22 @@ def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
     where += " AND seq < :before" if paged else ""
     sql = f"SELECT {columns(ProgressRow)} FROM progress WHERE {where} ORDER BY seq DESC LIMIT :limit"
     return Query(sql, row=ProgressRow, name=f"recent_progress({by_thread}, {by_task}, {paged})")
+
+
+@cache
+def progress_search(shape: tuple[tuple[int, ...], int]) -> Query:
+    """The progress entries matching a full-text query, best first (see `search.py`; SQLite's statement
+    is one for every shape, PostgreSQL's has the query's terms as parameters)."""
+    from .search import PROGRESS_TEXT, tsquery
+
+    cols = columns(ProgressRow, prefix="p.")
+    sqlite = (
+        f"SELECT {cols} FROM progress_fts JOIN progress AS p ON p.id = progress_fts.rowid "
+        "WHERE progress_fts MATCH :q AND p.workspace = :ws ORDER BY bm25(progress_fts), p.seq DESC LIMIT :limit"
+    )
+    text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
+    postgresql = (
+        f"SELECT {cols} FROM progress AS p, (SELECT {tsquery(shape)} AS q) AS s "
+        f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
+    )
+    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")

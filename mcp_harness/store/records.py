@@ -86,6 +86,20 @@ class ProgressRow(Record):
     artifacts: str | None  #: JSON object
 
 
+class MessageRow(Record):
+    __slots__ = ()
+
+    message_id: str
+    sender: str
+    recipient: str
+    subject: str | None
+    body: str
+    task_key: str | None
+    reply_to: str | None
+    created_at: float
+    read: bool
+
+
 class TaskRecord(Record):
     """A task, every column (see `tables.Task` for what `ready`, `blocked` and `dependents` mean)."""
 

@@ -299,13 +299,57 @@ class ConsoleSession(SQLModel, table=True):
     expires_at: float
 
 
+class Message(SQLModel, table=True):
+    """A message between agents and people. `recipient`: an agent (`A`: A and its sessions; `A:s`: that
+    session), `*` (every agent, each acknowledging for itself in `message_acks`) or `operators`. A message
+    to one addressee is acknowledged on its own row (`acked_at`), once."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index(
+            "ix_message_inbox",
+            "workspace",
+            "recipient",
+            "created_at",
+            sqlite_where=text("acked_at IS NULL"),
+            postgresql_where=text("acked_at IS NULL"),
+        ),  # fmt: skip
+        Index("ix_message_to", "workspace", "recipient", "acked_at", "id"),
+        Index("ix_message_task", "workspace", "task_key", "id"),
+    )
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
+    message_id: str = Field(unique=True)
+    workspace: str
+    sender: str
+    recipient: str
+    subject: str | None = Field(default=None, sa_type=Text)
+    body: str = Field(sa_type=Text)
+    task_key: str | None = None
+    reply_to: str | None = None  #: the message_id this answers
+    created_at: float
+    acked_at: float | None = None
+    acked_by: str | None = None
+
+
+class MessageAck(SQLModel, table=True):
+    """One reader's acknowledgement of a message sent to every agent (`*`)."""
+
+    __tablename__ = "message_acks"
+    workspace: str = Field(primary_key=True)
+    message_id: str = Field(primary_key=True)
+    agent: str = Field(primary_key=True)
+    acked_at: float
+
+
 def _declare_triggers() -> None:
-    """The triggers and functions of `sql/task_counts.sql`, created after the tables (per dialect)."""
-    ddl = named.load("task_counts")
-    for name in ddl:
-        for dialect in ddl.written_for(name):
-            statement = getattr(ddl[name], dialect)
-            event.listen(metadata, "after_create", DDL(statement).execute_if(dialect=dialect))
+    """The triggers, functions and search tables of `sql/task_counts.sql` and `sql/search.sql`, created
+    after the tables (per dialect)."""
+    for source in ("task_counts", "search"):
+        ddl = named.load(source)
+        for name in ddl:
+            for dialect in ddl.written_for(name):
+                statement = getattr(ddl[name], dialect)
+                event.listen(metadata, "after_create", DDL(statement).execute_if(dialect=dialect))
 
 
 _declare_triggers()

@@ -20,6 +20,7 @@ from .records import (
     TaskRecord,
     WaitRow,
 )
+from .search import TASK_TEXT, tsquery
 
 # -- tasks -----------------------------------------------------------------------------------------
 TASK_BY_KEY = Query(f'SELECT {TASK} FROM tasks WHERE workspace = :ws AND "key" = :key', row=TaskRecord)
@@ -59,9 +60,12 @@ END_LEASES_BY_TOKEN = _both(
 END_LEASE_SINCE = Query(
     f"{_END_LEASES} AND lease_token = :token AND updated_at <= :since RETURNING {TASK}", row=TaskRecord
 )
+
+#: `+id`: sort the few held rows rather than walk the workspace's tasks in id order (SQLite, without
+#: statistics, chose ix_task_page: 3.4 ms against 0.09 at 10,000 tasks; tools/bench_scale.py)
 HELD_BY = Query(
     f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review') "
-    "ORDER BY id",
+    "ORDER BY +id",
     row=TaskRecord,
 )
 #: the triggers' counters (migration 6): a few rows per workspace whatever its size
@@ -363,7 +367,9 @@ KNOWN_TAGS = Query("SELECT DISTINCT tag FROM task_tags WHERE workspace = :ws ORD
 
 
 @cache
-def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query:
+def task_page(
+    by_status: bool, by_tag: bool, ready: bool | None = None, search: tuple[tuple[int, ...], int] | None = None
+) -> Query:
     """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
     dependency, which `pending` then leaves out); `ready`: only tasks a claim could take at `:now`
     (or, false, only the others)."""
@@ -377,9 +383,15 @@ def task_page(by_status: bool, by_tag: bool, ready: bool | None = None) -> Query
         if by_status:
             shown = "(CASE WHEN status = 'pending' AND blocked THEN 'blocked' ELSE status END)"
             where += " AND " + in_array(shown, "statuses", dialect)
+        if search is not None:  # full-text: the tasks whose text matches (service/search.py)
+            if dialect == "sqlite":
+                where += " AND id IN (SELECT rowid FROM tasks_fts WHERE tasks_fts MATCH :q)"
+            else:
+                where += f" AND {TASK_TEXT} @@ ({tsquery(search)})"
         return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
 
     name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
+    name += f" search {search}" if search is not None else ""
     return _both(sql, row=TaskRecord, name=name)
 
 

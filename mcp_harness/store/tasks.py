@@ -15,6 +15,7 @@ from . import task_queries as q
 from .common import ensure_workspace
 from .connection import Connection, array, fetch_row
 from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
+from .search import Terms, search_refused
 
 
 class Event(NamedTuple):
@@ -349,6 +350,7 @@ async def page(
     after_id: int,
     ready: bool | None = None,
     now: float = 0.0,
+    search: Terms | None = None,
 ) -> list[TaskRecord]:
     """Tasks in creation order. `statuses` may include `blocked` (pending with a failed dependency);
     `ready`: only the tasks a claim could take at `now` (true) or only the others (false)."""
@@ -357,4 +359,12 @@ async def page(
         params["statuses"] = array(conn.dialect, statuses)
     if ready is not None:
         params["now"] = now
-    return await conn.fetch_all(q.task_page(bool(statuses), tag is not None, ready), params)
+    if search is not None:
+        params.update(search.params(conn.dialect))
+    shape = search.shape if search is not None else None
+    try:
+        return await conn.fetch_all(q.task_page(bool(statuses), tag is not None, ready, shape), params)
+    except Exception as exc:
+        if search is None:
+            raise
+        raise search_refused(exc) from None

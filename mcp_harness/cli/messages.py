@@ -1,0 +1,64 @@
+"""`mcp-harness msg send|list|ack`: a person's messages, acting as `--agent` (default the login name) with
+the operator role, so that what is addressed to `operators` is theirs too."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import InvalidArgument
+from ..service import Harness
+from .common import person, with_harness
+from .output import clean, say
+from .tables import when
+
+
+def cmd_msg(args: argparse.Namespace) -> int:
+    verb, who = args.msg_verb, person(args)
+    if verb == "send":
+
+        async def send(h: Harness) -> int:
+            sent = await h.messages.act(
+                who, action="send", to=args.to, body=args.body, subject=args.subject, task_key=args.task,
+                reply_to=args.reply_to,
+            )  # fmt: skip
+            if args.json:
+                print(json.dumps(sent.model_dump(mode="json")))
+            else:
+                say(f"sent {sent.id} to {args.to}")
+            return 0
+
+        return with_harness(args, send, existing=True)
+    if verb == "list":
+
+        async def listing(h: Harness) -> int:
+            got = await h.messages.read(who, unread_only=not args.all, limit=min(args.limit, 200))
+            messages = got.messages or []
+            if args.json:
+                print(json.dumps(got.model_dump(mode="json"), indent=2))
+                return 0
+            if not messages:
+                say(f"no {'' if args.all else 'unread '}messages for {who.agent}")
+            for m in messages:
+                about = f" [{m.task_key}]" if m.task_key else ""
+                subject = f" {clean(m.subject, multiline=False)}:" if m.subject else ""
+                mark = "" if m.read else "* "
+                say(f"{mark}{m.id} {when(m.at)} {m.from_} -> {m.to}{about}{subject} {clean(m.body, multiline=False)}")
+            if messages:
+                say(f"{got.unread} unread; `msg ack ID...` when dealt with")
+            return 0
+
+        return with_harness(args, listing, existing=True)
+    if verb == "ack":
+        ids = args.ids
+
+        async def ack(h: Harness) -> int:
+            got = await h.messages.act(who, action="ack", ids=ids)
+            if args.json:
+                print(json.dumps(got.model_dump(mode="json")))
+            else:
+                say(f"acknowledged {got.acked} of {len(ids)}")
+            return 0
+
+        return with_harness(args, ack, existing=True)
+    raise InvalidArgument("use `msg send --to AGENT BODY`, `msg list [--all]` or `msg ack ID...`")

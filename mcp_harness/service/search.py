@@ -1,0 +1,51 @@
+"""Full-text search queries: one small language for both backends, parsed here so that a query means
+the same on SQLite (FTS5) and PostgreSQL (tsvector), and a malformed one is refused the same way.
+
+A query is words (all must match), `"quoted phrases"`, `OR` between two terms (either may match),
+`-word` (must not match) and `word*` (a prefix; on PostgreSQL the word's stem). Words are stemmed
+(English), case and accents aside. Punctuation inside a word splits it (`store.py` finds "store py")."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InvalidArgument
+from ..store.search import Terms
+
+_TOKEN = re.compile(r'\s*(?:(-?)"([^"]*)"|(\S+))')
+MAX_TERMS = 32
+
+
+def search_terms(query: str) -> Terms:
+    """Parse `query`; `invalid_argument` for one that cannot be searched (empty, only exclusions,
+    an unclosed quote, too many terms)."""
+    if query.count('"') % 2:
+        raise InvalidArgument('the search query has an unclosed " (quote a phrase as "two words")')
+    terms = Terms()
+    pending_or = False
+    for match in _TOKEN.finditer(query):
+        negated, phrase, word = match.group(1) == "-", match.group(2), match.group(3)
+        if word is not None:
+            if word == "OR":
+                pending_or = bool(terms.groups)
+                continue
+            negated = word.startswith("-")
+            word = word.lstrip("-")
+        prefix = word is not None and word.endswith("*")
+        text = phrase if phrase is not None else (word or "").rstrip("*")
+        parts = re.findall(r"\w+", text)
+        if not parts:
+            continue
+        term = (" ".join(parts), prefix and phrase is None)
+        if negated:
+            terms.excluded.append(term)
+        elif pending_or:
+            terms.groups[-1].append(term)
+        else:
+            terms.groups.append([term])
+        pending_or = False
+    if len(terms.excluded) + sum(map(len, terms.groups)) > MAX_TERMS:
+        raise InvalidArgument(f"the search query has more than {MAX_TERMS} terms")
+    if not terms.groups:
+        raise InvalidArgument('the search query has no word to look for (words, "phrases", OR, -word to exclude)')
+    return terms

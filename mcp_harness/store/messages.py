@@ -1,0 +1,61 @@
+"""Messages between agents and people: the inbox reads and the exactly-once acknowledgements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import named
+from .connection import Connection
+from .records import MessageRow
+
+Q = named.load("messages")
+
+
+def addressees(agent: str, operator: bool) -> dict[str, str]:
+    """Who a caller is, as the inbox queries name it: itself, its agent without the session suffix,
+    and `operators` for an operator ('' otherwise: it names nobody)."""
+    return {"me": agent, "base": agent.split(":", 1)[0], "ops": "operators" if operator else ""}
+
+
+async def insert(conn: Connection, row: dict[str, Any]) -> None:
+    await conn.execute(Q.insert_message, row)
+
+
+async def exists(conn: Connection, workspace: str, message_id: str) -> bool:
+    return await conn.fetch_value(Q.message_exists, {"ws": workspace, "id": message_id}) is not None
+
+
+async def count_unread(conn: Connection, workspace: str, who: dict[str, str], since: float) -> int:
+    return int(await conn.fetch_value(Q.count_unread, {"ws": workspace, "since": since, **who}))
+
+
+async def inbox(
+    conn: Connection, workspace: str, who: dict[str, str], *, since: float, unread_only: bool, limit: int
+) -> list[MessageRow]:
+    """What is addressed to the caller, newest first."""
+    if unread_only:
+        return await conn.fetch_all(Q.unread_messages, {"ws": workspace, "since": since, "limit": limit, **who})
+    return await conn.fetch_all(Q.all_messages, {"ws": workspace, "limit": limit, **who})
+
+
+async def about_task(conn: Connection, workspace: str, task_key: str, limit: int = 200) -> list[MessageRow]:
+    return await conn.fetch_all(Q.task_messages, {"ws": workspace, "task": task_key, "limit": limit})
+
+
+async def addressed(conn: Connection, workspace: str, message_id: str, who: dict[str, str]) -> bool:
+    return bool(await conn.fetch_value(Q.addressed, {"ws": workspace, "id": message_id, **who}))
+
+
+async def ack(conn: Connection, workspace: str, message_id: str, who: dict[str, str], at: float) -> int:
+    """Acknowledge one message for the caller: 1 when this call did it, 0 when it was already done. The
+    statement itself decides (a row's update, or a key's insert), so of two concurrent acks one counts."""
+    params = {"ws": workspace, "id": message_id, "at": at, **who}
+    done = await conn.execute(Q.ack_direct, params)
+    if done:
+        return done
+    return await conn.execute(Q.ack_broadcast, {"ws": workspace, "id": message_id, "at": at, "me": who["me"]})
+
+
+async def count_open_to(conn: Connection, workspace: str, recipient: str, since: float) -> int:
+    """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`)."""
+    return int(await conn.fetch_value(Q.count_open_to, {"ws": workspace, "to": recipient, "since": since}))

@@ -1,0 +1,87 @@
+-- Messages between agents and people (see tables.Message). The caller's inbox: what is addressed to its
+-- name (:me, e.g. `A:s1`), to its agent without the session (:base, `A`; :me again without a session),
+-- to the operators when it is one (:ops is `operators`, else '' which names nobody), and to every agent
+-- (`*`, sent within the window that starts at :since, not by the caller, not acknowledged by it).
+
+-- name: insert_message
+INSERT INTO messages (message_id, workspace, sender, recipient, subject, body, task_key, reply_to, created_at)
+VALUES (:message_id, :workspace, :sender, :recipient, :subject, :body, :task_key, :reply_to, :created_at)
+
+-- name: message_exists
+SELECT 1 FROM messages WHERE workspace = :ws AND message_id = :id
+
+-- name: count_unread
+SELECT (SELECT count(*) FROM messages
+        WHERE workspace = :ws AND recipient IN (:me, :base, :ops) AND acked_at IS NULL)
+     + (SELECT count(*) FROM messages AS m
+        WHERE m.workspace = :ws AND m.recipient = '*' AND m.acked_at IS NULL AND m.created_at >= :since
+          AND m.sender <> :me
+          AND NOT EXISTS (SELECT 1 FROM message_acks AS a
+                          WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me))
+
+-- name: unread_messages
+-- row: MessageRow
+-- Two index range scans (ix_message_inbox), not one OR that would read every message of the workspace.
+SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at, "read" FROM (
+    SELECT id, message_id, sender, recipient, subject, body, task_key, reply_to, created_at, FALSE AS "read"
+    FROM messages
+    WHERE workspace = :ws AND recipient IN (:me, :base, :ops) AND acked_at IS NULL
+    UNION ALL
+    SELECT m.id, m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
+           FALSE AS "read"
+    FROM messages AS m
+    WHERE m.workspace = :ws AND m.recipient = '*' AND m.acked_at IS NULL AND m.created_at >= :since
+      AND m.sender <> :me
+      AND NOT EXISTS (SELECT 1 FROM message_acks AS a
+                      WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me)
+) AS inbox
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: all_messages
+-- row: MessageRow
+-- The newest `limit` of each part (ix_message_to), then the newest `limit` of those.
+SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at, "read" FROM (
+    SELECT * FROM (
+        SELECT id, message_id, sender, recipient, subject, body, task_key, reply_to, created_at,
+               acked_at IS NOT NULL AS "read"
+        FROM messages WHERE workspace = :ws AND recipient IN (:me, :base, :ops) ORDER BY id DESC LIMIT :limit
+    ) AS direct
+    UNION ALL
+    SELECT * FROM (
+        SELECT m.id, m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
+               EXISTS (SELECT 1 FROM message_acks AS a
+                       WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me) AS "read"
+        FROM messages AS m WHERE m.workspace = :ws AND m.recipient = '*' AND m.sender <> :me
+        ORDER BY m.id DESC LIMIT :limit
+    ) AS everyone
+) AS inbox
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: task_messages
+-- row: MessageRow
+SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at,
+       acked_at IS NOT NULL AS "read"
+FROM messages
+WHERE workspace = :ws AND task_key = :task
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: ack_direct
+UPDATE messages SET acked_at = :at, acked_by = :me
+WHERE workspace = :ws AND message_id = :id AND acked_at IS NULL AND recipient IN (:me, :base, :ops)
+
+-- name: ack_broadcast
+INSERT INTO message_acks (workspace, message_id, agent, acked_at)
+SELECT workspace, message_id, CAST(:me AS VARCHAR), CAST(:at AS FLOAT) FROM messages
+WHERE workspace = :ws AND message_id = :id AND recipient = '*' AND sender <> :me
+ON CONFLICT DO NOTHING
+
+-- name: addressed
+SELECT count(*) FROM messages
+WHERE workspace = :ws AND message_id = :id AND (recipient IN (:me, :base, :ops, '*'))
+
+-- name: count_open_to
+SELECT count(*) FROM messages
+WHERE workspace = :ws AND recipient = :to AND acked_at IS NULL AND created_at >= :since

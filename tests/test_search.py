@@ -1,0 +1,101 @@
+"""Full-text search over the progress log and the tasks: ranked matches in the brief, matching tasks in
+the list, kept in step with every write (and a delete), one query language on both backends, and bad
+queries refused clearly."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import call, fail
+
+from mcp_harness.service import Identity
+from mcp_harness.service.search import search_terms
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_restore_state_query_answers_the_best_matches(client):
+    await call(client, "record_progress", summary="set up the database migrations", details="alembic was too slow")
+    await call(client, "record_progress", summary="fixed the login page", details="the session cookie expired early")
+    await call(client, "record_progress", summary="cookie banner", details="cookie cookie cookie consent")
+    for i in range(5):
+        await call(client, "record_progress", summary=f"unrelated step {i}")
+    newest = await call(client, "restore_state", progress_limit=3)
+    assert [e["summary"] for e in newest["recent_progress"]][0] == "unrelated step 4"
+    found = await call(client, "restore_state", query="cookie", progress_limit=5)
+    assert [e["summary"] for e in found["recent_progress"]] == ["cookie banner", "fixed the login page"]
+    stemmed = await call(client, "restore_state", query="migration")  # "migrations" stems to it
+    assert [e["summary"] for e in stemmed["recent_progress"]] == ["set up the database migrations"]
+    phrase = await call(client, "restore_state", query='"session cookie"')
+    assert [e["summary"] for e in phrase["recent_progress"]] == ["fixed the login page"]
+    either = await call(client, "restore_state", query="alembic OR login")
+    assert sorted(e["summary"] for e in either["recent_progress"]) == [
+        "fixed the login page", "set up the database migrations"
+    ]  # fmt: skip
+    without = await call(client, "restore_state", query="cookie -banner")
+    assert [e["summary"] for e in without["recent_progress"]] == ["fixed the login page"]
+    punctuated = await call(client, "restore_state", query="login.page")  # punctuation splits, never breaks
+    assert [e["summary"] for e in punctuated["recent_progress"]] == ["fixed the login page"]
+    assert (await call(client, "restore_state", query="nothing-like-this"))["recent_progress"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [('"unclosed', "unclosed"), ("-only -exclusions", "no word"), ("   ", "no word"), ("!!! ...", "no word")],
+)
+async def test_bad_queries_are_invalid_arguments(client, query, words):
+    got = await fail(client, "restore_state", query=query)
+    assert got.code == "invalid_argument" and words in got.text, got.text
+    got = await fail(client, "list_tasks", query=query)
+    assert got.code == "invalid_argument"
+
+
+async def test_fts_syntax_in_a_query_is_taken_as_words(client):
+    await call(client, "record_progress", summary="NEAR the column: AND star")
+    for query in ("NEAR(a b)", "column:", "AND", "star*", "^start", "a + b", "(x", "OR cookie", "NOT"):
+        brief = await call(client, "restore_state", query=query)  # no [internal], no syntax error
+        assert isinstance(brief["recent_progress"], list)
+    assert [e["summary"] for e in (await call(client, "restore_state", query="NEAR"))["recent_progress"]] == [
+        "NEAR the column: AND star"
+    ]
+
+
+async def test_a_prefix_finds_longer_words(client):
+    await call(client, "record_progress", summary="ran the migrations")
+    assert len((await call(client, "restore_state", query="migrat*"))["recent_progress"]) == 1
+
+
+async def test_list_tasks_query_keeps_matching_tasks_of_every_status(client):
+    await call(client, "add_tasks", tasks=[
+        {"key": "a", "title": "Parser for dates", "description": "ISO 8601 parsing"},
+        {"key": "b", "title": "Login page"},
+        {"key": "c", "title": "Export", "description": "write CSV"},
+    ])  # fmt: skip
+    claim = await call(client, "claim_task", task_key="b")
+    await call(client, "update_task", task_key="b", action="complete", lease_token=claim["lease"]["token"],
+               verification="checked the parser of cookies by hand", result={"note": "uses dateutil"})  # fmt: skip
+    got = await call(client, "list_tasks", query="parser")
+    assert [t["key"] for t in got["tasks"]] == ["a", "b"], "title, verification; done tasks too"
+    assert [t["key"] for t in (await call(client, "list_tasks", query="dateutil"))["tasks"]] == ["b"]  # result
+    assert [t["key"] for t in (await call(client, "list_tasks", query="csv"))["tasks"]] == ["c"]
+    assert [t["key"] for t in (await call(client, "list_tasks", query="parser", status="pending"))["tasks"]] == ["a"]
+    # a reopen clears the result and verification: the index follows
+    await call(client, "update_task", task_key="b", action="reopen", reason="again")
+    assert [t["key"] for t in (await call(client, "list_tasks", query="dateutil"))["tasks"]] == []
+
+
+async def test_search_is_per_workspace(harness, workspace):
+    one, two = Identity(workspace, "a"), Identity(workspace + "-2", "a")
+    await harness.progress.record(one, summary="kiwi in one")
+    await harness.progress.record(two, summary="kiwi in two")
+    assert [e.summary for e in (await harness.restore(one, query="kiwi")).recent_progress] == ["kiwi in one"]
+    assert [e.summary for e in (await harness.restore(two, query="kiwi")).recent_progress] == ["kiwi in two"]
+    await harness.tasks.add(two, tasks=[{"key": "k", "title": "kiwi task"}])
+    assert (await harness.tasks.list(one, query="kiwi")).tasks == []
+    assert [t.key for t in (await harness.tasks.list(two, query="kiwi")).tasks] == ["k"]
+
+
+def test_the_query_language_is_parsed_once_for_both_backends():
+    terms = search_terms('api "rate limit" OR quota -legacy cach*')
+    assert terms.groups == [[("api", False)], [("rate limit", False), ("quota", False)], [("cach", True)]]
+    assert terms.excluded == [("legacy", False)]
+    assert terms.fts5() == '("api" AND ("rate limit" OR "quota") AND "cach"*) NOT ("legacy")'
