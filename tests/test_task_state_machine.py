@@ -133,15 +133,18 @@ class TaskMachine(RuleBasedStateMachine):
             assert row.kind == "work", f"gate {k} waits on nothing yet is {row.status}"
             if row.status == "pending" and row.available_at > now:
                 return "backoff"
-            # held by a live lease, or (outside a named claim) one another claim would take now
-            if not (row.status == "claimed" and row.lease_expires_at > now):
-                # pending, or an expired lease with attempts left: only a claim of other tasks may wait on it
-                assert k not in wanted, f"{k} was claimable: {row}"
-            return "all_claimed"
+            if row.status == "claimed" and row.lease_expires_at > now:
+                return "all_claimed"  # held by a live lease
+            # pending, or an expired lease with attempts left: only a claim of other tasks may wait on it,
+            # and waiting will not change it (nobody holds it): other work will
+            assert k not in wanted, f"{k} was claimable: {row}"
+            return "waiting_on_other_work"
 
         reasons = {reason_of(k) for k in roots}
         expected = next(
-            r for r in ("backoff", "all_claimed", "waiting_on_review", "blocked_by_failure") if r in reasons
+            r
+            for r in ("backoff", "all_claimed", "waiting_on_other_work", "waiting_on_review", "blocked_by_failure")
+            if r in reasons
         )
         assert got.reason == expected, (got, {k: rows[k].status for k in roots})
         assert got.waiting_on, got
@@ -166,6 +169,9 @@ class TaskMachine(RuleBasedStateMachine):
             self.run(self.h.tasks.update(Identity(WS, agent), task_key=key, action=action, lease_token=token, **kw))
         except LeaseLost:
             assert not expect_ok and not repeat, f"{action} by {agent} on {key} with the current token was refused"
+            return
+        except InvalidArgument as exc:  # a task in review has no lease to act on: a person decides it
+            assert not expect_ok and not repeat and "is in review" in exc.message, exc
             return
         assert expect_ok or repeat, f"{action} by {agent} on {key} with a superseded token was accepted"
         if action == "complete":

@@ -121,7 +121,9 @@ class TaskService(ServiceBase):
         if args.task_key is not None:
             return await self._one(ident, args.task_key)
         limit = args.limit
-        statuses = [args.status] if isinstance(args.status, str) else args.status or LISTED_BY_DEFAULT
+        # without `status`: the open tasks, but a search looks at every status (what was done is searched most)
+        default = None if args.query is not None else LISTED_BY_DEFAULT
+        statuses = [args.status] if isinstance(args.status, str) else args.status or default
         after = decode_cursor(args.cursor) if args.cursor else 0
         terms = search_terms(args.query) if args.query is not None else None
         at = now()
