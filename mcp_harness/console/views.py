@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -13,8 +14,9 @@ from ..errors import InvalidArgument
 from .app import Console, Redirect, page
 from .graph import layout
 
-PER_COLUMN = 100  #: cards per board column before "show all"
-SHOW_ALL = 2000
+PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
+COLUMN_PAGE = 200  #: cards on one page of a single column
+PICKER_NEEDS = 200  #: workspaces the picker shows "needs you" counts for
 
 
 def _int(request: Request, name: str, low: int = 1) -> int | None:
@@ -47,17 +49,28 @@ async def home(console: Console, request: Request) -> Response:
         raise Redirect(console.url("/board", w=chosen))
     if len(names) == 1 and request.query_params.get("pick") is None:
         raise Redirect(console.url("/board", w=names[0]))
+    picker_needs = {name: await console.needs(name) for name in names[:PICKER_NEEDS]}
     return console.render(request, "workspaces.html", session=session, workspace=None, names=names,
-                          title="Workspaces")  # fmt: skip
+                          picker_needs=picker_needs, title="Workspaces")  # fmt: skip
+
+
+@page
+async def needs(console: Console, request: Request) -> Response:
+    """The "needs you" bar alone: what a page's bar re-fetches when something changes."""
+    session, ident = await console.viewer(request)
+    return console.render(request, "_needs.html", session=session, workspace=ident.workspace,
+                          needs=await console.needs(ident.workspace))  # fmt: skip
 
 
 @page
 async def board(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
-    per_column = SHOW_ALL if request.query_params.get("all") else PER_COLUMN
-    data = await console.harness.console.board(ident, per_column=per_column)
+    only = _text(request, "col")
+    offset = _int(request, "offset", low=0) or 0
+    per_column = COLUMN_PAGE if only else PER_COLUMN
+    data = await console.harness.console.board(ident, per_column=per_column, only=only, offset=offset)
     return console.render(request, "board.html", session=session, workspace=ident.workspace, board=data,
-                          title="Board", tab="board", show_all=per_column == SHOW_ALL)  # fmt: skip
+                          title="Board", tab="board", only=only, per_column=per_column)  # fmt: skip
 
 
 @page
@@ -66,7 +79,10 @@ async def task(console: Console, request: Request) -> Response:
     key = _text(request, "key")
     if key is None:
         raise Redirect(console.url("/board", w=ident.workspace))
-    data = await console.harness.console.task(ident, key, before_seq=_int(request, "before"))
+    data = await console.harness.console.task(
+        ident, key, before_seq=_int(request, "before"), before_event=_int(request, "events_before"),
+        deps_offset=_int(request, "deps", low=0) or 0, needed_offset=_int(request, "needed", low=0) or 0,
+    )  # fmt: skip
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
                           done=request.query_params.get("done"))  # fmt: skip
@@ -76,8 +92,9 @@ async def task(console: Console, request: Request) -> Response:
 async def graph(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.graph(ident)
+    picture = await anyio.to_thread.run_sync(layout, data.nodes, data.edges)  # not on the event loop
     return console.render(request, "graph.html", session=session, workspace=ident.workspace, graph=data,
-                          picture=layout(data.nodes, data.edges), title="Dependencies", tab="graph")  # fmt: skip
+                          picture=picture, title="Dependencies", tab="graph")  # fmt: skip
 
 
 @page

@@ -28,6 +28,11 @@ from .task_views import status_of, task_counts, task_detail, task_event
 #: the board's columns, left to right (a status another change adds gets its place here)
 BOARD_COLUMNS = tuple(str(s) for s in (S.PENDING, S.CLAIMED, S.IN_REVIEW, BLOCKED, S.FAILED, S.DONE, S.CANCELLED))
 PROGRESS_STATUSES = ("done", "in_progress", "blocked", "note")
+WAITS_SHOWN = 4  #: dependencies a board card names (then "and N more"): a card stays small at any plan size
+DEPS_PAGE = 100  #: dependencies and dependents a task page lists at a time
+EVENTS_PAGE = 100  #: task events a task page shows at a time
+HELD_SHOWN = 500  #: held tasks the agents page lists
+GRAPH_EDGES = 3000  #: edges the graph draws at most
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,11 @@ class Card:
     retry_at: str | None  #: pending in a retry backoff: when it becomes claimable
     last_error: str | None
     tags: list[str]
-    waits_on: list[Dependency]  #: open dependencies (pending and blocked tasks)
+    waits_on: list[Dependency]  #: open dependencies (pending and blocked tasks), the first `WAITS_SHOWN`
     kind: str = "work"  #: `gate`: a person's decision, never claimed
     review: bool = False  #: a person approves it once it is completed
     cancel_reason: str | None = None  #: cancelled: the reason its latest cancel gave
+    waits_on_total: int = 0  #: open dependencies in all (a card shows `waits_on`, "and N more")
 
     @property
     def ready(self) -> bool:
@@ -79,6 +85,7 @@ class Column:
     status: str
     total: int
     cards: list[Card]
+    offset: int = 0  #: the column's place of its first card (a column paged on its own)
 
 
 @dataclass(frozen=True)
@@ -91,11 +98,16 @@ class Board:
 @dataclass(frozen=True)
 class TaskPage:
     task: TaskDetail  #: with its lease
-    depends_on: list[Dependency]
-    dependents: list[Dependency]
+    depends_on: list[Dependency]  #: a page of them, from `depends_on_offset`
+    dependents: list[Dependency]  #: a page of them, from `dependents_offset`
     progress: list[ProgressEntry]
     more_progress: int | None  #: before_seq for older entries, if there are any
-    events: list[TaskEvent] = field(default_factory=list)  #: every transition, oldest first
+    events: list[TaskEvent] = field(default_factory=list)  #: the newest transitions (a page), oldest first
+    more_events: int | None = None  #: before this event id for older events, if there are any
+    depends_on_total: int = 0
+    dependents_total: int = 0
+    depends_on_offset: int = 0
+    dependents_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,22 @@ class Agents:
 
 
 @dataclass(frozen=True)
+class Needs:
+    """What needs a person in a workspace: the bar at the top of every console page."""
+
+    in_review: int  #: completed work waiting for approve or reject (gates apart)
+    gates: int  #: gates waiting for a person's decision
+    overdue: int  #: leases past their time that nobody has taken over yet
+    silent: int  #: leases still running whose holder has made no call for a while
+    failed: int
+    blocked: int  #: pending behind a failed dependency
+
+    @property
+    def total(self) -> int:
+        return self.in_review + self.gates + self.overdue + self.silent + self.failed + self.blocked
+
+
+@dataclass(frozen=True)
 class StateDiff:
     old: CheckpointMeta
     new: CheckpointMeta
@@ -154,52 +182,98 @@ class ConsoleService(ServiceBase):
         async with self.db.read() as conn:
             return await store.workspace_names(conn)
 
-    async def board(self, ident: Identity, *, per_column: int = 100) -> Board:
-        check_int("per_column", per_column, 1, 5000)
+    async def needs(self, workspace: str) -> Needs:
+        """What needs a person in `workspace` (the caller has checked the viewer may see it): a few
+        counter rows and small indexed counts, cheap at any size."""
+        check_name("workspace", workspace)
+        at = now()
+        async with self.db.read() as conn:
+            counts = await task_store.counts(conn, workspace)
+            gates = await store.gates_in_review(conn, workspace)
+            overdue = await store.expired_leases(conn, workspace, at)
+        return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=0,
+                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0))  # fmt: skip
+
+    async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
+        """Every column's first `per_column` cards; or, `only`, that column's cards from `offset`."""
+        check_int("per_column", per_column, 1, 500)
+        check_int("offset", offset, 0)
+        if only is not None and only not in BOARD_COLUMNS:
+            raise InvalidArgument(f"column must be one of {', '.join(BOARD_COLUMNS)}, got {only!r}")
+        shown = (only,) if only else BOARD_COLUMNS
         at = now()
         async with self.db.read() as conn:
             counts = await task_store.counts(conn, ident.workspace)
-            rows = {s: await store.column(conn, ident.workspace, s, per_column) for s in BOARD_COLUMNS}
-            waiting = [r.key for s in ("pending", "blocked") for r in rows[s]]
-            open_deps = await store.open_dependencies(conn, ident.workspace, waiting)
-            reasons = await store.cancel_reasons(conn, ident.workspace, [r.key for r in rows["cancelled"]])
+            rows = {s: await store.column(conn, ident.workspace, s, per_column, offset if only else 0) for s in shown}
+            waiting = [r.key for s in ("pending", "blocked") for r in rows.get(s, [])]
+            open_deps = await store.open_dependencies(conn, ident.workspace, waiting, WAITS_SHOWN)
+            cancelled = [r.key for r in rows.get("cancelled", [])]
+            reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
         waits: dict[str, list[Dependency]] = {}
+        totals: dict[str, int] = {}
         for d in open_deps:
             waits.setdefault(d.task_key, []).append(Dependency(d.key, status_of(d), d.owner))
+            totals[d.task_key] = int(d.n)
         columns = [
             Column(status, counts.get(status, 0),
-                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key)) for r in rows[status]])
-            for status in BOARD_COLUMNS
+                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0))
+                    for r in rows[status]], offset if only else 0)
+            for status in shown
         ]  # fmt: skip
         return Board(columns=columns, counts=task_counts(counts), generated_at=iso(at))
 
-    async def task(self, ident: Identity, key: str, *, before_seq: int | None = None, limit: int = 50) -> TaskPage:
+    async def task(
+        self,
+        ident: Identity,
+        key: str,
+        *,
+        before_seq: int | None = None,
+        limit: int = 50,
+        before_event: int | None = None,
+        deps_offset: int = 0,
+        needed_offset: int = 0,
+    ) -> TaskPage:
+        """One task with a page of each list: its progress (`before_seq`), its events (`before_event`), what
+        it depends on (`deps_offset`) and what depends on it (`needed_offset`)."""
         check_name("task_key", key)
+        check_int("offset", deps_offset, 0)
+        check_int("offset", needed_offset, 0)
+        ws = ident.workspace
         async with self.db.read() as conn:
-            row = await task_store.get(conn, ident.workspace, key)
+            row = await task_store.get(conn, ws, key)
             if row is None:
-                raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
-            depends_on = await store.dependencies(conn, ident.workspace, key, reverse=False)
-            dependents = await store.dependencies(conn, ident.workspace, key, reverse=True)
+                raise NotFound(f"no task with key {key!r} in workspace {ws!r}")
+            depends_on, deps_total = await store.dependencies(
+                conn, ws, key, reverse=False, limit=DEPS_PAGE, offset=deps_offset
+            )
+            dependents, needed_total = await store.dependencies(
+                conn, ws, key, reverse=True, limit=DEPS_PAGE, offset=needed_offset
+            )
             entries = await store.timeline(
-                conn, ident.workspace, agent=None, task_key=key, thread=None, status=None, text=None,
+                conn, ws, agent=None, task_key=key, thread=None, status=None, text=None,
                 before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
-            events = await task_store.events(conn, ident.workspace, key)
+            events = await store.task_events(conn, ws, key, before_id=before_event, limit=EVENTS_PAGE + 1)
         more = entries[limit - 1].seq if len(entries) > limit else None
+        more_events = events[EVENTS_PAGE - 1].id if len(events) > EVENTS_PAGE else None
         return TaskPage(
             task=task_detail(row, now()),
             depends_on=[_dependency(d) for d in depends_on],
             dependents=[_dependency(d) for d in dependents],
             progress=[progress_entry(r) for r in entries[:limit]],
             more_progress=more,
-            events=[task_event(e) for e in events],
+            events=[task_event(e) for e in reversed(events[:EVENTS_PAGE])],
+            more_events=more_events,
+            depends_on_total=deps_total,
+            dependents_total=needed_total,
+            depends_on_offset=deps_offset,
+            dependents_offset=needed_offset,
         )
 
     async def graph(self, ident: Identity, *, limit: int = 300) -> Graph:
         check_int("limit", limit, 1, 2000)
         async with self.db.read() as conn:
-            nodes, edges = await store.graph(conn, ident.workspace, limit)
+            nodes, edges = await store.graph(conn, ident.workspace, limit, GRAPH_EDGES)
             total = await store.count_tasks(conn, ident.workspace)
         return Graph([_dependency(n) for n in nodes], edges, total)
 
@@ -260,7 +334,7 @@ class ConsoleService(ServiceBase):
         at = now()
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
-            held = await store.claimed(conn, ident.workspace)
+            held = await store.claimed(conn, ident.workspace, HELD_SHOWN)
         seen.pop(HARNESS, None)  # the harness's own log entries: not an agent of the team
         holds: dict[str, list[Card]] = {}
         overdue = []
@@ -289,7 +363,9 @@ def _dependency(row: Any) -> Dependency:
     return Dependency(row.key, status_of(row), row.owner, row.title, row.kind, bool(row.review))
 
 
-def _card(row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | None = None) -> Card:
+def _card(
+    row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | None = None, waits_total: int = 0
+) -> Card:
     status = status_of(row)
     claimed = row.status == "claimed"
     backoff = row.status == "pending" and row.available_at > at
@@ -310,6 +386,7 @@ def _card(row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | 
         kind=row.kind,
         review=bool(row.review),
         cancel_reason=cancel_reason,
+        waits_on_total=max(waits_total, len(waits_on)),
     )
 
 

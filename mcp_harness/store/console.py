@@ -11,7 +11,7 @@ from ..task_states import BLOCKED
 from ..task_states import Status as S
 from .connection import Connection, Query, array
 from .queries import _both, columns, in_array
-from .records import ProgressRow, TaskRecord
+from .records import ProgressRow, TaskEventRow, TaskRecord
 
 _TASK = columns(TaskRecord)
 _ORDER = {
@@ -26,7 +26,7 @@ _ORDER = {
 #: how each board column is filtered and ordered (`blocked`: pending behind a failed dependency)
 COLUMN = {
     status: Query(
-        f"SELECT {_TASK} FROM tasks WHERE workspace = :ws AND {where} ORDER BY {order} LIMIT :limit",
+        f"SELECT {_TASK} FROM tasks WHERE workspace = :ws AND {where} ORDER BY {order} LIMIT :limit OFFSET :offset",
         row=TaskRecord,
         name=f"console_column_{status}",
     )  # fmt: skip
@@ -34,16 +34,20 @@ COLUMN = {
 }
 #: (workspace, agent) seen in this many newest progress entries count for "last seen"
 RECENT_ENTRIES = 5000
+MAX_ID = 2**62  #: above every id: the first page of a list paged by id
 
 WORKSPACE_ROWS = Query("SELECT name FROM workspaces")
 FIRST_TASK_WORKSPACE = Query("SELECT min(workspace) FROM tasks")
 NEXT_TASK_WORKSPACE = Query("SELECT min(workspace) FROM tasks WHERE workspace > :after")
 OPEN_DEPENDENCIES = _both(
     lambda d: (
-        'SELECT d.task_key, t."key", t.status, t.blocked, t.owner FROM task_deps AS d '
+        'SELECT task_key, "key", status, blocked, owner, n FROM ('
+        'SELECT d.task_key, t."key", t.status, t.blocked, t.owner, t.id, '
+        "row_number() OVER (PARTITION BY d.task_key ORDER BY t.id) AS place, "
+        "count(*) OVER (PARTITION BY d.task_key) AS n FROM task_deps AS d "
         'JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key '
-        f"WHERE d.workspace = :ws AND t.status NOT IN ('done', 'cancelled') AND {in_array('d.task_key', 'keys', d)} "
-        "ORDER BY d.task_key, t.id"
+        f"WHERE d.workspace = :ws AND t.status NOT IN ('done', 'cancelled') AND {in_array('d.task_key', 'keys', d)}"
+        ") AS open_deps WHERE place <= :per_task ORDER BY task_key, id"
     ),
     name="console_open_dependencies",
 )  # a cancelled dependency holds nothing back (contract revision 2): only done and cancelled are left out
@@ -56,16 +60,28 @@ CANCEL_REASONS = _both(
 )
 _DEPENDENCIES = (
     'SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review FROM tasks AS t JOIN task_deps AS d '
-    'ON d.workspace = t.workspace AND d.{other} = t."key" WHERE d.workspace = :ws AND d.{mine} = :key ORDER BY t.id'
+    'ON d.workspace = t.workspace AND d.{other} = t."key" WHERE d.workspace = :ws AND d.{mine} = :key ORDER BY t.id '
+    "LIMIT :limit OFFSET :offset"
 )
 DEPENDENCIES = Query(_DEPENDENCIES.format(mine="task_key", other="dep_key"), name="console_dependencies")
 DEPENDENTS = Query(_DEPENDENCIES.format(mine="dep_key", other="task_key"), name="console_dependents")
+COUNT_DEPENDENCIES = Query("SELECT count(*) FROM task_deps WHERE workspace = :ws AND task_key = :key")
+COUNT_DEPENDENTS = Query("SELECT count(*) FROM task_deps WHERE workspace = :ws AND dep_key = :key")
+TASK_EVENTS_PAGE = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key "
+    "AND id < :before ORDER BY id DESC LIMIT :limit",
+    row=TaskEventRow,
+    name="console_task_events_page",
+)
 GRAPH_NODES = Query(
     'SELECT "key", title, status, blocked, owner, priority, kind, review FROM tasks WHERE workspace = :ws '
     "ORDER BY id LIMIT :limit"
 )
 GRAPH_EDGES = _both(
-    lambda d: f"SELECT task_key, dep_key FROM task_deps WHERE workspace = :ws AND {in_array('task_key', 'keys', d)}",
+    lambda d: (
+        f"SELECT task_key, dep_key FROM task_deps WHERE workspace = :ws AND {in_array('task_key', 'keys', d)} "
+        f"AND {in_array('dep_key', 'keys', d)} LIMIT :limit"
+    ),
     name="console_graph_edges",
 )
 COUNT_TASKS = Query("SELECT count(*) FROM tasks WHERE workspace = :ws")
@@ -81,7 +97,7 @@ SELECT agent, max(at) AS at FROM (
 """)
 CLAIMED = Query(
     'SELECT "key", title, owner, attempts, max_attempts, lease_expires_at, updated_at FROM tasks '
-    "WHERE workspace = :ws AND ready = TRUE AND status = 'claimed' ORDER BY lease_expires_at"
+    "WHERE workspace = :ws AND ready = TRUE AND status = 'claimed' ORDER BY lease_expires_at LIMIT :limit"
 )
 COUNTS_BY_WORKSPACE = Query(
     "SELECT workspace, status, blocked, CAST(sum(n) AS BIGINT) AS n FROM task_counts "
@@ -90,6 +106,14 @@ COUNTS_BY_WORKSPACE = Query(
 EXPIRED_LEASES_BY_WORKSPACE = Query(
     "SELECT workspace, count(*) AS n FROM tasks WHERE ready = TRUE AND status = 'claimed' "
     "AND lease_expires_at <= :now GROUP BY workspace"
+)
+
+GATES_IN_REVIEW = Query(
+    "SELECT count(*) FROM tasks WHERE workspace = :ws AND status = 'in_review' AND blocked = FALSE AND kind = 'gate'"
+)
+EXPIRED_LEASES = Query(
+    "SELECT count(*) FROM tasks WHERE workspace = :ws AND ready = TRUE AND status = 'claimed' "
+    "AND lease_expires_at <= :now"
 )
 
 
@@ -120,17 +144,19 @@ async def workspace_names(conn: Connection) -> list[str]:
     return sorted(names)
 
 
-async def column(conn: Connection, workspace: str, status: str, limit: int) -> list[TaskRecord]:
-    """The first `limit` tasks of one board column, in the order a person reads it: pending and blocked
+async def column(conn: Connection, workspace: str, status: str, limit: int, offset: int = 0) -> list[TaskRecord]:
+    """`limit` tasks of one board column from `offset`, in the order a person reads it: pending and blocked
     in claim order, claimed by the lease that runs out first, done and failed newest first."""
-    return await conn.fetch_all(COLUMN[status], {"ws": workspace, "limit": limit})
+    return await conn.fetch_all(COLUMN[status], {"ws": workspace, "limit": limit, "offset": offset})
 
 
-async def open_dependencies(conn: Connection, workspace: str, keys: list[str]) -> list:
-    """For each of `keys`, its dependencies that are not done yet: task_key, key, status, blocked, owner."""
+async def open_dependencies(conn: Connection, workspace: str, keys: list[str], per_task: int = 1000) -> list:
+    """For each of `keys`, its first `per_task` dependencies that are not done yet: task_key, key, status,
+    blocked, owner, and `n`, how many it has in all."""
     if not keys:
         return []
-    return await conn.fetch_all(OPEN_DEPENDENCIES, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    params = {"ws": workspace, "keys": array(conn.dialect, keys), "per_task": per_task}
+    return await conn.fetch_all(OPEN_DEPENDENCIES, params)
 
 
 async def cancel_reasons(conn: Connection, workspace: str, keys: list[str]) -> dict[str, str]:
@@ -141,19 +167,35 @@ async def cancel_reasons(conn: Connection, workspace: str, keys: list[str]) -> d
     return {r.task_key: json.loads(r.detail or "{}").get("reason") for r in rows}  # the latest wins
 
 
-async def dependencies(conn: Connection, workspace: str, key: str, *, reverse: bool) -> list:
-    """The tasks `key` depends on (or, `reverse`, the tasks that depend on it): key, title, status, blocked, owner."""
-    return await conn.fetch_all(DEPENDENTS if reverse else DEPENDENCIES, {"ws": workspace, "key": key})
+async def dependencies(
+    conn: Connection, workspace: str, key: str, *, reverse: bool, limit: int = 1000, offset: int = 0
+) -> tuple[list, int]:
+    """A page of the tasks `key` depends on (or, `reverse`, the tasks that depend on it): key, title, status,
+    blocked, owner; and how many there are in all."""
+    params = {"ws": workspace, "key": key}
+    rows = await conn.fetch_all(DEPENDENTS if reverse else DEPENDENCIES, {**params, "limit": limit, "offset": offset})
+    total = await conn.fetch_value(COUNT_DEPENDENTS if reverse else COUNT_DEPENDENCIES, params)
+    return rows, int(total)
 
 
-async def graph(conn: Connection, workspace: str, limit: int) -> tuple[list, list[tuple[str, str]]]:
-    """The first `limit` tasks (creation order) and the dependency edges (task, dependency) among them."""
+async def task_events(conn: Connection, workspace: str, key: str, *, before_id: int | None, limit: int) -> list:
+    """A task's newest `limit` events (before event `before_id`), newest first."""
+    params = {"ws": workspace, "key": key, "before": before_id or MAX_ID, "limit": limit}
+    return await conn.fetch_all(TASK_EVENTS_PAGE, params)
+
+
+async def graph(
+    conn: Connection, workspace: str, limit: int, edge_limit: int = 100_000
+) -> tuple[list, list[tuple[str, str]]]:
+    """The first `limit` tasks (creation order) and up to `edge_limit` dependency edges (task, dependency)
+    among them."""
     nodes = await conn.fetch_all(GRAPH_NODES, {"ws": workspace, "limit": limit})
     keys = {n.key for n in nodes}
     if not keys:
         return nodes, []
-    rows = await conn.fetch_all(GRAPH_EDGES, {"ws": workspace, "keys": array(conn.dialect, sorted(keys))})
-    return nodes, [(r.task_key, r.dep_key) for r in rows if r.dep_key in keys]
+    params = {"ws": workspace, "keys": array(conn.dialect, sorted(keys)), "limit": edge_limit}
+    rows = await conn.fetch_all(GRAPH_EDGES, params)
+    return nodes, [(r.task_key, r.dep_key) for r in rows]
 
 
 async def count_tasks(conn: Connection, workspace: str) -> int:
@@ -190,9 +232,9 @@ async def last_seen(conn: Connection, workspace: str) -> dict[str, float]:
     return {r.agent: float(r.at) for r in rows}
 
 
-async def claimed(conn: Connection, workspace: str) -> list:
-    """Every task held under a lease (expired ones included), the lease that runs out first first."""
-    return await conn.fetch_all(CLAIMED, {"ws": workspace})
+async def claimed(conn: Connection, workspace: str, limit: int = 100_000) -> list:
+    """The first `limit` tasks held under a lease (expired ones included), the lease that runs out first first."""
+    return await conn.fetch_all(CLAIMED, {"ws": workspace, "limit": limit})
 
 
 async def counts_by_workspace(conn: Connection) -> list[tuple[str, str, bool, int]]:
@@ -203,3 +245,13 @@ async def counts_by_workspace(conn: Connection) -> list[tuple[str, str, bool, in
 async def expired_leases_by_workspace(conn: Connection, at: float) -> list[tuple[str, int]]:
     """(workspace, leases past their time that nobody has taken over yet), for the metrics."""
     return [(r.workspace, int(r.n)) for r in await conn.fetch_all(EXPIRED_LEASES_BY_WORKSPACE, {"now": at})]
+
+
+async def gates_in_review(conn: Connection, workspace: str) -> int:
+    """Gates waiting for a person's decision."""
+    return int(await conn.fetch_value(GATES_IN_REVIEW, {"ws": workspace}))
+
+
+async def expired_leases(conn: Connection, workspace: str, at: float) -> int:
+    """Leases past their time that nobody has taken over yet."""
+    return int(await conn.fetch_value(EXPIRED_LEASES, {"ws": workspace, "now": at}))
