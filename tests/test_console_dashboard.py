@@ -1,0 +1,86 @@
+"""The console as an operations dashboard, over real HTTP: what needs a person (on every page and per
+workspace), who is alive, what is stuck, how fast the work goes."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx2
+import pytest
+from console_support import agent_call, seed, shared_server, token, ui_process
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("dashboard") / "harness.db")
+
+
+@pytest.fixture(scope="module")
+def url(db: str) -> Iterator[str]:
+    with shared_server(db) as served:
+        yield served
+
+
+@pytest.fixture
+def ws(db: str) -> str:
+    name = f"shop-{secrets.token_hex(3)}"
+    seed(db, name)
+    return name
+
+
+@contextmanager
+def signed_in(url: str, tok: str) -> Iterator[httpx2.Client]:
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        response = client.post("/ui/login", data={"token": tok}, headers={"origin": url})
+        assert response.status_code == 303, response.text
+        yield client
+
+
+def needs_of(html: str) -> dict[str, int]:
+    """The "needs you" bar's counts by label."""
+    bar = re.search(r'<nav id="needs".*?</nav>', html, re.S)
+    assert bar, "the page has a needs-you bar"
+    return {label.strip(): int(n) for n, label in re.findall(r"<b>(\d+)</b>([^<]+)</a>", bar.group(0))}
+
+
+def test_every_workspace_page_says_what_needs_a_person(url: str, db: str, ws: str):
+    agent_call(db, ws, "alice", "add_tasks", tasks=[
+        {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]},
+    ])  # fmt: skip
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        for path in ("/board", "/agents", "/log", "/graph", "/threads"):
+            page = client.get(f"/ui{path}?w={ws}")
+            assert page.status_code == 200
+            assert needs_of(page.text) == {"in review": 0, "gates waiting": 1, "overdue leases": 0,
+                                           "silent holders": 0, "failed": 1, "blocked": 1}, path  # fmt: skip
+        task = client.get(f"/ui/task?w={ws}&key=api").text
+        assert needs_of(task)["failed"] == 1
+        assert f'href="/ui/board?w={ws}&amp;col=failed"' in task  # each count leads to what it counts
+        failed = client.get(f"/ui/board?w={ws}&col=failed").text
+        assert 'data-key="ci"' in failed and 'data-key="api"' not in failed
+        # the bar alone, as a live refresh fetches it
+        fragment = client.get(f"/ui/needs?w={ws}", headers={"hx-request": "true"})
+        assert fragment.status_code == 200 and fragment.text.lstrip().startswith('<nav id="needs"')
+
+
+def test_the_picker_shows_what_needs_a_person_in_each_workspace(tmp_path):
+    db = str(tmp_path / "two.db")
+    seed(db, "shop")
+    agent_call(db, "calm", "alice", "add_tasks", tasks=[{"key": "one", "title": "Nothing wrong here"}])
+    with (
+        ui_process(db, "--agent", "olivia") as (login_url, _proc),
+        httpx2.Client(base_url=login_url.split("/ui/")[0], follow_redirects=False, timeout=30) as client,
+    ):
+        assert client.get(login_url).status_code == 303
+        picker = client.get("/ui/")
+        assert picker.status_code == 200, picker.text
+        found = re.findall(r'<li><a class="ws-name" href="/ui/board\?w=(\w+)">\w+</a>(.*?)</li>', picker.text, re.S)
+        rows = dict(found)
+        assert set(rows) == {"calm", "shop"}
+        assert "<b>1</b> failed" in rows["shop"] and "<b>1</b> blocked" in rows["shop"]
+        assert "<b>0</b> failed" in rows["calm"] and 'class="needs inline calm"' in rows["calm"]
