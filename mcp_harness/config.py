@@ -173,6 +173,13 @@ class Limits:
         )
 
 
+def _metrics_token() -> str | None:
+    raw = os.environ.get(ENV_PREFIX + "METRICS_TOKEN") or None
+    if raw is not None and len(raw) < 24:
+        raise InvalidArgument(f"{ENV_PREFIX}METRICS_TOKEN must be at least 24 characters (a random secret)")
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the service needs to know; built once per process."""
@@ -185,6 +192,9 @@ class Settings:
     pool_size: int = 5  #: PostgreSQL connections per server process (DB_POOL_SIZE)
     poll_interval_seconds: float = 0.2  #: how often a waiting claim looks for new work (POLL_INTERVAL_SECONDS)
     header_timeout_seconds: float = 10.0  #: HTTP: seconds to send a request's headers (HEADER_TIMEOUT_SECONDS)
+    max_streams_per_token: int = 100  #: console event streams one sign-in may hold open (MAX_STREAMS_PER_TOKEN)
+    #: the bearer credential of a scraper that sees every workspace on /metrics (METRICS_TOKEN)
+    metrics_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, db: str | None = None) -> Settings:
@@ -197,4 +207,6 @@ class Settings:
             pool_size=_env_int("DB_POOL_SIZE", cls.pool_size),
             poll_interval_seconds=_env_float("POLL_INTERVAL_SECONDS", cls.poll_interval_seconds),
             header_timeout_seconds=_positive("HEADER_TIMEOUT_SECONDS", cls.header_timeout_seconds),
+            max_streams_per_token=_env_int("MAX_STREAMS_PER_TOKEN", cls.max_streams_per_token),
+            metrics_token=_metrics_token(),
         )

@@ -2,10 +2,17 @@
 by status per workspace, leases past their time and leases taken over, claims that waited.
 
 Counters live in this process (each server process is its own scrape target); task figures are read
-from the database when scraped. Open on a loopback bind; elsewhere a bearer token of any role."""
+from the database when scraped.
+
+Who sees what: a request with a bearer token of the harness (any role, any bind) sees its own
+workspace's figures only (no process-wide counters: those add up every workspace's calls). Every
+workspace, with the process's counters, is shown to a scrape with no token on a loopback bind, or with
+the dedicated metrics credential (`MCP_HARNESS_METRICS_TOKEN`, a secret set on the server) on any bind.
+The Host header is checked as for `/mcp` and `/ui` (DNS rebinding)."""
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Awaitable, Callable
 from functools import wraps
@@ -73,7 +80,7 @@ class _DatabaseFigures:
     def __init__(self) -> None:
         self.counts: list[tuple[str, str, int]] = []
         self.expired: list[tuple[str, int]] = []
-        self.claim_waits = 0
+        self.claim_waits: int | None = 0  #: None: not shown (a view of one workspace)
         self.taken_over: dict[str, int] = {}
 
     def collect(self) -> Any:
@@ -97,41 +104,60 @@ class _DatabaseFigures:
         for workspace, n in sorted(self.taken_over.items()):
             taken.add_metric([workspace], n)
         yield taken
+        if self.claim_waits is None:
+            return
         yield CounterMetricFamily(
             "mcp_harness_claim_waits", "Times a claim_task call found no task and waited for one (wait_seconds)",
             value=self.claim_waits,
         )  # fmt: skip
 
 
-async def render(harness: Harness) -> bytes:
-    """The exposition text: this process's counters, then the database's figures."""
+async def render(harness: Harness, workspace: str | None = None) -> bytes:
+    """The exposition text: this process's counters, then the database's figures; with `workspace`,
+    that workspace's figures only."""
     figures = _DatabaseFigures()
     figures.counts, figures.expired = await harness.console.metrics()
     figures.claim_waits = harness.console.changes.claim_waits
     figures.taken_over = dict(harness.tasks.taken_over)
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(figures)
-    return generate_latest(REGISTRY) + generate_latest(scrape)
+    if workspace is None:
+        return generate_latest(REGISTRY) + generate_latest(scrape)
+    figures.counts = [c for c in figures.counts if c[0] == workspace]
+    figures.expired = [e for e in figures.expired if e[0] == workspace]
+    figures.taken_over = {w: n for w, n in figures.taken_over.items() if w == workspace}
+    figures.claim_waits = None
+    return generate_latest(scrape)
+
+
+_EVERY = object()  #: the view of every workspace
 
 
 def metrics_endpoint(harness: Harness, *, open_access: bool) -> Callable[[Request], Awaitable[Response]]:
-    """`GET /metrics`: open when the server listens on loopback only; otherwise a bearer token of any role."""
+    """`GET /metrics` (see the module docstring for who sees what); `open_access`: a loopback bind."""
+    metrics_token = harness.settings.metrics_token
+
+    async def scope_of(request: Request) -> object | str | None:
+        """_EVERY, a workspace name, or None (not allowed)."""
+        header = request.headers.get("authorization", "")
+        token = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        if not token:
+            return _EVERY if open_access else None
+        if metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode()):
+            return _EVERY
+        ident = await harness.tokens.verify(token)
+        return ident.workspace if ident is not None else None
 
     async def endpoint(request: Request) -> Response:
-        if not open_access:
-            header = request.headers.get("authorization", "")
-            token = header[7:].strip() if header[:7].lower() == "bearer " else ""
-            try:
-                ident = await harness.tokens.verify(token) if token else None
-            except HarnessError:
-                ident = None
-            if ident is None:
+        try:
+            scope = await scope_of(request)
+            if scope is None:
                 return PlainTextResponse(
-                    "metrics need a bearer token (any role) on this server: Authorization: Bearer <token>",
+                    "metrics need a bearer token: a harness token shows its own workspace, the server's "
+                    "MCP_HARNESS_METRICS_TOKEN every workspace (Authorization: Bearer <token>)",
                     status_code=401, headers={"www-authenticate": "Bearer"},
                 )  # fmt: skip
-        try:
-            body = await render(harness)
+            body = await render(harness, None if scope is _EVERY else str(scope))
         except HarnessError:
             return PlainTextResponse("the database is not available right now", status_code=503)
         return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -191,3 +191,26 @@ def run_cli(*args: str, env: dict[str, str] | None = None, input: str | None = N
         input=input,
         timeout=60,
     )
+
+
+def sqlite_at_version(path: str, rows_from: str, version: int) -> None:
+    """Make the SQLite file `path` a database at schema `version`: the released migrations' own SQL up
+    to it, holding the rows of the (current) database file `rows_from`, column by column. A test of an
+    upgrade builds its old layout this way, so a new migration needs no change to it."""
+    import sqlite3
+
+    from mcp_harness.store.migrations import MIGRATIONS
+
+    with sqlite3.connect(path) as raw:
+        for migration in MIGRATIONS[:version]:
+            for statement in migration.statements("sqlite"):
+                raw.execute(statement)
+        raw.execute("ATTACH DATABASE ? AS made", (rows_from,))
+        for (table,) in raw.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'").fetchall():
+            if table == "task_counts":
+                continue  # kept by the triggers as the rows go in
+            columns = ", ".join(f'"{row[1]}"' for row in raw.execute(f'PRAGMA main.table_info("{table}")'))
+            raw.execute(f'INSERT INTO main."{table}" ({columns}) SELECT {columns} FROM made."{table}"')  # noqa: S608
+        raw.execute("UPDATE harness_meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+        raw.commit()
+        raw.execute("DETACH DATABASE made")

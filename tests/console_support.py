@@ -34,13 +34,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def shared_server(db: str, *, bind_as: str = "127.0.0.1") -> Iterator[str]:
-    """`serve --transport http`'s app on a loopback port (built as if bound to `bind_as`); its URL."""
+def shared_server(db: str, *, bind_as: str = "127.0.0.1", **overrides: object) -> Iterator[str]:
+    """`serve --transport http`'s app on a loopback port (built as if bound to `bind_as`, with these
+    settings `overrides`); its URL."""
     port = free_port()
     state: dict = {}
 
     async def main() -> None:
-        settings = settings_for(db)
+        settings = settings_for(db, **overrides)
         async with Harness.open(settings) as harness:
             app = build_app(harness, settings, bind_as, port)
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)

@@ -104,3 +104,55 @@ async def test_history_of_an_unknown_thread_fails_like_show(project_db):
         out = run_cli(*args, "--db", db, "--workspace", ws)
         assert out.returncode == 2 and out.stdout == "", args
         assert out.stderr.strip() == "mcp-harness: thread 'nope' has no checkpoint", args
+
+
+#: what an agent could write to rewrite what a person reads before approving (issue 26)
+HOSTILE = (
+    "ok\x1b[2K\x1b[1G\x1b[32m APPROVED by security team"  # erase the line, go to column 1, green
+    "\x1b[8m hidden"  # concealed text
+    "\x1b]0;window title\x07"  # OSC 0
+    "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # OSC 52: the clipboard
+    "\x9b2K\x9d0;c1 osc\x9c"  # the same as C1 controls
+    "\r\x08\u202eevil\u2066"  # carriage return, backspace, bidi override and isolate (NUL is refused on input)
+)
+RAW = ("\x1b", "\x07", "\x9b", "\x9d", "\x9c", "\r", "\x08", "\x00", "\u202e", "\u2066")
+
+
+def test_clean_escapes_control_characters_visibly_and_keeps_text():
+    from mcp_harness.cli.output import clean
+
+    assert clean("a\x1b[2Kb\tc\r\nd") == "a\\u001b[2Kb c\nd"
+    assert clean("line one\nline two", multiline=False) == "line one line two"
+    assert clean("\x9b31m \u202eabc \x7f") == "\\u009b31m \\u202eabc \\u007f"
+    assert clean("naïve — 日本語 👩‍💻") == "naïve — 日本語 👩‍💻"  # text, emoji joiners included, stays
+    assert not any(c in clean(HOSTILE) for c in RAW)
+    escaped = clean(json.dumps({"t": "\x9b\u202e"}, ensure_ascii=False))
+    assert json.loads(escaped) == {"t": "\x9b\u202e"}  # JSON for people stays JSON, same values
+
+
+async def test_agents_text_reaches_no_terminal_raw_but_json_stays_exact(sqlite_url, workspace):
+    async with mcp_client(sqlite_url, workspace, agent="coder") as c:
+        await call(c, "add_tasks", tasks=[{"key": "rev", "title": HOSTILE, "review": True},
+                                          {"key": "other", "title": HOSTILE, "description": HOSTILE}])  # fmt: skip
+        lease = (await call(c, "claim_task", task_key="rev"))["lease"]["token"]
+        await call(c, "update_task", task_key="rev", action="complete", lease_token=lease, verification=HOSTILE,
+                   result={"note": HOSTILE})  # fmt: skip
+        await call(c, "claim_task", task_key="other")
+        await call(c, "record_progress", summary=HOSTILE, details=HOSTILE, next_steps=[HOSTILE], task_key="rev")
+        await call(c, "save_checkpoint", state={"x": HOSTILE}, label="v1", metadata={"m": HOSTILE})
+    db = sqlite_url.split("///", 1)[1]
+    common = ("--db", db, "--workspace", workspace)
+    for command in (["review", "list"], ["tasks"], ["tasks", "show", "rev"], ["tasks", "show", "other"], ["log"],
+                    ["brief"], ["status"], ["history", "main"], ["show", "main"]):  # fmt: skip
+        out = run_cli(*command, *common)
+        assert out.returncode == 0, (command, out.stderr)
+        shown = out.stdout + out.stderr
+        assert not [c for c in RAW if c in shown], (command, shown)
+        if command not in (["status"], ["history", "main"]):  # these show no agent text here
+            assert "\\u001b[2K" in shown or "\\u001b" in shown, (command, shown)  # visible, not dropped
+    board = json.loads(run_cli("tasks", "--json", *common).stdout)
+    assert {t["key"]: t["title"] for t in board["tasks"]}["rev"] == HOSTILE  # --json: exact
+    log = json.loads(run_cli("log", "--json", *common).stdout)
+    assert log[0]["summary"] == HOSTILE
+    terminal, status = on_terminal("review", "list", *common)
+    assert status == 0 and "\x1b]" not in terminal and "\x1b[2K" not in terminal and "\x1b[8m" not in terminal

@@ -4,6 +4,7 @@ that leave the store as the store's own types. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import pytest
@@ -13,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import StorageError, UniqueViolation, idempotency, queries, task_queries
+from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, task_queries
 from mcp_harness.store import tasks as task_store
 from mcp_harness.store.backup import tasks, workspaces
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
@@ -62,8 +63,8 @@ async def test_a_lost_race_on_a_unique_key_is_a_store_error_and_leaves_nothing(d
 
 
 async def test_single_statements_honour_the_prepared_statement_cache_setting(db_url, workspace):
-    """`?prepared_statement_cache_size=0` (for PgBouncer in transaction mode) reaches asyncpg's own pool
-    too; claims and completes (the single-statement path) work with it."""
+    """`?prepared_statement_cache_size=0` (for PgBouncer in transaction mode) reaches the asyncpg pool;
+    claims and completes (the single-statement path) work with it."""
     if not db_url.startswith("postgresql"):
         pytest.skip("a PostgreSQL URL setting")
     url = db_url + ("&" if "?" in db_url else "?") + "prepared_statement_cache_size=0"
@@ -74,7 +75,7 @@ async def test_single_statements_honour_the_prepared_statement_cache_setting(db_
         done = await h.tasks.update(ident, task_key="a", action="complete", lease_token=got.lease.token,
                                     verification="checked")  # fmt: skip
         assert done.status == "done"
-        assert h.db._driver_pool._connect_kwargs["statement_cache_size"] == 0
+        assert h.db._pool._connect_kwargs["statement_cache_size"] == 0
 
 
 @pytest.mark.parametrize("through", ["write", "cold_write"])
@@ -84,7 +85,7 @@ async def test_a_failed_write_leaves_nothing_and_a_finished_one_commits(db_url, 
 
     async def insert(conn, name: str) -> None:
         if through == "write":
-            await conn.execute(queries.ENSURE_WORKSPACE, {"ws": name, "at": 1.0})
+            await conn.execute(common.Q.ensure_workspace, {"ws": name, "at": 1.0})
         else:
             await conn.execute(workspaces.insert().values(name=name, progress_seq=0, created_at=1.0))
 
@@ -128,3 +129,73 @@ def test_parameters_are_numbered_once_for_asyncpg():
     claim = task_queries.claim(True, True)
     assert ":" not in claim.postgresql.replace("::", "") and "$" not in claim.sqlite
     assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp"}
+
+
+async def test_one_pool_serves_every_path_on_postgresql(db_url, workspace):
+    """One asyncpg pool per process: transactions, single statements and the cold paths (SQLAlchemy,
+    which borrows the pool's connections and holds none of its own) never open more than the pool's
+    size, however many run at once."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's connections")
+    import anyio
+    from sqlalchemy import text
+    from sqlalchemy.pool import NullPool
+
+    ident = Identity(workspace, "a")
+    settings = dataclasses.replace(settings_for(db_url), pool_size=3)
+    async with Harness.open(settings) as h:
+        await h.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="T") for i in range(6)])
+        seen: set[int] = set()
+
+        async def cold() -> None:
+            async with h.db.cold_read() as conn:
+                seen.add((await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+                await conn.execute(select(tasks.c.id).where(tasks.c.workspace == workspace))
+
+        async def hot() -> None:
+            async with h.db.read() as conn:
+                seen.add(await conn.fetch_value(Query("SELECT pg_backend_pid()")))
+            await h.tasks.claim(ident)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(cold)
+                tg.start_soon(hot)
+        assert isinstance(h.db._cold.pool, NullPool)
+        assert 1 <= len(seen) <= 3, seen
+        others = Query(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        async with h.db.read() as conn:
+            assert await conn.fetch_value(others) + 1 <= 3 + 1  # the pool, and the change feed's LISTEN if made
+
+
+def test_named_queries_are_read_once_per_dialect_and_checked_at_load():
+    from mcp_harness.store.named import SQL_DIR, QueryFileError, load, parse
+
+    for path in SQL_DIR.glob("*.sql"):  # every file of the store loads
+        assert list(load(path.stem)), path
+    queries = parse(
+        "-- what the file holds\n\n-- name: one\n-- row: TokenRow\n-- a description\nSELECT :a\n\n"
+        "-- name: one [postgresql]\n-- row: TokenRow\nSELECT :a FOR UPDATE\n\n-- name: pg_only [postgresql]\nSHOW x\n",
+        source="store/sql/t.sql",
+    )
+    assert (queries.one.sqlite, queries.one.postgresql, queries.one.name) == (
+        "SELECT :a",
+        "SELECT $1 FOR UPDATE",
+        "t.one",
+    )
+    assert queries.one.row.__name__ == "TokenRow" and queries["pg_only"].postgresql == "SHOW x"
+    assert queries.written_for("one") == ("sqlite", "postgresql") and queries.written_for("pg_only") == ("postgresql",)
+    with pytest.raises(LookupError, match="store/sql/t.sql has no query named 'two'"):
+        _ = queries.two
+    bad = {
+        "-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n": "a second query named 'a'",
+        "-- name: a [mysql]\nSELECT 1\n": "unknown dialect",
+        "SELECT 1\n": "SQL before the first",
+        "-- name: a\n-- row: Nothing\nSELECT 1\n": "unknown row type 'Nothing'",
+        "-- name: a\n\n-- name: b\nSELECT 1\n": "query 'a' has no SQL",
+    }
+    for text, error in bad.items():
+        with pytest.raises(QueryFileError, match=error):
+            parse(text, source="t.sql")

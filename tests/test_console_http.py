@@ -6,8 +6,10 @@ from __future__ import annotations
 import html
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -267,15 +269,36 @@ def test_metrics_are_open_on_loopback_and_count_tool_calls(url: str, db: str, ws
 
 def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
     db = str(tmp_path / "exposed.db")
+    seed(db, "w")
+    seed(db, "other")
     tok = token(db, "w", "scraper", "reader")
-    with shared_server(db, bind_as="10.1.2.3") as url:
+    secret = secrets.token_urlsafe(24)
+    with shared_server(db, bind_as="10.1.2.3", metrics_token=secret) as url:
         port = url.rsplit(":", 1)[1]
         host = {"host": f"10.1.2.3:{port}"}
         assert httpx2.get(f"{url}/metrics", headers=host, timeout=30).status_code == 401
         bad = httpx2.get(f"{url}/metrics", headers={**host, "authorization": "Bearer mcph_nope"}, timeout=30)
         assert bad.status_code == 401
         good = httpx2.get(f"{url}/metrics", headers={**host, "authorization": f"Bearer {tok}"}, timeout=30)
-        assert good.status_code == 200 and "mcp_harness_tasks" in good.text
+        assert good.status_code == 200 and 'workspace="w"' in good.text and 'workspace="other"' not in good.text
+        scraper = httpx2.get(f"{url}/metrics", headers={**host, "authorization": f"Bearer {secret}"}, timeout=30)
+        assert scraper.status_code == 200 and 'workspace="w"' in scraper.text and 'workspace="other"' in scraper.text
+        evil = {"host": f"evil.example:{port}", "authorization": f"Bearer {secret}"}
+        assert httpx2.get(f"{url}/metrics", headers=evil, timeout=30).status_code == 421
+
+
+def test_metrics_answer_only_hosts_of_this_server_and_a_token_sees_its_own_workspace(url: str, db: str, ws: str):
+    port = url.rsplit(":", 1)[1]
+    for evil in (f"evil.example:{port}", "evil.example"):  # DNS rebinding: a name the attacker controls
+        assert httpx2.get(f"{url}/metrics", headers={"host": evil}, timeout=30).status_code == 421
+    other = f"{ws}-other"
+    seed(db, other)
+    every = httpx2.get(f"{url}/metrics", timeout=30).text  # loopback, no token: every workspace
+    assert f'workspace="{ws}"' in every and f'workspace="{other}"' in every
+    for role in ("reader", "agent", "operator"):
+        mine = httpx2.get(f"{url}/metrics", headers={"authorization": f"Bearer {token(db, ws, 'm', role)}"}, timeout=30)
+        assert mine.status_code == 200 and f'workspace="{ws}"' in mine.text, role
+        assert f'workspace="{other}"' not in mine.text, role
 
 
 @pytest.mark.slow
@@ -295,6 +318,9 @@ def test_ui_prints_a_login_url_whose_code_works_once(tmp_path: Path):
             board = first.get("/ui/board?w=shop")
             assert board.status_code == 200 and "olivia" in board.text and "operator" in board.text
             assert first.get(login_url).status_code == 403  # used: even by the browser that used it
+            port = base.rsplit(":", 1)[1]
+            assert first.get("/metrics").status_code == 200
+            assert first.get("/metrics", headers={"host": f"evil.example:{port}"}).status_code == 421
         with httpx2.Client(base_url=base, follow_redirects=False, timeout=30) as second:
             again = second.get(login_url)
             assert again.status_code == 403 and "already used" in again.text and not again.cookies
@@ -430,3 +456,190 @@ def test_ctrl_c_stops_the_ui_quietly_while_a_page_follows_the_event_stream(tmp_p
     assert proc.returncode in (0, 130), (proc.returncode, stderr)
     assert "ERROR" not in stderr and "Traceback" not in stderr, stderr
     assert ended == ["the server ended the stream"]  # completed, not cut off
+
+
+def test_the_cookie_is_an_opaque_session_and_signing_out_ends_it_on_the_server(url: str, db: str, ws: str):
+    tok = token(db, ws, "olga", "operator")
+    with signed_in(url, tok) as client:
+        sid = next(iter(client.cookies.values()))
+        assert sid != tok and tok not in sid and sid.startswith("mcphs_")
+        # the cookie is no bearer token: /mcp does not take it
+        mcp = httpx2.post(f"{url}/mcp", headers={"authorization": f"Bearer {sid}"}, json={}, timeout=30)
+        assert mcp.status_code == 401
+        board = client.get(f"/ui/board?w={ws}")
+        assert board.status_code == 200
+        out = client.post("/ui/logout", data={"csrf": csrf_of(board.text)}, headers={"origin": url})
+        assert out.status_code == 303
+    # a copy of the cookie (kept by whatever else received it) is dead too
+    port = url.rsplit(":", 1)[1]
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30,
+                       cookies={f"mcph_console_{port}": sid}) as copy:  # fmt: skip
+        assert copy.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+    with signed_in(url, tok) as again:  # the token itself still signs in
+        assert again.get(f"/ui/board?w={ws}").status_code == 200
+
+
+def _stream_end_seconds(client: httpx2.Client, ws: str, end: Callable[[], None]) -> float:
+    """Open the event stream, run `end` once it is open, and time how long the stream goes on after."""
+    with client.stream("GET", f"/ui/events?w={ws}", timeout=30) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()
+        for line in lines:
+            if line.startswith("event: change"):
+                break
+        end()
+        ended = time.monotonic()
+        for _line in lines:
+            pass
+        return time.monotonic() - ended
+
+
+def test_an_open_event_stream_ends_within_a_second_of_revocation_or_sign_out(url: str, db: str, ws: str):
+    tok = token(db, ws, "rita", "reader")
+    with signed_in(url, tok) as client:
+        page = client.get(f"/ui/board?w={ws}").text
+
+        def sign_out() -> None:
+            assert client.post("/ui/logout", data={"csrf": csrf_of(page)}, headers={"origin": url}).status_code == 303
+
+        assert _stream_end_seconds(client, ws, sign_out) < 1.5
+    with signed_in(url, tok) as client:
+
+        def revoke() -> None:
+            assert run_cli("token", "revoke", tok, "--db", db).returncode == 0  # another process
+
+        assert _stream_end_seconds(client, ws, revoke) < 1.5
+
+
+def test_event_streams_per_token_are_capped_and_other_calls_stay_fast(tmp_path: Path):
+    db = str(tmp_path / "streams.db")
+    seed(db, "w")
+    tok, other = token(db, "w", "rita", "reader"), token(db, "w", "sam", "reader")
+    agent = token(db, "w", "bot", "agent")
+    with shared_server(db, max_streams_per_token=3) as url, ExitStack() as held:
+        client = held.enter_context(signed_in(url, tok))
+        for _ in range(3):
+            assert held.enter_context(client.stream("GET", "/ui/events?w=w", timeout=30)).status_code == 200
+        refused = client.get("/ui/events?w=w")
+        assert refused.status_code == 429 and "MCP_HARNESS_MAX_STREAMS_PER_TOKEN" in refused.text
+        with signed_in(url, other) as second:  # another token is not starved
+            with second.stream("GET", "/ui/events?w=w", timeout=30) as stream:
+                assert stream.status_code == 200
+        assert httpx2.get(f"{url}/healthz", timeout=2).status_code == 200
+
+        async def call() -> None:
+            headers = {"Authorization": f"Bearer {agent}"}
+            with anyio.fail_after(10):
+                async with (
+                    httpx2.AsyncClient(headers=headers) as http,
+                    Client(streamable_http_client(f"{url}/mcp", http_client=http), read_timeout_seconds=10) as mcp,
+                ):
+                    assert not (await mcp.call_tool("list_tasks", {})).is_error
+
+        anyio.run(call)
+    with shared_server(db, max_streams_per_token=1) as url, signed_in(url, tok) as client:
+        with client.stream("GET", "/ui/events?w=w", timeout=30) as stream:
+            assert stream.status_code == 200
+            next(line for line in stream.iter_lines() if line.startswith("event: change"))
+        deadline = time.monotonic() + 5  # a closed stream gives its place back (once the server hears it)
+        while True:
+            with client.stream("GET", "/ui/events?w=w", timeout=30) as again:
+                if again.status_code != 429:
+                    assert again.status_code == 200
+                    break
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_bad_console_input_is_a_one_line_400_on_both_backends(db_url: str, caplog: pytest.LogCaptureFixture):
+    ws = f"shop-{secrets.token_hex(3)}"
+    seed(db_url, ws)
+    tok = token(db_url, ws, "olga", "operator")
+    caplog.set_level("WARNING")
+    with shared_server(db_url) as url, signed_in(url, tok) as client:
+        too_big = "before must be a whole number from 1 to 9223372036854775807"
+        for path, expected in (
+            (f"/ui/log?w={ws}&before=9223372036854775808", too_big),
+            (f"/ui/task?w={ws}&key=schema&before=9223372036854775808", too_big),
+            (f"/ui/log?w={ws}&before=99999999999999999999999999", "before must be a whole number"),
+            (f"/ui/log?w={ws}&q=a%00b", "q must not contain control characters"),
+            (f"/ui/log?w={ws}&agent=x%1b%5b2K", "agent must not contain control characters"),
+        ):
+            response = client.get(path)
+            assert response.status_code == 400, (path, response.status_code)
+            message = re.search(r'class="panel message">.*?<p>(.*?)</p>', response.text, re.S)
+            assert html.unescape(message.group(1)) == expected, path  # one line, the same on both backends
+        assert client.get(f"/ui/log?w={ws}&before=9223372036854775807").status_code == 200  # the largest is fine
+        assert client.get(f"/ui/log?w={ws}&q=a%20b").status_code == 200
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.records
+
+
+def test_a_huge_form_is_a_400_without_an_error_in_the_log(url: str, db: str, ws: str, caplog: pytest.LogCaptureFixture):
+    caplog.set_level("WARNING")
+    big = "x" * (1024 * 1024 + 10)
+    with httpx2.Client(base_url=url, timeout=30) as client:
+        multipart = client.post("/ui/login", files={"token": (None, big)}, headers={"origin": url})
+        encoded = client.post("/ui/login", data={"token": big}, headers={"origin": url})
+    for response in (multipart, encoded):
+        assert response.status_code == 400, response.status_code
+        assert "at most 1024 KB" in response.text
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.records
+
+
+def test_the_done_banner_says_only_the_known_action_words(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        phishing = "approved. Your session expired: paste your token at http://evil.example"
+        page = client.get("/ui/task", params={"w": ws, "key": "schema", "done": phishing})
+        assert page.status_code == 200 and 'class="flash"' not in page.text and "session expired" not in page.text
+        page = client.get(f"/ui/task?w={ws}&key=schema&done=approved")
+        assert page.status_code == 200 and "Task schema was approved." in page.text
+
+
+def test_the_event_stream_of_one_workspace_hears_nothing_of_another(url: str, db: str, ws: str):
+    other = f"{ws}-other"
+    seed(db, other)
+    heard: list[float] = []
+    with signed_in(url, token(db, ws, "rita", "reader")) as client:
+        with client.stream("GET", f"/ui/events?w={ws}", timeout=60) as stream:
+            lines = stream.iter_lines()
+            next(line for line in lines if line.startswith("event: change"))  # the first, as it opens
+
+            def listen() -> None:
+                for line in lines:
+                    if line.startswith("event: change"):
+                        heard.append(time.monotonic())
+                        return
+
+            listener = threading.Thread(target=listen, daemon=True)
+            listener.start()
+            agent_call(db, other, "bob", "record_progress", summary="in the other workspace")  # another process
+            agent_call(db, other, "bob", "add_tasks", tasks=[{"key": "more", "title": "More"}])
+            time.sleep(1.5)  # the feed's look, and the stream's quiet time, have passed
+            mine = time.monotonic()
+            agent_call(db, ws, "bob", "record_progress", summary="in this workspace")
+            listener.join(timeout=30)
+    assert heard and heard[0] > mine  # the first change heard is this workspace's
+
+
+def test_sessions_end_on_sign_out_and_revocation_on_both_backends(db_url: str):
+    ws = f"shop-{secrets.token_hex(3)}"
+    seed(db_url, ws)
+    tok = token(db_url, ws, "rita", "reader")
+    with shared_server(db_url) as url:
+        with signed_in(url, tok) as client:
+            assert next(iter(client.cookies.values())).startswith("mcphs_")
+            page = client.get(f"/ui/board?w={ws}").text
+
+            def sign_out() -> None:
+                out = client.post("/ui/logout", data={"csrf": csrf_of(page)}, headers={"origin": url})
+                assert out.status_code == 303
+
+            assert _stream_end_seconds(client, ws, sign_out) < 1.5
+            assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
+        with signed_in(url, tok) as client:
+
+            def revoke() -> None:
+                assert run_cli("token", "revoke", tok, "--db", db_url).returncode == 0  # another process
+
+            assert _stream_end_seconds(client, ws, revoke) < 1.5
+            assert client.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"

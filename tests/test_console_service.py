@@ -210,3 +210,38 @@ def test_graph_layout_places_tasks_right_of_what_they_wait_for():
     assert x["late"] == x["b"]  # next to the task that waits for it, not back in the first column
     assert len(picture.edges) == 3 and picture.width > x["c"] and picture.height > 0
     assert layout([], []).nodes == []
+
+
+async def test_a_console_session_is_opaque_bound_to_its_token_and_ends(harness: Harness, workspace: str):
+    """Sign-in makes a random session id (only its hash is stored); signing out ends it; revoking the
+    token ends every session made from it; an unknown or revoked token makes none."""
+    from mcp_harness.service.console_sessions import session_hash
+
+    token = await harness.tokens.create(workspace, "olga", "operator")
+    first, second = await harness.console_sessions.start(token), await harness.console_sessions.start(token)
+    assert first and second and first != second and token not in (first, second)
+    found = await harness.console_sessions.find(first)
+    assert (found.ident.workspace, found.ident.agent, found.ident.role) == (workspace, "olga", "operator")
+    async with harness.db.read() as conn:
+        from mcp_harness.store.connection import Query
+
+        stored = await conn.fetch_all(Query("SELECT session_hash, token_hash FROM console_sessions"))
+    assert {r[0] for r in stored} >= {session_hash(first), session_hash(second)}
+    assert not any(first in r or token in r for r in stored)  # neither the id nor the token is kept
+    await harness.console_sessions.end(first)
+    assert await harness.console_sessions.find(first) is None
+    assert await harness.console_sessions.find(second) is not None
+    await harness.tokens.revoke(token)
+    assert await harness.console_sessions.find(second) is None
+    assert await harness.console_sessions.start(token) is None
+    assert await harness.console_sessions.start("mcph_nope") is None
+    assert await harness.console_sessions.find(token) is None  # a token is not a session id
+
+
+async def test_an_expired_console_session_is_dead(harness: Harness, workspace: str, monkeypatch):
+    from mcp_harness.service import console_sessions
+
+    token = await harness.tokens.create(workspace, "olga", "reader")
+    monkeypatch.setattr(console_sessions, "SESSION_SECONDS", -1)
+    sid = await harness.console_sessions.start(token)
+    assert sid and await harness.console_sessions.find(sid) is None

@@ -1,7 +1,8 @@
-"""What the agents' calls run: literal SQL on the store's `Connection`, never SQLAlchemy (whose
+"""What the agents' calls run: named queries on the store's `Connection`, never SQLAlchemy (whose
 per-statement work once cost more than the SQL, and which a fast path could silently fall back to);
 and the store modules they run in import no SQLAlchemy (that the service imports no database
-library at all is test_layers.py's). On SQLite and PostgreSQL."""
+library at all is test_layers.py's; that a first restore_state loads none, test_startup_imports.py's).
+On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from conftest import settings_for
-from sqlalchemy import event
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
@@ -23,15 +23,19 @@ pytestmark = pytest.mark.anyio
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_harness"
 #: store modules whose functions run inside `Database.write/read/single`: literal SQL only
 HOT_STORE_MODULES = [
-    "checkpoints", "common", "connection", "idempotency", "postgres", "progress", "queries", "records", "schemas",
-    "segments", "tasks", "tokens",
+    "checkpoints", "common", "connection", "engine", "errors", "idempotency", "migrations", "named", "postgres",
+    "progress", "queries", "records", "schemas", "segments", "sqlite", "tasks", "tokens", "urls",
 ]  # fmt: skip
 
 
 def imported(path: Path) -> set[str]:
-    """Top-level packages a module imports."""
+    """Top-level packages a module imports (when it runs: not those under `if TYPE_CHECKING:`)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -42,8 +46,7 @@ def imported(path: Path) -> set[str]:
 def test_hot_store_modules_do_not_import_sqlalchemy():
     for name in HOT_STORE_MODULES:
         found = imported(PACKAGE / "store" / f"{name}.py") & {"sqlalchemy", "sqlmodel"}
-        allowed = {"sqlalchemy"} if name == "postgres" else set()  # make_url, to read the configured URL
-        assert found <= allowed, f"store/{name}.py imports {found}"
+        assert found == set(), f"store/{name}.py imports {found}"
 
 
 async def workload(h: Harness, ident: Identity) -> None:
@@ -86,9 +89,6 @@ async def workload(h: Harness, ident: Identity) -> None:
 
 async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch):
     async with Harness.open(settings_for(db_url)) as h:
-        through_sqlalchemy: list[str] = []
-        event.listen(h.db._engine.sync_engine, "before_cursor_execute",
-                     lambda _c, _cur, statement, *_rest: through_sqlalchemy.append(statement))  # fmt: skip
         ran: list[str] = []
         for cls in (SqliteConnection, PgConnection):
             for method in ("execute", "execute_many", "fetch_all", "fetch_one", "fetch_value"):
@@ -100,20 +100,67 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
 
                 monkeypatch.setattr(cls, method, recorded)
         await workload(h, Identity(workspace, "agent"))
-    assert through_sqlalchemy == [], "a hot path ran SQLAlchemy"
+        assert h.db._cold is None, "a hot path made the cold paths' SQLAlchemy engine"
     expected = {
-        "LOCK_THREAD", "INSERT_CHECKPOINT", "ADVANCE_THREAD", "INSERT_BLOB", "ADD_SEGMENT", "SEGMENT_CHAIN",
-        "LATEST_CHECKPOINT", "CHECKPOINT_BY_VERSION", "CHECKPOINT_BY_LABEL", "CHECKPOINT_BY_ID", "LIST_CHECKPOINTS",
-        "LIST_CHECKPOINTS_BEFORE", "STORED_RESULT", "STORE_RESULT", "INSERT_PROGRESS", "NEXT_PROGRESS_SEQ",
+        "checkpoints.lock_thread", "checkpoints.insert_checkpoint", "checkpoints.advance_thread",
+        "checkpoints.insert_blob", "checkpoints.latest_checkpoint", "checkpoints.checkpoint_by_version",
+        "checkpoints.checkpoint_by_label", "checkpoints.checkpoint_by_id", "checkpoints.list_checkpoints",
+        "checkpoints.list_checkpoints_before", "segments.add_segment", "segments.segment_chain",
+        "idempotency.stored_result", "idempotency.store_result", "idempotency.purge_results",
+        "progress.insert_progress", "workspaces.next_progress_seq", "tokens.live_token",
+        "schemas.next_schema_version", "schemas.insert_schema",
+        "recent_progress(True, False, True)", "recent_progress(False, False, False)",
         "INSERT_TASK", "claim(True, False)", "claim(False, True)", "claim(False, False)", "HELD_BY", "TASK_COUNTS",
         "why_nothing(True, False)", "task_page(True, True)", "task_page(False, False)", "DEPENDENTS_OF",
-        "DEPENDENCIES_OF", "LIVE_TOKEN", "PURGE_RESULTS", "NEXT_SCHEMA_VERSION", "INSERT_SCHEMA",
-        "recent_progress(True, False, True)", "recent_progress(False, False, False)",
-        "TASK_EVENTS", "INSERT_TASK_EVENT", "waiting(True, False)",
+        "DEPENDENCIES_OF", "TASK_EVENTS", "INSERT_TASK_EVENT", "waiting(True, False)",
     }  # fmt: skip
     if db_url.startswith("sqlite"):  # SQLite claims as three statements under its write lock (see claim())
         claims = {name for name in expected if name.startswith("claim(")}
         expected = (expected - claims) | {name.replace("claim(", "claim_pick(") for name in claims} | {"CLAIM_BY_ID"}
     assert expected <= set(ran), f"not run: {sorted(expected - set(ran))}"
-    assert all(name for name in ran), "every query the store runs is a named one from queries.py"
+    assert all(name for name in ran), "every query the store runs is a named one (sql/*.sql, or a builder)"
     assert any(name.startswith("update_leased(") and name.endswith("leaf_only=True)") for name in ran)
+
+
+@pytest.mark.slow
+def test_a_sessions_first_restore_state_loads_no_sqlalchemy(tmp_path):
+    """A session waits for its first call's answer: the real stdio server, spawned as a client does,
+    answers initialize, tools/list and a first restore_state (opening and migrating a new database on
+    the way) without importing SQLAlchemy or SQLModel (`-X importtime` lists every module it imports).
+    They belong to export/import and prune only; loading them made the first answer 1.8x the no-op
+    server's start (tools/bench_startup.py)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "restore_state", "arguments": {}}},
+    ]  # fmt: skip
+    command = [sys.executable, "-X", "importtime", "-m", "mcp_harness", "serve", "--db", str(tmp_path / "h.db"),
+               "--workspace", "w", "--agent", "a"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
+    log = tmp_path / "imports.txt"
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        proc.stdin.flush()
+        answers = {}
+        while 3 not in answers:
+            line = proc.stdout.readline()
+            assert line, "the server exited before answering restore_state"
+            answer = json.loads(line)
+            answers[answer.get("id")] = answer
+        imported = log.read_text()  # what the server imported up to its first answer
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert answers[3]["result"]["isError"] is False, answers[3]
+    modules = {line.rsplit("|", 1)[-1].strip() for line in imported.splitlines() if line.startswith("import time:")}
+    assert "mcp_harness.store.engine" in modules, "the database was opened"
+    assert {m for m in modules if m.split(".")[0] in ("sqlalchemy", "sqlmodel")} == set()

@@ -232,3 +232,40 @@ async def test_ids_another_workspace_holds_are_refused_on_both_backends(db_url, 
         with pytest.raises(InvalidArgument, match=r"^line \d+: this (checkpoint|progress) has an id"):
             await h.maintenance.import_lines(renamed)
         assert [x async for x in h.maintenance.export(copy)][1:] == []
+
+
+# -- issue 26: statuses the tools could never leave a task in, given its dependencies ------------------
+
+
+def edit_task(lines: list[str], key: str, **values: Any) -> tuple[list[str], int]:
+    keys = [json.loads(line)["key"] for line in lines if json.loads(line).get("type") == "task"]
+    return edit(lines, "task", setter(**values), nth=keys.index(key))
+
+
+async def test_statuses_that_do_not_fit_the_graph_are_refused(tmp_path, sqlite_url, workspace):
+    from mcp_harness.models import TaskSpec
+
+    async with Harness.open(settings_for(sqlite_url)) as h:
+        await h.tasks.add(Identity(workspace, "a"), tasks=[
+            TaskSpec(key="build", title="Build"),
+            TaskSpec(key="gate", title="Sign-off", kind="gate", depends_on=["build"]),
+            TaskSpec(key="ship", title="Ship", review=True, depends_on=["gate"]),
+        ])  # fmt: skip
+    lines = await export_text(sqlite_url, workspace)
+    done = {"status": "done", "completed_at": 1.0, "verification": "ok"}
+    # a gate left pending with every dependency done: it would never enter review
+    edited, _ = edit_task(lines, "build", **done)
+    edited, line = edit_task(edited, "gate", status="pending")
+    await refused(tmp_path, edited, line, "gate 'gate' is pending while every dependency is done")
+    # a review task in review while the gate it depends on is pending: approving it would skip the gate
+    edited, line = edit_task(lines, "ship", status="in_review", attempts=1, verification="ok")
+    await refused(tmp_path, edited, line, "task 'ship' is in review while a dependency is not done")
+    # a gate in review before its dependency is done
+    edited, line = edit_task(lines, "gate", status="in_review")
+    await refused(tmp_path, edited, line, "task 'gate' is in review while a dependency is not done")
+    # what the tools do reach imports: the build done, the gate in review
+    edited, _ = edit_task(lines, "build", **done)
+    edited, _ = edit_task(edited, "gate", status="in_review")
+    async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / 'fits.db'}")) as h:
+        await h.maintenance.import_lines(edited)
+        assert (await h.tasks.approve(Identity(workspace, "olga", "operator"), "gate", None)).status == "done"

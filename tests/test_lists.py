@@ -7,7 +7,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import call, mcp_client, settings_for
+from conftest import call, mcp_client, settings_for, sqlite_at_version
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
@@ -147,24 +147,13 @@ async def test_export_import_renumbers_segments(db_url, workspace, tmp_path):
         assert (await h.restore(Identity("other", "a"))).state["m"][29] == message(29)
 
 
-async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace):
+async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace, tmp_path):
     ident = Identity(workspace, "a")
-    async with Harness.open(settings_for(sqlite_url)) as h:
+    made = f"sqlite+aiosqlite:///{tmp_path / 'current.db'}"
+    async with Harness.open(settings_for(made)) as h:
         await h.checkpoints.save(ident, state={"kept": [1, 2, 3]}, label="old")
     path = sqlite_url.split("///", 1)[1]
-    with sqlite3.connect(path) as raw:  # the layout version 1 created
-        raw.execute("DROP TABLE segments")
-        raw.execute("DROP TABLE task_events")  # (migration 4)
-        for column in ("review", "kind", "review_comment"):  # (migration 5)
-            raw.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
-        raw.execute("DROP TABLE task_counts")  # (migration 6: the counters, their triggers, task indexes)
-        for trigger in ("task_counts_insert", "task_counts_update", "task_counts_delete"):
-            raw.execute(f"DROP TRIGGER {trigger}")
-        for index in ("ix_task_page", "ix_task_board", "ix_task_done", "ix_task_failed"):
-            raw.execute(f"DROP INDEX {index}")
-        raw.execute("DROP INDEX ix_checkpoint_label")
-        raw.execute("CREATE INDEX ix_checkpoint_label ON checkpoints (workspace, thread, label, version)")
-        raw.execute("UPDATE harness_meta SET value = '1' WHERE key = 'schema_version'")
+    sqlite_at_version(path, made.split("///", 1)[1], 1)  # the layout version 1 created, with those rows
     async with Harness.open(settings_for(sqlite_url)) as h:
         assert (await h.restore(ident, label="old")).state == {"kept": [1, 2, 3]}
         messages = [message(n) for n in range(20)]

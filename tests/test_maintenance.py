@@ -7,7 +7,7 @@ import secrets
 
 import anyio
 import pytest
-from conftest import call, mcp_client, run_cli, settings_for
+from conftest import call, mcp_client, run_cli, settings_for, sqlite_at_version
 
 from mcp_harness import clock
 from mcp_harness.errors import InvalidArgument
@@ -76,15 +76,15 @@ async def test_a_workspace_holding_only_tasks_is_listed_exported_and_imported(db
         assert [(t.key, t.ready) for t in listing.tasks] == [("a", True), ("b", False)]
 
 
-async def test_migration_7_gives_workspaces_holding_only_tasks_their_row(sqlite_url, workspace):
+async def test_migration_7_gives_workspaces_holding_only_tasks_their_row(sqlite_url, workspace, tmp_path):
     import sqlite3
 
-    async with Harness.open(settings_for(sqlite_url)) as h:
+    made = tmp_path / "current.db"
+    async with Harness.open(settings_for(str(made))) as h:
         await h.tasks.add(Identity(workspace, "a"), tasks=[{"key": "a", "title": "a"}])
-    path = sqlite_url.split("///", 1)[1]
-    with sqlite3.connect(path) as raw:  # as a version 6 database left it: no row for the workspace
+    with sqlite3.connect(made) as raw:  # as a version 6 database left it: no row for the workspace
         raw.execute("DELETE FROM workspaces WHERE name = ?", (workspace,))
-        raw.execute("UPDATE harness_meta SET value = '6' WHERE key = 'schema_version'")
+    sqlite_at_version(sqlite_url.split("///", 1)[1], str(made), 6)
     async with Harness.open(settings_for(sqlite_url)) as h:
         assert workspace in await h.maintenance.workspaces()
 

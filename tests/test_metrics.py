@@ -39,3 +39,16 @@ async def test_tasks_by_status_come_from_the_counters(harness: Harness, workspac
     assert f'mcp_harness_tasks{{status="blocked",workspace="{workspace}"}} 1.0' in text
     # a status the workspace had keeps its series at 0 (a counter row is never removed)
     assert f'mcp_harness_tasks{{status="pending",workspace="{workspace}"}} 0.0' in text
+
+
+async def test_a_view_of_one_workspace_shows_nothing_of_another(harness: Harness, workspace: str) -> None:
+    mine, theirs = Identity(workspace, "a"), Identity(f"{workspace}-secret", "b")
+    await harness.tasks.add(mine, tasks=[{"key": "a", "title": "A"}])
+    await harness.tasks.add(theirs, tasks=[{"key": "b", "title": "B"}])
+    every = (await render(harness)).decode()
+    assert f'workspace="{workspace}-secret"' in every and "mcp_harness_claim_waits_total" in every
+    one = (await render(harness, workspace)).decode()
+    assert f'mcp_harness_tasks{{status="pending",workspace="{workspace}"}} 1.0' in one
+    assert "-secret" not in one
+    # process-wide counters add up every workspace's calls: not in a view of one
+    assert "mcp_harness_tool_calls" not in one and "mcp_harness_claim_waits" not in one

@@ -1,8 +1,10 @@
-"""Frozen migrations: the database the migrations build is the schema `store/tables.py` declares, an
+"""Frozen migrations: the database the migrations build is the schema `store/tables.py` declares
+(columns, keys, indexes, triggers and functions), a released migration's files never change, an
 existing database of an older layout is upgraded in place with its data, a newer one is refused."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -21,12 +23,69 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from mcp_harness.errors import Unavailable
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import Database
-from mcp_harness.store.migrations import SCHEMA_VERSION
+from mcp_harness.store.migrations import MIGRATIONS, MIGRATIONS_DIR, SCHEMA_VERSION, MigrationFileError, load
 from mcp_harness.store.tables import metadata
 
 pytestmark = pytest.mark.anyio
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+#: SHA-256 of every file of a released migration. A released migration is never edited (a database
+#: is what its migrations made it); when a release ships a new one, pin its two files here.
+RELEASED = {
+    "0001_initial.postgresql.sql": "fee90c9496f34568197dcc6f1e9c902a0df7dad834d413fbdeb1769cdbde62a1",
+    "0001_initial.sqlite.sql": "aed209023b7fbb8fe0b032bbc41557ddc6b98447742f2349ef95bcdabb997a06",
+    "0002_segments.postgresql.sql": "e2db44a900f0e3b3ce5a0ba0ce44d38e0b01c0c9f4dfcb0ee6cf9d15f19dd7be",
+    "0002_segments.sqlite.sql": "2cc182d151fcf96447e5d95507402676b6bad4fff2d079a6d58d3aef4d012684",
+    "0003_bigint_versions.postgresql.sql": "691ddadf682594505c7ad66ce160a2f0efe296f12c8ca5f87617a1d94f47e705",
+    "0003_bigint_versions.sqlite.sql": "a2293806e817d09ccc477a4b18a566ef9221c6f6329c610ee2bc60829da96e1e",
+    "0004_task_events.postgresql.sql": "3d9a9f7852cedeb5296ed9ca149b53ad9a7598a5180ea374118741d144fd1be8",
+    "0004_task_events.sqlite.sql": "aa0a431a899507369e05e49c83d51dbc05ed4d6535b04f46b562fdb38c653aff",
+    "0005_review.postgresql.sql": "721f58ea40c35392264bb01597be6d73b5647dbf590665ee9e4f00a6f7a8b752",
+    "0005_review.sqlite.sql": "721f58ea40c35392264bb01597be6d73b5647dbf590665ee9e4f00a6f7a8b752",
+    "0006_task_counts.postgresql.sql": "d2aae93523004a93cd33a185babdca99a2ae6c1bd626d9559c8ce10361b9a41e",
+    "0006_task_counts.sqlite.sql": "1852f9f098369c65365998db6b7e56a9a9c85f6a6d3d6b8c43109569e1ba0ba3",
+    "0007_task_workspaces.postgresql.sql": "53f2a85701c5bb2b2d46c7b401232e25b898fe25511252000af9527765c6ad6c",
+    "0007_task_workspaces.sqlite.sql": "53f2a85701c5bb2b2d46c7b401232e25b898fe25511252000af9527765c6ad6c",
+}
+
+
+def test_released_migrations_are_never_edited():
+    current = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in MIGRATIONS_DIR.glob("*.sql")}
+    changed = sorted(name for name, digest in RELEASED.items() if current.get(name) != digest)
+    assert changed == [], f"released migration files changed or missing: {changed} (add a new migration instead)"
+    assert {m.version for m in MIGRATIONS} >= {int(name[:4]) for name in RELEASED}
+
+
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({"0001_a.sqlite.sql": "SELECT 1\n/\n"}, "migration 1 has no postgresql file"),
+        ({"0001_a.sqlite.sql": "-- a\n", "0001_b.postgresql.sql": "-- b\n"}, "two names"),
+        ({"0002_a.sqlite.sql": "-- a\n", "0002_a.postgresql.sql": "-- a\n"}, "from 1 without gaps"),
+        ({"0001_a.sqlite.sql": "SELECT 1\n/\nSELECT 2\n", "0001_a.postgresql.sql": "-- a\n"}, "not ended"),
+        ({"1_a.sql": ""}, "not a migration file's name"),
+    ],
+)
+def test_the_migration_files_are_checked_when_loaded(tmp_path, files, error):
+    for name, sql in files.items():
+        (tmp_path / name).write_text(sql)
+    with pytest.raises(MigrationFileError, match=error):
+        load(tmp_path)
+
+
+def test_a_migration_file_is_statements_each_ended_by_a_slash_line(tmp_path):
+    (tmp_path / "0001_a.sqlite.sql").write_text(
+        "-- 1: what it does\nCREATE TABLE t (a INT)\n/\n-- more\nCREATE INDEX i ON t (a)\n/\n"
+    )
+    (tmp_path / "0001_a.postgresql.sql").write_text("-- 1: what it does\n-- nothing here\n")
+    [migration] = load(tmp_path)
+    assert migration.what == "what it does"
+    assert migration.statements("sqlite") == [
+        "-- 1: what it does\nCREATE TABLE t (a INT)",
+        "-- more\nCREATE INDEX i ON t (a)",
+    ]
+    assert migration.statements("postgresql") == []
 
 
 def _pg_driver_url(url: str) -> str:
@@ -99,8 +158,35 @@ def describe(conn: Connection) -> dict[str, Any]:
             "primary key": insp.get_pk_constraint(table)["constrained_columns"],
             "unique": sorted((u["name"] or "", tuple(u["column_names"])) for u in insp.get_unique_constraints(table)),
             "indexes": {i["name"]: _index_shape(conn, i) for i in insp.get_indexes(table)},
+            "triggers": _triggers(conn, table),
         }
+    schema["(functions)"] = _functions(conn)
     return schema
+
+
+def _normal(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def _triggers(conn: Connection, table: str) -> dict[str, str]:
+    """Trigger name -> its definition as the database reports it (whitespace normalised)."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :t"),
+                            {"t": table})  # fmt: skip
+    else:
+        sql = ("SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger AS t JOIN pg_class AS c "
+               "ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relname = :t")  # fmt: skip
+        rows = conn.execute(text(sql), {"t": table})
+    return {name: _normal(sql) for name, sql in rows}
+
+
+def _functions(conn: Connection) -> dict[str, str]:
+    """Function name -> its definition (PostgreSQL; SQLite has none)."""
+    if conn.dialect.name == "sqlite":
+        return {}
+    rows = conn.execute(text("SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc AS p JOIN pg_namespace AS n "
+                             "ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"))  # fmt: skip
+    return {name: _normal(sql) for name, sql in rows}
 
 
 async def schema_of(url: str, build: Callable[[Connection], None] | None = None) -> dict[str, Any]:
@@ -116,14 +202,19 @@ async def schema_of(url: str, build: Callable[[Connection], None] | None = None)
 
 def differences(built: dict[str, Any], declared: dict[str, Any]) -> list[str]:
     """Readable differences between two `describe()` results (empty when they agree)."""
-    out = [f"table {t}: only in the migrated database" for t in built.keys() - declared.keys()]
+    functions = built.get("(functions)", {}), declared.get("(functions)", {})
+    out = [f"function {name}: migrations give {functions[0].get(name)}, tables.py declares {functions[1].get(name)}"
+           for name in sorted(functions[0].keys() | functions[1].keys())
+           if functions[0].get(name) != functions[1].get(name)]  # fmt: skip
+    built, declared = ({k: v for k, v in d.items() if k != "(functions)"} for d in (built, declared))
+    out += [f"table {t}: only in the migrated database" for t in built.keys() - declared.keys()]
     out += [f"table {t}: declared in tables.py, no migration creates it" for t in declared.keys() - built.keys()]
     for table in sorted(built.keys() & declared.keys()):
-        for part in ("columns", "indexes"):
+        for part in ("columns", "indexes", "triggers"):
             have, want = built[table][part], declared[table][part]
             for name in sorted(have.keys() | want.keys()):
                 if have.get(name) != want.get(name):
-                    out.append(f"{table} {part[:-1] if part == 'columns' else 'index'} {name}: "
+                    out.append(f"{table} {part[:-1] if part != 'indexes' else 'index'} {name}: "
                                f"migrations give {have.get(name)}, tables.py declares {want.get(name)}")  # fmt: skip
         for part in ("primary key", "unique"):
             if built[table][part] != declared[table][part]:
@@ -152,19 +243,29 @@ async def test_migrations_build_the_schema_the_tables_declare(new_database):
     url = await migrated(new_database)
     declared = await declared_schema(new_database)
     assert declared["checkpoints"]["indexes"]["ix_checkpoint_label"][3], "partial-index predicates are compared"
+    assert declared["tasks"]["triggers"], "triggers are compared"
+    assert declared["(functions)"] or url.startswith("sqlite"), "functions are compared"
     assert differences(await schema_of(url), declared) == []
 
 
 async def test_the_comparison_sees_a_column_without_a_migration(new_database):
-    """The check above can fail: a declared column, or an index, that no migration makes is reported."""
+    """The check above can fail: a declared column, index, trigger or function that no migration makes
+    (or makes otherwise) is reported."""
     url = await migrated(new_database)
     declared = await declared_schema(new_database)
     declared["tasks"]["columns"]["extra"] = {"type": "TEXT", "nullable": True, "default": None}
     declared["checkpoints"]["indexes"]["ix_checkpoint_label"] = ("changed",)
+    declared["tasks"]["triggers"]["task_counts_update"] += " -- changed"
     found = differences(await schema_of(url), declared)
-    assert len(found) == 2, found
+    assert len(found) == 3, found
     assert found[0].startswith("checkpoints index ix_checkpoint_label: migrations give (('workspace'"), found
     assert found[1].startswith("tasks column extra: migrations give None, tables.py declares {'type': 'TEXT'"), found
+    assert found[2].startswith("tasks trigger task_counts_update: migrations give CREATE TRIGGER"), found
+    if not url.startswith("sqlite"):
+        declared["(functions)"].pop("mcp_harness_count_tasks")
+        assert differences(await schema_of(url), declared)[0].startswith(
+            "function mcp_harness_count_tasks: migrations give"
+        )
 
 
 async def load_dump(url: str, dialect: str) -> None:
@@ -228,7 +329,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
     kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
-    assert after == {**kept, "task_events": []}
+    assert after == {**kept, "task_events": [], "console_sessions": []}  # migration 8: console sessions
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []

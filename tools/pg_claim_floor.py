@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_harness.store import Database, task_queries  # noqa: E402
 from mcp_harness.store.connection import Query  # noqa: E402
-from mcp_harness.store.postgres import dsn as asyncpg_dsn  # noqa: E402
+from mcp_harness.store.urls import pg_dsn as asyncpg_dsn  # noqa: E402
 
 DONE_COLUMNS = (
     "completed_at", "last_error", "lease_expires_at", "ready", "result", "status", "updated_at", "verification",

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
 from .common import db_setting, env, with_harness
+from .output import say
 
 LIMIT = 4000  #: bytes of text, at most
 STATE_BYTES = 1500  #: of the state's compact JSON, before it is cut
@@ -26,7 +27,7 @@ WAITING = 5  #: pending tasks named
 def cmd_brief(args: argparse.Namespace) -> int:
     if args.url:
         restored, rows = fetch_remote(args.url, args.token_env, args.thread)
-        print(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
+        say(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
         return 0
     from ..service import Harness, Identity
     from .reading import other_workspaces
@@ -50,7 +51,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
         rows = [r.model_dump(mode="json") for r in listed.tasks]
         text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}",
                       thread=args.thread, agent=ident.agent, others=others)  # fmt: skip
-        print(text)
+        say(text)
         return 0
 
     return with_harness(args, run)

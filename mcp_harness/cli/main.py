@@ -10,6 +10,7 @@ import sys
 
 from ..config import ENV_PREFIX
 from ..errors import HarnessError, harness_error_in
+from .output import clean
 from .parser import build_parser
 
 #: command -> "module:function" in this package, imported only when that command runs (a server start
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = harness_error_in(exc)
         if reason is None:
             raise
-        print(f"mcp-harness: {reason.message}", file=sys.stderr)
+        print(f"mcp-harness: {clean(reason.message, multiline=False)}", file=sys.stderr)  # may quote a server
         return 2
     except KeyboardInterrupt:
         return 130

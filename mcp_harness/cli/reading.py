@@ -12,7 +12,7 @@ import json
 from ..errors import InvalidArgument, NotFound
 from ..service import Harness, Identity
 from .common import identity, with_harness
-from .output import note, show
+from .output import note, say, show
 from .tables import counts_line, progress_log, status_report, task_board
 
 
@@ -122,7 +122,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         brief = await h.restore(ident, thread=args.thread, version=args.version, progress_limit=0)
         if not brief.found:
             await no_checkpoint(h, ident, args.thread, args.version)
-        print(json.dumps(brief.state, indent=2, ensure_ascii=False))
+        say(json.dumps(brief.state, indent=2, ensure_ascii=False))  # escapes keep it JSON, with the same values
         return 0
 
     return with_harness(args, run, existing=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..service import Harness
 from .common import identity, person, with_harness
-from .output import show
+from .output import say, show
 from .tables import styled, table, when
 
 
@@ -27,7 +27,7 @@ def _done(task: Any, verb: str, as_json: bool) -> None:
         print(json.dumps(task.model_dump(mode="json"), indent=2))
         return
     unblocked = f"; now claimable: {', '.join(task.unblocked)}" if task.unblocked else ""
-    print(f"{verb} task {task.key}: it is {task.status} now{unblocked}")
+    say(f"{verb} task {task.key}: it is {task.status} now{unblocked}")
 
 
 def cmd_review(args: argparse.Namespace) -> int:

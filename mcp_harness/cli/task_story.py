@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from ..errors import InvalidArgument
 from ..service import Harness, Identity
+from .output import clean, say
 
 
 async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
@@ -19,27 +20,29 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
         print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
         return 0
     t = story.task
-    print(f"{t.key}: {t.title}\n  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
+    say(f"{t.key}: {clean(t.title, multiline=False)}")
+    say(f"  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
     if t.lease:
         left = datetime.fromisoformat(t.lease.expires_at) - datetime.now(UTC)
-        print(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
+        say(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
     if t.kind == "gate" or t.review:
-        print("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
+        say("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
     for name in ("depends_on", "last_error", "verification", "result", "review_comment"):
         if getattr(t, name) not in (None, []):
-            print(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
-    print("events:" if story.events else "events: none")
+            say(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
+    say("events:" if story.events else "events: none")
     for e in story.events:
         if t.kind == "gate" and e.kind == "submit":  # nobody submitted it: its last dependency was done
             after = f": the last, {e.detail['after']}, by {e.actor}" if e.detail and e.detail.get("after") else ""
             at = e.created_at[:19].replace("T", " ")
-            print(f"  {at} entered review by itself (its dependencies were done{after})")
+            say(f"  {at} entered review by itself (its dependencies were done{after})")
             continue
         detail = f" {json.dumps(_with_units(e.detail), ensure_ascii=False)}" if e.detail else ""
-        print(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
-    print("progress:" if story.progress else "progress: none")
+        say(f"  {e.created_at[:19].replace('T', ' ')} {e.kind} by {e.actor} (attempt {e.attempt}){detail}")
+    say("progress:" if story.progress else "progress: none")
     for p in story.progress:
-        print(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {p.summary}")
+        summary = clean(p.summary, multiline=False)
+        say(f"  #{p.seq} {p.created_at[:19].replace('T', ' ')} {p.agent} {p.status.upper()}: {summary}")
     return 0
 
 

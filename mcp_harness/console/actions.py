@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from ..errors import Forbidden, InvalidArgument, NotFound
 from ..service import Identity
 from ..task_states import Action as A
-from .app import Console, Redirect, page
+from .app import Console, Redirect, page, read_form
 from .auth import CodeLogin, check_form, check_origin, clear_cookie, set_cookie
 
 
@@ -45,23 +45,23 @@ async def login(console: Console, request: Request) -> Response:
     check_origin(request)
     if isinstance(console.login, CodeLogin):
         raise Forbidden("this console signs in with the login code that mcp-harness ui printed")
-    form = await request.form()
+    form = await read_form(request)
     token = str(form.get("token") or "").strip()
-    session = await console.login.session_for(token) if token else None
-    if session is None:
+    sid = await console.login.start(token) if token else None
+    if sid is None:
         return _login(console, request, 401, "That token is not valid (mistyped, or revoked). Ask for a new one: "
                       "mcp-harness token create --workspace W --agent YOUR-NAME --role operator")  # fmt: skip
     response = RedirectResponse(console.url("/"), status_code=303)
-    set_cookie(request, response, token)
+    set_cookie(request, response, sid)  # the session id: the token itself never leaves this request
     return response
 
 
 @page
 async def logout(console: Console, request: Request) -> Response:
     session = await console.session(request)
-    form = await request.form()
+    form = await read_form(request)
     check_form(request, session, _field(form, "csrf"))
-    console.login.end(request)
+    await console.login.end(request)
     response = RedirectResponse(console.url("/login"), status_code=303)
     clear_cookie(request, response)
     return response
@@ -98,7 +98,7 @@ async def act(console: Console, request: Request) -> Response:
     if action is None:
         raise NotFound(f"no console action {name!r}; there are: {', '.join(ACTIONS)}")
     session = await console.session(request)
-    form = await request.form()
+    form = await read_form(request)
     check_form(request, session, _field(form, "csrf"))
     if not session.can_act:
         raise Forbidden(f"{name} needs the operator role; this sign-in is a {session.role}")

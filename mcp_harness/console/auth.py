@@ -3,9 +3,11 @@
 Two ways in, one `Session` out:
 - `CodeLogin` (`mcp-harness ui`): the command prints a URL carrying a one-time code; opening it turns
   the code into a session cookie with operator rights, acting as the person's name. A used code is dead.
-- `TokenLogin` (`/ui` on the shared HTTP server): a person pastes a bearer token; the cookie holds it
-  and it is checked on every request (a revoked token signs the person out at once, and any replica
-  can serve any request). Its role decides: `operator` acts, every other role only sees.
+- `TokenLogin` (`/ui` on the shared HTTP server): a person pastes a bearer token; the server makes an
+  opaque session bound to that token (service/console_sessions.py) and the cookie holds only the
+  session id, never the token. The session is checked on every request (any replica can serve any
+  request); signing out or revoking the token ends it at once. The token's role decides: `operator`
+  acts, every other role only sees.
 
 The cookie is HttpOnly and SameSite=Strict; POSTs must carry the session's CSRF token and come from
 the console's own origin.
@@ -17,17 +19,18 @@ import getpass
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..config import NAME_RE
-from ..errors import Forbidden
-from ..service.tokens import TokenService
+from ..errors import Forbidden, HarnessError
+from ..service.console_sessions import SESSION_SECONDS, ConsoleSessionService
 
-SESSION_SECONDS = 12 * 3600  #: how long the browser keeps the cookie
+RECHECK_SECONDS = 0.4  #: an open event stream's session is looked up again at most this often
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class Session:
     role: str  #: `operator` acts; `reader` and `agent` see
     workspace: str | None  #: the one workspace this session may see; None: every workspace
     csrf: str  #: the token every form of this session carries
+    key: str = field(default="", repr=False)  #: what open event streams are counted by (the token's hash)
+    sid: str = field(default="", repr=False)  #: the session id (the cookie)
 
     @property
     def can_act(self) -> bool:
@@ -82,7 +87,7 @@ class CodeLogin:
         self.agent = agent
         self.code = secrets.token_urlsafe(24)
         self._used = False
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, tuple[Session, float]] = {}  #: id -> the session and when it expires
 
     def redeem(self, code: str) -> str | None:
         """A new session id for the right code, the first time only; None otherwise."""
@@ -90,37 +95,75 @@ class CodeLogin:
             return None
         self._used = True
         sid = secrets.token_urlsafe(32)
-        self._sessions[sid] = Session(self.agent, "operator", None, secrets.token_urlsafe(24))
+        session = Session(self.agent, "operator", None, secrets.token_urlsafe(24), key=sid, sid=sid)
+        self._sessions[sid] = (session, time.monotonic() + SESSION_SECONDS)
         return sid
 
     async def session(self, request: Request) -> Session | None:
-        return self._sessions.get(request.cookies.get(cookie_name(request), ""))
+        return self._find(request.cookies.get(cookie_name(request), ""))
 
-    def end(self, request: Request) -> None:
+    def _find(self, sid: str) -> Session | None:
+        found = self._sessions.get(sid)
+        if found is None or found[1] <= time.monotonic():
+            return None
+        return found[0]
+
+    async def alive(self, session: Session) -> bool:
+        """Whether an open event stream's session still holds (not signed out, not expired)."""
+        return self._find(session.sid) is not None
+
+    async def end(self, request: Request) -> None:
         self._sessions.pop(request.cookies.get(cookie_name(request), ""), None)
 
 
 class TokenLogin:
-    """`/ui` on the shared server: the session is the bearer token, checked on every request."""
+    """`/ui` on the shared server: a bearer token, pasted once, becomes a server-side session."""
 
     kind = "token"
 
-    def __init__(self, tokens: TokenService) -> None:
-        self.tokens = tokens
+    def __init__(self, sessions: ConsoleSessionService) -> None:
+        self.sessions = sessions
+        self._checked: dict[str, tuple[float, bool]] = {}  #: session id -> (when looked up, alive)
+
+    async def start(self, token: str) -> str | None:
+        """A new session id for a live token, for the cookie; None for an unknown or revoked token."""
+        return await self.sessions.start(token)
 
     async def session(self, request: Request) -> Session | None:
-        token = request.cookies.get(cookie_name(request))
-        return await self.session_for(token) if token else None
+        sid = request.cookies.get(cookie_name(request))
+        return await self.session_for(sid) if sid else None
 
-    async def session_for(self, token: str) -> Session | None:
-        ident = await self.tokens.verify(token)
-        if ident is None:
+    async def session_for(self, sid: str) -> Session | None:
+        found = await self.sessions.find(sid)
+        if found is None:
             return None
-        csrf = hmac.new(token.encode(), b"mcp-harness console csrf", hashlib.sha256).hexdigest()
-        return Session(ident.agent, ident.role, ident.workspace, csrf)
+        ident = found.ident
+        csrf = hmac.new(sid.encode(), b"mcp-harness console csrf", hashlib.sha256).hexdigest()
+        return Session(ident.agent, ident.role, ident.workspace, csrf, key=found.token_key, sid=sid)
 
-    def end(self, request: Request) -> None:
-        """Nothing is kept server-side: clearing the cookie is signing out."""
+    async def alive(self, session: Session) -> bool:
+        """Whether an open event stream's session still holds (not signed out, not expired, its token
+        not revoked): looked up again, shared by the streams of one session, at most every
+        `RECHECK_SECONDS`."""
+        clock = time.monotonic()
+        checked = self._checked.get(session.sid)
+        if checked is not None and clock - checked[0] < RECHECK_SECONDS:
+            return checked[1]
+        if len(self._checked) > 10_000:
+            self._checked.clear()
+        try:
+            alive = await self.sessions.find(session.sid) is not None
+        except HarnessError:  # the database is away: no page can change meanwhile; look again soon
+            return True
+        self._checked[session.sid] = (clock, alive)
+        return alive
+
+    async def end(self, request: Request) -> None:
+        """Sign out: the session ends on the server (on every replica), not only in this browser."""
+        sid = request.cookies.get(cookie_name(request))
+        if sid:
+            await self.sessions.end(sid)
+            self._checked.pop(sid, None)
 
 
 Login = CodeLogin | TokenLogin

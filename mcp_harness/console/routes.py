@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
@@ -25,12 +25,11 @@ __all__ = ["CodeLogin", "Console", "TokenLogin", "console_routes", "person_name"
 def console_routes(
     harness: Harness, login: Login, *, allowed_hosts: list[str], metrics_open: bool, workspace: str | None = None
 ) -> list[Route | Mount]:
-    """`/ui` (the console) and `/metrics`, to add to an app's routes."""
+    """`/ui` (the console) and `/metrics`, to add to an app's routes; both answer only the Hosts this
+    server answers to (DNS rebinding)."""
     app: ASGIApp = build(Console(harness, login, base="/ui", workspace=workspace), allowed_hosts)
-    return [
-        Mount("/ui", app=app),
-        Route("/metrics", metrics_endpoint(harness, open_access=metrics_open), methods=["GET"]),
-    ]
+    metrics = Guard(request_response(metrics_endpoint(harness, open_access=metrics_open)), allowed_hosts)
+    return [Mount("/ui", app=app), Route("/metrics", metrics, methods=["GET"])]
 
 
 def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:

@@ -11,29 +11,36 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import InvalidArgument
+from .actions import ACTIONS
 from .app import Console, Redirect, page
 from .graph import layout
 
+DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
 PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
 COLUMN_PAGE = 200  #: cards on one page of a single column
 PICKER_NEEDS = 200  #: workspaces the picker shows "needs you" counts for
+HIGHEST = 2**63 - 1  #: the largest number a page parameter may be (a 64-bit column holds it)
+LONGEST = 1000  #: characters a text parameter may have
 
 
 def _int(request: Request, name: str, low: int = 1) -> int | None:
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a whole number, got {raw!r}") from None
-    if value < low:
-        raise InvalidArgument(f"{name} must be at least {low}, got {value}")
+    if len(raw) > 20 or not raw.isascii() or not raw.lstrip("-").isdigit():
+        raise InvalidArgument(f"{name} must be a whole number")
+    value = int(raw)
+    if not low <= value <= HIGHEST:
+        raise InvalidArgument(f"{name} must be a whole number from {low} to {HIGHEST}")
     return value
 
 
 def _text(request: Request, name: str) -> str | None:
     value = (request.query_params.get(name) or "").strip()
+    if len(value) > LONGEST:
+        raise InvalidArgument(f"{name} must be at most {LONGEST} characters")
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):  # PostgreSQL refuses NUL in text
+        raise InvalidArgument(f"{name} must not contain control characters")
     return value or None
 
 
@@ -85,7 +92,14 @@ async def task(console: Console, request: Request) -> Response:
     )  # fmt: skip
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
-                          done=request.query_params.get("done"))  # fmt: skip
+                          done=_done(request))  # fmt: skip
+
+
+def _done(request: Request) -> str | None:
+    """The word of the action just taken (the banner says "approved", ...); any other text is ignored,
+    so a link cannot put its own sentence on the page."""
+    done = request.query_params.get("done")
+    return done if done in DONE_WORDS else None
 
 
 @page

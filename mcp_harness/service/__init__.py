@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
@@ -14,12 +15,15 @@ from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
-from .maintenance import MaintenanceService
+from .console_sessions import ConsoleSessionService
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .tasks import TaskService
 from .tokens import TokenService
+
+if TYPE_CHECKING:
+    from .maintenance import MaintenanceService
 
 __all__ = ["Harness", "Identity", "iso"]
 
@@ -35,8 +39,15 @@ class Harness:
         self.tasks = TaskService(db, settings)
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
-        self.maintenance = MaintenanceService(db, settings)
+        self.console_sessions = ConsoleSessionService(db, settings)
         self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
+
+    @cached_property
+    def maintenance(self) -> MaintenanceService:
+        """Export/import and prune: loaded on first use, with SQLAlchemy (a session's calls never are)."""
+        from .maintenance import MaintenanceService
+
+        return MaintenanceService(self.db, self.settings)
 
     @classmethod
     @asynccontextmanager

@@ -4,7 +4,9 @@ references between records (the values a checkpoint names, a thread's latest che
 dependencies and tags of tasks). Only keys, ids and sizes are kept, never the values themselves.
 
 Every problem is an `InvalidArgument` that names the line. A task's `ready`, `blocked` and `dependents`
-are derived from the statuses and dependencies, as the tools maintain them (`task_flags`)."""
+are derived from the statuses and dependencies, as the tools maintain them (`task_flags`); a status the
+tools could never leave a task in, given its dependencies, is refused (a task claimed or in review
+while a dependency is not done; a gate pending while every dependency is)."""
 
 from __future__ import annotations
 
@@ -312,5 +314,15 @@ class ImportChecker:
             )
             if facts.status == Status.CLAIMED and not done:
                 raise InvalidArgument(f"line {facts.line}: task {key!r} is claimed while a dependency is not done")
+            if facts.status == Status.IN_REVIEW and not done:  # the tools take it out of review then
+                raise InvalidArgument(
+                    f"line {facts.line}: task {key!r} is in review while a dependency is not done "
+                    "(approving it would skip that dependency)"
+                )
+            if facts.kind == "gate" and facts.status == Status.PENDING and done:  # the tools open it for review then
+                raise InvalidArgument(
+                    f"line {facts.line}: gate {key!r} is pending while every dependency is done "
+                    "(it would never enter review; its status must be in_review)"
+                )
             ready = may_be_ready(facts.status, facts.kind, done)
             self.task_flags[(ws, key)] = {"ready": ready, "blocked": blocked, "dependents": dependents[key]}

@@ -6,9 +6,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from ..config import check_name
 from ..errors import InvalidArgument, SchemaViolation
 from ..jsonvalue import dumps
@@ -31,6 +28,8 @@ async def validate_state(
     if schema is None:
         return None
     version, document = schema
+    from jsonschema import Draft202012Validator  # here: a session that never meets a schema never loads it
+
     validator = Draft202012Validator(json.loads(document))
     errors = sorted(validator.iter_errors(await load()), key=lambda e: list(e.absolute_path))
     if errors:
@@ -46,6 +45,9 @@ class SchemaService(ServiceBase):
         check_name("thread", thread)
         if not isinstance(schema, dict):
             raise InvalidArgument("a JSON Schema must be a JSON object")
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:

@@ -159,7 +159,7 @@ class TaskActions(ServiceBase):
             return task_view(row, at, UpdateTaskResult, **extra)
 
         result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
-        self.wakeup.notify()
+        self.wakeup.notify(ident.workspace)
         return result
 
     # -- the handlers -----------------------------------------------------------------------------
@@ -190,7 +190,7 @@ class TaskActions(ServiceBase):
                     leaf_only=True,
                 )  # fmt: skip
             if row is not None:
-                self.wakeup.notify()
+                self.wakeup.notify(ident.workspace)
                 return task_view(row, at, UpdateTaskResult, unblocked=[])
         return await self._transact(ident, args, action)
 

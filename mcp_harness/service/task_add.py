@@ -41,7 +41,7 @@ class TaskAdder(ServiceBase):
 
         result = await self.exactly_once(ident, args, AddTasksResult, body)
         if result.created:
-            self.wakeup.notify()
+            self.wakeup.notify(ident.workspace)
         self._added_since_statistics += len(result.created)
         if self._added_since_statistics >= STATISTICS_BATCH:
             # many new tasks change what the planner should expect of a claim (see refresh_statistics)

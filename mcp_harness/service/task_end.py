@@ -38,5 +38,5 @@ class LeaseEnder(ServiceBase):
             if ended:
                 await fail_exhausted(conn, ident.workspace, at)
         if ended:
-            self.wakeup.notify()
+            self.wakeup.notify(ident.workspace)
         return [row.key for row in ended]

@@ -1,5 +1,6 @@
-"""How waiting claims learn that work may be there: this process's own changes wake them at once,
-other processes' commits through the change feed (`store/changes.py`), the clock by a cheap read-only poll."""
+"""How waiting claims learn that work may be there: this process's own changes in their workspace wake
+them at once, other processes' commits in their workspace through the change feed (`store/changes.py`),
+the clock by a cheap read-only poll."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ class Wakeup:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
-        self._changed = anyio.Event()  # wakes this process's waiting claims at once
+        self._changed: dict[str, anyio.Event] = {}  # per workspace: wakes this process's waiting claims at once
 
-    def notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+    def notify(self, workspace: str) -> None:
+        """A change by this process in `workspace`: its waiting claims (and no other's) look again."""
+        event = self._changed.pop(workspace, None)
+        if event is not None:
+            event.set()
 
     async def wait_for_work(
         self, ident: Identity, tags: list[str] | None, task_key: str | None, remaining: float
@@ -43,11 +46,11 @@ class Wakeup:
             return False
         wake = anyio.Event()  # this process's changes, or the caller leaving
         async with anyio.create_task_group() as relays:
-            relays.start_soon(_relay, self._changed, wake)
+            relays.start_soon(_relay, self._changed.setdefault(ident.workspace, anyio.Event()), wake)
             if gone is not None:
                 relays.start_soon(_relay, gone, wake)
             await changes.feed(self.db).wait_until(
-                claimable, remaining, recheck=self.settings.poll_interval_seconds, local=wake
+                claimable, remaining, workspace=ident.workspace, recheck=self.settings.poll_interval_seconds, local=wake
             )
             relays.cancel_scope.cancel()
         return gone is None or not gone.is_set()

@@ -9,6 +9,7 @@ from typing import cast
 
 from ..config import check_name
 from ..errors import InvalidArgument, NotFound
+from ..store import console_sessions
 from ..store import tokens as store
 from ..store.common import now
 from .base import Identity, Role, ServiceBase, iso
@@ -62,7 +63,8 @@ class TokenService(ServiceBase):
         return [TokenInfo(r.token_id, r.workspace, r.agent, r.role, iso(r.created_at), iso(r.revoked_at)) for r in rows]
 
     async def revoke(self, token: str | None = None, *, workspace: str | None = None, agent: str | None = None) -> int:
-        """Revoke one token (by its text or its id) or all tokens of workspace + agent."""
+        """Revoke one token (by its text or its id) or all tokens of workspace + agent, and end every
+        console session made from them."""
         if token is None and not (workspace and agent):
             raise InvalidArgument("give a token (or token id), or both --workspace and --agent")
         async with self.db.write() as conn:
@@ -70,6 +72,7 @@ class TokenService(ServiceBase):
                 count = await store.revoke(conn, now(), token_hash=token_hash(token), token_id=token)
             else:
                 count = await store.revoke(conn, now(), workspace=workspace, agent=agent)
+            await console_sessions.end_revoked(conn)
         if count == 0:
             raise NotFound("no live token matched")
         return count

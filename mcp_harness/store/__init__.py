@@ -1,14 +1,15 @@
 """Storage: the only package that holds SQL.
 
 Services run the hot paths inside one transaction from `Database.write()`, `read()` or `single()`,
-which yield a `Connection` that runs the literal SQL of `queries.py` and returns typed rows
-(`records.py`). The cold paths (export/import, prune, migrations) use SQLAlchemy over the declared
-tables (`tables.py`) inside `Database.cold_read()` / `cold_write()`. Database errors leave the store as
-`HarnessError`s, or as `StorageError` (`UniqueViolation` for a lost race on a unique key).
+which yield a `Connection` that runs named queries (`.sql` files under `sql/`, loaded by `named.py`)
+and returns typed rows (`records.py`); migrations are `.sql` files too (`migrations.py`). The cold
+paths (export/import, prune) use SQLAlchemy over the declared tables (`tables.py`) inside
+`Database.cold_read()` / `cold_write()`: `backup.py`, imported by whoever runs them (not here: a
+session's calls never load SQLAlchemy). Database errors leave the store as `HarnessError`s, or as
+`StorageError` (`UniqueViolation` for a lost race on a unique key).
 """
 
 from . import (
-    backup,
     checkpoints,
     common,
     idempotency,
@@ -30,7 +31,6 @@ __all__ = [
     "Database",
     "StorageError",
     "UniqueViolation",
-    "backup",
     "checkpoints",
     "common",
     "idempotency",

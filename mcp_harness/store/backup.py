@@ -1,6 +1,7 @@
 """The cold paths' SQL, through SQLAlchemy over the declared tables: rows out and in for
 export/import, and the reads and deletes behind prune. Run inside `Database.cold_read()` /
-`cold_write()`."""
+`cold_write()`. Imported only by the maintenance service (loaded on first use): SQLAlchemy stays out
+of a session's calls."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..errors import InvalidArgument
-from . import queries as q
+from . import named
 from .tables import (
     Blob,
     Checkpoint,
@@ -147,10 +148,10 @@ async def _insert_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids
 
 async def lock_values(conn: AsyncConnection, workspace: str) -> None:
     """Hold off every save to the workspace until this transaction ends (PostgreSQL: they take
-    `q.SAVE_VALUES_LOCK`; SQLite: prune's BEGIN IMMEDIATE already does), so that no save commits a
+    `checkpoints.sql`'s `save_values_lock`; SQLite: prune's BEGIN IMMEDIATE already does), so that no save commits a
     reference to a value between prune's scan of the manifests and its deletes."""
     if conn.dialect.name == "postgresql":
-        await conn.execute(text(q.PRUNE_VALUES_LOCK.sqlite), {"ws": workspace})
+        await conn.execute(text(named.load("checkpoints").prune_values_lock.sqlite), {"ws": workspace})
 
 
 async def prunable(conn: AsyncConnection, workspace: str, *, keep_last: int, older_than: float | None) -> list[str]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import queries as q
+from . import named
 from .common import ensure_workspace, now
 from .connection import Connection, array
 from .records import CheckpointRow, CheckpointWithManifest, ThreadHead, ThreadRow
+
+Q = named.load("checkpoints")
 
 
 async def lock_thread(conn: Connection, workspace: str, thread: str) -> ThreadHead:
@@ -16,28 +18,28 @@ async def lock_thread(conn: Connection, workspace: str, thread: str) -> ThreadHe
 
     On PostgreSQL the row lock orders concurrent saves to one thread across hosts, and the save first
     takes the workspace's values lock (shared: saves run side by side) so that prune's value clean-up
-    never runs while it commits (see `q.SAVE_VALUES_LOCK`); on SQLite the write transaction (BEGIN
+    never runs while it commits (see `Q.save_values_lock`); on SQLite the write transaction (BEGIN
     IMMEDIATE) already does both."""
     params = {"ws": workspace, "thread": thread}
     if conn.dialect == "postgresql":
-        await conn.execute(q.SAVE_VALUES_LOCK, params)
-    head = await conn.fetch_one(q.LOCK_THREAD, params)
+        await conn.execute(Q.save_values_lock, params)
+    head = await conn.fetch_one(Q.lock_thread, params)
     if head is None:
         await ensure_workspace(conn, workspace)
-        await conn.execute(q.INSERT_THREAD, {**params, "at": now()})
-        head = await conn.fetch_one(q.LOCK_THREAD, params)
+        await conn.execute(Q.insert_thread, {**params, "at": now()})
+        head = await conn.fetch_one(Q.lock_thread, params)
     return head
 
 
 async def insert_checkpoint(conn: Connection, row: dict[str, Any], new_blobs: dict[str, bytes]) -> None:
-    """Store a checkpoint (`row`: a value for every column of `q.INSERT_CHECKPOINT`), the values it
+    """Store a checkpoint (`row`: a value for every column of `Q.insert_checkpoint`), the values it
     introduces, and advance its thread."""
     ws = row["workspace"]
     if new_blobs:
-        await conn.execute_many(q.INSERT_BLOB, [{"ws": ws, "hash": h, "data": d} for h, d in new_blobs.items()])
-    await conn.execute(q.INSERT_CHECKPOINT, row)
+        await conn.execute_many(Q.insert_blob, [{"ws": ws, "hash": h, "data": d} for h, d in new_blobs.items()])
+    await conn.execute(Q.insert_checkpoint, row)
     advance = {"ws": ws, "thread": row["thread"], "version": row["version"], "id": row["id"], "at": row["created_at"]}
-    await conn.execute(q.ADVANCE_THREAD, advance)
+    await conn.execute(Q.advance_thread, advance)
 
 
 async def get_checkpoint(
@@ -51,22 +53,22 @@ async def get_checkpoint(
 ) -> CheckpointWithManifest | None:
     """One checkpoint with its manifest: by id, version, label (the newest with it) or the latest."""
     if checkpoint_id is not None:
-        return await conn.fetch_one(q.CHECKPOINT_BY_ID, {"ws": workspace, "id": checkpoint_id})
+        return await conn.fetch_one(Q.checkpoint_by_id, {"ws": workspace, "id": checkpoint_id})
     params = {"ws": workspace, "thread": thread}
     if version is not None:
-        return await conn.fetch_one(q.CHECKPOINT_BY_VERSION, {**params, "version": version})
+        return await conn.fetch_one(Q.checkpoint_by_version, {**params, "version": version})
     if label is not None:
-        return await conn.fetch_one(q.CHECKPOINT_BY_LABEL, {**params, "label": label})
-    return await conn.fetch_one(q.LATEST_CHECKPOINT, params)
+        return await conn.fetch_one(Q.checkpoint_by_label, {**params, "label": label})
+    return await conn.fetch_one(Q.latest_checkpoint, params)
 
 
 async def load_values(conn: Connection, workspace: str, hashes: list[str]) -> dict[str, bytes]:
     """Canonical bytes of the given value hashes."""
     unique = list(dict.fromkeys(hashes))
     if len(unique) == 1:
-        data = await conn.fetch_value(q.BLOB, {"ws": workspace, "hash": unique[0]})
+        data = await conn.fetch_value(Q.blob, {"ws": workspace, "hash": unique[0]})
         return {} if data is None else {unique[0]: data}
-    rows = await conn.fetch_all(q.BLOBS, {"ws": workspace, "hashes": array(conn.dialect, unique)})
+    rows = await conn.fetch_all(Q.blobs, {"ws": workspace, "hashes": array(conn.dialect, unique)})
     return {row.hash: row.data for row in rows}
 
 
@@ -76,19 +78,19 @@ async def list_checkpoints(
     """Checkpoint metadata, newest first, one page (one query, no states loaded)."""
     params = {"ws": workspace, "thread": thread, "limit": limit}
     if before_version is None:
-        return await conn.fetch_all(q.LIST_CHECKPOINTS, params)
-    return await conn.fetch_all(q.LIST_CHECKPOINTS_BEFORE, {**params, "before": before_version})
+        return await conn.fetch_all(Q.list_checkpoints, params)
+    return await conn.fetch_all(Q.list_checkpoints_before, {**params, "before": before_version})
 
 
 async def list_threads(conn: Connection, workspace: str) -> list[ThreadRow]:
     """Threads with their latest version and the size of their latest state."""
-    return await conn.fetch_all(q.LIST_THREADS, {"ws": workspace})
+    return await conn.fetch_all(Q.list_threads, {"ws": workspace})
 
 
 async def count_checkpoints(conn: Connection, workspace: str) -> int:
-    return int(await conn.fetch_value(q.COUNT_CHECKPOINTS, {"ws": workspace}))
+    return int(await conn.fetch_value(Q.count_checkpoints, {"ws": workspace}))
 
 
 async def largest(conn: Connection, workspace: str, limit: int = 5) -> list[CheckpointRow]:
     """The biggest checkpoints, newest first among equals."""
-    return await conn.fetch_all(q.LARGEST_CHECKPOINTS, {"ws": workspace, "limit": limit})
+    return await conn.fetch_all(Q.largest_checkpoints, {"ws": workspace, "limit": limit})

@@ -6,7 +6,7 @@ PostgreSQL differ); asyncpg's `$1, $2 ...` form is derived from it once, when th
 the query's own record type (whose field names must equal the columns the query selects, checked on
 the first rows) or, without one, a record type named after the columns. Implementations: `sqlite.py`
 (sqlite3) and `postgres.py` (asyncpg). SQLAlchemy never runs here; it serves the cold paths (see
-`Database.cold_read()` and `cold_write()`).
+`Database.cold_read()` and `cold_write()`). Statements are named queries from `.sql` files (`named.py`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Record(tuple):
 
 
 class Query:
-    """One SQL statement. `row`: the record type its rows become; `name`: set by `queries.py`."""
+    """One SQL statement. `row`: the record type its rows become; `name`: `file.query` (see `named.py`)."""
 
     __slots__ = ("name", "sqlite", "postgresql", "pg_names", "row", "_makers")
 
@@ -161,6 +161,11 @@ class Connection(Protocol):
 
     async def execute_many(self, query: Query, rows: Sequence[Params]) -> None:
         """Run a statement once per parameter set."""
+        ...
+
+    async def execute_script(self, sql: str) -> None:
+        """Run one statement of literal SQL that takes no parameters and returns nothing (a
+        migration's DDL), as it is written."""
         ...
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:

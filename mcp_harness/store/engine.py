@@ -1,22 +1,27 @@
-"""The database: transactions for the hot paths (literal SQL on a `Connection`) and for the cold
-paths (SQLAlchemy); driver errors become `HarnessError`s at this edge (`errors.py`).
+"""The database: one connection path per backend. Driver and SQLAlchemy errors become
+`HarnessError`s at this edge (`errors.py`).
 
-SQLite writes: one sqlite3 connection per process, used from the event-loop thread (a write
-transaction is a few microseconds of SQL plus one fsync; running it through aiosqlite costs several
-cross-thread hops per statement, which dominated the cost of a claim). Every write transaction opens
-with `BEGIN IMMEDIATE` (no lock upgrades, so no "database is locked" from them). The write lock is
-acquired with `busy_timeout=0` and retried with short jittered async sleeps, so a process waiting for
-another process's write neither blocks its event loop nor oversleeps in SQLite's busy handler.
-In-process writers queue on an `anyio.Lock`. Short reads run on a second sqlite3 connection, also
-on the loop thread. WAL with `synchronous=FULL`: an acknowledged write survives power loss.
+PostgreSQL: ONE asyncpg pool per process (plus the change feed's LISTEN connection, `changes.py`).
+`write()` and `read()` open a transaction on a pooled connection; `single()` runs one statement in
+autocommit on one (no BEGIN/COMMIT, two round trips fewer); row locks (`FOR UPDATE`, `SKIP LOCKED`)
+do the ordering. The cold paths (export/import, prune) use SQLAlchemy over the declared tables, and
+its engine holds no pool: `cold_read()`/`cold_write()` borrow a connection from the same asyncpg
+pool, open the transaction on it and hand it to SQLAlchemy (`cold.py`). At most `pool_size` + 1
+connections per process.
 
-PostgreSQL: transactions are opened on asyncpg (on a connection from SQLAlchemy's pool), and work
-that is one statement runs on asyncpg's own pool (`single()`); row locks (`FOR UPDATE`, `SKIP
-LOCKED`) do the ordering.
+SQLite: the event-loop fast path is sqlite3. One writer connection per process, used from the
+event-loop thread (a write transaction is a few microseconds of SQL plus one fsync; running it
+through aiosqlite costs several cross-thread hops per statement, which dominated the cost of a
+claim). Every write transaction opens with `BEGIN IMMEDIATE` (no lock upgrades, so no "database is
+locked" from them). The write lock is acquired with `busy_timeout=0` and retried with short jittered
+async sleeps, so a process waiting for another process's write neither blocks its event loop nor
+oversleeps in SQLite's busy handler. In-process writers queue on an `anyio.Lock`. Short reads run on a
+second sqlite3 connection, also on the loop thread. WAL with `synchronous=FULL`: an acknowledged write
+survives power loss. The cold paths alone use the async engine, SQLAlchemy over aiosqlite (a worker
+thread, so a long read never blocks the loop; writes still queue on the process's write lock).
 
-Cold paths (export/import, prune, migrations) get a real SQLAlchemy `AsyncConnection` from
-`cold_read()` / `cold_write()`: on SQLite an aiosqlite connection (a worker thread, so a long read
-never blocks the loop); writes still queue on the process's write lock.
+Migrations run on the fast path (`migrations.py`: literal SQL files), so opening a database, and a
+session's first call, never import SQLAlchemy; `cold.py` is imported by the first cold path.
 """
 
 from __future__ import annotations
@@ -26,34 +31,30 @@ import random
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from sqlalchemy import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from ..errors import Unavailable
-from . import queries
+from . import named
 from .changes import NOTIFY_WRITES
 from .conditions import PG_READ_ONLY, sqlite_writable
 from .connection import Connection, StorageError
 from .errors import connect_refused, wrap_errors
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
-from .sqlite import (
-    SQLITE_BUSY_TIMEOUT_MS,
-    SqliteConnection,
-    cold_engine,
-    connect,
-    create_private,
-    end_transaction,
-    is_busy,
-)
+from .sqlite import SQLITE_BUSY_TIMEOUT_MS, SqliteConnection, connect, create_private, end_transaction, is_busy
+from .urls import display, sqlite_path
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+Q = named.load("health")
 
 
 class Database:
     """The connection to one database. `write()`, `read()` and `single()` yield a `Connection` for
-    literal SQL (`queries.py`); `cold_read()` and `cold_write()` a SQLAlchemy `AsyncConnection`."""
+    named queries (`named.py`); `cold_read()` and `cold_write()` a SQLAlchemy `AsyncConnection`."""
 
     def __init__(self, url: str, *, pool_size: int = 5) -> None:
         self.url = url
@@ -66,17 +67,11 @@ class Database:
         self._read_lock = anyio.Lock(fast_acquire=True)
         self._writer: sqlite3.Connection | None = None  # SQLite: made on first use, as is the reader
         self._reader: sqlite3.Connection | None = None
-        self._driver_pool: Any = None  # PostgreSQL: asyncpg's own pool, for `single()`: made on first use
-        self._driver_pool_lock = anyio.Lock()
+        self._pool: Any = None  # PostgreSQL: the process's one asyncpg pool, made on first use
+        self._pool_lock = anyio.Lock()
+        self._cold: AsyncEngine | None = None  # SQLAlchemy, made by the first cold path (`cold.py`)
         if self.dialect == "sqlite":
             create_private(url)
-            self._engine = cold_engine(url, max(2, pool_size))
-        else:
-            # Autocommit at the SQLAlchemy level: transactions are opened on asyncpg itself.
-            self._engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, pool_timeout=60,
-                isolation_level="AUTOCOMMIT", hide_parameters=True,  # parameters hold users' data: never log them
-            )  # fmt: skip
 
     @property
     def is_sqlite(self) -> bool:
@@ -86,12 +81,8 @@ class Database:
         """Create or upgrade the schema (guarded against servers starting at once). A failure names
         the database (its file, or its URL without the password)."""
         try:
-            async with self.cold_write() as conn:
-                await migrate(conn, self.dialect)
-            if self.is_sqlite:
-                # the cold engine's connection (a worker thread) is not needed again until an export,
-                # import or prune: close it now rather than keep a thread idle for the server's life
-                await self._engine.dispose()
+            async with self.write() as conn:
+                await migrate(conn)
         except Unavailable as exc:
             raise Unavailable(f"{self.name}: {exc.message}", damaged=exc.damaged) from exc
         except StorageError as exc:  # no such database, or the sign-in was refused: said so, no traceback
@@ -103,8 +94,7 @@ class Database:
     @property
     def name(self) -> str:
         """The database for people: a SQLite file's path, or the URL without its password."""
-        url = make_url(self.url)
-        return (url.database or ":memory:") if self.is_sqlite else url.render_as_string(hide_password=True)
+        return display(self.url)
 
     async def close(self) -> None:
         for conn in (self._writer, self._reader):
@@ -112,19 +102,22 @@ class Database:
                 conn.close()
         self._writer = self._reader = None
         # Shielded: a server stopped by a signal closes while its tasks are being cancelled, and a
-        # cancelled close leaves connections behind (and SQLAlchemy's pool logs a traceback for each).
+        # cancelled close leaves connections behind.
         with anyio.CancelScope(shield=True):
-            if self._driver_pool is not None:
-                await self._driver_pool.close()
-                self._driver_pool = None
-            await self._engine.dispose()
+            if self._cold is not None:
+                await self._cold.dispose()
+                self._cold = None
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
 
     # -- hot paths: literal SQL on a `Connection` --------------------------------------------------
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Connection]:
         """A write transaction: committed when the block ends, rolled back on any error."""
         if not self.is_sqlite:
-            async with wrap_errors(), self._pg_transaction() as conn:
+            async with wrap_errors(), self._pg_transaction() as driver:
+                conn = PgConnection(driver)
                 yield conn
                 await conn.execute(NOTIFY_WRITES)  # the change feed of every process hears of this commit
             return
@@ -143,8 +136,8 @@ class Database:
         SQLite it runs on the loop thread like writes do; a read that streams for long, or that
         awaits anything but the store inside, belongs in `cold_read()`."""
         if not self.is_sqlite:
-            async with wrap_errors(), self._pg_transaction() as conn:
-                yield conn
+            async with wrap_errors(), self._pg_transaction() as driver:
+                yield PgConnection(driver)
             return
         async with wrap_errors(), self._read_lock:
             if self._reader is None:
@@ -158,31 +151,30 @@ class Database:
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[Connection]:
-        """For work that is ONE statement (atomic by itself): on PostgreSQL it runs without
-        BEGIN/COMMIT, two round trips fewer; on SQLite it is a write transaction like any other."""
+        """For work that is ONE statement (atomic by itself): on PostgreSQL it runs in autocommit on a
+        pooled connection, without BEGIN/COMMIT (two round trips fewer); on SQLite it is a write
+        transaction like any other."""
         if self.is_sqlite:
             async with self.write() as conn:
                 yield conn
             return
         async with wrap_errors():
-            pool = self._driver_pool or await self._make_driver_pool()
+            pool = self._pool or await self._make_pool()
             async with pool.acquire() as driver:
                 yield PgConnection(driver)
 
-    async def _make_driver_pool(self) -> Any:
-        """asyncpg's pool, next to SQLAlchemy's: a statement that needs no transaction skips the
-        SQLAlchemy pool's check-out and check-in (greenlet hops: a third of a claim's Python time)."""
-        async with self._driver_pool_lock:
-            if self._driver_pool is None:
-                self._driver_pool = await driver_pool(self.url, self._pool_size)
-        return self._driver_pool
+    async def _make_pool(self) -> Any:
+        async with self._pool_lock:
+            if self._pool is None:
+                self._pool = await driver_pool(self.url, self._pool_size)
+        return self._pool
 
     @asynccontextmanager
-    async def _pg_transaction(self) -> AsyncIterator[Connection]:
-        async with self._engine.connect() as conn:
-            driver = conn.sync_connection.connection.driver_connection  # set up by connect(): no I/O
-            async with driver.transaction():
-                yield PgConnection(driver)
+    async def _pg_transaction(self, **options: Any) -> AsyncIterator[Any]:
+        """A transaction on a connection of the pool; yields asyncpg's connection."""
+        pool = self._pool or await self._make_pool()
+        async with pool.acquire() as driver, driver.transaction(**options):
+            yield driver
 
     async def _begin_immediate(self) -> sqlite3.Connection:
         """Take SQLite's write lock without blocking the event loop while another process holds it."""
@@ -201,7 +193,16 @@ class Database:
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 1.5, 0.005)
 
-    # -- cold paths: SQLAlchemy --------------------------------------------------------------------
+    # -- cold paths: SQLAlchemy ---------------------------------------------------------------------
+    def _cold_engine(self) -> AsyncEngine:
+        if self._cold is None:
+            from . import cold
+
+            self._cold = (
+                cold.sqlite_engine(self.url, max(2, self._pool_size)) if self.is_sqlite else cold.pg_engine(self.url)
+            )
+        return self._cold
+
     @asynccontextmanager
     async def cold_read(self) -> AsyncIterator[AsyncConnection]:
         """A read transaction through SQLAlchemy, for reads that stream or run long: on a worker
@@ -210,30 +211,39 @@ class Database:
             async with wrap_errors(), self._cold_pg_transaction(isolation="repeatable_read", readonly=True) as conn:
                 yield conn
             return
-        async with wrap_errors(), self._engine.begin() as conn:
+        async with wrap_errors(), self._cold_engine().begin() as conn:
             yield conn
 
     @asynccontextmanager
     async def cold_write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction through SQLAlchemy, for the cold paths (import, prune, migrations). On
-        SQLite it holds the process's write lock like `write()`, on a worker-thread connection."""
+        """A write transaction through SQLAlchemy, for the cold paths (import, prune). On SQLite it
+        holds the process's write lock like `write()`, on a worker-thread connection."""
         if not self.is_sqlite:
             async with wrap_errors(), self._cold_pg_transaction() as conn:
                 yield conn
             return
-        async with wrap_errors(), self._write_lock, self._engine.connect() as conn:
-            await conn.execution_options(write=True)  # BEGIN IMMEDIATE (see `sqlite.cold_engine`)
+        async with wrap_errors(), self._write_lock, self._cold_engine().connect() as conn:
+            await conn.execution_options(write=True)  # BEGIN IMMEDIATE (see `cold.sqlite_engine`)
             async with conn.begin():
                 yield conn
 
     @asynccontextmanager
     async def _cold_pg_transaction(self, **options: Any) -> AsyncIterator[AsyncConnection]:
-        """A transaction opened on asyncpg, which SQLAlchemy's statements join: its engine is in
-        autocommit mode, so it emits no BEGIN of its own."""
-        async with self._engine.connect() as conn:
-            driver = conn.sync_connection.connection.driver_connection
-            async with driver.transaction(**options):
-                yield conn
+        """A transaction opened on a connection borrowed from the pool, which SQLAlchemy's statements
+        join: its engine is in autocommit mode (it emits no BEGIN of its own) and has no pool."""
+        from .cold import BORROWED
+
+        engine = self._cold_engine()
+        async with self._pg_transaction(**options) as driver:
+            token = BORROWED.set(driver)
+            try:
+                async with engine.connect() as conn:
+                    BORROWED.reset(token)
+                    token = None
+                    yield conn
+            finally:
+                if token is not None:
+                    BORROWED.reset(token)
 
     # -- maintenance -------------------------------------------------------------------------------
     async def vacuum(self) -> None:
@@ -241,7 +251,7 @@ class Database:
         PostgreSQL: VACUUM the tables prune shrinks). Runs outside any transaction."""
         if not self.is_sqlite:
             async with self.single() as conn:
-                await conn.execute(queries.VACUUM_PRUNED)
+                await conn.execute(Q.vacuum_pruned)
             return
         async with wrap_errors(), self._write_lock:
             if self._writer is None:
@@ -257,18 +267,18 @@ class Database:
     async def size_bytes(self) -> int:
         """Bytes the database takes on disk (SQLite: the file and its WAL)."""
         if self.is_sqlite:
-            path = self._engine.url.database or ""
+            path = sqlite_path(self.url)
             return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
         async with self.read() as conn:
-            return int(await conn.fetch_value(queries.DATABASE_SIZE))
+            return int(await conn.fetch_value(Q.database_size))
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers a trivial query and would take a write
         (a read-only database answers reads, and only its writes fail)."""
         async with self.read() as conn:
-            answer = await conn.fetch_value(queries.PING)
+            answer = await conn.fetch_value(Q.ping)
         if answer == "on":
             raise Unavailable(PG_READ_ONLY)
-        path = make_url(self.url).database if self.is_sqlite else None
+        path = sqlite_path(self.url) if self.is_sqlite else None
         if path and path != ":memory:" and not path.startswith("file:"):
             sqlite_writable(path)

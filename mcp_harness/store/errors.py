@@ -19,13 +19,11 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from sqlalchemy import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-
 from ..errors import HarnessError, Internal, Unavailable
 from .conditions import condition
 from .connection import StorageError, UniqueViolation
 from .sqlite import is_busy
+from .urls import pg_parts
 
 log = logging.getLogger(__name__)
 
@@ -46,24 +44,27 @@ async def wrap_errors() -> AsyncIterator[None]:
 
 def storage_error(exc: Exception) -> Exception | None:
     """The error to raise for `exc`, or None when it is not a database error (raise it as it is)."""
-    driver = _driver_error(exc)
+    sa = sys.modules.get("sqlalchemy.exc")  # not imported (no cold path ran): `exc` is not one of its
+    dbapi = sa is not None and isinstance(exc, sa.DBAPIError)
+    driver = _driver_error(exc) if dbapi else exc
     known = condition(driver)  # damaged, read-only or full: said so (waiting will not help)
     if known is not None:
         return known
-    if isinstance(exc, OperationalError) or isinstance(driver, sqlite3.OperationalError) or _pg_unreachable(driver):
+    operational = sa is not None and isinstance(exc, sa.OperationalError)
+    if operational or isinstance(driver, sqlite3.OperationalError) or _pg_unreachable(driver):
         if is_busy(exc):
             return Unavailable("the database is busy (locked by another writer); retry shortly")
         log.error("database operational error: %s: %s", type(driver).__name__, driver)  # no SQL, no parameters
         return Unavailable("the database is not reachable right now; retry shortly")
     if _unique_violation(driver):
         return UniqueViolation("a concurrent write got there first (a unique constraint)")
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+    if dbapi and exc.connection_invalidated:  # type: ignore[attr-defined]
         return Unavailable("the database connection was lost; retry shortly")
     if isinstance(exc, OSError):
         return Unavailable(f"the database is not reachable: {exc.strerror or exc}")
-    if isinstance(exc, DBAPIError) or isinstance(driver, sqlite3.Error) or _pg_error(driver):
+    if dbapi or isinstance(driver, sqlite3.Error) or _pg_error(driver):
         return StorageError(f"a database error happened ({type(driver).__name__})")
-    if isinstance(exc, SQLAlchemyError):
+    if sa is not None and isinstance(exc, sa.SQLAlchemyError):
         return Internal("a storage error happened")
     return None
 
@@ -71,9 +72,10 @@ def storage_error(exc: Exception) -> Exception | None:
 def _driver_error(exc: Exception) -> BaseException:
     """The driver's own exception: SQLAlchemy keeps it as `orig` (its asyncpg adapter wraps asyncpg's
     error once more, as the adapter error's cause)."""
-    if not isinstance(exc, DBAPIError) or exc.orig is None:
+    orig = getattr(exc, "orig", None)
+    if orig is None:
         return exc
-    return exc.orig.__cause__ or exc.orig
+    return orig.__cause__ or orig
 
 
 def _unique_violation(exc: BaseException) -> bool:
@@ -104,7 +106,7 @@ def connect_refused(exc: BaseException | None, url: str) -> HarnessError | None:
     state = getattr(driver, "sqlstate", None)
     if state != "3D000" and state not in _SIGN_IN_REFUSED:
         return None
-    parts = make_url(url)
+    parts = pg_parts(url)
     where = f"{parts.host or 'localhost'}:{parts.port or 5432}"
     if state == "3D000":  # invalid_catalog_name
         name = parts.database or ""

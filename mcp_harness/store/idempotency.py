@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from . import queries as q
+from . import named
 from .connection import Connection
 from .records import StoredResult
+
+Q = named.load("idempotency")
 
 
 async def get(conn: Connection, workspace: str, agent: str, tool: str, key: str) -> StoredResult | None:
     """The request hash and result of an earlier successful call with this key, if any."""
-    return await conn.fetch_one(q.STORED_RESULT, {"ws": workspace, "agent": agent, "tool": tool, "key": key})
+    return await conn.fetch_one(Q.stored_result, {"ws": workspace, "agent": agent, "tool": tool, "key": key})
 
 
 async def put(
@@ -18,9 +20,9 @@ async def put(
     """Remember a result. Two calls with one key racing: the loser gets `UniqueViolation` (PostgreSQL)."""
     params = {"ws": workspace, "agent": agent, "tool": tool, "key": key, "request_hash": request_hash,
               "result": result, "at": at}  # fmt: skip
-    await conn.execute(q.STORE_RESULT, params)
+    await conn.execute(Q.store_result, params)
 
 
 async def purge(conn: Connection, older_than: float) -> int:
     """Forget keys created before `older_than`; returns how many."""
-    return await conn.execute(q.PURGE_RESULTS, {"before": older_than})
+    return await conn.execute(Q.purge_results, {"before": older_than})

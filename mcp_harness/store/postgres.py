@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import make_url
-
 from .connection import NO_PARAMS, Params, Query
+from .urls import pg_dsn
 
 
 class PgConnection:
@@ -30,6 +29,9 @@ class PgConnection:
         names = query.pg_names
         await self._driver.executemany(query.postgresql, [[row[n] for n in names] for row in rows])
 
+    async def execute_script(self, sql: str) -> None:
+        await self._driver.execute(sql)  # no arguments: the simple protocol, nothing prepared
+
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
         records = await self._driver.fetch(query.postgresql, *[params[n] for n in query.pg_names])
         if not records:
@@ -50,21 +52,11 @@ async def keep_session(_connection: Any) -> None:
     LISTEN, cursors or advisory locks), so skip the reset query, a round trip per statement."""
 
 
-def dsn(url: str) -> tuple[str, int]:
-    """asyncpg's DSN for the SQLAlchemy URL `url`, and its prepared-statement cache size (SQLAlchemy's
-    `prepared_statement_cache_size` query parameter; 0 for PgBouncer in transaction mode)."""
-    parsed = make_url(url)
-    query = dict(parsed.query)
-    cache = query.pop("prepared_statement_cache_size", None)
-    rendered = parsed.set(drivername="postgresql", query=query).render_as_string(hide_password=False)
-    return rendered, int(cache) if cache is not None else 100
-
-
 async def driver_pool(url: str, size: int) -> Any:
-    """asyncpg's pool for the SQLAlchemy URL `url`."""
+    """The process's asyncpg pool for the URL `url` (see `urls.pg_dsn`)."""
     import asyncpg
 
-    address, cache = dsn(url)
+    address, cache = pg_dsn(url)
     return await asyncpg.create_pool(
         address, min_size=1, max_size=size, max_inactive_connection_lifetime=1800,
         statement_cache_size=cache, reset=keep_session,

@@ -1,7 +1,7 @@
 """What the store's reads return: typed rows (`Record`s: tuples read by field name). Each is the row
-type of the queries that select it (`queries.py`), whose columns must carry exactly these names, in
-this order: `Query` checks that on the first rows, so a query and its record cannot drift apart.
-Times are float seconds since the epoch (UTC); JSON columns are still text."""
+type of the queries that select it (`-- row:` in `sql/*.sql`, or a builder's), whose columns must
+carry exactly these names, in this order: `Query` checks that on the first rows, so a query and its
+record cannot drift apart. Times are float seconds since the epoch (UTC); JSON columns are still text."""
 
 from __future__ import annotations
 

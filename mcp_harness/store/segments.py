@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from . import queries as q
+from . import named
 from .connection import Connection
 from .records import SegmentRow
+
+Q = named.load("segments")
 
 
 async def add(conn: Connection, workspace: str, prev: int | None, data: bytes) -> int:
     """Store one segment after `prev` (None starts a chain); returns its id."""
-    return int(await conn.fetch_value(q.ADD_SEGMENT, {"ws": workspace, "prev": prev, "data": data}))
+    return int(await conn.fetch_value(Q.add_segment, {"ws": workspace, "prev": prev, "data": data}))
 
 
 async def get(conn: Connection, workspace: str, segment_id: int) -> SegmentRow:
     """One segment: the one before it and its data."""
-    row = await conn.fetch_one(q.SEGMENT, {"ws": workspace, "id": segment_id})
+    row = await conn.fetch_one(Q.segment, {"ws": workspace, "id": segment_id})
     if row is None:
         raise LookupError(f"segment {segment_id} is missing")
     return row
@@ -22,4 +24,4 @@ async def get(conn: Connection, workspace: str, segment_id: int) -> SegmentRow:
 
 async def chain(conn: Connection, workspace: str, tail: int) -> list[bytes]:
     """The data of every segment from the start of the chain to `tail`, oldest first (one query)."""
-    return [row.data for row in await conn.fetch_all(q.SEGMENT_CHAIN, {"ws": workspace, "tail": tail})]
+    return [row.data for row in await conn.fetch_all(Q.segment_chain, {"ws": workspace, "tail": tail})]

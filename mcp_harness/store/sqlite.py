@@ -1,5 +1,5 @@
-"""SQLite: connection set-up (WAL, synchronous=FULL), the `Connection` over sqlite3 that hot paths
-run on, and the aiosqlite engine behind the cold paths (SQLAlchemy on a worker thread)."""
+"""SQLite: connection set-up (WAL, synchronous=FULL) and the `Connection` over sqlite3 that the hot
+paths and the migrations run on (the cold paths' aiosqlite engine is in `cold.py`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import sqlite3
 import time
 from typing import Any
 
-from sqlalchemy import event, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import AsyncAdaptedQueuePool
-
 from .connection import NO_PARAMS, Params, Query
+from .urls import sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -50,8 +47,8 @@ def apply_pragmas(dbapi_conn: Any) -> None:
 def create_private(url: str) -> None:
     """Create a new database file readable and writable by its owner only (0600, whatever the umask),
     before SQLite creates it: SQLite gives the WAL and shared-memory files the database file's mode."""
-    path = make_url(url).database
-    if not path or path == ":memory:" or path.startswith("file:"):
+    path = sqlite_path(url)
+    if path == ":memory:" or path.startswith("file:"):
         return
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -67,9 +64,7 @@ def connect(url: str, *, writer: bool) -> sqlite3.Connection:
     """The process's writer connection (it never waits inside SQLite: `Database` retries BEGIN
     IMMEDIATE without blocking the loop) or its short-read connection. Transactions are begun and
     ended by `Database` itself (`isolation_level=None`: the sqlite3 module opens none)."""
-    conn = sqlite3.connect(
-        make_url(url).database or ":memory:", isolation_level=None, check_same_thread=False, cached_statements=256
-    )
+    conn = sqlite3.connect(sqlite_path(url), isolation_level=None, check_same_thread=False, cached_statements=256)
     try:
         apply_pragmas(conn)
         if writer:
@@ -117,6 +112,9 @@ class SqliteConnection:
     async def execute_many(self, query: Query, rows: Any) -> None:
         self._db.executemany(query.sqlite, rows)
 
+    async def execute_script(self, sql: str) -> None:
+        self._db.execute(sql)
+
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
         cursor = self._db.execute(query.sqlite, params)
         first = cursor.fetchone()
@@ -134,25 +132,3 @@ class SqliteConnection:
     async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
         rows = self._db.execute(query.sqlite, params).fetchall()
         return rows[0][0] if rows else None
-
-
-def cold_engine(url: str, pool_size: int) -> AsyncEngine:
-    """SQLAlchemy over aiosqlite (a worker thread per connection) for the cold paths: reads that
-    stream or run long never block the loop. A connection with the execution option `write=True`
-    begins with BEGIN IMMEDIATE (and waits for the lock in SQLite's busy handler, on its thread)."""
-    engine = create_async_engine(
-        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60,
-        hide_parameters=True,  # parameters hold users' data: never in an error message or a log
-    )  # fmt: skip
-
-    @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature
-        # Turn off the sqlite3 module's own transaction handling: we emit BEGIN ourselves.
-        dbapi_conn.isolation_level = None
-        apply_pragmas(dbapi_conn)
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
-
-    return engine

@@ -1,13 +1,16 @@
 """The database tables (SQLModel). JSON values are stored as text we serialise ourselves, so both
 backends keep them byte-for-byte; times are float seconds since the epoch (UTC).
 
-These declarations are what the code expects; the database itself is made by `migrations.py`. A change
-here needs a new migration there (`tests/test_migrations.py` compares the two)."""
+These declarations are what the code expects; the database itself is made by the migrations
+(`sql/migrations/`). A change here needs a new migration there (`tests/test_migrations.py` compares
+the two: columns, keys, indexes, and the triggers and functions declared in `sql/task_counts.sql`)."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint, text
+from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint, event, text
 from sqlmodel import Field, SQLModel
+
+from . import named
 
 metadata = SQLModel.metadata
 
@@ -258,3 +261,27 @@ class StateSchema(SQLModel, table=True):
     version: int = Field(primary_key=True)
     document: str = Field(sa_type=Text)  #: the JSON Schema
     created_at: float
+
+
+class ConsoleSession(SQLModel, table=True):
+    """A sign-in to the shared server's console: only a hash of the session id (the cookie) is kept,
+    with the token it was made from; revoking that token ends it."""
+
+    __tablename__ = "console_sessions"
+    __table_args__ = (Index("ix_console_session_token", "token_hash"),)
+    session_hash: str = Field(primary_key=True)
+    token_hash: str
+    created_at: float
+    expires_at: float
+
+
+def _declare_triggers() -> None:
+    """The triggers and functions of `sql/task_counts.sql`, created after the tables (per dialect)."""
+    ddl = named.load("task_counts")
+    for name in ddl:
+        for dialect in ddl.written_for(name):
+            statement = getattr(ddl[name], dialect)
+            event.listen(metadata, "after_create", DDL(statement).execute_if(dialect=dialect))
+
+
+_declare_triggers()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from . import queries as q
+from . import named
 from .connection import Connection
 from .records import TokenRow
+
+Q = named.load("tokens")
 
 
 async def insert(
@@ -12,18 +14,18 @@ async def insert(
 ) -> None:
     params = {"token_hash": token_hash, "token_id": token_id, "workspace": workspace, "agent": agent,
               "role": role, "created_at": created_at}  # fmt: skip
-    await conn.execute(q.INSERT_TOKEN, params)
+    await conn.execute(Q.insert_token, params)
 
 
 async def find(conn: Connection, token_hash: str) -> TokenRow | None:
     """The live (not revoked) token with this hash."""
-    return await conn.fetch_one(q.LIVE_TOKEN, {"hash": token_hash})
+    return await conn.fetch_one(Q.live_token, {"hash": token_hash})
 
 
 async def list_all(conn: Connection, workspace: str | None) -> list[TokenRow]:
     if workspace is None:
-        return await conn.fetch_all(q.TOKENS)
-    return await conn.fetch_all(q.WORKSPACE_TOKENS, {"ws": workspace})
+        return await conn.fetch_all(Q.tokens)
+    return await conn.fetch_all(Q.workspace_tokens, {"ws": workspace})
 
 
 async def revoke(
@@ -37,9 +39,9 @@ async def revoke(
 ) -> int:
     """Mark live tokens revoked: one by hash or id, or all of workspace + agent. Returns how many."""
     if token_hash is not None:
-        return await conn.execute(q.REVOKE_TOKEN, {"at": at, "hash": token_hash, "id": token_id})
-    return await conn.execute(q.REVOKE_AGENT_TOKENS, {"at": at, "ws": workspace, "agent": agent})
+        return await conn.execute(Q.revoke_token, {"at": at, "hash": token_hash, "id": token_id})
+    return await conn.execute(Q.revoke_agent_tokens, {"at": at, "ws": workspace, "agent": agent})
 
 
 async def count_active(conn: Connection) -> int:
-    return int(await conn.fetch_value(q.COUNT_LIVE_TOKENS))
+    return int(await conn.fetch_value(Q.count_live_tokens))

@@ -1,0 +1,2 @@
+-- 3: 64-bit checkpoint versions
+-- SQLite's INTEGER is 64-bit already: nothing to do here.
