@@ -200,7 +200,10 @@ class HarnessServer(MCPServer[Any]):
                 raise Forbidden(f"{name} changes data; this token has the read-only 'reader' role")
             args = tool.parse(arguments)
             harness, ident = self.current()
+            await harness.contacts.touch(ident, name)  # liveness: at most one small write per agent per 5 s
             result = await tool.call(harness, ident, args)
+            if name == "claim_task":
+                await harness.contacts.touch(ident, name, result)  # why it is idle: the claim's answer
             structured = result.model_dump(mode="json")
         except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes to the client raw
             return error_result(exc, name)

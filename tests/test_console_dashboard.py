@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -84,3 +85,27 @@ def test_the_picker_shows_what_needs_a_person_in_each_workspace(tmp_path):
         assert set(rows) == {"calm", "shop"}
         assert "<b>1</b> failed" in rows["shop"] and "<b>1</b> blocked" in rows["shop"]
         assert "<b>0</b> failed" in rows["calm"] and 'class="needs inline calm"' in rows["calm"]
+
+
+def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_HARNESS_SILENT_AFTER", "4")
+    db = str(tmp_path / "alive.db")
+    seed(db, "shop")  # alice claimed api (30 min lease) and then made no call at all
+    with shared_server(db) as served, signed_in(served, token(db, "shop", "olga", "operator")) as client:
+        got = agent_call(db, "shop", "bob", "claim_task", task_key="payments", lease_seconds=600)
+        assert got["task"]["key"] == "payments"
+        idle = agent_call(db, "shop", "carol", "claim_task", tags=["nothing-has-this-tag"])
+        assert idle["task"] is None
+        time.sleep(4.5)  # alice is silent now; bob heartbeats just before the page is read
+        agent_call(db, "shop", "bob", "update_task", task_key="payments", action="heartbeat",
+                   lease_token=got["lease"]["token"])  # fmt: skip
+        page = client.get("/ui/agents?w=shop").text
+        rows = {agent: state for state, agent in re.findall(r'<tr class="agent-(\w+)" data-agent="(\w+)"', page)}
+        assert rows["alice"] == "silent" and rows["bob"] == "working" and rows["carol"] == "idle", rows
+        carol = re.search(r'data-agent="carol".*?</tr>', page, re.S).group(0)
+        assert "idle: nothing to claim" in carol and "claim_task" in carol
+        bob = re.search(r'data-agent="bob".*?</tr>', page, re.S).group(0)
+        assert "payments" in bob and "update_task" in bob and "left" in bob  # its task and lease clock
+        silent = re.search(r'<section class="panel alert silent-holders">.*?</section>', page, re.S).group(0)
+        assert "api" in silent and "alice" in silent and "payments" not in silent
+        assert needs_of(page)["silent holders"] == 1

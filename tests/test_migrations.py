@@ -329,7 +329,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
     kept["tasks"] = [(*row, False, "work", None) for row in kept["tasks"]]
-    assert after == {**kept, "task_events": [], "console_sessions": []}  # migration 8: console sessions
+    assert after == {**kept, "task_events": [], "console_sessions": [], "agent_contacts": []}  # migrations 8, 9
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}
     assert differences(await schema_of(url), await declared_schema(new_database)) == []

@@ -16,6 +16,7 @@ from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
 from .console_sessions import ConsoleSessionService
+from .contacts import ContactService
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
@@ -41,6 +42,7 @@ class Harness:
         self.tokens = TokenService(db, settings)
         self.console_sessions = ConsoleSessionService(db, settings)
         self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
+        self.contacts = ContactService(db, settings)
 
     @cached_property
     def maintenance(self) -> MaintenanceService:

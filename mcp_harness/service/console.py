@@ -32,6 +32,7 @@ WAITS_SHOWN = 4  #: dependencies a board card names (then "and N more"): a card 
 DEPS_PAGE = 100  #: dependencies and dependents a task page lists at a time
 EVENTS_PAGE = 100  #: task events a task page shows at a time
 HELD_SHOWN = 500  #: held tasks the agents page lists
+AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
 GRAPH_EDGES = 3000  #: edges the graph draws at most
 
 
@@ -71,6 +72,7 @@ class Card:
     review: bool = False  #: a person approves it once it is completed
     cancel_reason: str | None = None  #: cancelled: the reason its latest cancel gave
     waits_on_total: int = 0  #: open dependencies in all (a card shows `waits_on`, "and N more")
+    silent_since: str | None = None  #: claimed: its holder's last contact, when that is long ago
 
     @property
     def ready(self) -> bool:
@@ -134,14 +136,25 @@ class ThreadSummary:
 @dataclass(frozen=True)
 class AgentRow:
     agent: str
-    last_seen: str | None
+    last_seen: str | None  #: its last contact: any call, or else the last thing it wrote
     holds: list[Card] = field(default_factory=list)
+    last_tool: str | None = None  #: the tool of its last recorded call
+    claim_outcome: str | None = None  #: what its last claim answered: `claimed`, or why nothing
+    claim_at: str | None = None
+    silent: bool = False  #: it holds a lease and has made no call for `silent_after` seconds
+
+    @property
+    def state(self) -> str:
+        """`silent`, `working` (holds a task), or `idle`."""
+        return "silent" if self.silent else "working" if self.holds else "idle"
 
 
 @dataclass(frozen=True)
 class Agents:
     agents: list[AgentRow]
     overdue: list[Card]  #: leases past their time that nobody has taken over yet
+    silent: list[Card] = field(default_factory=list)  #: leases still running whose holder went quiet
+    silent_after: float = 120.0  #: seconds without a call that make a holder silent
 
 
 @dataclass(frozen=True)
@@ -191,7 +204,9 @@ class ConsoleService(ServiceBase):
             counts = await task_store.counts(conn, workspace)
             gates = await store.gates_in_review(conn, workspace)
             overdue = await store.expired_leases(conn, workspace, at)
-        return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=0,
+            quiet = at - self.settings.silent_after_seconds
+            silent = len(await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN))
+        return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
                      failed=counts.get("failed", 0), blocked=counts.get("blocked", 0))  # fmt: skip
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
@@ -331,21 +346,40 @@ class ConsoleService(ServiceBase):
         return StateDiff(old_meta, new_meta, found, more)
 
     async def agents(self, ident: Identity) -> Agents:
+        """Every agent: its last contact, what it holds (with the lease clock) or what its last claim
+        answered; leases past their time; leases whose holder went silent before they ended."""
         at = now()
+        quiet = self.settings.silent_after_seconds
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
+            contacts = {c.agent: c for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
             held = await store.claimed(conn, ident.workspace, HELD_SHOWN)
+            silent_rows = await store.silent_holders(conn, ident.workspace, at, at - quiet, HELD_SHOWN)
         seen.pop(HARNESS, None)  # the harness's own log entries: not an agent of the team
+        for name, c in contacts.items():
+            seen[name] = max(seen.get(name, 0.0), float(c.seen_at))
+        quiet_keys = {r.key: r for r in silent_rows}
         holds: dict[str, list[Card]] = {}
-        overdue = []
+        overdue, silent = [], []
         for r in held:
-            card = _held_card(r, at)
+            quiet_row = quiet_keys.get(r.key)
+            card = _held_card(r, at, iso(seen.get(r.owner)) if quiet_row is not None else None)
             holds.setdefault(r.owner, []).append(card)
             if card.lease_expired:
                 overdue.append(card)
-        names = sorted(set(seen) | set(holds), key=lambda a: (-seen.get(a, 0.0), a))
-        rows = [AgentRow(a, iso(seen.get(a)), holds.get(a, [])) for a in names]
-        return Agents(rows, overdue)
+            elif quiet_row is not None:
+                silent.append(card)
+        silent_owners = {c.owner for c in silent}
+        names = sorted(set(seen) | set(holds), key=lambda a: (-seen.get(a, 0.0), a))[:AGENTS_SHOWN]
+        rows = []
+        for a in names:
+            c = contacts.get(a)
+            rows.append(AgentRow(
+                a, iso(seen.get(a)), holds.get(a, []), last_tool=c.tool if c else None,
+                claim_outcome=c.claim_outcome if c else None, claim_at=iso(c.claim_at) if c and c.claim_at else None,
+                silent=a in silent_owners,
+            ))  # fmt: skip
+        return Agents(rows, overdue, silent, quiet)
 
     async def metrics(self) -> tuple[list[tuple[str, str, int]], list[tuple[str, int]]]:
         """Tasks per (workspace, status) over the database, and leases past their time per workspace."""
@@ -390,9 +424,10 @@ def _card(
     )
 
 
-def _held_card(row: Any, at: float) -> Card:
+def _held_card(row: Any, at: float, silent_since: str | None = None) -> Card:
     return Card(
         key=row.key, title=row.title, status="claimed", priority=0, owner=row.owner,
         attempts=row.attempts, max_attempts=row.max_attempts, lease_expires_at=iso(row.lease_expires_at),
         lease_expired=row.lease_expires_at <= at, retry_at=None, last_error=None, tags=[], waits_on=[],
+        silent_since=silent_since,
     )  # fmt: skip

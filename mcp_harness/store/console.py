@@ -116,6 +116,28 @@ EXPIRED_LEASES = Query(
     "AND lease_expires_at <= :now"
 )
 
+RECORD_CONTACT = Query(
+    "INSERT INTO agent_contacts (workspace, agent, seen_at, tool, claim_outcome, claim_at) "
+    "VALUES (:ws, :agent, :at, :tool, :outcome, :claim_at) ON CONFLICT (workspace, agent) DO UPDATE SET "
+    "seen_at = excluded.seen_at, tool = excluded.tool, "
+    "claim_outcome = COALESCE(excluded.claim_outcome, agent_contacts.claim_outcome), "
+    "claim_at = COALESCE(excluded.claim_at, agent_contacts.claim_at)",
+    name="console_record_contact",
+)
+CONTACTS = Query(
+    "SELECT agent, seen_at, tool, claim_outcome, claim_at FROM agent_contacts WHERE workspace = :ws "
+    "ORDER BY seen_at DESC LIMIT :limit",
+    name="console_contacts",
+)
+SILENT_HOLDERS = Query(
+    'SELECT t."key", t.owner, t.lease_expires_at, c.seen_at FROM tasks AS t LEFT JOIN agent_contacts AS c '
+    "ON c.workspace = t.workspace AND c.agent = t.owner WHERE t.workspace = :ws AND t.ready = TRUE "
+    "AND t.status = 'claimed' AND t.lease_expires_at > :now AND t.updated_at < :quiet "
+    "AND (c.seen_at IS NULL OR c.seen_at < :quiet) "
+    "ORDER BY t.lease_expires_at LIMIT :limit",
+    name="console_silent_holders",
+)
+
 
 @cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
@@ -255,3 +277,25 @@ async def gates_in_review(conn: Connection, workspace: str) -> int:
 async def expired_leases(conn: Connection, workspace: str, at: float) -> int:
     """Leases past their time that nobody has taken over yet."""
     return int(await conn.fetch_value(EXPIRED_LEASES, {"ws": workspace, "now": at}))
+
+
+async def record_contact(
+    conn: Connection, workspace: str, agent: str, at: float, tool: str, claim_outcome: str | None
+) -> None:
+    """`agent` made a call to `tool` at `at` (and, when `claim_outcome` is given, a claim answered that)."""
+    params = {"ws": workspace, "agent": agent, "at": at, "tool": tool, "outcome": claim_outcome,
+              "claim_at": at if claim_outcome is not None else None}  # fmt: skip
+    await conn.execute(RECORD_CONTACT, params)
+
+
+async def contacts(conn: Connection, workspace: str, limit: int) -> list:
+    """The `limit` agents heard from last: agent, seen_at, tool, claim_outcome, claim_at."""
+    return await conn.fetch_all(CONTACTS, {"ws": workspace, "limit": limit})
+
+
+async def silent_holders(conn: Connection, workspace: str, at: float, quiet_since: float, limit: int) -> list:
+    """Leases still running whose holder has made no call since `quiet_since`, nor changed the task (a
+    heartbeat does): key, owner, lease_expires_at, seen_at (None: never heard from by a server that
+    records contacts)."""
+    params = {"ws": workspace, "now": at, "quiet": quiet_since, "limit": limit}
+    return await conn.fetch_all(SILENT_HOLDERS, params)

@@ -1,0 +1,78 @@
+"""The console's dashboard reads on both backends: paged lists, liveness (contacts and silent
+holders), what needs a person."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from conftest import settings_for
+
+from mcp_harness.models import TaskSpec
+from mcp_harness.service import Harness, Identity
+from mcp_harness.service import contacts as contacts_module
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_lists_come_in_pages_and_a_card_names_a_few_dependencies(harness: Harness, workspace: str):
+    me = Identity(workspace, "planner")
+    roots = [f"r{i}" for i in range(7)]
+    await harness.tasks.add(me, tasks=[TaskSpec(key=k, title=k) for k in roots])
+    await harness.tasks.add(me, tasks=[TaskSpec(key=f"l{i:03}", title="leaf", depends_on=roots) for i in range(130)])
+    board = await harness.console.board(me, per_column=10)
+    pending = next(c for c in board.columns if c.status == "pending")
+    assert pending.total == 137 and len(pending.cards) == 10
+    later = await harness.console.board(me, per_column=10, only="pending", offset=20)
+    (column,) = later.columns
+    leaf = column.cards[0]
+    assert leaf.key == "l013" and len(leaf.waits_on) == 4 and leaf.waits_on_total == 7
+    page = await harness.console.task(me, "r0", needed_offset=100)
+    assert page.dependents_total == 130 and [d.key for d in page.dependents][:1] == ["l100"]
+    assert len(page.dependents) == 30
+    leaf_page = await harness.console.task(me, "l000")
+    assert leaf_page.depends_on_total == 7 and len(leaf_page.depends_on) == 7
+
+
+async def test_contacts_are_written_at_most_every_few_seconds_and_flag_silent_holders(
+    db_url: str, workspace: str, monkeypatch: pytest.MonkeyPatch
+):
+    clock = [1_000_000.0]
+    monkeypatch.setattr(contacts_module, "now", lambda: clock[0])
+    async with Harness.open(settings_for(db_url, silent_after_seconds=60)) as h:
+        alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
+        await h.tasks.add(alice, tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")])
+        got = await h.tasks.claim(alice, task_key="a")
+        await h.contacts.touch(alice, "claim_task", got)
+        await h.contacts.touch(bob, "claim_task", await h.tasks.claim(bob, tags=["none"]))
+        clock[0] += 1
+        await h.contacts.touch(alice, "restore_state")  # within 5 s: not written
+        agents = await h.console.agents(alice)
+        rows = {a.agent: a for a in agents.agents}
+        assert rows["alice"].last_tool == "claim_task" and rows["alice"].claim_outcome == "claimed"
+        assert rows["bob"].claim_outcome == "none_pending" and rows["bob"].state == "idle"
+        clock[0] += 5
+        await h.contacts.touch(alice, "list_tasks")  # 6 s after the first: written
+        rows = {a.agent: a for a in (await h.console.agents(alice)).agents}
+        assert rows["alice"].last_tool == "list_tasks" and rows["alice"].state == "working"
+        assert (await h.console.needs(workspace)).silent == 0  # the claim just now: not silent
+
+
+async def test_a_quiet_holder_is_flagged_before_its_lease_ends_and_a_heartbeating_one_never(
+    db_url: str, workspace: str
+):
+    async with Harness.open(settings_for(db_url, silent_after_seconds=0.5)) as h:
+        alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
+        await h.tasks.add(alice, tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")])
+        await h.contacts.touch(alice, "claim_task", await h.tasks.claim(alice, task_key="a", lease_seconds=600))
+        got = await h.tasks.claim(bob, task_key="b", lease_seconds=600)
+        await h.contacts.touch(bob, "claim_task", got)
+        for _ in range(3):
+            await anyio.sleep(0.3)
+            await h.tasks.update(bob, task_key="b", action="heartbeat", lease_token=got.lease.token)
+        needs = await h.console.needs(workspace)
+        assert needs.silent == 1 and needs.overdue == 0
+        agents = await h.console.agents(alice)
+        assert [(c.key, c.owner) for c in agents.silent] == [("a", "alice")]
+        assert agents.silent[0].silent_since is not None and not agents.silent[0].lease_expired
+        rows = {a.agent: a.state for a in agents.agents}
+        assert rows == {"alice": "silent", "bob": "working"}
