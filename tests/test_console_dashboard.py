@@ -109,3 +109,30 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
         silent = re.search(r'<section class="panel alert silent-holders">.*?</section>', page, re.S).group(0)
         assert "api" in silent and "alice" in silent and "payments" not in silent
         assert needs_of(page)["silent holders"] == 1
+
+
+def test_stuck_ranks_what_others_wait_on_and_a_blocked_task_links_to_the_root_of_its_block(url: str, db: str, ws: str):
+    agent_call(db, ws, "alice", "add_tasks", tasks=[  # ci failed: deploy is blocked, and so are these
+        {"key": "release", "title": "Release 1.0", "depends_on": ["deploy"]},
+        {"key": "arm", "title": "ARM packages", "depends_on": ["ci"]},
+        {"key": "notes", "title": "Release notes", "depends_on": ["ci"]},
+        {"key": "signoff", "title": "Launch sign-off", "kind": "gate", "depends_on": ["schema"]},
+        {"key": "launch", "title": "Launch", "depends_on": ["signoff"]},
+    ])  # fmt: skip
+    with signed_in(url, token(db, ws, "olga", "operator")) as client:
+        page = client.get(f"/ui/stuck?w={ws}").text
+        order = re.findall(r'<li class="blocker s-(\w+)" data-key="(\w+)"', page)
+        assert order[0] == ("failed", "ci"), order  # three tasks wait on it
+        assert {key for _, key in order} == {"ci", "api", "signoff"}, order  # deploy waits itself: no root
+        ci = re.search(r'data-key="ci".*?</li>', page, re.S).group(0)
+        assert "<b>3</b> wait" in ci and "Reopen ci" in ci and "libssl3" in ci
+        gate = re.search(r'data-key="signoff".*?</li>', page, re.S).group(0)
+        assert "gate waiting for a person" in gate and "Approve or reject signoff" in gate
+        api = re.search(r'data-key="api".*?</li>', page, re.S).group(0)
+        assert "held by alice" in api and "lease" in api
+        release = client.get(f"/ui/task?w={ws}&key=release").text
+        root = re.search(r'<section class="panel root-of-wait.*?</section>', release, re.S).group(0)
+        assert f'href="/ui/task?w={ws}&amp;key=ci">ci</a>' in root and "through" in root and "deploy" in root
+        assert "reopen it" in root
+        ready = client.get(f"/ui/task?w={ws}&key=payments").text
+        assert "root-of-wait" not in ready  # nothing holds a ready task back

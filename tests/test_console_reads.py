@@ -76,3 +76,22 @@ async def test_a_quiet_holder_is_flagged_before_its_lease_ends_and_a_heartbeatin
         assert agents.silent[0].silent_since is not None and not agents.silent[0].lease_expired
         rows = {a.agent: a.state for a in agents.agents}
         assert rows == {"alice": "silent", "bob": "working"}
+
+
+async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain(harness: Harness, workspace: str):
+    me = Identity(workspace, "planner")
+    await harness.tasks.add(me, tasks=[
+        TaskSpec(key="base", title="base", max_attempts=1),
+        TaskSpec(key="mid", title="mid", depends_on=["base"]),
+        TaskSpec(key="top", title="top", depends_on=["mid"]),
+        TaskSpec(key="side", title="side", depends_on=["base"]),
+        TaskSpec(key="free", title="free"),
+        TaskSpec(key="after-free", title="after free", depends_on=["free"]),
+    ])  # fmt: skip
+    got = await harness.tasks.claim(me, task_key="base")
+    await harness.tasks.update(me, task_key="base", action="fail", lease_token=got.lease.token, error="boom")
+    stuck = await harness.console.stuck(me)
+    assert [(b.task.key, b.waiting, b.action) for b in stuck.blockers] == [("base", 2, "reopen"), ("free", 1, None)]
+    assert [d.key for d in await harness.console.root_of_wait(me, "top")] == ["mid", "base"]
+    assert [d.key for d in await harness.console.root_of_wait(me, "after-free")] == ["free"]
+    assert await harness.console.root_of_wait(me, "free") == []

@@ -55,6 +55,7 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/thread", bind(views.thread)),
         Route("/agents", bind(views.agents)),
         Route("/needs", bind(views.needs)),
+        Route("/stuck", bind(views.stuck)),
         Route("/events", bind(live.events)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -90,7 +90,9 @@ async def task(console: Console, request: Request) -> Response:
         ident, key, before_seq=_int(request, "before"), before_event=_int(request, "events_before"),
         deps_offset=_int(request, "deps", low=0) or 0, needed_offset=_int(request, "needed", low=0) or 0,
     )  # fmt: skip
-    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
+    waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
+    root = await console.harness.console.root_of_wait(ident, key) if waits else []
+    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
                           done=_done(request))  # fmt: skip
 
@@ -124,6 +126,15 @@ async def timeline(console: Console, request: Request) -> Response:
     data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"))
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"))  # fmt: skip
+
+
+@page
+async def stuck(console: Console, request: Request) -> Response:
+    """The tasks everything else waits on, most waited on first, each with what unsticks it."""
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.stuck(ident)
+    return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
+                          title="Stuck", tab="stuck")  # fmt: skip
 
 
 @page

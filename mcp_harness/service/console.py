@@ -32,6 +32,9 @@ WAITS_SHOWN = 4  #: dependencies a board card names (then "and N more"): a card 
 DEPS_PAGE = 100  #: dependencies and dependents a task page lists at a time
 EVENTS_PAGE = 100  #: task events a task page shows at a time
 HELD_SHOWN = 500  #: held tasks the agents page lists
+STUCK_SCAN = 2000  #: tasks of each status the stuck page looks at
+STUCK_SHOWN = 25  #: blockers the stuck page lists
+ROOT_STEPS = 50  #: dependencies followed up from a task to the root of what holds it back
 AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
 GRAPH_EDGES = 3000  #: edges the graph draws at most
 
@@ -174,6 +177,24 @@ class Needs:
 
 
 @dataclass(frozen=True)
+class Blocker:
+    """A task others wait on, and the one thing that gets it moving."""
+
+    task: Dependency
+    waiting: int  #: tasks that depend on it directly
+    why: str  #: what holds it, in a sentence
+    action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`), if any
+    lease_expires_at: str | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Stuck:
+    blockers: list[Blocker]  #: the most waited on first
+    scanned: int  #: tasks of each status looked at (the list is exact below this many)
+
+
+@dataclass(frozen=True)
 class StateDiff:
     old: CheckpointMeta
     new: CheckpointMeta
@@ -208,6 +229,44 @@ class ConsoleService(ServiceBase):
             silent = len(await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN))
         return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
                      failed=counts.get("failed", 0), blocked=counts.get("blocked", 0))  # fmt: skip
+
+    async def stuck(self, ident: Identity) -> Stuck:
+        """The tasks others wait on, most waited on first, each with what unsticks it: a failure to
+        reopen, a silent or overdue holder to release, a review or gate to decide, or a ready task
+        nobody claims."""
+        at = now()
+        quiet = self.settings.silent_after_seconds
+        ws = ident.workspace
+        async with self.db.read() as conn:
+            rows = []
+            for status in ("failed", "claimed", "in_review", "pending"):
+                rows += await store.holding_back(conn, ws, status, STUCK_SCAN, STUCK_SHOWN)
+            silent = {r.key for r in await store.silent_holders(conn, ws, at, at - quiet, HELD_SHOWN)}
+            seen = await store.contacts(conn, ws, AGENTS_SHOWN)
+        last = {c.agent: float(c.seen_at) for c in seen}
+        rows = [r for r in rows if r.status != "pending" or r.ready]  # a pending task that waits is no root
+        rows.sort(key=lambda r: -r.dependents)
+        blockers = [_blocker(r, at, r.key in silent, last.get(r.owner or "")) for r in rows[:STUCK_SHOWN]]
+        return Stuck(blockers, STUCK_SCAN)
+
+    async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
+        """What holds `key` back, step by step up its dependencies: the last is the root (a failure, a
+        task held or in review, or one ready to claim). Empty when nothing holds it back."""
+        check_name("task_key", key)
+        path: list[Dependency] = []
+        seen = {key}
+        async with self.db.read() as conn:
+            current = key
+            for _ in range(ROOT_STEPS):
+                row = await store.holding_dependency(conn, ident.workspace, current)
+                if row is None or row.key in seen:
+                    break
+                path.append(_dependency(row))
+                seen.add(row.key)
+                if row.status != "pending" or (row.ready and not row.blocked):
+                    break  # the root: a failure, a task held or in review, or one ready to claim
+                current = row.key
+        return path
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
         """Every column's first `per_column` cards; or, `only`, that column's cards from `offset`."""
@@ -422,6 +481,31 @@ def _card(
         cancel_reason=cancel_reason,
         waits_on_total=max(waits_total, len(waits_on)),
     )
+
+
+def _blocker(row: Any, at: float, silent: bool, seen_at: float | None) -> Blocker:
+    task = _dependency(row)
+    n = row.dependents
+    lease = iso(row.lease_expires_at) if row.status == "claimed" else None
+    if row.status == "failed":
+        why, action = (
+            f"failed (attempt {row.attempts} of {row.max_attempts}): {n} waiting task(s) are blocked",
+            "reopen",
+        )
+    elif row.status == "claimed" and row.lease_expires_at is not None and row.lease_expires_at <= at:
+        why, action = f"held by {row.owner}, whose lease ran out: release it so another agent takes it", "release"
+    elif row.status == "claimed" and silent:
+        since = f" for {int(at - seen_at)}s" if seen_at else ""
+        why, action = f"held by {row.owner}, silent{since}: release it so another agent takes it", "release"
+    elif row.status == "claimed":
+        why, action = f"held by {row.owner}, who is working on it", None
+    elif row.status == "in_review" and row.kind == "gate":
+        why, action = "a gate waiting for a person's decision", "approve"
+    elif row.status == "in_review":
+        why, action = "completed, waiting for a person's review", "approve"
+    else:
+        why, action = "ready, but no agent has claimed it yet: start an agent or check its tags", None
+    return Blocker(task, n, why, action, lease, row.last_error if row.status == "failed" else None)
 
 
 def _held_card(row: Any, at: float, silent_since: str | None = None) -> Card:

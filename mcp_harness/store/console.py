@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from typing import Any
 
 from ..task_states import BLOCKED
 from ..task_states import Status as S
@@ -136,6 +137,26 @@ SILENT_HOLDERS = Query(
     "AND (c.seen_at IS NULL OR c.seen_at < :quiet) "
     "ORDER BY t.lease_expires_at LIMIT :limit",
     name="console_silent_holders",
+)
+
+#: tasks of one status (not blocked) that others wait on, most waited on first, among the first `scan`
+#: of that status in board order (bounded at any size)
+HOLDING_BACK = Query(
+    'SELECT "key", title, status, blocked, owner, kind, review, dependents, ready, lease_expires_at, updated_at, '
+    "attempts, max_attempts, last_error FROM (SELECT * FROM tasks WHERE workspace = :ws AND status = :status "
+    "AND blocked = FALSE ORDER BY priority DESC, id LIMIT :scan) AS s WHERE dependents > 0 "
+    "ORDER BY dependents DESC, id LIMIT :limit",
+    name="console_holding_back",
+)
+#: the dependency of a task that holds it back most directly: a failure first, then a blocked one,
+#: then any other that is not settled
+HOLDING_DEPENDENCY = Query(
+    'SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review, t.ready FROM task_deps AS d '
+    'JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key '
+    "WHERE d.workspace = :ws AND d.task_key = :key AND t.status NOT IN ('done', 'cancelled') "
+    "ORDER BY CASE WHEN t.status = 'failed' THEN 0 "
+    "WHEN t.blocked = TRUE THEN 1 WHEN t.status = 'pending' THEN 3 ELSE 2 END, t.id LIMIT 1",
+    name="console_holding_dependency",
 )
 
 
@@ -299,3 +320,14 @@ async def silent_holders(conn: Connection, workspace: str, at: float, quiet_sinc
     records contacts)."""
     params = {"ws": workspace, "now": at, "quiet": quiet_since, "limit": limit}
     return await conn.fetch_all(SILENT_HOLDERS, params)
+
+
+async def holding_back(conn: Connection, workspace: str, status: str, scan: int, limit: int) -> list:
+    """Tasks of `status` that others depend on, most depended on first (among the first `scan`)."""
+    params = {"ws": workspace, "status": status, "scan": scan, "limit": limit}
+    return await conn.fetch_all(HOLDING_BACK, params)
+
+
+async def holding_dependency(conn: Connection, workspace: str, key: str) -> Any:
+    """The open dependency that holds `key` back most directly (a failure, else a blocked one), or None."""
+    return await conn.fetch_one(HOLDING_DEPENDENCY, {"ws": workspace, "key": key})
