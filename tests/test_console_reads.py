@@ -91,7 +91,8 @@ async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain
     got = await harness.tasks.claim(me, task_key="base")
     await harness.tasks.update(me, task_key="base", action="fail", lease_token=got.lease.token, error="boom")
     stuck = await harness.console.stuck(me)
-    assert [(b.task.key, b.waiting, b.action) for b in stuck.blockers] == [("base", 2, "reopen"), ("free", 1, None)]
+    got = [(b.task.key, b.waiting, b.behind, b.action) for b in stuck.blockers]
+    assert got == [("base", 2, 3, "reopen"), ("free", 1, 1, None)]  # top waits on base through mid
     assert [d.key for d in await harness.console.root_of_wait(me, "top")] == ["mid", "base"]
     assert [d.key for d in await harness.console.root_of_wait(me, "after-free")] == ["free"]
     assert await harness.console.root_of_wait(me, "free") == []

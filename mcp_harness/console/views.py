@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import secrets
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import InvalidArgument
+from ..service.console import GRAPH_EDGES
 from .actions import ACTIONS
 from .app import Console, Redirect, page
-from .graph import layout
 
 DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
 PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
@@ -108,9 +107,13 @@ def _done(request: Request) -> str | None:
 async def graph(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.graph(ident)
-    picture = await anyio.to_thread.run_sync(layout, data.nodes, data.edges)  # not on the event loop
+    drawn = {  # what the browser lays out (dagre) and draws; a data block, never run
+        "nodes": [{"key": n.key, "title": n.title or "", "status": n.status, "owner": n.owner, "kind": n.kind,
+                   "review": n.review} for n in data.nodes],
+        "edges": data.edges,
+    }  # fmt: skip
     return console.render(request, "graph.html", session=session, workspace=ident.workspace, graph=data,
-                          picture=picture, title="Dependencies", tab="graph")  # fmt: skip
+                          data=drawn, edge_cap=GRAPH_EDGES, title="Dependencies", tab="graph")  # fmt: skip
 
 
 @page

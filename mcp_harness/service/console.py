@@ -34,6 +34,7 @@ EVENTS_PAGE = 100  #: task events a task page shows at a time
 HELD_SHOWN = 500  #: held tasks the agents page lists
 STUCK_SCAN = 2000  #: tasks of each status the stuck page looks at
 STUCK_SHOWN = 25  #: blockers the stuck page lists
+WAITING_CAP = 10_000  #: tasks counted behind one blocker (more shows as "10000+")
 ROOT_STEPS = 50  #: dependencies followed up from a task to the root of what holds it back
 AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
 GRAPH_EDGES = 3000  #: edges the graph draws at most
@@ -186,6 +187,7 @@ class Blocker:
     action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`), if any
     lease_expires_at: str | None = None
     last_error: str | None = None
+    behind: int = 0  #: tasks that wait on it in all, directly or through others (up to `WAITING_CAP`)
 
 
 @dataclass(frozen=True)
@@ -243,10 +245,15 @@ class ConsoleService(ServiceBase):
                 rows += await store.holding_back(conn, ws, status, STUCK_SCAN, STUCK_SHOWN)
             silent = {r.key for r in await store.silent_holders(conn, ws, at, at - quiet, HELD_SHOWN)}
             seen = await store.contacts(conn, ws, AGENTS_SHOWN)
+            rows = [r for r in rows if r.status != "pending" or r.ready]  # a pending task that waits is no root
+            rows.sort(key=lambda r: -r.dependents)
+            rows = rows[: STUCK_SHOWN * 2]
+            behind = {r.key: await store.waiting_on(conn, ws, r.key, WAITING_CAP) for r in rows}
         last = {c.agent: float(c.seen_at) for c in seen}
-        rows = [r for r in rows if r.status != "pending" or r.ready]  # a pending task that waits is no root
-        rows.sort(key=lambda r: -r.dependents)
-        blockers = [_blocker(r, at, r.key in silent, last.get(r.owner or "")) for r in rows[:STUCK_SHOWN]]
+        rows.sort(key=lambda r: (-behind[r.key], -r.dependents))  # the most held back, in all, first
+        blockers = [
+            _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key]) for r in rows[:STUCK_SHOWN]
+        ]
         return Stuck(blockers, STUCK_SCAN)
 
     async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
@@ -483,9 +490,19 @@ def _card(
     )
 
 
-def _blocker(row: Any, at: float, silent: bool, seen_at: float | None) -> Blocker:
+def span(seconds: float) -> str:
+    """`11m 20s`, `2h 5m`: a duration as a person reads it."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s // 3600}h {s % 3600 // 60}m"
+
+
+def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: int) -> Blocker:
     task = _dependency(row)
-    n = row.dependents
+    n = behind
     lease = iso(row.lease_expires_at) if row.status == "claimed" else None
     if row.status == "failed":
         why, action = (
@@ -495,7 +512,7 @@ def _blocker(row: Any, at: float, silent: bool, seen_at: float | None) -> Blocke
     elif row.status == "claimed" and row.lease_expires_at is not None and row.lease_expires_at <= at:
         why, action = f"held by {row.owner}, whose lease ran out: release it so another agent takes it", "release"
     elif row.status == "claimed" and silent:
-        since = f" for {int(at - seen_at)}s" if seen_at else ""
+        since = f" for {span(at - seen_at)}" if seen_at else ""
         why, action = f"held by {row.owner}, silent{since}: release it so another agent takes it", "release"
     elif row.status == "claimed":
         why, action = f"held by {row.owner}, who is working on it", None
@@ -505,7 +522,7 @@ def _blocker(row: Any, at: float, silent: bool, seen_at: float | None) -> Blocke
         why, action = "completed, waiting for a person's review", "approve"
     else:
         why, action = "ready, but no agent has claimed it yet: start an agent or check its tags", None
-    return Blocker(task, n, why, action, lease, row.last_error if row.status == "failed" else None)
+    return Blocker(task, row.dependents, why, action, lease, row.last_error if row.status == "failed" else None, n)
 
 
 def _held_card(row: Any, at: float, silent_since: str | None = None) -> Card:

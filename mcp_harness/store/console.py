@@ -159,6 +159,14 @@ HOLDING_DEPENDENCY = Query(
     name="console_holding_dependency",
 )
 
+#: how many tasks wait on a task, directly or through others (counted up to :cap)
+WAITING_ON = Query(
+    "WITH RECURSIVE down(k) AS (SELECT task_key FROM task_deps WHERE workspace = :ws AND dep_key = :key "
+    "UNION SELECT d.task_key FROM task_deps AS d JOIN down ON d.dep_key = down.k WHERE d.workspace = :ws) "
+    "SELECT count(*) FROM (SELECT k FROM down LIMIT :cap) AS capped",
+    name="console_waiting_on",
+)
+
 
 @cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
@@ -331,3 +339,8 @@ async def holding_back(conn: Connection, workspace: str, status: str, scan: int,
 async def holding_dependency(conn: Connection, workspace: str, key: str) -> Any:
     """The open dependency that holds `key` back most directly (a failure, else a blocked one), or None."""
     return await conn.fetch_one(HOLDING_DEPENDENCY, {"ws": workspace, "key": key})
+
+
+async def waiting_on(conn: Connection, workspace: str, key: str, cap: int) -> int:
+    """How many tasks wait on `key`, directly or through other tasks (at most `cap` are counted)."""
+    return int(await conn.fetch_value(WAITING_ON, {"ws": workspace, "key": key, "cap": cap}))
