@@ -171,6 +171,25 @@ def test_the_graph_is_layered_with_no_edge_through_a_box_and_fits_the_screen(pag
     page.click("button[data-zoom=in]")
     page.click("button[data-zoom=actual]")
     assert width() == natural
+    if page.width >= 1400:
+        page.click("button[data-zoom=fit]")  # the whole plan at a glance for the picture
     shot(page, "graph", tmp_path)
     page.locator("#graph-frame a.node[data-key=ci-arm]").click()
     page.wait_for_url("**key=ci-arm*")
+
+
+def test_pace_draws_the_burn_up_and_says_how_fast_the_work_goes(page: Any, tmp_path: Path):
+    page.click("nav.tabs a:text-is('Pace')")
+    page.wait_for_url("**/ui/pace?*")
+    chart = page.locator("svg.chart.burn")
+    assert chart.get_attribute("aria-label") == "Burn-up: 8 of 30 tasks done"
+    assert chart.locator("polyline.scope").count() == 1 and chart.locator("polyline.done").count() == 1
+    box = page.evaluate(
+        "(() => { const r = document.querySelector('svg.chart.burn').getBoundingClientRect(); "
+        "return {width: r.width, height: r.height}; })()"
+    )  # a live refresh may swap the part
+    assert box["width"] <= page.width and box["height"] > 50  # scales to the screen
+    stats = page.locator(".stats").inner_text().lower()
+    assert "done in the last 24 h\n4" in stats and "oldest in review" in stats  # one done every six hours
+    no_wider_than_the_screen(page)
+    shot(page, "pace", tmp_path)

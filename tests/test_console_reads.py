@@ -96,3 +96,23 @@ async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain
     assert [d.key for d in await harness.console.root_of_wait(me, "top")] == ["mid", "base"]
     assert [d.key for d in await harness.console.root_of_wait(me, "after-free")] == ["free"]
     assert await harness.console.root_of_wait(me, "free") == []
+
+
+async def test_pace_measures_time_in_status_review_waits_throughput_and_the_burn_up(harness: Harness, workspace: str):
+    me, person = Identity(workspace, "ana"), Identity(workspace, "olga", role="operator")
+    await harness.tasks.add(me, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(3)]
+                            + [TaskSpec(key="rev", title="reviewed", review=True)])  # fmt: skip
+    for key in ("t0", "t1"):
+        got = await harness.tasks.claim(me, task_key=key)
+        await harness.tasks.update(me, task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
+    got = await harness.tasks.claim(me, task_key="rev")
+    await harness.tasks.update(me, task_key="rev", action="complete", lease_token=got.lease.token, verification="ok")
+    await anyio.sleep(0.05)
+    await harness.tasks.approve(person, "rev", "fine")
+    pace = await harness.console.pace(me)
+    spells = {s.status: s for s in pace.in_status}
+    assert spells["claimed"].spells == 3 and spells["pending"].spells == 3 and spells["in_review"].spells == 1
+    assert pace.review_wait is not None and pace.review_wait >= 0.05 and pace.oldest_review is None
+    assert pace.done_last_hour == 3 and sum(pace.per_hour) == 3
+    assert pace.scope[-1][1] == 4 and pace.done[-1][1] == 3  # planned 4, done 3
+    assert [n for _, n in pace.done] == sorted(n for _, n in pace.done)  # a burn-up only rises

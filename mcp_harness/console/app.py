@@ -83,7 +83,7 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.globals.update(url=self.url, static=self.static, live_attrs=live_attrs, labels=LABELS)
-        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty)
+        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty, duration=_span)
 
     def url(self, path: str, **params: Any) -> str:
         query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})

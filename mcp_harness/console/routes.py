@@ -56,6 +56,7 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/agents", bind(views.agents)),
         Route("/needs", bind(views.needs)),
         Route("/stuck", bind(views.stuck)),
+        Route("/pace", bind(views.pace)),
         Route("/events", bind(live.events)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..service.console import GRAPH_EDGES
+from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
 
@@ -138,6 +139,16 @@ async def stuck(console: Console, request: Request) -> Response:
     data = await console.harness.console.stuck(ident)
     return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
                           title="Stuck", tab="stuck")  # fmt: skip
+
+
+@page
+async def pace(console: Console, request: Request) -> Response:
+    """How fast the work goes: time in each status, review waiting time, throughput, the burn-up."""
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.pace(ident)
+    return console.render(request, "pace.html", session=session, workspace=ident.workspace, pace=data,
+                          burn=charts.burn_up(data.scope, data.done), hours=charts.bars(data.per_hour),
+                          title="Pace", tab="pace")  # fmt: skip
 
 
 @page

@@ -34,6 +34,13 @@ EVENTS_PAGE = 100  #: task events a task page shows at a time
 HELD_SHOWN = 500  #: held tasks the agents page lists
 STUCK_SCAN = 2000  #: tasks of each status the stuck page looks at
 STUCK_SHOWN = 25  #: blockers the stuck page lists
+PACE_EVENTS = 5000  #: task events the pace page reads (the newest)
+BURN_BUCKETS = 40  #: points of the burn-up chart
+#: the status a task is in after an event of each kind (a failure or reject may also end it: see `_after`)
+AFTER_EVENT = {"claim": "claimed", "take_over": "claimed", "complete": "done", "submit": "in_review",
+               "approve": "done", "reject": "pending", "fail": "pending", "expire": "pending", "release": "pending",
+               "revoke": "pending", "operator_release": "pending", "returned": "pending", "retry_now": "pending",
+               "reopen": "pending", "cancel": "cancelled"}  # fmt: skip
 WAITING_CAP = 10_000  #: tasks counted behind one blocker (more shows as "10000+")
 ROOT_STEPS = 50  #: dependencies followed up from a task to the root of what holds it back
 AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
@@ -197,6 +204,28 @@ class Stuck:
 
 
 @dataclass(frozen=True)
+class StatusTime:
+    status: str
+    median: float  #: seconds a task spent in it, the median of the spells seen
+    total: float  #: seconds, over every spell seen
+    spells: int
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the work goes: from the newest `PACE_EVENTS` task events and the tasks' own times."""
+
+    in_status: list[StatusTime]  #: pending (waiting to be claimed), claimed (worked on), in review
+    review_wait: float | None  #: median seconds from entering review to a person's decision
+    oldest_review: float | None  #: seconds the task longest in review has waited so far
+    done_last_hour: int
+    per_hour: list[int]  #: tasks done in each of the last 24 hours, oldest first
+    scope: list[tuple[float, int]]  #: burn-up: (time, tasks planned so far)
+    done: list[tuple[float, int]]  #: burn-up: (time, tasks done so far)
+    events_seen: int
+
+
+@dataclass(frozen=True)
 class StateDiff:
     old: CheckpointMeta
     new: CheckpointMeta
@@ -255,6 +284,53 @@ class ConsoleService(ServiceBase):
             _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key]) for r in rows[:STUCK_SHOWN]
         ]
         return Stuck(blockers, STUCK_SCAN)
+
+    async def pace(self, ident: Identity) -> Pace:
+        """Time in each status, review waiting time, throughput and the plan's burn-up."""
+        at = now()
+        ws = ident.workspace
+        async with self.db.read() as conn:
+            events = await store.recent_task_events(conn, ws, PACE_EVENTS)
+            keys = sorted({e.task_key for e in events})
+            born = await store.created_at(conn, ws, keys)
+            counts = await task_store.counts(conn, ws)
+            t0 = await store.first_created(conn, ws)
+            step = max(1.0, (at - t0) / BURN_BUCKETS) if t0 is not None else 1.0
+            created, finished = await store.burn_up(conn, ws, t0 or at, step) if t0 is not None else ({}, {})
+        spells: dict[str, list[float]] = {"pending": [], "claimed": [], "in_review": []}
+        review: list[float] = []
+        state: dict[str, tuple[str, float]] = {}
+        for e in events:
+            key, when = e.task_key, float(e.created_at)
+            status, since = state.get(key, ("pending", born.get(key, when)))
+            if status in spells:
+                spells[status].append(when - since)
+                if status == "in_review" and e.kind in ("approve", "reject"):
+                    review.append(when - since)
+            state[key] = (AFTER_EVENT.get(e.kind, status), when)
+        waiting_review = [at - since for status, since in state.values() if status == "in_review"]
+        done_times = [float(e.created_at) for e in events if e.kind in ("complete", "approve")]
+        per_hour = [0] * 24
+        for when in done_times:
+            hours_ago = int((at - when) // 3600)
+            if 0 <= hours_ago < 24:
+                per_hour[23 - hours_ago] += 1
+        scope, done, planned, made = [], [], 0, 0
+        for b in range(BURN_BUCKETS + 1):
+            planned += created.get(b, 0)
+            made += finished.get(b, 0)
+            scope.append(((t0 or at) + (b + 1) * step, planned))
+            done.append(((t0 or at) + (b + 1) * step, made))
+        total_now = sum(counts.values())
+        if scope:  # the plan as it is now (tasks purged or imported since keep the chart honest at its end)
+            scope[-1] = (at, total_now)
+            done[-1] = (at, counts.get("done", 0))
+        return Pace(
+            in_status=[StatusTime(s, _median(v), sum(v), len(v)) for s, v in spells.items()],
+            review_wait=_median(review) if review else None,
+            oldest_review=max(waiting_review) if waiting_review else None,
+            done_last_hour=per_hour[-1], per_hour=per_hour, scope=scope, done=done, events_seen=len(events),
+        )  # fmt: skip
 
     async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
         """What holds `key` back, step by step up its dependencies: the last is the root (a failure, a
@@ -488,6 +564,14 @@ def _card(
         cancel_reason=cancel_reason,
         waits_on_total=max(waits_total, len(waits_on)),
     )
+
+
+def _median(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def span(seconds: float) -> str:

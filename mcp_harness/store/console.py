@@ -167,6 +167,36 @@ WAITING_ON = Query(
     name="console_waiting_on",
 )
 
+RECENT_TASK_EVENTS = Query(
+    "SELECT task_key, kind, created_at FROM task_events WHERE workspace = :ws ORDER BY id DESC LIMIT :limit",
+    name="console_recent_task_events",
+)
+CREATED_AT = _both(
+    lambda d: 'SELECT "key", created_at FROM tasks WHERE workspace = :ws AND ' + in_array('"key"', "keys", d),
+    name="console_created_at",
+)
+FIRST_CREATED = Query(
+    "SELECT created_at FROM tasks WHERE workspace = :ws ORDER BY id LIMIT 1", name="console_first_created"
+)
+_BUCKET = {
+    "sqlite": "CAST(({c} - :t0) / :step AS INTEGER)",
+    "postgresql": "CAST(floor(({c} - :t0) / :step) AS INTEGER)",
+}
+CREATED_BY_BUCKET = _both(
+    lambda d: (
+        f"SELECT {_BUCKET[d].format(c='created_at')} AS b, count(*) AS n FROM tasks WHERE workspace = :ws "
+        "GROUP BY b ORDER BY b"
+    ),
+    name="console_created_by_bucket",
+)
+DONE_BY_BUCKET = _both(
+    lambda d: (
+        f"SELECT {_BUCKET[d].format(c='completed_at')} AS b, count(*) AS n FROM tasks WHERE workspace = :ws "
+        "AND status = 'done' AND completed_at IS NOT NULL GROUP BY b ORDER BY b"
+    ),
+    name="console_done_by_bucket",
+)
+
 
 @cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
@@ -344,3 +374,29 @@ async def holding_dependency(conn: Connection, workspace: str, key: str) -> Any:
 async def waiting_on(conn: Connection, workspace: str, key: str, cap: int) -> int:
     """How many tasks wait on `key`, directly or through other tasks (at most `cap` are counted)."""
     return int(await conn.fetch_value(WAITING_ON, {"ws": workspace, "key": key, "cap": cap}))
+
+
+async def recent_task_events(conn: Connection, workspace: str, limit: int) -> list:
+    """The workspace's newest `limit` task events (task_key, kind, created_at), oldest first."""
+    rows = await conn.fetch_all(RECENT_TASK_EVENTS, {"ws": workspace, "limit": limit})
+    return rows[::-1]
+
+
+async def created_at(conn: Connection, workspace: str, keys: list[str]) -> dict[str, float]:
+    if not keys:
+        return {}
+    rows = await conn.fetch_all(CREATED_AT, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    return {r.key: float(r.created_at) for r in rows}
+
+
+async def first_created(conn: Connection, workspace: str) -> float | None:
+    value = await conn.fetch_value(FIRST_CREATED, {"ws": workspace})
+    return None if value is None else float(value)
+
+
+async def burn_up(conn: Connection, workspace: str, t0: float, step: float) -> tuple[dict[int, int], dict[int, int]]:
+    """Tasks created and tasks done per time bucket (`step` seconds from `t0`)."""
+    params = {"ws": workspace, "t0": t0, "step": step}
+    created = {int(r.b): int(r.n) for r in await conn.fetch_all(CREATED_BY_BUCKET, params)}
+    done = {int(r.b): int(r.n) for r in await conn.fetch_all(DONE_BY_BUCKET, params)}
+    return created, done
