@@ -136,3 +136,22 @@ def test_stuck_ranks_what_others_wait_on_and_a_blocked_task_links_to_the_root_of
         assert "reopen it" in root
         ready = client.get(f"/ui/task?w={ws}&key=payments").text
         assert "root-of-wait" not in ready  # nothing holds a ready task back
+
+
+def test_the_task_table_filters_sorts_groups_and_pages(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "olga", "reader")) as client:
+        page = client.get(f"/ui/tasks?w={ws}&sort=priority&desc=1").text
+        keys = re.findall(r'<tr data-key="([\w-]+)"', page)
+        assert keys[:2] == ["schema", "api"] and len(keys) == 7  # priority 5, then 3
+        assert '<option value="alice">alice</option>' in page  # the owner filter offers the agents
+        alice = client.get(f"/ui/tasks?w={ws}&owner=alice").text
+        assert re.findall(r'<tr data-key="([\w-]+)"', alice) == ["schema", "api"]
+        blocked = client.get(f"/ui/tasks?w={ws}&status=blocked").text
+        assert re.findall(r'<tr data-key="([\w-]+)"', blocked) == ["deploy"]
+        tagged = client.get(f"/ui/tasks?w={ws}&tag=db").text
+        assert re.findall(r'<tr data-key="([\w-]+)"', tagged) == ["schema"]
+        grouped = client.get(f"/ui/tasks?w={ws}&group=status").text
+        groups = re.findall(r'<tr class="group"><th colspan="7">([\w ]+) <span class="n">(\d+)</span>', grouped)
+        assert ("Pending", "3") in groups and ("Failed", "1") in groups and ("Done", "1") in groups
+        assert client.get(f"/ui/tasks?w={ws}&sort=nonsense").status_code == 400
+        assert client.get(f"/ui/tasks?w={ws}&group=nonsense").status_code == 400

@@ -116,3 +116,22 @@ async def test_pace_measures_time_in_status_review_waits_throughput_and_the_burn
     assert pace.done_last_hour == 3 and sum(pace.per_hour) == 3
     assert pace.scope[-1][1] == 4 and pace.done[-1][1] == 3  # planned 4, done 3
     assert [n for _, n in pace.done] == sorted(n for _, n in pace.done)  # a burn-up only rises
+
+
+async def test_the_task_table_filters_by_status_owner_and_tag_and_sorts(harness: Harness, workspace: str):
+    me = Identity(workspace, "ana")
+    await harness.tasks.add(me, tasks=[
+        TaskSpec(key="a", title="a", priority=1, tags=["x"]), TaskSpec(key="b", title="b", priority=3),
+        TaskSpec(key="c", title="c", priority=2, tags=["x", "y"], max_attempts=1),
+        TaskSpec(key="d", title="d", depends_on=["c"]),
+    ])  # fmt: skip
+    got = await harness.tasks.claim(me, task_key="c")
+    await harness.tasks.update(me, task_key="c", action="fail", lease_token=got.lease.token, retry=False, error="e")
+    table = await harness.console.table(me, sort="priority", descending=True)
+    assert [r.key for r in table.rows] == ["b", "c", "a", "d"] and table.total == 4
+    assert [r.key for r in (await harness.console.table(me, tag="x")).rows] == ["a", "c"]
+    assert [r.key for r in (await harness.console.table(me, status="blocked")).rows] == ["d"]
+    assert [r.key for r in (await harness.console.table(me, status="pending")).rows] == ["a", "b"]
+    assert [r.key for r in (await harness.console.table(me, owner="ana")).rows] == ["c"]
+    page = await harness.console.table(me, sort="key", limit=2, offset=2)
+    assert [r.key for r in page.rows] == ["c", "d"] and page.total == 4

@@ -57,6 +57,7 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/needs", bind(views.needs)),
         Route("/stuck", bind(views.stuck)),
         Route("/pace", bind(views.pace)),
+        Route("/tasks", bind(views.table)),
         Route("/events", bind(live.events)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -151,6 +151,32 @@ async def pace(console: Console, request: Request) -> Response:
                           title="Pace", tab="pace")  # fmt: skip
 
 
+GROUPS = ("status", "owner", "tag")
+
+
+@page
+async def table(console: Console, request: Request) -> Response:
+    """Every task as a table: filtered by status, owner and tag, sorted by a column, grouped."""
+    session, ident = await console.viewer(request)
+    sort = _text(request, "sort") or "created"
+    descending = request.query_params.get("desc") == "1"
+    group = _text(request, "group")
+    if group is not None and group not in GROUPS:
+        raise InvalidArgument(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    filters = {"status": _text(request, "status"), "owner": _text(request, "owner"), "tag": _text(request, "tag")}
+    offset = _int(request, "offset", low=0) or 0
+    data = await console.harness.console.table(ident, **filters, sort=sort, descending=descending, offset=offset)
+    groups: dict[str, list] = {}
+    for row in data.rows:
+        names = (row.tags or ["(no tag)"]) if group == "tag" else [getattr(row, group) or "(nobody)"] if group else [""]
+        for name in names:
+            groups.setdefault(name, []).append(row)
+    return console.render(request, "tasks.html", session=session, workspace=ident.workspace, table=data,
+                          groups=groups, group=group, sort=sort, desc=descending, filters=filters,
+                          agents=await console.harness.console.agent_names(ident),
+                          title="Tasks", tab="tasks")  # fmt: skip
+
+
 @page
 async def threads(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)

@@ -226,6 +226,29 @@ class Pace:
 
 
 @dataclass(frozen=True)
+class TableRow:
+    key: str
+    title: str
+    status: str
+    owner: str | None
+    priority: int
+    tags: list[str]
+    attempts: int
+    max_attempts: int
+    updated_at: str
+    kind: str
+    review: bool
+
+
+@dataclass(frozen=True)
+class TaskTable:
+    rows: list[TableRow]
+    total: int  #: tasks that match the filters
+    offset: int
+    limit: int
+
+
+@dataclass(frozen=True)
 class StateDiff:
     old: CheckpointMeta
     new: CheckpointMeta
@@ -331,6 +354,48 @@ class ConsoleService(ServiceBase):
             oldest_review=max(waiting_review) if waiting_review else None,
             done_last_hour=per_hour[-1], per_hour=per_hour, scope=scope, done=done, events_seen=len(events),
         )  # fmt: skip
+
+    async def table(
+        self,
+        ident: Identity,
+        *,
+        status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
+        sort: str = "created",
+        descending: bool = False,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> TaskTable:
+        """A page of tasks for the table view: filtered by status, owner and tag, sorted by one column."""
+        if status is not None and status not in BOARD_COLUMNS:
+            raise InvalidArgument(f"status must be one of {', '.join(BOARD_COLUMNS)}, got {status!r}")
+        if sort not in store.TABLE_SORTS:
+            raise InvalidArgument(f"sort must be one of {', '.join(store.TABLE_SORTS)}, got {sort!r}")
+        for kind, name in (("owner", owner), ("tag", tag)):
+            if name is not None:
+                check_name(kind, name)
+        check_int("offset", offset, 0)
+        check_int("limit", limit, 1, 500)
+        async with self.db.read() as conn:
+            rows, total = await store.task_table(
+                conn, ident.workspace, status=status, owner=owner, tag=tag, sort=sort, descending=descending,
+                limit=limit, offset=offset,
+            )  # fmt: skip
+        shown = [
+            TableRow(r.key, r.title, status_of(r), r.owner, r.priority, json.loads(r.tags), r.attempts,
+                     r.max_attempts, iso(r.updated_at), r.kind, bool(r.review))
+            for r in rows
+        ]  # fmt: skip
+        return TaskTable(shown, total, offset, limit)
+
+    async def agent_names(self, ident: Identity) -> list[str]:
+        """The agents heard from in the workspace (for filters as choices), by name."""
+        async with self.db.read() as conn:
+            seen = await store.last_seen(conn, ident.workspace)
+            contacts = await store.contacts(conn, ident.workspace, AGENTS_SHOWN)
+        names = (set(seen) | {c.agent for c in contacts}) - {HARNESS}
+        return sorted(names)[:AGENTS_SHOWN]
 
     async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
         """What holds `key` back, step by step up its dependencies: the last is the root (a failure, a

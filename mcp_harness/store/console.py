@@ -197,6 +197,34 @@ DONE_BY_BUCKET = _both(
     name="console_done_by_bucket",
 )
 
+#: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
+TABLE_SORTS = {"key": '"key"', "status": "status", "owner": "owner", "priority": "priority", "updated": "updated_at",
+               "created": "id"}  # fmt: skip
+_TABLE_STATUS = {
+    "blocked": "status = 'pending' AND blocked = TRUE",
+    "pending": "status = 'pending' AND blocked = FALSE",
+}
+
+
+@cache
+def task_table_query(status: str | None, owner: bool, tag: bool, sort: str, descending: bool, count: bool) -> Query:
+    """The task table's rows (or their count) with the filters asked for, in one fixed statement per shape."""
+    where = ["workspace = :ws"]
+    if status is not None:
+        where.append(_TABLE_STATUS.get(status, "status = :status"))
+    if owner:
+        where.append("owner = :owner")
+    if tag:
+        where.append("id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND tag = :tag)")
+    if count:
+        return Query(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", name="console_task_table_count")
+    order = f"{TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'}, id"
+    sql = (
+        'SELECT "key", title, status, blocked, owner, priority, tags, attempts, max_attempts, updated_at, kind, review '
+        f"FROM tasks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit OFFSET :offset"
+    )
+    return Query(sql, name=f"console_task_table({status}, {owner}, {tag}, {sort}, {descending})")
+
 
 @cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
@@ -400,3 +428,25 @@ async def burn_up(conn: Connection, workspace: str, t0: float, step: float) -> t
     created = {int(r.b): int(r.n) for r in await conn.fetch_all(CREATED_BY_BUCKET, params)}
     done = {int(r.b): int(r.n) for r in await conn.fetch_all(DONE_BY_BUCKET, params)}
     return created, done
+
+
+async def task_table(
+    conn: Connection,
+    workspace: str,
+    *,
+    status: str | None,
+    owner: str | None,
+    tag: str | None,
+    sort: str,
+    descending: bool,
+    limit: int,
+    offset: int,
+) -> tuple[list, int]:
+    """A page of the workspace's tasks, filtered and sorted (`sort` one of `TABLE_SORTS`), and how many match."""
+    params = {"ws": workspace, "status": status, "owner": owner, "tag": tag, "limit": limit, "offset": offset}
+    shape = (status, owner is not None, tag is not None, sort, descending)
+    used = {k: v for k, v in params.items() if v is not None and not (k == "status" and v in _TABLE_STATUS)}
+    rows = await conn.fetch_all(task_table_query(*shape, False), used)
+    counted = {k: v for k, v in used.items() if k not in ("limit", "offset")}
+    total = await conn.fetch_value(task_table_query(*shape, True), counted)
+    return rows, int(total)
