@@ -155,3 +155,19 @@ def test_the_task_table_filters_sorts_groups_and_pages(url: str, db: str, ws: st
         assert ("Pending", "3") in groups and ("Failed", "1") in groups and ("Done", "1") in groups
         assert client.get(f"/ui/tasks?w={ws}&sort=nonsense").status_code == 400
         assert client.get(f"/ui/tasks?w={ws}&group=nonsense").status_code == 400
+
+
+def test_the_timeline_shows_task_events_beside_progress_with_filters_as_choices(url: str, db: str, ws: str):
+    with signed_in(url, token(db, ws, "olga", "reader")) as client:
+        both = client.get(f"/ui/log?w={ws}").text
+        kinds = re.findall(r'<li class="entry task-event ev-(\w+)"', both)
+        assert {"claim", "complete", "fail"} <= set(kinds), kinds
+        assert "libssl3" in both and "Schema done" in both  # the failure's error beside the progress entries
+        assert '<option value="bob">bob</option>' in both  # the agent filter offers the agents
+        events = client.get(f"/ui/log?w={ws}&show=events").text
+        assert "task-event" in events and "Schema done" not in events
+        progress = client.get(f"/ui/log?w={ws}&show=progress").text
+        assert "task-event" not in progress and "Schema done" in progress
+        bob = client.get(f"/ui/log?w={ws}&agent=bob").text
+        assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', bob)) == {"claim", "fail"}
+        assert client.get(f"/ui/log?w={ws}&show=nonsense").status_code == 400

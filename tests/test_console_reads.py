@@ -135,3 +135,15 @@ async def test_the_task_table_filters_by_status_owner_and_tag_and_sorts(harness:
     assert [r.key for r in (await harness.console.table(me, owner="ana")).rows] == ["c"]
     page = await harness.console.table(me, sort="key", limit=2, offset=2)
     assert [r.key for r in page.rows] == ["c", "d"] and page.total == 4
+
+
+async def test_the_timeline_brings_the_task_events_of_its_time_span(harness: Harness, workspace: str):
+    me = Identity(workspace, "ana")
+    await harness.tasks.add(me, tasks=[TaskSpec(key="a", title="a")])
+    got = await harness.tasks.claim(me, task_key="a")
+    await harness.progress.record(me, summary="working on a", status="in_progress", task_key="a")
+    await harness.tasks.update(me, task_key="a", action="release", lease_token=got.lease.token)
+    page = await harness.console.timeline(me, with_events=True)
+    assert [e.event.kind for e in page.events] == ["release", "claim"] and len(page.entries) == 1
+    assert (await harness.console.timeline(me)).events == []
+    assert (await harness.console.timeline(me, agent="someone-else", with_events=True)).events == []

@@ -127,9 +127,19 @@ async def timeline(console: Console, request: Request) -> Response:
         "status": _text(request, "status"),
         "text": _text(request, "q"),
     }
-    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"))
+    show = _text(request, "show") or "both"
+    if show not in SHOWS:
+        raise InvalidArgument(f"show must be one of {', '.join(SHOWS)}, got {show!r}")
+    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
+                                                  with_events=show != "progress")  # fmt: skip
+    items = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
+    items += [(e.event.created_at, "event", e) for e in data.events]
+    items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
+    threads = [t.name for t in await console.harness.console.threads(ident)][:200]
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
-                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"))  # fmt: skip
+                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
+                          show=show, agents=await console.harness.console.agent_names(ident),
+                          threads=threads)  # fmt: skip
 
 
 @page
@@ -152,6 +162,7 @@ async def pace(console: Console, request: Request) -> Response:
 
 
 GROUPS = ("status", "owner", "tag")
+SHOWS = ("both", "progress", "events")  #: what the timeline shows: progress entries, task events, or both
 
 
 @page

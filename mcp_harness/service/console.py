@@ -131,9 +131,18 @@ class Graph:
 
 
 @dataclass(frozen=True)
+class TimelineEvent:
+    """A task's transition, shown beside the progress entries."""
+
+    task_key: str
+    event: TaskEvent
+
+
+@dataclass(frozen=True)
 class Timeline:
     entries: list[ProgressEntry]
     next_before_seq: int | None
+    events: list[TimelineEvent] = field(default_factory=list)  #: in the entries' time span, newest first
 
 
 @dataclass(frozen=True)
@@ -510,6 +519,7 @@ class ConsoleService(ServiceBase):
         text: str | None = None,
         before_seq: int | None = None,
         limit: int = 50,
+        with_events: bool = False,
     ) -> Timeline:
         """Progress entries newest first, filtered by agent, task, thread and status, and by text in
         the summary or details; a page of `limit`, then `next_before_seq` for the next."""
@@ -526,8 +536,20 @@ class ConsoleService(ServiceBase):
                 conn, ident.workspace, agent=agent, task_key=task_key, thread=thread, status=status,
                 text=text or None, before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
+            events = []
+            if with_events and thread is None and status is None and not text:
+                shown = rows[:limit]
+                # the span of this page: up to its newest entry (or now, on the first page), back to its
+                # oldest entry when more entries follow (else to the beginning)
+                until = float(shown[0].created_at) if shown and before_seq is not None else now()
+                since = float(shown[-1].created_at) if shown and len(rows) > limit else None
+                events = await store.events_window(
+                    conn, ident.workspace, agent=agent, task_key=task_key, since=since, until=until,
+                    limit=EVENTS_PAGE,
+                )  # fmt: skip
         more = rows[limit - 1].seq if len(rows) > limit else None
-        return Timeline([progress_entry(r) for r in rows[:limit]], more)
+        return Timeline([progress_entry(r) for r in rows[:limit]], more,
+                        [TimelineEvent(e.task_key, task_event(e)) for e in events])  # fmt: skip
 
     async def threads(self, ident: Identity) -> list[ThreadSummary]:
         async with self.db.read() as conn:

@@ -227,6 +227,16 @@ def task_table_query(status: str | None, owner: bool, tag: bool, sort: str, desc
 
 
 @cache
+def events_window_query(agent: bool, task_key: bool, since: bool) -> Query:
+    """Task events newest first up to a time (and from one), by actor and task when asked."""
+    where = ["workspace = :ws", "created_at <= :until"]
+    where += [c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key),
+                              ("created_at >= :since", since)) if on]  # fmt: skip
+    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT :limit"
+    return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
+
+
+@cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
     """Progress entries newest first, with the filters asked for (one fixed statement per shape)."""
     where = ["workspace = :ws"]
@@ -450,3 +460,19 @@ async def task_table(
     counted = {k: v for k, v in used.items() if k not in ("limit", "offset")}
     total = await conn.fetch_value(task_table_query(*shape, True), counted)
     return rows, int(total)
+
+
+async def events_window(
+    conn: Connection,
+    workspace: str,
+    *,
+    agent: str | None,
+    task_key: str | None,
+    since: float | None,
+    until: float,
+    limit: int,
+) -> list:
+    """Task events (newest first, at most `limit`) from `since` to `until`, by `agent` and `task_key` if given."""
+    params = {"ws": workspace, "agent": agent, "task_key": task_key, "since": since, "until": until, "limit": limit}
+    query = events_window_query(agent is not None, task_key is not None, since is not None)
+    return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
