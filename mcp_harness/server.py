@@ -26,7 +26,7 @@ from .identity import Identity, Role, caller_gone
 from .jsonvalue import dumps
 from .lifespan import HarnessState, harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
-from .metrics import observe_tool_calls
+from .metrics import observe_tool_calls, start_series
 from .resources import register_prompts, register_resources
 from .sdk import serve_streams
 
@@ -83,6 +83,7 @@ class HarnessServer(MCPServer[Any]):
         self.tools: dict[str, HarnessTool] = {}
         for tool in tools:
             self.add_harness_tool(tool)
+        start_series(list(self.tools))  # the metrics: every tool's series at 0 from the start
 
     def add_harness_tool(self, tool: HarnessTool) -> None:
         """Offer a tool (listed after the ones before it); tools are ours alone, not the SDK's tool manager."""

@@ -610,6 +610,13 @@ class ConsoleService(ServiceBase):
             ))  # fmt: skip
         return Agents(rows, overdue, silent, quiet)
 
+    async def ages(self) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """Per workspace: seconds the task longest in review has waited, and the task longest ready."""
+        at = now()
+        async with self.db.read() as conn:
+            review, ready = await store.oldest(conn, at)
+        return _ages(review, at), _ages(ready, at)
+
     async def metrics(self) -> tuple[list[tuple[str, str, int]], list[tuple[str, int]]]:
         """Tasks per (workspace, status) over the database, and leases past their time per workspace."""
         async with self.db.read() as conn:
@@ -620,6 +627,10 @@ class ConsoleService(ServiceBase):
             shown = "blocked" if status == "pending" and blocked else status
             counts[(workspace, shown)] = counts.get((workspace, shown), 0) + n
         return [(w, s, n) for (w, s), n in sorted(counts.items())], expired
+
+
+def _ages(rows: list[tuple[str, float]], at: float) -> list[tuple[str, float]]:
+    return [(w, round(max(0.0, at - since), 3)) for w, since in sorted(rows)]
 
 
 def _dependency(row: Any) -> Dependency:

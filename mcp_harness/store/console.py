@@ -236,6 +236,18 @@ def events_window_query(agent: bool, task_key: bool, since: bool) -> Query:
     return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
 
 
+OLDEST_IN_REVIEW = Query(
+    "SELECT workspace, min(updated_at) AS since FROM tasks WHERE status = 'in_review' GROUP BY workspace",
+    name="console_oldest_in_review",
+)
+OLDEST_READY = Query(
+    "SELECT workspace, min(CASE WHEN available_at > updated_at THEN available_at ELSE updated_at END) AS since "
+    "FROM tasks WHERE ready = TRUE AND status = 'pending' AND blocked = FALSE AND available_at <= :now "
+    "GROUP BY workspace",
+    name="console_oldest_ready",
+)
+
+
 @cache
 def timeline_query(agent: bool, task_key: bool, thread: bool, status: bool, text: bool, before: bool) -> Query:
     """Progress entries newest first, with the filters asked for (one fixed statement per shape)."""
@@ -476,3 +488,10 @@ async def events_window(
     params = {"ws": workspace, "agent": agent, "task_key": task_key, "since": since, "until": until, "limit": limit}
     query = events_window_query(agent is not None, task_key is not None, since is not None)
     return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
+
+
+async def oldest(conn: Connection, at: float) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Per workspace, since when the task longest in review has waited, and the task longest ready."""
+    review = [(r.workspace, float(r.since)) for r in await conn.fetch_all(OLDEST_IN_REVIEW)]
+    ready = [(r.workspace, float(r.since)) for r in await conn.fetch_all(OLDEST_READY, {"now": at})]
+    return review, ready
