@@ -34,6 +34,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from . import __version__
 from .errors import HarnessError
+from .waits import claim_waited
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake, not at a server's start
     from .service import Harness
@@ -44,9 +45,13 @@ TOOL_CALLS = Counter(
     ["tool", "code"], registry=REGISTRY,
 )  # fmt: skip
 TOOL_SECONDS = Histogram(
-    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (claim_task includes its wait)",
+    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (a claim's wait for work is not included)",
     ["tool"], registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)  # fmt: skip
+CLAIM_WAIT_SECONDS = Histogram(
+    "mcp_harness_claim_wait_seconds", "Time a claim_task call spent waiting for work (wait_seconds), apart",
+    registry=REGISTRY, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
 )  # fmt: skip
 TASKS_ENDED = Counter(
     "mcp_harness_tasks_ended", "Tasks this process's update_task calls completed, failed for good or sent to retry",
@@ -77,12 +82,19 @@ def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[...
     @wraps(call_tool)
     async def observed(self: Any, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
-        result = await call_tool(self, name, arguments, context)
+        waited = [0.0]
+        reset = claim_waited.set(waited)  # a claim's wait for work is timed apart
+        try:
+            result = await call_tool(self, name, arguments, context)
+        finally:
+            claim_waited.reset(reset)
         tool = name if name in getattr(self, "tools", {}) else "unknown"  # names are not ours to multiply
         key = (tool, result_code(result))
         series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
         series[0].inc()
-        series[1].observe(time.perf_counter() - started)
+        series[1].observe(time.perf_counter() - started - waited[0])
+        if waited[0]:
+            CLAIM_WAIT_SECONDS.observe(waited[0])
         if tool == "update_task" and key[1] == "ok":
             _count_ended(arguments.get("action"), result)
         return result

@@ -77,3 +77,20 @@ async def test_the_oldest_task_in_review_and_the_oldest_ready_one_are_aged(harne
     assert value(text, f'mcp_harness_oldest_ready_seconds{{workspace="{workspace}"}}') >= 90
     scoped = (await render(harness, workspace)).decode()  # a workspace's own view has them too
     assert f'mcp_harness_oldest_in_review_seconds{{workspace="{workspace}"}}' in scoped
+
+
+async def test_a_claims_latency_leaves_out_its_wait_which_has_its_own_histogram(sqlite_url: str, workspace: str):
+    settings = settings_for(sqlite_url, poll_interval_seconds=0.05)
+    before = (await _render(settings)).decode()
+    waits = value(before, "mcp_harness_claim_wait_seconds_count")
+    slow = value(before, 'mcp_harness_tool_call_seconds_bucket{le="0.25",tool="claim_task"}')
+    calls = value(before, 'mcp_harness_tool_call_seconds_count{tool="claim_task"}')
+    async with Client(create_server(settings, Identity(workspace, "ana"))) as client:
+        got = await client.call_tool("claim_task", {"wait_seconds": 0.6})  # nothing to claim: it waits
+        assert got.structured_content["task"] is None
+    after = (await _render(settings)).decode()
+    assert value(after, "mcp_harness_claim_wait_seconds_count") == waits + 1
+    assert value(after, "mcp_harness_claim_wait_seconds_sum") >= 0.5
+    assert value(after, 'mcp_harness_tool_call_seconds_count{tool="claim_task"}') == calls + 1
+    # the call took 0.6 s, but its latency without the wait is under 0.25 s
+    assert value(after, 'mcp_harness_tool_call_seconds_bucket{le="0.25",tool="claim_task"}') == slow + 1
