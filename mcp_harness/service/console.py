@@ -440,6 +440,8 @@ class ConsoleService(ServiceBase):
             open_deps = await store.open_dependencies(conn, ident.workspace, waiting, WAITS_SHOWN)
             cancelled = [r.key for r in rows.get("cancelled", [])]
             reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
+            quiet = at - self.settings.silent_after_seconds
+            silent = {r.key: r for r in await store.silent_holders(conn, ident.workspace, at, quiet, HELD_SHOWN)}
         waits: dict[str, list[Dependency]] = {}
         totals: dict[str, int] = {}
         for d in open_deps:
@@ -447,7 +449,7 @@ class ConsoleService(ServiceBase):
             totals[d.task_key] = int(d.n)
         columns = [
             Column(status, counts.get(status, 0),
-                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0))
+                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0), silent.get(r.key))
                     for r in rows[status]], offset if only else 0)
             for status in shown
         ]  # fmt: skip
@@ -638,7 +640,12 @@ def _dependency(row: Any) -> Dependency:
 
 
 def _card(
-    row: Any, at: float, waits_on: list[Dependency], cancel_reason: str | None = None, waits_total: int = 0
+    row: Any,
+    at: float,
+    waits_on: list[Dependency],
+    cancel_reason: str | None = None,
+    waits_total: int = 0,
+    silent: Any = None,
 ) -> Card:
     status = status_of(row)
     claimed = row.status == "claimed"
@@ -661,6 +668,7 @@ def _card(
         review=bool(row.review),
         cancel_reason=cancel_reason,
         waits_on_total=max(waits_total, len(waits_on)),
+        silent_since=(iso(silent.seen_at) if silent.seen_at is not None else iso(row.updated_at)) if silent else None,
     )
 
 
