@@ -5,17 +5,19 @@ file, as separate agents on one machine would. No LLM: each session does what th
 
 1. The initializer (agent `planner`) reads `initialize_project`, restores (nothing yet), adds five
    tasks with acceptance steps and dependencies, saves the shared facts and records the plan.
-2. Agent `ann` claims `docs` with a short lease and its session dies without a word (no release).
+2. Agent `ann` claims `docs` and its session ends without a word (no release): the end of its
+   connection ends the lease (the harness notes it), so `docs` is free again at once.
 3. Agents `ann` (a new session) and `bo` work side by side, ONE task at a time each: claim, verify,
    complete, record progress with the task's key. The first attempt at `api` fails (a flaky
    integration test), so the harness backs it off and a later claim retries it. `docs` is taken over
-   once the dead session's lease expires.
+   at once. A handoff: whoever first claims `ui` runs out of time, releases it with a reason and stops;
+   the other agent's claim of `ui` carries that reason and `api`'s result in the task's `context`.
 4. A tester finds that `schema` missed a column and reopens it with a reason; `ann` fixes it again.
 
 Then `mcp-harness log` tells the whole story, the harness's own entries included (the failure and its
-retry, the take-over, the reopen), without anyone reading the database.
+retry, the take-over, the release, the reopen), without anyone reading the database.
 
-Run it:  python examples/multi_session.py [--db PATH]      (about 15 seconds: a lease must expire)
+Run it:  python examples/multi_session.py [--db PATH]      (about 10 seconds)
 It prints what each session does, then the log, and last one JSON line with the facts a test checks.
 """
 
@@ -45,7 +47,8 @@ PLAN = [
      "steps": ["a new developer runs the app from the README alone"]},
     {"key": "ci", "title": "CI runs the tests on every push", "priority": 4, "steps": ["a push runs the tests"]},
 ]  # fmt: skip
-SHORT_LEASE = 10  # seconds: the shortest lease, so that a dead session's task is free again soon
+SHORT_LEASE = 10  # seconds: the shortest lease
+UI_REASON = "out of time: the page lists products, pagination is still missing"
 
 
 def server(db: str, agent: str) -> StdioServerParameters:
@@ -76,10 +79,11 @@ async def initializer(db: str) -> None:
 
 
 async def dying_session(db: str) -> None:
-    """ann takes `docs` and its session ends abruptly: no release, no progress. The lease stays."""
+    """ann takes `docs` and its session ends abruptly: no release, no progress. Its connection's end ends
+    the lease as if it had expired (a `kill -9` of the server would leave it to run out instead)."""
     async with Client(server(db, "ann"), read_timeout_seconds=30) as client:
         got = await call(client, "claim_task", task_key="docs", lease_seconds=SHORT_LEASE)
-        print(f"ann: claimed docs (lease {got['lease']['expires_in_seconds']:.0f} s), then its session died")
+        print(f"ann: claimed docs (lease {got['lease']['expires_in_seconds']:.0f} s), then its session ended")
 
 
 async def coding_agent(db: str, agent: str, story: dict[str, Any]) -> None:
@@ -97,7 +101,20 @@ async def coding_agent(db: str, agent: str, story: dict[str, Any]) -> None:
             task, lease = got["task"], got["lease"]
             key, token = task["key"], lease["token"]
             print(f"{agent}: claimed {key} (attempt {lease['attempt']})")
+            if key == "ui" and "handoff" in story:  # the handoff: what the last holder left reaches this one
+                context = task.get("context", {})
+                story["handoff"].update(claimed_by=agent, notes=context.get("notes", []),
+                                        dependencies=context.get("dependencies", []))  # fmt: skip
+                print(f"{agent}: ui's context says: {context['notes'][0]['text']!r}; api left "
+                      f"{context['dependencies'][0]['result']}")  # fmt: skip
             await anyio.sleep(0.5)  # the work
+            if key == "ui" and "handoff" not in story:  # the first holder runs out of time and stops
+                await call(client, "record_progress", summary="ui: the page lists products", task_key=key)
+                await call(client, "update_task", task_key=key, action="release", lease_token=token,
+                           reason=UI_REASON)  # fmt: skip
+                story["handoff"] = {"released_by": agent}
+                print(f"{agent}: released ui ({UI_REASON}) and ended its session")
+                return
             if key == "api" and lease["attempt"] == 1:
                 await call(client, "update_task", task_key=key, action="fail", lease_token=token, retry=True,
                            error="integration test timed out: the test database was not started")  # fmt: skip
@@ -149,6 +166,7 @@ async def main(db: str) -> dict[str, Any]:
     return {
         "log": [(e["agent"], e["task_key"], e["summary"]) for e in reversed(entries)],
         "completed_by": story["completed_by"],
+        "handoff": story["handoff"],
         "statuses": {t["key"]: t["status"] for t in board["tasks"]},
     }
 

@@ -182,13 +182,13 @@ class UpdateTaskArgs(ToolArgs):
     lease_seconds: Annotated[
         int | None,
         Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]),
-        said("heartbeat: new length (default: the claim's)"),
+        said("heartbeat: new length"),
     ] = None
     result: Annotated[Any, said("complete: any JSON the next tasks may need")] = None
     verification: Annotated[str | None, said("complete (required): how each step was verified")] = None
     error: Annotated[str | None, said("fail: what went wrong")] = None
-    retry: Annotated[bool, said("fail: true backs off and retries; false fails now")] = True
-    reason: Annotated[str | None, said("reopen, cancel: why")] = None
+    retry: Annotated[bool, said("fail: false fails now, no retry")] = True
+    reason: Annotated[str | None, said("reopen, cancel, release: why (the next claimer reads it)")] = None
     comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
     idempotency_key: IdemKey = None
 
@@ -197,9 +197,12 @@ class ListTasksArgs(ToolArgs):
     tool = "list_tasks"
 
     #: one status or a list; published with the statuses once (a single one is checked against the same list)
-    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("one status or a list")] = None
+    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("default: all but done, cancelled")] = (
+        None
+    )
     ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
     tag: Annotated[str | None, Field(max_length=64)] = None
+    task_key: Annotated[NameRef | None, said("one task in full, any status")] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
 

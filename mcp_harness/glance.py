@@ -60,7 +60,8 @@ def _postgres_dsn(db: str) -> str:
 
 def read(db: str | None, workspace: str, agent: str, after: int | None) -> tuple[list[News], int]:
     """The news for `agent` since event `after` (none when `after` is None) and the newest event id.
-    A SQLite file that does not exist has no news (nothing is created)."""
+    A SQLite file that does not exist yet has no news (nothing is created); one in a folder that does
+    not exist is a mistake, said on stderr."""
     path = sqlite_path(db)
     if path is not None:
         return _read_sqlite(path, workspace, agent, after)
@@ -73,6 +74,8 @@ def _read_sqlite(path: Path, workspace: str, agent: str, after: int | None) -> t
     import sqlite3
 
     if not path.exists():
+        if not path.parent.is_dir():  # a misconfigured --db, not a project whose server has not run yet
+            raise Unreachable(f"cannot read {path}: its folder does not exist")
         return [], 0
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_SECONDS)

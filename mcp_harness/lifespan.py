@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from . import clock
 from .config import Settings
 from .errors import HarnessError, Internal, Unavailable
 
 if TYPE_CHECKING:
+    from .identity import Identity
     from .service import Harness
 
 log = logging.getLogger("mcp_harness")
@@ -28,6 +30,8 @@ log = logging.getLogger("mcp_harness")
 HANDSHAKE_SECONDS = 3.0
 #: how long a server whose client left before the database was open still waits for the attempt to end
 LAST_ATTEMPT_SECONDS = 10.0
+#: how long ending a connection's leases may take on the way out
+END_SECONDS = 10.0
 
 
 @dataclass
@@ -41,6 +45,8 @@ class HarnessState:
     wanted: anyio.Event = field(default_factory=anyio.Event)  #: set once the handshake is over or a call needs it
     retry: anyio.Event = field(default_factory=anyio.Event)  #: set to make a failed opening try again
     open_error: HarnessError | None = None  #: why the last attempt failed
+    #: stdio: the leases this connection took or renewed (token -> when), ended with it (`ConnectionLeases`)
+    leases: ConnectionLeases | None = None
 
     def handshake_over(self) -> None:
         """The client has what it needs to start (it listed the tools, or calls one): open the database."""
@@ -62,6 +68,38 @@ class HarnessState:
             raise self.open_error
 
 
+class ConnectionLeases:
+    """The leases one stdio connection took or renewed: when the connection ends (stdin closed, SIGTERM,
+    SIGINT, SIGHUP) they end as if they had expired then, unless another connection renewed one since
+    (`TaskService.end_leases`)."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+        self.tokens: dict[str, float] = {}  #: token -> when this connection last took or renewed it
+        self.why = "its connection ended (stdin closed)"
+
+    def saw(self, result: Any) -> None:
+        """Note the lease a tool result carries (a claim's, a heartbeat's)."""
+        lease = getattr(result, "lease", None)
+        token = getattr(lease, "token", None)
+        if isinstance(token, str) and not getattr(result, "replayed", None):
+            self.tokens[token] = clock.now()
+
+    async def end(self, harness: Harness) -> None:
+        """End them (at most `END_SECONDS`; on failure they run to their time)."""
+        if not self.tokens:
+            return
+        tokens, self.tokens = self.tokens, {}
+        with anyio.CancelScope(shield=True), anyio.move_on_after(END_SECONDS):
+            try:
+                ended = await harness.tasks.end_leases(self.identity, self.why, tokens=tokens)
+            except Exception as exc:  # noqa: BLE001 - leases end by time instead; say so
+                log.warning("the connection's leases were not ended (they run to their time): %s", exc)
+                return
+            if ended:
+                log.info("ended the leases of this connection on %s", ", ".join(ended))
+
+
 def harness_lifespan(
     settings: Settings, harness: Harness | None, state: HarnessState
 ) -> Callable[[Any], AbstractAsyncContextManager[None]]:
@@ -81,6 +119,8 @@ def harness_lifespan(
             try:
                 yield None
             finally:
+                if state.leases is not None and state.harness is not None:
+                    await state.leases.end(state.harness)
                 stop.set()
                 if state.harness is None:  # the client left before the database was open
                     opened = False

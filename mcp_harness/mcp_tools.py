@@ -142,7 +142,7 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         AddTasksArgs,
         AddTasksResult,
-        "Add tasks: steps = acceptance steps, higher priority first, depends_on = keys done first. Identical "
+        "Add tasks: higher priority first, depends_on = keys done first. Identical "
         "re-adds are no-ops; a used key with other content is refused.",
         lambda h, who, a: h.tasks.add(who, a),
         idempotent=True,
@@ -150,15 +150,16 @@ TOOLS: tuple[HarnessTool, ...] = (
     HarnessTool(
         ClaimTaskArgs,
         ClaimTaskResult,
-        "Claim the best claimable task atomically, under a lease. task null: reason says why.",
+        "Claim the best claimable task atomically, under a lease; task.context: notes, dependencies' results. "
+        "task null: reason says why.",
         lambda h, who, a: h.tasks.claim(who, a),
     ),
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
-        "heartbeat, complete (verification), fail (retry=true backs off), release: need lease_token. reopen "
-        "(reason) revives a done/failed/cancelled task. Operator only: approve, reject (comment), retry_now, cancel "
-        "(reason).",
+        "heartbeat, complete (verification), fail (backs off, retries), release (reason): need lease_token. "
+        "reopen (reason) revives a done/failed task. Operator only: approve, reject (comment), retry_now, cancel "
+        "(reason), reopen cancelled.",
         lambda h, who, a: h.tasks.update(who, a),
     ),
     HarnessTool(

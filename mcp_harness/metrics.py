@@ -6,7 +6,8 @@ from the database when scraped.
 
 Who sees what: a request with a bearer token of the harness (any role, any bind) sees its own
 workspace's figures only (no process-wide counters: those add up every workspace's calls). Every
-workspace, with the process's counters, is shown to a scrape with no token on a loopback bind, or with
+workspace, with the process's counters, is shown to a scrape with no token on a loopback bind (made to
+a loopback name, not relayed by a proxy: no `Forwarded`/`X-Forwarded-*`/`X-Real-IP`), or with
 the dedicated metrics credential (`MCP_HARNESS_METRICS_TOKEN`, a secret set on the server) on any bind.
 The Host header is checked as for `/mcp` and `/ui` (DNS rebinding)."""
 
@@ -204,6 +205,20 @@ async def render(harness: Harness, workspace: str | None = None) -> bytes:
 
 
 _EVERY = object()  #: the view of every workspace
+_LOOPBACK_NAMES = {"127.0.0.1", "localhost", "[::1]", "::1"}
+_PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
+
+
+def direct(request: Request) -> bool:
+    """A request made on this machine to a loopback name, not one relayed by a proxy: a loopback bind
+    behind a reverse proxy (the README's way to expose the server) would otherwise show every workspace
+    to whoever reaches the proxy."""
+    host = request.headers.get("host", "").lower()
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if name not in _LOOPBACK_NAMES or any(h in request.headers for h in _PROXY_HEADERS):
+        return False
+    client = request.client.host if request.client is not None else ""
+    return client in ("127.0.0.1", "::1", "localhost") or client.startswith("127.")
 
 
 def metrics_endpoint(harness: Harness, *, open_access: bool) -> Callable[[Request], Awaitable[Response]]:
@@ -215,7 +230,7 @@ def metrics_endpoint(harness: Harness, *, open_access: bool) -> Callable[[Reques
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header[:7].lower() == "bearer " else ""
         if not token:
-            return _EVERY if open_access else None
+            return _EVERY if open_access and direct(request) else None
         if metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode()):
             return _EVERY
         ident = await harness.tokens.verify(token)

@@ -14,6 +14,7 @@ from pydantic import (
     WithJsonSchema,
     WrapSerializer,
     field_serializer,
+    model_serializer,
 )
 
 from .config import NAME_PATTERN
@@ -28,7 +29,10 @@ NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "s
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
-ClaimReason = Literal["none_pending", "all_done", "all_claimed", "backoff", "waiting_on_review", "blocked_by_failure"]
+ClaimReason = Literal[
+    "none_pending", "all_done", "all_claimed", "waiting_on_other_work", "backoff", "waiting_on_review",
+    "blocked_by_failure",
+]  # fmt: skip
 
 
 def _absent(value: Any) -> bool:
@@ -42,6 +46,39 @@ KEYS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 class Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: serialization context of people's views (the CLI's --json): every field, defaults included
+EVERY_FIELD = {"every_field": True}
+
+
+class Lean(Result):
+    """A task object in a result: a field left at its default (unset, an empty list, `review: false`,
+    `kind: "work"`, priority 0, no owner...) is left out, since it tells a model nothing. People's views
+    dump with `context=EVERY_FIELD` and keep every field (scripts read them)."""
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler, info: Any) -> Any:
+        out = handler(self)
+        if info.context and info.context.get("every_field"):
+            return out
+        defaults = _defaults(type(self))
+        return {k: v for k, v in out.items() if k not in defaults or v != defaults[k]}
+
+
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """Each field's default, as JSON would show it (fields without one are always shown)."""
+    found = _DEFAULTS.get(model)
+    if found is None:
+        found = _DEFAULTS[model] = {
+            name: field.get_default(call_default_factory=True)
+            for name, field in model.model_fields.items()
+            if not field.is_required()
+        }
+    return found
+
+
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
 
 
 class Replayable(Result):
@@ -123,6 +160,8 @@ class Lease(Result):
     expires_at: str
     expires_in_seconds: float  #: seconds left when the answer was made; negative once expired
     expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
+    #: only `false`: on a replayed answer whose lease no longer holds the task, or has expired
+    live: bool | None = Field(default=None, exclude_if=lambda v: v is not False)
 
 
 class TaskCounts(Result):
@@ -139,29 +178,66 @@ class TaskCounts(Result):
 LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
-class TaskView(Result):
+#: A note about a task: the harness's (why it came back) or an agent's progress entry about it. (No
+#: docstrings on the context's models: they would be published in three output schemas.)
+class ContextNote(Result):
+    seq: int  #: the progress entry's seq
+    at: str
+    by: str  #: whoever caused it (for a take-over: the agent that took it)
+    text: str  #: cut to 300 characters (ending in …)
+
+
+#: A dependency as the task's holder needs it: its status and what it left behind.
+class ContextDependency(Result):
+    key: str
+    status: TaskStatus
+    #: the JSON value complete gave, or (past 300 characters of compact JSON) a string of its start, cut
+    result: Any = Field(default=None, exclude_if=_absent)
+    verification: str | None = Field(default=None, exclude_if=_absent)
+    cut: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: `result` or `verification` was cut
+    reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
+
+
+#: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
+#: (newest first) and its dependencies.
+class TaskContext(Result):
+    notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
+    dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)
+    #: dependencies left out to keep within the bound (list_tasks(task_key=K) shows them all)
+    more_dependencies: int | None = Field(default=None, exclude_if=_absent)
+
+
+class TaskView(Lean):
+    """A task as results show it; fields at their defaults are left out (see `Lean`)."""
+
     key: str
     title: str
-    description: str | None
-    steps: list[str]
-    priority: int
-    depends_on: list[str]
-    tags: list[str]
+    description: str | None = None
+    steps: list[str] = Field(default_factory=list)
+    priority: int = 0
+    depends_on: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
     status: TaskStatus
-    owner: str | None
-    attempts: int
-    max_attempts: int
+    owner: str | None = None
+    attempts: int = 0
+    max_attempts: int  #: always shown: with `attempts` it says whether this is the last try
     available_at: str | None = None  #: not claimable before this time (retry backoff)
     result: Any = None
     verification: str | None = None
     last_error: str | None = None
     created_at: str
-    updated_at: str
+    updated_at: str | None = None  #: always set; left out of a claim's task (its lease says when)
     completed_at: str | None = None
     review: bool = False
     kind: TaskKind = "work"
     #: the last reject's comment, for whoever claims the task next
-    review_comment: str | None = Field(default=None, exclude_if=_absent)
+    review_comment: str | None = None
+
+
+class HandedTask(TaskView):
+    # A task handed to an agent (a claim's): with the task's newest notes and its dependencies' results.
+
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
 class TaskDetail(TaskView):
@@ -170,14 +246,36 @@ class TaskDetail(TaskView):
     lease: Lease | None = None
 
 
-class UpdateTaskResult(TaskView, Replayable):
-    """update_task: the task as it now stands; complete adds `unblocked`, reopen adds `revoked`.
-    (A heartbeat answers `HeartbeatResult` instead; the published schema describes both.)"""
+class FullTaskRow(TaskView):
+    """`list_tasks(task_key=K)`: one task's every field, whatever its status."""
 
-    #: keys that just became claimable (complete) / whose leases were revoked (reopen); absent otherwise,
-    #: so published as arrays
-    unblocked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
-    revoked: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+    ready: bool  #: claimable now
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)  #: whole: notes, dependencies uncut
+
+
+class UpdateTaskResult(Replayable):
+    """update_task, every action but heartbeat: the task's key and status now, plus what changed
+    (`attempts`, `available_at` of a backoff, `unblocked`, `revoked`); a field the action cleared is
+    shown as null. (A heartbeat answers `HeartbeatResult`; the published schema describes both.)"""
+
+    key: str
+    status: TaskStatus
+    attempts: int | None = None  #: when the action changed it
+    available_at: str | None = None  #: not claimable before this time (a retry backoff began)
+    result: Any = None
+    verification: str | None = None
+    last_error: str | None = None
+    review_comment: str | None = None
+    #: keys that just became claimable (complete, approve, cancel) / whose leases were revoked (reopen);
+    #: absent otherwise, so published as arrays
+    unblocked: Annotated[list[str] | None, KEYS] = None
+    revoked: Annotated[list[str] | None, KEYS] = None
+
+    @model_serializer(mode="wrap")
+    def _changed(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Only what was given: a null is shown where the action cleared a field (given as None)."""
+        given = self.model_fields_set
+        return {k: v for k, v in handler(self).items() if v is not None or k in given}
 
 
 class HeartbeatResult(Replayable):
@@ -190,12 +288,14 @@ class UpdateTaskAnswer(UpdateTaskResult):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "description": "heartbeat: {lease} only. Other actions: the task as it now stands, plus unblocked "
-            "(complete) or revoked (reopen)."
+            "description": "heartbeat: {lease} only. Other actions: {key, status} plus what changed (attempts, "
+            "available_at, unblocked, revoked); a field the action cleared is null."
         }
     )
 
-    lease: Lease | None = Field(default=None, exclude_if=_absent)
+    key: str | None = None  # type: ignore[assignment]
+    status: TaskStatus | None = None  # type: ignore[assignment]
+    lease: Lease | None = None
 
 
 class TaskEvent(Result):
@@ -223,6 +323,10 @@ class HeldTask(Result):
     steps: list[str]
     lease: Lease | None  #: null while the task waits in review
     status: TaskStatus = "claimed"
+    review_comment: str | None = Field(default=None, exclude_if=_absent)
+    last_error: str | None = Field(default=None, exclude_if=_absent)
+    #: the task's newest notes and its dependencies' results
+    context: TaskContext | None = Field(default=None, exclude_if=_absent)
 
 
 class You(Result):
@@ -284,30 +388,47 @@ class WaitingOn(Result):
     status: TaskStatus
     owner: str | None
     retry_after: float | None  #: seconds until it may change by itself (a lease ends, a backoff ends)
+    mine: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`: the caller holds it
+    #: a rejected gate's or task's review comment (what a person asked for)
+    comment: str | None = Field(default=None, exclude_if=_absent)
+
+
+#: what the task in a claim leaves out: its lease says it (the holder is the caller, the attempt, when)
+SAID_BY_THE_LEASE = frozenset({"owner", "attempts", "updated_at"})
 
 
 class ClaimTaskResult(Replayable):
-    task: TaskView | None
+    #: the task claimed; it carries no copy of its lease, nor what the lease says (`SAID_BY_THE_LEASE`)
+    task: HandedTask | None
     lease: Lease | None
     reason: ClaimReason | None = None
     waiting_on: list[WaitingOn] | None = None
     retry_after: float | None = None  #: seconds until what it waits on may change by itself
+    #: none_pending for tags that match no task: the tags tasks have (at most 20)
+    known_tags: Annotated[list[str] | None, KEYS] = Field(default=None, exclude_if=_absent)
+
+    @field_serializer("task", mode="wrap")
+    def _without_the_lease(self, value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(value)
+        return out if out is None else {k: v for k, v in out.items() if k not in SAID_BY_THE_LEASE}
 
 
-class TaskRow(Result):
+class TaskRow(Lean):
+    """A row of list_tasks; fields at their defaults are left out (see `Lean`)."""
+
     key: str
     title: str
     status: TaskStatus
     ready: bool  #: claimable now
-    owner: str | None
-    priority: int
-    attempts: int
-    depends_on: list[str]
-    review: bool
-    kind: TaskKind
+    owner: str | None = None
+    priority: int = 0
+    attempts: int = 0
+    depends_on: list[str] = Field(default_factory=list)
+    review: bool = False
+    kind: TaskKind = "work"
 
 
 class ListTasksResult(Result):
-    tasks: list[TaskRow]
+    tasks: list[TaskRow | FullTaskRow]  #: rows; with task_key, that task's every field
     counts: LeanCounts
     next_cursor: str | None

@@ -18,6 +18,7 @@ from mcp.types import INVALID_PARAMS
 from .errors import HarnessError, NotFound
 from .identity import Identity
 from .jsonvalue import dumps
+from .task_states import SHOWN
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the database is opened
     from .service import Harness
@@ -76,7 +77,7 @@ async def _progress(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
 
 
 async def _tasks(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
-    return (await h.tasks.list(who, limit=500)).model_dump(mode="json")
+    return (await h.tasks.list(who, status=list(SHOWN), limit=500)).model_dump(mode="json")
 
 
 RESOURCES: tuple[HarnessResource, ...] = (
@@ -159,12 +160,14 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
    thread) and my_tasks.
 2. If my_tasks holds a claimed task, continue it (heartbeat with its lease token when expires_in_seconds
    runs low). A task with status "in_review" waits for a person: do not work on it. Otherwise call
-   claim_task. If it returns no task, read `reason`: wait (wait_seconds, or retry_after) or stop and report.
+   claim_task. If it returns no task, read `reason`: with a retry_after, wait (wait_seconds); without one
+   waiting changes nothing: claim the work waiting_on names (waiting_on_other_work) or stop and report.
 3. Work on that ONE task only. Do not start another task in this session.
 4. Verify it end to end against every acceptance step (run it, test it, as a user would). Only then call
    update_task(action="complete", lease_token=..., verification="how you verified each step").
    If it fails, call update_task(action="fail", error=...). If you will not finish it, call
-   update_task(action="release") before you stop, so that another agent can take it at once.
+   update_task(action="release", reason="what is done, what is left") before you stop, so that another
+   agent can take it at once (its claim shows your reason in the task's context).
    A regression in a done task: update_task(action="reopen", reason=...).
 5. Call record_progress with task_key set to the task: what was done, how it was verified, artifacts
    (files, commit), next_steps.

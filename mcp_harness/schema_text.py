@@ -26,7 +26,7 @@ def compact_schema(node: Any, *, output: bool = False, in_properties: bool = Fal
         if key == "default" and value is None:  # implied: an optional property defaults to absent/null
             continue
         if output and (key == "additionalProperties" and value is False or key == "required"):
-            continue  # results always carry every property (null when empty): nothing is optional
+            continue  # a result may leave a property out (task objects, marks): none is required
         if key in ("properties", "$defs"):
             out[key] = compact_schema(value, output=output, in_properties=True)
         else:

@@ -3,11 +3,15 @@ themselves are listed in `mcp_tools`, resources and prompts in `resources`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+import signal
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -24,7 +28,7 @@ from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
 from .identity import Identity, Role, caller_gone
 from .jsonvalue import dumps
-from .lifespan import HarnessState, harness_lifespan
+from .lifespan import ConnectionLeases, HarnessState, harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
 from .metrics import observe_tool_calls, start_series
 from .resources import register_prompts, register_resources
@@ -156,7 +160,20 @@ class HarnessServer(MCPServer[Any]):
 
         async with open_stdio() as (read_stream, write_stream):
             caller_gone.set(read_stream.ended)  # the request handlers' tasks inherit it
-            await serve_streams(self, read_stream, write_stream)
+            async with anyio.create_task_group() as tg:
+                signalled = anyio.Event()
+                tg.start_soon(self._end_on_signal, signalled, tg.cancel_scope)
+                with _signals(signalled, self.state.leases):
+                    await serve_streams(self, read_stream, write_stream)
+                tg.cancel_scope.cancel()  # served to the end of stdin: stop watching for signals
+
+    async def _end_on_signal(self, signalled: anyio.Event, scope: anyio.CancelScope) -> None:
+        """After SIGTERM, SIGINT or SIGHUP: end the connection's leases while the database is still open,
+        then end the serving (the lifespan closes the database)."""
+        await signalled.wait()
+        if self.state.leases is not None and self.state.harness is not None:
+            await self.state.leases.end(self.state.harness)
+        scope.cancel()
 
     def identity(self) -> Identity:
         """stdio: the identity given on the command line. HTTP: the one the bearer token names."""
@@ -205,11 +222,40 @@ class HarnessServer(MCPServer[Any]):
             result = await tool.call(harness, ident, args)
             if name == "claim_task":
                 await harness.contacts.touch(ident, name, result)  # why it is idle: the claim's answer
+            if self.state.leases is not None:
+                self.state.leases.saw(result)  # a lease this connection took or renewed ends with it
             structured = result.model_dump(mode="json")
         except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes to the client raw
             return error_result(exc, name)
         # Compact JSON text: agents pay for every byte (the SDK would indent it).
         return CallToolResult(content=[TextContent(type="text", text=dumps(structured))], structured_content=structured)
+
+
+@contextmanager
+def _signals(signalled: anyio.Event, leases: ConnectionLeases | None) -> Iterator[None]:
+    """SIGTERM, SIGINT and SIGHUP end the connection as a closed stdin does (`HarnessServer._end_on_signal`:
+    its leases end, then the database closes before the process exits)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+
+    def stop(name: str) -> None:
+        if leases is not None:
+            leases.why = f"its connection ended ({name})"
+        signalled.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        try:
+            loop.add_signal_handler(sig, stop, sig.name)
+        except (NotImplementedError, RuntimeError, ValueError):  # not on this platform or thread
+            continue
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 def error_result(exc: BaseException, tool: str) -> CallToolResult:
@@ -225,12 +271,20 @@ def error_result(exc: BaseException, tool: str) -> CallToolResult:
 
 
 def create_server(
-    settings: Settings, identity: Identity | None, *, harness: Harness | None = None, **server_kwargs: Any
+    settings: Settings,
+    identity: Identity | None,
+    *,
+    harness: Harness | None = None,
+    end_leases: bool = False,
+    **server_kwargs: Any,
 ) -> HarnessServer:
     """Build the MCP server. `identity` is fixed for stdio; None means it comes from bearer tokens.
-    Without `harness` the server opens (and closes) its own for the life of the connection."""
+    Without `harness` the server opens (and closes) its own for the life of the connection; with
+    `end_leases` (stdio) the leases the connection took or renewed end with it."""
     # a shared harness serves requests (and token checks) from the start
     state = HarnessState(harness=harness)
+    if end_leases and identity is not None:
+        state.leases = ConnectionLeases(identity)
     server = HarnessServer(
         name="mcp-harness",
         version=__version__,

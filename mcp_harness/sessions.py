@@ -33,6 +33,17 @@ def runtime_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"mcp-harness-{uid}"
 
 
+def private(folder: Path) -> bool:
+    """Whether `folder` is this user's own and closed to others (0700): a record in a folder someone
+    else made, or could write into, might name another agent, so none is written or trusted there."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return False
+    owner = os.getuid() if hasattr(os, "getuid") else st.st_uid
+    return st.st_uid == owner and (st.st_mode & 0o077) == 0
+
+
 def _stat(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name: [state, ppid, ..., starttime at 19]."""
     try:
@@ -97,6 +108,15 @@ def record(workspace: str, agent: str) -> Path | None:
     path = record_path(key, workspace)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.parent.stat().st_uid == os.getuid():
+            path.parent.chmod(0o700)  # ours, made with another mode (an older version, a umask): close it
+        if not private(path.parent):
+            import logging  # only here: the hooks' quick path imports this module
+
+            logging.getLogger("mcp_harness.sessions").warning(
+                "session records: %s is not private to this user (0700); not recording", path.parent
+            )
+            return None
         _prune(path.parent)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"workspace": workspace, "agent": agent, "server_pid": os.getpid()}))
@@ -127,6 +147,8 @@ def forget(path: Path | None) -> None:
 
 def recorded_agent(workspace: str) -> str | None:
     """The agent the stdio server of this process's client records for `workspace`, or None."""
+    if not private(runtime_dir()):
+        return None
     for pid in ancestors():
         key = process_key(pid)
         if key is None:

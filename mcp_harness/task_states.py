@@ -206,11 +206,13 @@ class Given:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A transition's result: the columns it sets and the task event it records (kind, detail)."""
+    """A transition's result: the columns it sets, the task event it records (kind, detail), and the
+    fields results show that it empties (its answer shows them as null: CONTRACT.md)."""
 
     change: TaskChange
     event: str | None = None
     detail: dict[str, Any] | None = None
+    cleared: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status | None:
@@ -236,6 +238,9 @@ class Rule:
     repeat: Callable[[Task, Given], bool] | None = None
     reports: Literal["unblocked", "revoked"] | None = None  #: what its answer lists about the dependents
     instead: str = ""  #: what an agent refused this action (not its holder, not a person) does instead
+    #: the statuses from which only a person (the `operator` role) takes it, and what an agent does instead
+    operator_from: frozenset[Status] = frozenset()
+    operator_instead: str = ""
 
     def allows(self, task: Task, at: float) -> bool:
         return task.status in self.allowed and (self.also is None or self.also(task, at))
@@ -251,7 +256,7 @@ def completed(g: Given) -> Outcome:
     """Complete, for a task not for review (the one-statement path needs no row read first)."""
     change = TaskChange(status=Status.DONE, ready=False, result=g.result, verification=g.verification,
                         last_error=None, completed_at=g.at, lease_expires_at=None, updated_at=g.at)  # fmt: skip
-    return Outcome(change, "complete", {"verification": g.verification})
+    return Outcome(change, "complete", {"verification": g.verification}, cleared=("last_error",))
 
 
 def _complete(t: Task, g: Given) -> Outcome:
@@ -260,7 +265,7 @@ def _complete(t: Task, g: Given) -> Outcome:
     # a person approves it: it waits in review, its lease ended (its token kept)
     change = TaskChange(status=Status.IN_REVIEW, ready=False, result=g.result, verification=g.verification,
                         last_error=None, completed_at=None, lease_expires_at=None, updated_at=g.at)  # fmt: skip
-    return Outcome(change, "submit", {"verification": g.verification})
+    return Outcome(change, "submit", {"verification": g.verification}, cleared=("last_error",))
 
 
 def _fail(t: Task, g: Given) -> Outcome:
@@ -281,11 +286,12 @@ def _handed_back(t: Task, g: Given) -> TaskChange:
 
 
 def _release(t: Task, g: Given) -> Outcome:
-    return Outcome(_handed_back(t, g), "release")
+    return Outcome(_handed_back(t, g), "release", {"reason": g.reason} if g.reason else None)
 
 
 def _operator_release(t: Task, g: Given) -> Outcome:
-    return Outcome(_handed_back(t, g), "operator_release", {"owner": t.owner})
+    detail = {"owner": t.owner} | ({"reason": g.reason} if g.reason else {})
+    return Outcome(_handed_back(t, g), "operator_release", detail)
 
 
 def _reopen(t: Task, g: Given) -> Outcome:
@@ -298,12 +304,13 @@ def _reopen(t: Task, g: Given) -> Outcome:
         updated_at=g.at,  # last_error is kept: the reason is in the event and the log, not an error
     )  # fmt: skip
     old = {"status": t.status, "result": t.result, "verification": t.verification, "last_error": t.last_error}
-    return Outcome(change, "reopen", {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}})
+    detail = {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}}
+    return Outcome(change, "reopen", detail, cleared=("result", "verification"))
 
 
 def _approve(t: Task, g: Given) -> Outcome:
     change = TaskChange(status=Status.DONE, ready=False, completed_at=g.at, review_comment=None, updated_at=g.at)
-    return Outcome(change, "approve", {"comment": g.comment} if g.comment else None)
+    return Outcome(change, "approve", {"comment": g.comment} if g.comment else None, cleared=("review_comment",))
 
 
 def _reject(t: Task, g: Given) -> Outcome:
@@ -315,7 +322,8 @@ def _reject(t: Task, g: Given) -> Outcome:
                         attempts=max(0, t.attempts - 1), available_at=g.at, result=None, verification=None,
                         completed_at=None, review_comment=g.comment, updated_at=g.at)  # fmt: skip
     kept = {"result": t.result, "verification": t.verification}
-    return Outcome(change, "reject", {"comment": g.comment, **{k: v for k, v in kept.items() if v}})
+    detail = {"comment": g.comment, **{k: v for k, v in kept.items() if v}}
+    return Outcome(change, "reject", detail, cleared=("result", "verification"))
 
 
 def _cancel(t: Task, g: Given) -> Outcome:
@@ -359,6 +367,9 @@ RULES: dict[Action, Rule] = {
         needs=("reason", "reopen needs a reason (it is recorded in the progress log)"),
         reads_dependencies=True,
         reports="revoked",
+        # a person cancelled it: only a person revives it
+        operator_from=frozenset({Status.CANCELLED}),
+        operator_instead="record_progress (task_key, status note) asking a person to reopen it, and why",
     ),  # fmt: skip
     Action.APPROVE: Rule(
         _IN_REVIEW,
@@ -404,6 +415,7 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _operator_release,
         refusal="release works on claimed tasks; task {key!r} is {status}",
+        needs=("reason", "an operator's release needs a reason (the next claimer reads it in the task's context)"),
         instead=_RELEASE_INSTEAD,
     ),  # fmt: skip
 }

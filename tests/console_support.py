@@ -34,16 +34,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def shared_server(db: str, *, bind_as: str = "127.0.0.1", **overrides: object) -> Iterator[str]:
-    """`serve --transport http`'s app on a loopback port (built as if bound to `bind_as`, with these
-    settings `overrides`); its URL."""
+def shared_server(
+    db: str, *, bind_as: str = "127.0.0.1", allowed_hosts: list[str] | None = None, **overrides: object
+) -> Iterator[str]:
+    """`serve --transport http`'s app on a loopback port (built as if bound to `bind_as`, answering the
+    `allowed_hosts` names too, with these settings `overrides`); its URL."""
     port = free_port()
     state: dict = {}
 
     async def main() -> None:
         settings = settings_for(db, **overrides)
         async with Harness.open(settings) as harness:
-            app = build_app(harness, settings, bind_as, port)
+            app = build_app(harness, settings, bind_as, port, allowed_hosts or [])
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
             state["server"] = uvicorn.Server(config)
             await state["server"].serve()

@@ -156,3 +156,21 @@ async def test_agents_text_reaches_no_terminal_raw_but_json_stays_exact(sqlite_u
     assert log[0]["summary"] == HOSTILE
     terminal, status = on_terminal("review", "list", *common)
     assert status == 0 and "\x1b]" not in terminal and "\x1b[2K" not in terminal and "\x1b[8m" not in terminal
+
+
+async def test_a_newline_in_an_agents_title_or_summary_cannot_pass_for_a_row(sqlite_url, workspace):
+    fake = "Migrate DB\nsec-ok  done  ann  approved by security team"
+    async with mcp_client(sqlite_url, workspace, agent="coder") as c:
+        await call(c, "add_tasks", tasks=[{"key": "mig", "title": fake, "review": True}])
+        lease = (await call(c, "claim_task", task_key="mig"))["lease"]["token"]
+        await call(c, "update_task", task_key="mig", action="complete", lease_token=lease, verification="ok")
+        await call(c, "record_progress", summary=fake, details="line one\nline two", next_steps=[fake])
+    common = ("--db", sqlite_url.split("///", 1)[1], "--workspace", workspace)
+    for command in (["review", "list"], ["tasks", "--status", "in_review"], ["log"]):
+        out = run_cli(*command, *common, env=subprocess_env(COLUMNS="400"))
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert not [line for line in lines if line.lstrip().startswith("sec-ok")], (command, out.stdout)
+        assert any("Migrate DB sec-ok" in line for line in lines), (command, out.stdout)
+    log = run_cli("log", *common, env=subprocess_env(COLUMNS="400")).stdout
+    assert "line one\n" in log  # details are multi-line text and keep their lines

@@ -18,7 +18,7 @@ from mcp_harness.store import StorageError, UniqueViolation, common, idempotency
 from mcp_harness.store import tasks as task_store
 from mcp_harness.store.backup import tasks, workspaces
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
-from mcp_harness.store.connection import Query, numbered
+from mcp_harness.store.connection import Query, fetch_row, numbered
 
 pytestmark = pytest.mark.anyio
 
@@ -121,6 +121,17 @@ async def test_a_query_whose_columns_differ_from_its_record_is_refused(db_url, w
         async with h.db.read() as conn:
             row = await conn.fetch_one(unnamed, {"ws": workspace})
         assert (row.key, row.title, row.column2) == ("a", "A", 2)
+
+
+async def test_a_row_a_query_must_return_is_a_store_error_when_missing(db_url, workspace):
+    """`fetch_row` is `fetch_one` for a row that is always there: a missing one names the query."""
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="a", title="A")])
+        by_key = Query('SELECT "key" FROM tasks WHERE workspace = :ws AND "key" = :key', name="by_key")
+        async with h.db.read() as conn:
+            assert (await fetch_row(conn, by_key, {"ws": workspace, "key": "a"})).key == "a"
+            with pytest.raises(StorageError, match="query 'by_key' returned no row"):
+                await fetch_row(conn, by_key, {"ws": workspace, "key": "b"})
 
 
 def test_parameters_are_numbered_once_for_asyncpg():

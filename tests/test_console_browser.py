@@ -150,7 +150,7 @@ def test_a_claim_in_another_process_appears_without_a_reload(context: Any, team:
     page.evaluate("document.body.dataset.marker = 'the same page'")
     assert page.locator("section.column.s-claimed article.card[data-key=payments]").count() == 0
     got = agent_call(db, ws, "carol", "claim_task", task_key="payments")
-    assert got["task"]["owner"] == "carol"
+    assert got["task"]["key"] == "payments" and got["lease"]["attempt"] == 1  # the lease says carol holds it
     card = page.locator("section.column.s-claimed article.card[data-key=payments]")
     card.wait_for(timeout=10_000)
     assert "carol" in card.inner_text()
@@ -366,6 +366,7 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     page.goto(f"{url}/ui/task?w={ws}&key=api")  # claimed by alice in the seed
     page.locator("#live-dot.on").wait_for(timeout=10_000)
     page.get_by_role("button", name="Release", exact=True).click()
+    page.fill("#release-reason", "alice is away today")  # a person's release says why
     page.get_by_role("button", name="Release api").click()
     page.wait_for_url("**done=released*")
     page.locator("#live-dot.on").wait_for(timeout=10_000)

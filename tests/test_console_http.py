@@ -171,7 +171,7 @@ def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: s
         assert re.findall(r'data-action="(\w+)"', failed) == ["reopen", "cancel"]
         claimed = client.get(f"/ui/task?w={ws}&key=api").text
         assert re.findall(r'data-action="(\w+)"', claimed) == ["release", "cancel"]
-        assert "Take api back from alice?" in claimed
+        assert "Why take api back from alice?" in claimed and 'name="reason"' in claimed
         fresh = client.get(f"/ui/task?w={ws}&key=xss").text
         assert "no transitions yet" in fresh
         response = client.post("/ui/task/explode", headers={"origin": url},
@@ -198,7 +198,8 @@ def test_an_operator_releases_retries_rejects_and_cancels(url: str, db: str, ws:
             return client.post(f"/ui/task/{action}", headers={"origin": url},
                                data={"csrf": csrf_of(page), "w": ws, "key": key, **fields})  # fmt: skip
 
-        assert act("release", "xss").headers["location"].endswith("done=released")
+        assert act("release", "xss").status_code == 400  # a person's release says why
+        assert act("release", "xss", reason="stuck").headers["location"].endswith("done=released")
         refused = agent_call_error(db, ws, "alice", "update_task", task_key="xss", action="heartbeat",
                                    lease_token=held["token"])  # fmt: skip
         assert refused.startswith("[lease_lost]") and "an operator ('olga') released it" in refused, refused
@@ -286,6 +287,23 @@ def test_metrics_need_a_token_when_not_on_loopback(tmp_path: Path):
         assert scraper.status_code == 200 and 'workspace="w"' in scraper.text and 'workspace="other"' in scraper.text
         evil = {"host": f"evil.example:{port}", "authorization": f"Bearer {secret}"}
         assert httpx2.get(f"{url}/metrics", headers=evil, timeout=30).status_code == 421
+
+
+def test_metrics_behind_a_proxy_on_a_loopback_bind_need_a_token(tmp_path: Path):
+    """The README's way to expose the server: a loopback bind behind a reverse proxy. What the proxy
+    relays (its Host name, its X-Forwarded-* headers) is not a scrape on this machine."""
+    db = str(tmp_path / "proxied.db")
+    seed(db, "w")
+    with shared_server(db, allowed_hosts=["harness.example.com"]) as url:
+        assert httpx2.get(f"{url}/metrics", timeout=30).status_code == 200  # on this machine: open
+        relayed = [
+            {"host": "harness.example.com"},
+            {"x-forwarded-for": "203.0.113.9"},
+            {"forwarded": "for=203.0.113.9"},
+            {"host": "harness.example.com", "x-real-ip": "203.0.113.9"},
+        ]
+        for headers in relayed:
+            assert httpx2.get(f"{url}/metrics", headers=headers, timeout=30).status_code == 401, headers
 
 
 def test_metrics_answer_only_hosts_of_this_server_and_a_token_sees_its_own_workspace(url: str, db: str, ws: str):

@@ -144,6 +144,7 @@ async def test_the_timeline_brings_the_task_events_of_its_time_span(harness: Har
     await harness.progress.record(me, summary="working on a", status="in_progress", task_key="a")
     await harness.tasks.update(me, task_key="a", action="release", lease_token=got.lease.token)
     page = await harness.console.timeline(me, with_events=True)
-    assert [e.event.kind for e in page.events] == ["release", "claim"] and len(page.entries) == 1
+    assert [e.event.kind for e in page.events] == ["release", "claim"]
+    assert "working on a" in [e.summary for e in page.entries]
     assert (await harness.console.timeline(me)).events == []
     assert (await harness.console.timeline(me, agent="someone-else", with_events=True)).events == []

@@ -227,7 +227,8 @@ async def test_nul_is_refused_in_every_text_argument_and_kept_in_json_values(cli
     assert (await call(client, "restore_state"))["recent_progress"][0]["artifacts"] == {"file": nul}
     done = await call(client, "update_task", task_key="held", action="complete", lease_token=lease,
                       verification="ok", result={"r": nul})  # fmt: skip
-    assert done["result"] == {"r": nul} and saved["version"] == 1
+    assert done["status"] == "done" and saved["version"] == 1
+    assert (await call(client, "list_tasks", task_key="held"))["tasks"][0]["result"] == {"r": nul}
 
 
 async def test_an_unknown_argument_of_a_tool_without_arguments_says_it_takes_none(sqlite_url, workspace):

@@ -60,8 +60,9 @@ def test_http_team():
 
 
 def test_multi_session_log_tells_the_story(tmp_path):
-    """Initializer, a session that dies holding a task, two agents side by side, a failure retried, a
-    reopen: `mcp-harness log` alone shows each of them, the harness's own entries included."""
+    """Initializer, a session that ends holding a task (its lease ends with it), two agents side by side,
+    a failure retried, a handoff (a release with a reason reaching the next claimer with the dependency's
+    result), a reopen: `mcp-harness log` alone shows each of them, the harness's own entries included."""
     out, facts = run_example("multi_session.py", "--db", str(tmp_path / "shop.db"))
     assert facts["statuses"] == dict.fromkeys(["schema", "api", "ui", "docs", "ci"], "done")
     log = out[out.index("$ mcp-harness log") :]
@@ -78,3 +79,17 @@ def test_multi_session_log_tells_the_story(tmp_path):
     assert texts.index(taken[0]) < texts.index("docs: done and verified")
     assert facts["log"][-1] == ["ann", "schema", "schema: added orders.total"]  # the fix after the reopen
     assert facts["completed_by"]["api"] in {"ann", "bo"} and set(facts["completed_by"].values()) <= {"ann", "bo"}
+    ended = [t for k, t in harness if k == "docs" and "the lease of ann on task docs ended" in t]
+    assert ended and "its connection ended (stdin closed)" in ended[0] and texts.index(ended[0]) < texts.index(taken[0])
+
+    handoff = facts["handoff"]  # the release's reason and api's result reach the other agent's claim
+    assert handoff["claimed_by"] in {"ann", "bo"} - {handoff["released_by"]}
+    released = handoff["notes"][0]
+    assert released["by"] == handoff["released_by"] and released["text"].endswith(
+        "released task ui: out of time: the page lists products, pagination is still missing"
+    )
+    assert handoff["notes"][1]["text"] == "ui: the page lists products"
+    assert handoff["dependencies"] == [
+        {"key": "api", "status": "done", "result": {"commit": "c-api"}, "verification": "checked every step of api"}
+    ]
+    assert facts["completed_by"]["ui"] == handoff["claimed_by"] and released["text"] in log

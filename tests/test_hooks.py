@@ -106,7 +106,7 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # nothing new: no output
 
     async def others_act(h: Harness) -> None:
-        await h.tasks.operator_release(ann, "a")
+        await h.tasks.operator_release(ann, "a", "taken back")
         await h.tasks.cancel(ann, "b", "the plan changed")
         await h.tasks.claim(other, task_key="a")  # released to pending: a claim, not news to me
 
@@ -115,7 +115,7 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     assert err == ""
     assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": (
         f"mcp-harness: since your last turn (you are {ME}):\n"
-        "- task a: ann released your lease; it is pending again: claim it again or leave it.\n"
+        "- task a: ann released your lease (taken back); it is pending again: claim it again or leave it.\n"
         "- task b: ann cancelled it: the plan changed. Stop working on it.")}}  # fmt: skip
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # said once
 
@@ -244,3 +244,24 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
     assert out.stdout.strip().splitlines()[-1] == str(sorted(["mcp_harness", "mcp_harness.cli", "mcp_harness.cli.hook",
         "mcp_harness.cli.hook_call", "mcp_harness.config", "mcp_harness.errors", "mcp_harness.glance",
         "mcp_harness.identity", "mcp_harness.sessions"]))  # fmt: skip
+
+
+def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, capsys, monkeypatch):
+    db = str(tmp_path / "no-such-folder" / "h.db")
+    out, err = fire("UserPromptSubmit", db, "w", capsys, monkeypatch)
+    assert out == ""
+    assert err.count("\n") == 1 and "its folder does not exist" in err, err
+    assert not (tmp_path / "no-such-folder").exists()  # nothing created
+
+
+def test_a_database_file_not_made_yet_is_quiet(tmp_path, capsys, monkeypatch):
+    out, err = fire("UserPromptSubmit", str(tmp_path / "h.db"), "w", capsys, monkeypatch)
+    assert (out, err) == ("", "")
+
+
+def test_a_hook_answer_is_ascii_json_whatever_agents_wrote():
+    from mcp_harness.cli.hook_call import answer
+
+    text = "task \x9b31m \u202eevil \u2028 naïve"
+    out = answer("SessionStart", text)
+    assert out.isascii() and json.loads(out)["hookSpecificOutput"]["additionalContext"] == text

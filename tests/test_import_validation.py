@@ -123,6 +123,7 @@ async def test_a_progress_summary_over_the_text_limit(tmp_path, export):
         ("segment", setter(data=""), "segment"),
         ("progress", setter(summary="a NUL: \u0000"), "NUL"),  # the tools' rule: text never holds U+0000
         ("task", setter(title="t\u0000"), "NUL"),
+        ("task", setter(status="in_review", review=False, kind="work"), "neither a review task nor a gate"),
         ("progress", setter(summary="half a pair: \ud800"), "UTF-8"),
         ("checkpoint", setter(manifest='[["k", null, 8, "\\"\\\\ud800\\""]]'), "Unicode"),
     ],

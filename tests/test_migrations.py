@@ -316,7 +316,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         assert (await h.restore(ident, label="start")).state == {"goal": "ship", "notes": ["a"]}
         assert (await h.restore(ident, thread="chat")).state == {"messages": [message(n) for n in range(14)]}
         assert (await h.restore(ident, thread="feat/x", label="fork")).state == {"other": True}
-        listing = await h.tasks.list(ident)
+        listing = await h.tasks.list(ident, status=["done", "pending", "claimed"])  # every status here
         assert [(t.key, t.status) for t in listing.tasks] == [("t1", "done"), ("t2", "pending"), ("t3", "claimed")]
         assert [e.summary for e in brief.recent_progress] == ["a note", "did things"]  # every thread's
     after = await all_rows(url)

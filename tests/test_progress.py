@@ -150,7 +150,7 @@ async def test_resources_and_prompts(client):
     assert 'restore_state(thread="feat/x")' in text and "ONE task" in text and "verification" in text
     # the session discipline of the contract: restore first, task_key on progress, release what you leave
     assert text.index("First call restore_state") < text.index("claim_task") < text.index("Verify")
-    assert "task_key set to the task" in text and 'action="release") before you stop' in text
+    assert "task_key set to the task" in text and 'action="release", reason=' in text and "before you stop" in text
     assert "If my_tasks holds a claimed task, continue it" in text  # a task in review is a person's to decide
     assert '"in_review" waits for a person: do not work on it' in text
     assert text.index("Verify") < text.index('action="complete"') and "Before you stop, call save_checkpoint" in text

@@ -55,7 +55,8 @@ async def test_tools_list_stays_small(sqlite_url, workspace):
         size = len(model_visible(listing.tools))
         assert size < MODEL_VISIBLE_LIMIT, f"what a model reads of tools/list is {size} bytes"
         whole = len(listing.model_dump_json(by_alias=True, exclude_none=True))
-        assert whole < 16_000, f"tools/list is {whole} bytes"
+        # the handoff context's types (claim_task, restore_state) took it from ~15,700 to ~17,400
+        assert whole < 18_000, f"tools/list is {whole} bytes"
 
 
 async def test_state_survives_a_server_restart(sqlite_url, workspace):

@@ -123,6 +123,8 @@ def test_every_action_from_every_status_is_allowed_or_a_precise_error(task: Fake
     assert "updated_at" in columns
     if task.status == Status.CLAIMED and after != Status.CLAIMED:
         assert columns["lease_expires_at"] is None, "a lease outlived its task's claim"
+    # what its answer shows as cleared (null) is what the change empties (revision 3)
+    assert all(name in columns and columns[name] is None for name in outcome.cleared), outcome.cleared
 
 
 @given(task=tasks, g=givens)

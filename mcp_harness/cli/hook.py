@@ -110,7 +110,8 @@ def tell(item: Any, me: str) -> str | None:
     if item.kind == "revoke":
         return f"- task {k}: your lease was revoked (its dependency {d.get('dependency')} was reopened by {who}); stop."
     if item.kind == "operator_release":
-        return f"- task {k}: {who} released your lease; it is pending again: claim it again or leave it."
+        why = f" ({d['reason']})" if d.get("reason") else ""
+        return f"- task {k}: {who} released your lease{why}; it is pending again: claim it again or leave it."
     if item.kind == "expire":
         return f"- task {k} failed: your lease ran out on its last attempt."
     said = {"approve": "approved it", "reject": "rejected it", "cancel": "cancelled it", "reopen": "reopened it"}

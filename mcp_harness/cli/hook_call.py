@@ -30,8 +30,9 @@ class HookCall:
 
 
 def answer(event: str, text: str) -> str:
-    """What a SessionStart or UserPromptSubmit hook prints: the text for the model's context."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}, ensure_ascii=False)
+    """What a SessionStart or UserPromptSubmit hook prints: the text for the model's context, as ASCII JSON
+    (agents' text may hold control characters; a person running the hook by hand sees them escaped)."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 
 # -- what this session has seen (a mark per session: the newest task event it was told about) ---------

@@ -78,17 +78,19 @@ def console(file: IO[str] | None = None) -> Console:
     )
 
 
-def table(*columns: str, wide: str | None = None) -> Table:
+def table(*columns: str, wide: str | None = None, multiline: bool = False) -> Table:
     """An aligned table without borders: rows start at the left edge, columns two spaces apart.
     `wide` names the column that gets the room left (titles, summaries); on a narrow terminal every
-    column wraps at spaces and a word too long for its column is cut with an ellipsis."""
+    column wraps at spaces and a word too long for its column is cut with an ellipsis. A row is one
+    line of text per cell (an agent's newline in a title would otherwise pass for a line of its own),
+    except in the wide column of a `multiline` table, whose caller cleans each part it joins."""
     from rich.table import Table
 
     class CleanTable(Table):
-        """A table whose cells are cleaned as they are added (the wide column may be multi-line)."""
+        """A table whose cells are cleaned as they are added."""
 
         def add_row(self, *cells: Any, **kwargs: Any) -> None:
-            safe = [_clean_cell(c, multiline=self.columns[i].header == wide) for i, c in enumerate(cells)]
+            safe = [_clean_cell(c, multiline=multiline and self.columns[i].header == wide) for i, c in enumerate(cells)]
             super().add_row(*safe, **kwargs)
 
     t = CleanTable(box=None, pad_edge=False, show_edge=False, padding=(0, 1), header_style="bold", expand=False)

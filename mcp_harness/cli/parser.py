@@ -90,6 +90,8 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
                    help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)")  # fmt: skip
     p.add_argument("--no-session", action="store_true",
                    help="stdio: act as --agent, not --agent:<session> (env MCP_HARNESS_NO_SESSION=1)")  # fmt: skip
+    p.add_argument("--keep-leases", action="store_true",
+                   help="stdio: leases outlive the connection (env MCP_HARNESS_KEEP_LEASES=1)")  # fmt: skip
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
     p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
@@ -108,11 +110,11 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         help="the task board; `tasks show KEY`: one task's story; `tasks release|retry|cancel|reopen KEY`",
     )  # fmt: skip
     p.add_argument("show", nargs="*", metavar="show|release|retry|cancel|reopen KEY",
-                   help="show: one task's lease, events and progress; release: end its lease; retry: end its "
-                   "backoff; cancel (--reason): the plan no longer needs it; reopen (--reason): revive a done, "
+                   help="show: one task's lease, events and progress; release (--reason): end its lease; retry: "
+                   "end its backoff; cancel (--reason): the plan no longer needs it; reopen (--reason): revive a done, "
                    "failed or cancelled task")  # fmt: skip
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
-    p.add_argument("--reason", default=None, help="cancel, reopen: why (it goes into the progress log)")
+    p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
 

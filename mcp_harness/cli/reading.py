@@ -10,6 +10,7 @@ import argparse
 import json
 
 from ..errors import InvalidArgument, NotFound
+from ..models import EVERY_FIELD
 from ..service import Harness, Identity
 from .common import identity, with_harness
 from .output import note, say, show
@@ -74,8 +75,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         tasks, counts = await h.tasks.board(ident, statuses=args.status)
         if args.json:
-            board = {"tasks": [t.model_dump(mode="json", exclude={"lease": {"token"}}) for t in tasks],
-                     "counts": counts.model_dump()}  # fmt: skip
+            rows = [t.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease": {"token"}}) for t in tasks]
+            board = {"tasks": rows, "counts": counts.model_dump()}
             print(json.dumps(board, indent=2))
         else:
             show(counts_line(counts.model_dump()), task_board(tasks) if tasks else "no tasks")

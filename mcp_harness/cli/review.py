@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from ..service import Harness
+from ..models import EVERY_FIELD, UpdateTaskResult
+from ..service import Harness, Identity
 from .common import identity, person, with_harness
 from .output import say, show
 from .tables import styled, table, when
@@ -22,12 +22,17 @@ def _refuse(message: str) -> int:
     return 2
 
 
-def _done(task: Any, verb: str, as_json: bool) -> None:
+async def _done(h: Harness, who: Identity, answer: UpdateTaskResult, verb: str, as_json: bool) -> None:
+    """A person reads what the action did; --json prints the task as it now stands, every field (the
+    tool's answer is the compact one), and what the action reported about its dependents."""
     if as_json:
-        print(json.dumps(task.model_dump(mode="json"), indent=2))
+        task = await h.tasks.detail(who, answer.key)
+        out = task.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease"})
+        reported = {k: getattr(answer, k) for k in ("unblocked", "revoked") if getattr(answer, k) is not None}
+        print(json.dumps(out | reported, indent=2))
         return
-    unblocked = f"; now claimable: {', '.join(task.unblocked)}" if task.unblocked else ""
-    say(f"{verb} task {task.key}: it is {task.status} now{unblocked}")
+    unblocked = f"; now claimable: {', '.join(answer.unblocked)}" if answer.unblocked else ""
+    say(f"{verb} task {answer.key}: it is {answer.status} now{unblocked}")
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -42,8 +47,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     who = person(args)
 
     async def run(h: Harness) -> int:
-        task = await h.tasks.update(who, task_key=key, action=action, comment=args.comment)
-        _done(task, "approved" if action == "approve" else "rejected", args.json)
+        answer = await h.tasks.update(who, task_key=key, action=action, comment=args.comment)
+        assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
+        await _done(h, who, answer, "approved" if action == "approve" else "rejected", args.json)
         return 0
 
     return with_harness(args, run)
@@ -55,7 +61,8 @@ def _list(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         tasks, _counts = await h.tasks.board(ident, statuses=["in_review"])
         if args.json:
-            print(json.dumps([t.model_dump(mode="json", exclude={"lease"}) for t in tasks], indent=2))
+            rows = [t.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease"}) for t in tasks]
+            print(json.dumps(rows, indent=2))
             return 0
         if not tasks:
             print("nothing waits for review")
@@ -88,15 +95,19 @@ def task_action(args: argparse.Namespace, action: str, key: str) -> int:
     """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
     if action == "cancel" and not (args.reason or "").strip():
         return _refuse(f"cancel needs --reason: say why the plan no longer needs {key}")
+    if action == "release" and not (args.reason or "").strip():
+        return _refuse(f"release needs --reason: say why {key} is taken back (the next claimer reads it)")
     if action == "reopen" and not (args.reason or "").strip():
         return _refuse(f"reopen needs --reason: say why {key} is not finished after all")
     who = person(args)
 
     name, verb = TASK_ACTIONS[action]
-    reason = args.reason if name in ("cancel", "reopen") else None
+    reason = args.reason if name in ("cancel", "reopen", "release") else None
 
     async def run(h: Harness) -> int:
-        _done(await h.tasks.update(who, task_key=key, action=name, reason=reason), verb, args.json)
+        answer = await h.tasks.update(who, task_key=key, action=name, reason=reason)
+        assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
+        await _done(h, who, answer, verb, args.json)
         return 0
 
     return with_harness(args, run)

@@ -10,6 +10,8 @@ import sys
 from ..config import Settings
 from .common import identity
 
+TRUE = ("1", "true", "yes", "on")
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(args.db)
@@ -22,7 +24,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # one identity per session (contract revision 3): A:<session> when the client names a session
         agent = stdio_agent(ident.agent, no_session=args.no_session)
         ident = Identity(workspace=ident.workspace, agent=agent, role=ident.role)
-        server = create_server(settings, ident)
+        keep = args.keep_leases or os.environ.get("MCP_HARNESS_KEEP_LEASES", "").strip().lower() in TRUE
+        server = create_server(settings, ident, end_leases=not keep)
         if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
             print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "
                   'starts this command (see README "Connect a client"); Ctrl-C stops', file=sys.stderr)  # fmt: skip

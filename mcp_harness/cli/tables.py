@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from ..task_states import BLOCKED, Status
-from .output import table
+from .output import clean, table
 
 #: a status's colour on a terminal
 STATUS_STYLE = {
@@ -65,10 +65,10 @@ def task_board(tasks: list[Any]) -> Any:
 def progress_log(entries: list[Any]) -> Any:
     """# TIME AGENT STATUS TASK THREAD ENTRY, newest first; the entry cell holds the summary, then its
     details, next steps and artifacts. The harness's own entries are set apart (dim, italic)."""
-    t = table("#", "TIME (UTC)", "AGENT", "STATUS", "TASK", "THREAD", "ENTRY", wide="ENTRY")
-    for e in entries:
-        body = [e.summary, *([e.details] if e.details else [])]
-        body += [f"next: {step}" for step in e.next_steps or []]
+    t = table("#", "TIME (UTC)", "AGENT", "STATUS", "TASK", "THREAD", "ENTRY", wide="ENTRY", multiline=True)
+    for e in entries:  # one line each but the details (multi-line text), so no line passes for another
+        body = [clean(e.summary, multiline=False), *([clean(e.details)] if e.details else [])]
+        body += [f"next: {clean(step, multiline=False)}" for step in e.next_steps or []]
         if e.artifacts:
             body.append(f"artifacts: {json.dumps(e.artifacts, ensure_ascii=False)}")
         by_harness = e.agent == HARNESS_AGENT

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from ..errors import InvalidArgument
+from ..models import EVERY_FIELD
 from ..service import Harness, Identity
 from .output import clean, say
 
@@ -17,7 +18,8 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
         raise InvalidArgument("use `tasks show KEY`, `tasks release|retry|cancel KEY` (or `tasks` alone for the board)")
     story = await h.tasks.story(ident, words[1])
     if as_json:
-        print(json.dumps(story.model_dump(mode="json", exclude={"task": {"lease": {"token"}}}), indent=2))
+        out = story.model_dump(mode="json", context=EVERY_FIELD, exclude={"task": {"lease": {"token"}}})
+        print(json.dumps(out, indent=2))
         return 0
     t = story.task
     say(f"{t.key}: {clean(t.title, multiline=False)}")

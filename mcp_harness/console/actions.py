@@ -84,7 +84,7 @@ ACTIONS: dict[str, Action] = {
     A.APPROVE: Action("comment", False, "approved"),
     A.REJECT: Action("comment", True, "rejected"),
     A.REOPEN: Action("reason", True, "reopened"),
-    A.RELEASE: Action(None, False, "released"),
+    A.RELEASE: Action("reason", True, "released"),
     A.RETRY_NOW: Action(None, False, "made claimable now"),
     A.CANCEL: Action("reason", True, "cancelled"),
 }

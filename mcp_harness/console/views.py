@@ -5,6 +5,7 @@ re-fetches when the change feed says something changed."""
 from __future__ import annotations
 
 import secrets
+from typing import TypedDict
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,6 +34,16 @@ def _int(request: Request, name: str, low: int = 1) -> int | None:
     if not low <= value <= HIGHEST:
         raise InvalidArgument(f"{name} must be a whole number from {low} to {HIGHEST}")
     return value
+
+
+class _TimelineFilters(TypedDict):
+    """The timeline's filters, as `ConsoleService.timeline` takes them."""
+
+    agent: str | None
+    task_key: str | None
+    thread: str | None
+    status: str | None
+    text: str | None
 
 
 def _text(request: Request, name: str) -> str | None:
@@ -120,7 +131,7 @@ async def graph(console: Console, request: Request) -> Response:
 @page
 async def timeline(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
-    filters = {
+    filters: _TimelineFilters = {
         "agent": _text(request, "agent"),
         "task_key": _text(request, "task"),
         "thread": _text(request, "thread"),

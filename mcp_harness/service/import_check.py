@@ -240,6 +240,8 @@ class ImportChecker:
             self._json(r["result"], f"the result of task {spec.key!r}", None, self.limits.max_value_bytes)
         if r["status"] == Status.CLAIMED and None in (r["owner"], r["lease_token"], r["lease_expires_at"]):
             raise InvalidArgument(f"task {spec.key!r} is claimed but has no owner, lease token or lease expiry")
+        if r["status"] == Status.IN_REVIEW and not spec.review and spec.kind != "gate":
+            raise InvalidArgument(f"task {spec.key!r} is in review but is neither a review task nor a gate")
         if spec.kind == "gate" and r["status"] == Status.CLAIMED:
             raise InvalidArgument(f"task {spec.key!r} is a gate but claimed: gates are never claimed")
         self.tasks[(ws, spec.key)] = TaskFacts(self._number, r["status"], spec.depends_on, set(spec.tags), spec.kind)

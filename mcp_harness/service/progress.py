@@ -44,9 +44,11 @@ async def append_entry(
     next_steps: list[str] | None = None,
     task_key: str | None = None,
     artifacts: dict[str, Any] | None = None,
+    at: float | None = None,
 ) -> RecordProgressResult:
-    """Append inside the caller's transaction (tasks use it to log a reopen atomically)."""
-    created = now()
+    """Append inside the caller's transaction (tasks use it to log a reopen atomically); the harness's
+    entry about a task event is dated `at`, the event's time (a handoff's `context` pairs them)."""
+    created = now() if at is None else at
     row: dict[str, Any] = {
         "entry_id": new_id("pg"),
         "workspace": ident.workspace,

@@ -25,10 +25,10 @@ from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
-from ..task_states import RULES, Action, Given, Rule, Status, Who, completed
+from ..task_states import EXPIRED_ON_LAST_ATTEMPT, RULES, Action, Given, Outcome, Rule, Status, Who, completed
 from .base import Identity, ServiceBase
 from .task_events import event, lease_history, logged
-from .task_views import lease_of, status_of, task_view
+from .task_views import action_answer, lease_now, lease_of, status_of
 from .task_wait import Wakeup
 
 Answer = UpdateTaskResult | HeartbeatResult
@@ -101,17 +101,24 @@ class TaskActions(ServiceBase):
     # -- applying a row ---------------------------------------------------------------------------
     async def _apply(
         self, conn: Connection, ident: Identity, args: UpdateTaskArgs, action: Action, at: float
-    ) -> TaskRecord:
-        """Apply the action's row to the task inside the caller's transaction: the updated row."""
+    ) -> tuple[TaskRecord, Outcome]:
+        """Apply the action's row to the task inside the caller's transaction: the updated row and the
+        outcome (for the same call again, a retry that changes nothing, the outcome of its first time)."""
         ws, key, rule = ident.workspace, args.task_key, RULES[action]
         before = await self._current(conn, ws, key)
         given = self._given(args, at)
         if rule.repeat is not None and rule.repeat(before, given):
-            return before  # the same call again (a retry): nothing to do
+            # the same call again (a retry): nothing to do, and the same answer as the first time
+            return before, rule.change(before, given)
         if rule.reads_dependencies:
             given = replace(given, deps_done=(await store.compute_flags(conn, ws, [key]))[key][0])
         if rule.who is not Who.HOLDER and not rule.allows(before, at):
             raise InvalidArgument(rule.refusal.format(key=key, status=status_of(before)))
+        if before.status in rule.operator_from and ident.role != "operator":
+            raise Forbidden(
+                f"{args.action} of a {before.status} task is a person's decision (the 'operator' role); this "
+                f"connection has the {ident.role!r} role. Instead: {rule.operator_instead}"
+            )
         outcome = rule.change(before, given)
         ev = event(outcome.event, ident.agent, outcome.detail) if outcome.event else None
         if rule.who is Who.HOLDER:  # fenced by the lease token; the store records the event with the change
@@ -126,16 +133,16 @@ class TaskActions(ServiceBase):
                 )
         if ev is not None:
             await logged(conn, ws, key, before.attempts, ev, at, recorded=rule.who is Who.HOLDER)
-        return row
+        return row, outcome
 
     async def _transact(self, ident: Identity, args: UpdateTaskArgs, action: Action) -> UpdateTaskResult:
         """Apply the row exactly once; the task's dependents are settled (a revoked lease, a gate that
         enters or leaves review logged) and waiting claims are woken."""
         task_key, reports = args.task_key, RULES[action].reports
 
-        async def body(conn: Connection) -> tuple[TaskRecord, float, store.Settled]:
+        async def body(conn: Connection) -> tuple[TaskRecord, Outcome, float, store.Settled]:
             at = now()
-            row = await self._apply(conn, ident, args, action, at)
+            row, outcome = await self._apply(conn, ident, args, action, at)
             settled = store.Settled.nothing()
             if row.dependents:
                 settled = await store.propagate(conn, ident.workspace, [task_key], at)
@@ -147,18 +154,23 @@ class TaskActions(ServiceBase):
             for back in settled.returned:
                 ev = event("returned", ident.agent, {"dependency": task_key})
                 await logged(conn, ident.workspace, back.key, back.attempts, ev, at)
-            return row, at, settled
+            return row, outcome, at, settled
 
-        def finish(raw: tuple[TaskRecord, float, store.Settled]) -> UpdateTaskResult:
-            row, at, settled = raw
+        def finish(raw: tuple[TaskRecord, Outcome, float, store.Settled]) -> UpdateTaskResult:
+            row, outcome, at, settled = raw
             extra: dict[str, Any] = {}
             if reports == "unblocked":
                 extra["unblocked"] = settled.unblocked
             elif reports == "revoked":
                 extra["revoked"] = [lost.key for lost in settled.revoked]
-            return task_view(row, at, UpdateTaskResult, **extra)
+            return action_answer(row, at, outcome, **extra)
 
-        result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish)
+        async def replay(conn: Connection, stored: UpdateTaskResult) -> UpdateTaskResult:
+            """A replay shows the task's status now (its answer may be long out of date)."""
+            row = await store.get(conn, ident.workspace, task_key)
+            return stored if row is None else stored.model_copy(update={"status": status_of(row)})
+
+        result = await self.exactly_once(ident, args, UpdateTaskResult, body, finish=finish, replay=replay)
         self.wakeup.notify(ident.workspace)
         return result
 
@@ -168,14 +180,20 @@ class TaskActions(ServiceBase):
 
         async def body(conn: Connection) -> tuple[TaskRecord, float]:
             at = now()
-            return await self._apply(conn, ident, args, action, at), at
+            row, _outcome = await self._apply(conn, ident, args, action, at)
+            return row, at
 
         def finish(raw: tuple[TaskRecord, float]) -> HeartbeatResult:
             lease = lease_of(*raw)
             assert lease is not None  # a heartbeat leaves the task claimed under this token
             return HeartbeatResult(lease=lease)
 
-        return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish)
+        async def replay(conn: Connection, stored: HeartbeatResult) -> HeartbeatResult:
+            """A replay shows the lease as it stands now: `live: false` once it no longer holds the task."""
+            row = await store.get(conn, ident.workspace, args.task_key)
+            return stored.model_copy(update={"lease": lease_now(row, stored.lease, now())})
+
+        return await self.exactly_once(ident, args, HeartbeatResult, body, finish=finish, replay=replay)
 
     async def _complete(self, ident: Identity, args: UpdateTaskArgs, action: Action) -> UpdateTaskResult:
         """The common case, a task nothing depends on and not for review, is one statement (see
@@ -191,7 +209,7 @@ class TaskActions(ServiceBase):
                 )  # fmt: skip
             if row is not None:
                 self.wakeup.notify(ident.workspace)
-                return task_view(row, at, UpdateTaskResult, unblocked=[])
+                return action_answer(row, at, outcome, unblocked=[])
         return await self._transact(ident, args, action)
 
     # -- shared steps -----------------------------------------------------------------------------
@@ -218,4 +236,10 @@ class TaskActions(ServiceBase):
                 "use the lease.token that claim_task returned for this task"
             )
         why = f": {ended}" if ended else ""
-        return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}")
+        way_out = ""
+        if row.status == Status.FAILED and row.last_error == EXPIRED_ON_LAST_ATTEMPT:
+            way_out = (
+                f". If the work is finished: update_task(task_key={key!r}, action='reopen', reason=...), then "
+                f"claim_task(task_key={key!r}), then complete with the new lease_token"
+            )
+        return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}{way_out}")

@@ -9,15 +9,16 @@ import anyio
 from ..arguments import ClaimTaskArgs
 from ..config import Settings
 from ..errors import InvalidArgument, NotFound
-from ..models import ClaimTaskResult
+from ..models import ClaimTaskResult, HandedTask, TaskContext
 from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
 from .base import Identity, ServiceBase
+from .task_context import task_context
 from .task_events import event, fail_exhausted, fingerprint, logged
 from .task_reasons import why_nothing
-from .task_views import lease_of, task_view
+from .task_views import lease_now, lease_of, status_of, task_view
 from .task_wait import Wakeup
 
 
@@ -32,8 +33,8 @@ async def _take(
     )  # fmt: skip
 
 
-def _claimed(row: ClaimedTask, at: float) -> ClaimTaskResult:
-    return ClaimTaskResult(task=task_view(row, at), lease=lease_of(row, at))
+def _claimed(row: ClaimedTask, at: float, context: TaskContext | None) -> ClaimTaskResult:
+    return ClaimTaskResult(task=task_view(row, at, HandedTask, context=context), lease=lease_of(row, at))
 
 
 async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at: float) -> None:
@@ -59,11 +60,20 @@ class TaskClaimer(ServiceBase):
         lease_seconds, tags, task_key = args.lease_seconds, args.tags, args.task_key
         deadline = anyio.current_time() + args.wait_seconds
 
-        async def body(conn: Connection) -> tuple[ClaimedTask, float] | ClaimTaskResult:
+        async def body(conn: Connection) -> tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult:
             return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
 
-        def finish(raw: tuple[ClaimedTask, float] | ClaimTaskResult) -> ClaimTaskResult:
+        def finish(raw: tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult) -> ClaimTaskResult:
             return raw if isinstance(raw, ClaimTaskResult) else _claimed(*raw)
+
+        async def replay(conn: Connection, stored: ClaimTaskResult) -> ClaimTaskResult:
+            """A replayed claim shows the task's status now, and its lease `live: false` once that lease
+            no longer holds the task (only claims that took a task are remembered)."""
+            if stored.task is None or stored.lease is None:
+                return stored
+            row = await store.get(conn, ident.workspace, stored.task.key)
+            task = stored.task if row is None else stored.task.model_copy(update={"status": status_of(row)})
+            return stored.model_copy(update={"task": task, "lease": lease_now(row, stored.lease, now())})
 
         while True:
             if args.idempotency_key is None:
@@ -71,7 +81,7 @@ class TaskClaimer(ServiceBase):
                 if taken is not None:
                     return taken
             result = await self.exactly_once(
-                ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None
+                ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None, replay=replay
             )
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:
@@ -97,7 +107,11 @@ class TaskClaimer(ServiceBase):
             self._count_take_over(ident.workspace)
             async with self.db.write() as conn:
                 await _log_take_over(conn, ident, row, at)
-        return _claimed(row, at)
+                context = await task_context(conn, ident.workspace, row)
+        else:  # what the new holder must know: one read, a few bounded queries
+            async with self.db.read() as conn:
+                context = await task_context(conn, ident.workspace, row)
+        return _claimed(row, at, context)
 
     async def _claim_once(
         self,
@@ -106,7 +120,7 @@ class TaskClaimer(ServiceBase):
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
-    ) -> tuple[ClaimedTask, float] | ClaimTaskResult:
+    ) -> tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult:
         """The claimed row (turned into a result after commit), or why nothing was claimed."""
         at = now()
         row = await _take(conn, ident, at, lease_seconds, tags, task_key)
@@ -114,7 +128,7 @@ class TaskClaimer(ServiceBase):
             if row.taken_from is not None:
                 self._count_take_over(ident.workspace)
                 await _log_take_over(conn, ident, row, at)
-            return row, at
+            return row, at, await task_context(conn, ident.workspace, row)
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
         # and work out why nothing was returned.
         if task_key is not None:
@@ -126,4 +140,4 @@ class TaskClaimer(ServiceBase):
                     f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
                 )
         await fail_exhausted(conn, ident.workspace, at)
-        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key)
+        return await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)

@@ -1,8 +1,9 @@
 """A session's (or a connection's) end: its live leases end as if they had expired at that moment.
 
 The attempt stays counted and the owner stays until a claim takes the task over (the take-over note
-names the previous holder); on the last attempt the task fails at once. The harness writes a note per
-task saying why, so the log (and the next claimer's `context`) shows it."""
+names the previous holder); on the last attempt the task fails at once. Each ended lease is a
+`lease_end` task event with the harness's note saying why, so the log (and the next claimer's
+`context`) shows it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from ..store import Database
 from ..store import tasks as store
 from ..store.common import now
 from .base import Identity, ServiceBase
-from .progress import append_entry
-from .task_events import HARNESS, fail_exhausted
+from .task_events import event, fail_exhausted, logged
 from .task_wait import Wakeup
 
 
@@ -21,20 +21,19 @@ class LeaseEnder(ServiceBase):
         super().__init__(db, settings)
         self.wakeup = wakeup
 
-    async def end_leases(self, ident: Identity, reason: str, *, tokens: list[str] | None = None) -> list[str]:
-        """End `ident`'s live leases (only those of `tokens` when given: a connection's own), each with a
-        note naming the holder and `reason`. Returns the keys of the tasks whose lease ended."""
+    async def end_leases(
+        self, ident: Identity, reason: str, *, tokens: list[str] | dict[str, float] | None = None
+    ) -> list[str]:
+        """End `ident`'s live leases (only those of `tokens` when given: a connection's own; as token ->
+        when the connection last took or renewed it, a lease renewed since through another connection
+        stays), each with a note naming the holder and `reason`. Returns the keys of the tasks whose lease
+        ended."""
         at = now()
         async with self.db.write() as conn:
             ended = await store.end_leases(conn, ident.workspace, ident.agent, at, tokens)
             for row in ended:
-                summary = f"the lease of {ident.agent} on task {row.key} ended: {reason}"
-                if row.attempts >= row.max_attempts:
-                    summary += "; it was the last attempt"
-                else:
-                    summary += "; the next claim takes it at once"
-                await append_entry(conn, Identity(ident.workspace, HARNESS), summary=summary, status="note",
-                                   task_key=row.key)  # fmt: skip
+                detail = {"reason": reason} | ({"last": True} if row.attempts >= row.max_attempts else {})
+                await logged(conn, ident.workspace, row.key, row.attempts, event("lease_end", ident.agent, detail), at)
             if ended:
                 await fail_exhausted(conn, ident.workspace, at)
         if ended:

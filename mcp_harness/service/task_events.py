@@ -21,6 +21,9 @@ from .progress import append_entry
 
 HARNESS = "harness"  #: the agent name of the progress entries the harness writes itself
 
+#: the kinds whose note carries a reason (a handoff's `context` keeps them first when it must choose)
+WITH_REASON = frozenset({"release", "operator_release", "reopen", "reject", "cancel", "fail", "expire"})
+
 #: (task key, actor, attempt, detail) -> one line for the progress log
 Says = Callable[[str, str, int, dict[str, Any]], str]
 
@@ -54,7 +57,17 @@ KINDS: dict[str, EventKind] = {
         ended="the lease expired on the last attempt and the task failed",
         status=lambda _d: "blocked",
     ),
-    "release": EventKind(ended="it was released by agent {actor!r}"),
+    "release": EventKind(
+        says=lambda k, a, n, d: f"{a} released task {k}" + (f": {d['reason']}" if d.get("reason") else ""),
+        ended="it was released by agent {actor!r}",
+    ),
+    #: a session's (a connection's) end ended the lease as if it expired then (`task_end`)
+    "lease_end": EventKind(
+        says=lambda k, a, n, d: (
+            f"the lease of {a} on task {k} ended: {d['reason']}; "
+            + ("it was the last attempt" if d.get("last") else "the next claim takes it at once")
+        ),
+    ),
     "revoke": EventKind(
         says=lambda k, a, n, d: (
             f"the lease of {d['owner']} on task {k} was revoked: its dependency {d['dependency']} was reopened by {a}"
@@ -82,7 +95,11 @@ KINDS: dict[str, EventKind] = {
         ended="it was cancelled by {actor!r} ({reason})",
     ),
     "operator_release": EventKind(
-        says=lambda k, a, n, d: f"operator {a} released task {k} (held by {d['owner']}); it is pending again",
+        says=lambda k, a, n, d: (
+            f"operator {a} released task {k} (held by {d['owner']})"
+            + (f": {d['reason']}" if d.get("reason") else "")
+            + "; it is pending again"
+        ),
         ended="an operator ({actor!r}) released it",
     ),
     "retry_now": EventKind(),
@@ -120,7 +137,7 @@ async def logged(
         detail = json.loads(ev.detail) if ev.detail else {}
         summary = kind.says(key, ev.actor, attempt, detail)
         await append_entry(
-            conn, Identity(workspace, HARNESS), summary=summary, status=kind.status(detail), task_key=key
+            conn, Identity(workspace, HARNESS), summary=summary, status=kind.status(detail), task_key=key, at=at
         )
 
 

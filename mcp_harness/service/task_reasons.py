@@ -3,8 +3,9 @@ nothing"). Runs only after the claim statement took nothing, off the hot path.
 
 The unfinished tasks the claim could take are followed down their dependencies that are not done, to the
 tasks at the root of the wait (tasks that wait on nothing unfinished themselves). Each root is classed by
-the first entry of `WAITS` that applies to it; the answer is the first entry of `WAITS` that classes any
-root. A new way to wait is one more entry."""
+the first entry of `WAITS` that applies to it (knowing whether the root lies outside the claim's
+`tags`/`task_key`); the answer is the first entry of `WAITS` that classes any root. A new way to wait is one
+more entry, in its place in the precedence (`paths_reserved` will come second)."""
 
 from __future__ import annotations
 
@@ -19,21 +20,27 @@ from ..store.records import WaitRow
 from ..task_states import BLOCKED, SETTLED, Status
 
 MAX_WAITING_ON = 5
+MAX_KNOWN_TAGS = 20
 
 
 def _never(_row: WaitRow, _at: float) -> float | None:
     return None
 
 
+def _live(row: WaitRow, at: float) -> bool:
+    return row.status == Status.CLAIMED and row.lease_expires_at is not None and row.lease_expires_at > at
+
+
 def _lease_left(row: WaitRow, at: float) -> float | None:
-    """Seconds until the lease ends; 0 for a task another claim (other tags) could take now."""
+    """Seconds until the lease ends; 0 for one of the claim's own tasks that became claimable just now."""
     return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == Status.CLAIMED else 0.0
 
 
 @dataclass(frozen=True)
 class Wait:
     reason: str
-    applies: Callable[[WaitRow, float], bool]  #: does this root make the claim wait for this reason
+    #: does this root (at this time, outside the claim's filters or not) make the claim wait for this reason
+    applies: Callable[[WaitRow, float, bool], bool]
     retry_after: Callable[[WaitRow, float], float | None]  #: when the root may change by itself
 
 
@@ -41,13 +48,19 @@ class Wait:
 WAITS: tuple[Wait, ...] = (
     Wait(
         "backoff",
-        lambda r, at: r.status == Status.PENDING and r.available_at > at,
+        lambda r, at, outside: r.status == Status.PENDING and r.available_at > at,
         lambda r, at: round(r.available_at - at, 3),
     ),
-    # held by a live lease, or (outside the claim's tags) claimable by another agent
-    Wait("all_claimed", lambda r, at: r.status in (Status.CLAIMED, Status.PENDING), _lease_left),
-    Wait("waiting_on_review", lambda r, at: r.status == Status.IN_REVIEW, _never),
-    Wait("blocked_by_failure", lambda r, at: r.status == Status.FAILED, _never),
+    # held by a live lease; or, among the claim's own tasks, one that became claimable just now
+    Wait(
+        "all_claimed",
+        lambda r, at, outside: _live(r, at) or (not outside and r.status in (Status.CLAIMED, Status.PENDING)),
+        _lease_left,
+    ),
+    # outside the claim's tags/task_key and held by nobody: waiting will not change it, other work will
+    Wait("waiting_on_other_work", lambda r, at, outside: r.status in (Status.CLAIMED, Status.PENDING), _never),
+    Wait("waiting_on_review", lambda r, at, outside: r.status == Status.IN_REVIEW, _never),
+    Wait("blocked_by_failure", lambda r, at, outside: r.status == Status.FAILED, _never),
 )
 
 
@@ -93,36 +106,56 @@ async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[Wa
 
 
 async def why_nothing(
-    conn: Connection, workspace: str, *, at: float, tags: list[str] | None, task_key: str | None, walk: bool = False
+    conn: Connection,
+    workspace: str,
+    *,
+    at: float,
+    tags: list[str] | None,
+    task_key: str | None,
+    agent: str | None = None,
+    walk: bool = False,
 ) -> ClaimTaskResult:
     """The answer to a claim that took nothing, judged over the tasks it could take. Without filters
     the roots are read directly (bounded, whatever the backlog); `walk`: always follow every unfinished
-    task down its dependencies (what the direct read must agree with)."""
+    task down its dependencies (what the direct read must agree with). `agent`: the caller (its own
+    leases are `mine`)."""
     found = None if walk or tags or task_key is not None else await _bounded_roots(conn, workspace, at)
     if isinstance(found, ClaimTaskResult):
         return found
     if found is not None:
-        return _answer(found, at)
+        return _answer(found, at, agent, inside=None)
     matched = await store.waiting(conn, workspace, tags=tags, task_key=task_key)
     if not matched:
         facts = await store.why_nothing(conn, workspace, now=at, tags=tags, task_key=task_key)
-        reason = "all_done" if facts.total else "none_pending"
-        return ClaimTaskResult(task=None, lease=None, reason=reason)
-    return _answer(await _roots(conn, workspace, matched), at)
+        if facts.total:
+            return ClaimTaskResult(task=None, lease=None, reason="all_done")
+        known = await store.known_tags(conn, workspace, limit=MAX_KNOWN_TAGS) if tags else None
+        return ClaimTaskResult(task=None, lease=None, reason="none_pending", known_tags=known)
+    inside = None if not (tags or task_key is not None) else {row.key for row in matched}
+    return _answer(await _roots(conn, workspace, matched), at, agent, inside=inside)
 
 
-def _answer(roots: list[WaitRow], at: float) -> ClaimTaskResult:
-    """The reason of the first kind of wait (in `WAITS` order) that any root has, with its roots."""
+def _waiting_on(row: WaitRow, wait: Wait, at: float, agent: str | None) -> WaitingOn:
+    comment = row.review_comment if row.status in (Status.PENDING, Status.FAILED) else None
+    mine = row.status == Status.CLAIMED and agent is not None and row.owner == agent
+    return WaitingOn(key=row.key, status=row.status, owner=row.owner, retry_after=wait.retry_after(row, at),
+                     mine=mine or None, comment=comment)  # fmt: skip
+
+
+def _answer(roots: list[WaitRow], at: float, agent: str | None, *, inside: set[str] | None) -> ClaimTaskResult:
+    """The reason of the first kind of wait (in `WAITS` order) that any root has, with its roots.
+    `inside`: the keys the claim's filters match (None: no filters, nothing lies outside)."""
     classed: dict[str, list[WaitRow]] = {}
     for root in roots:
-        wait = next((w for w in WAITS if w.applies(root, at)), None)
+        outside = inside is not None and root.key not in inside
+        wait = next((w for w in WAITS if w.applies(root, at, outside)), None)
         if wait is not None:
             classed.setdefault(wait.reason, []).append(root)
     wait = next((w for w in WAITS if w.reason in classed), None)
     if wait is None:  # cannot happen while WAITS classes every unfinished status; answer safely anyway
         return ClaimTaskResult(task=None, lease=None, reason="none_pending")
     waiting = classed[wait.reason]
-    on = [WaitingOn(key=r.key, status=r.status, owner=r.owner, retry_after=wait.retry_after(r, at)) for r in waiting]
+    on = [_waiting_on(r, wait, at, agent) for r in waiting]
     times = [w.retry_after for w in on if w.retry_after is not None]
     on.sort(key=lambda w: (w.retry_after is None, w.retry_after or 0))
     return ClaimTaskResult(

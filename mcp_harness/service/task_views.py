@@ -7,9 +7,20 @@ import json
 from typing import TypeVar
 
 from ..errors import InvalidArgument
-from ..models import HeldTask, Lease, TaskCounts, TaskDetail, TaskEvent, TaskRow, TaskView
+from ..models import (
+    FullTaskRow,
+    HeldTask,
+    Lease,
+    TaskContext,
+    TaskCounts,
+    TaskDetail,
+    TaskEvent,
+    TaskRow,
+    TaskView,
+    UpdateTaskResult,
+)
 from ..store.records import TaskEventRow, TaskRecord
-from ..task_states import Status, claimable, shown
+from ..task_states import KEEP, Outcome, Status, claimable, shown
 from .base import iso
 
 
@@ -35,6 +46,16 @@ def lease_of(row: TaskRecord, at: float) -> Lease | None:
         expires_in_seconds=left,
         expired=left < 0 or None,
     )
+
+
+def lease_now(row: TaskRecord | None, stored: Lease, at: float) -> Lease:
+    """A lease answered again (a replay) as it stands now: `live: false` once its token no longer holds
+    the task or it has expired, never a dead lease shown as live."""
+    if row is not None and row.status == Status.CLAIMED and row.lease_token == stored.token:
+        lease = lease_of(row, at)
+        if lease is not None:
+            return lease.model_copy(update={"live": False}) if lease.expired else lease
+    return stored.model_copy(update={"live": False})
 
 
 V = TypeVar("V", bound=TaskView)
@@ -72,6 +93,22 @@ def task_detail(row: TaskRecord, at: float) -> TaskDetail:
     return task_view(row, at, TaskDetail, lease=lease_of(row, at))
 
 
+def full_row(row: TaskRecord, at: float, context: TaskContext | None = None) -> FullTaskRow:
+    """`list_tasks(task_key=K)`: every field of the task, with its whole `context`."""
+    return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context)
+
+
+def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: object) -> UpdateTaskResult:
+    """An action's compact answer: key and status, what its outcome set (attempts, a backoff), the
+    fields it cleared as null, and `extra` (unblocked, revoked)."""
+    given: dict[str, object] = dict.fromkeys(outcome.cleared)
+    if outcome.change.attempts is not KEEP:
+        given["attempts"] = row.attempts
+    if row.status == Status.PENDING and row.available_at > at:
+        given["available_at"] = iso(row.available_at)
+    return UpdateTaskResult(key=row.key, status=status_of(row), **given, **extra)
+
+
 def task_event(row: TaskEventRow) -> TaskEvent:
     return TaskEvent(
         kind=row.kind,
@@ -97,7 +134,7 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
     )
 
 
-def held_task(row: TaskRecord, at: float) -> HeldTask:
+def held_task(row: TaskRecord, at: float, context: TaskContext | None = None) -> HeldTask:
     return HeldTask(
         key=row.key,
         title=row.title,
@@ -105,6 +142,9 @@ def held_task(row: TaskRecord, at: float) -> HeldTask:
         steps=json.loads(row.steps),
         lease=lease_of(row, at),
         status=row.status,
+        review_comment=row.review_comment,
+        last_error=row.last_error,
+        context=context,
     )
 
 

@@ -27,14 +27,28 @@ from ..store import Connection, Database
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
+from ..task_states import SETTLED, SHOWN
 from .base import Identity, ServiceBase
 from .progress import progress_entry
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
+from .task_context import task_context
 from .task_end import LeaseEnder
-from .task_views import decode_cursor, encode_cursor, held_task, task_counts, task_detail, task_event, task_row
+from .task_views import (
+    decode_cursor,
+    encode_cursor,
+    full_row,
+    held_task,
+    task_counts,
+    task_detail,
+    task_event,
+    task_row,
+)
 from .task_wait import Wakeup
+
+#: what list_tasks lists without `status`: the open tasks (counts still cover every status)
+LISTED_BY_DEFAULT = [s for s in SHOWN if s not in SETTLED]
 
 
 class TaskService(ServiceBase):
@@ -65,7 +79,13 @@ class TaskService(ServiceBase):
         takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
         return await self.actions.act(ident, UpdateTaskArgs.of(args, fields))
 
-    async def end_leases(self, ident: Identity, reason: str, *, tokens: list[str] | None = None) -> list[str]:
+    #: a task's handoff context inside the caller's transaction (`task_context.task_context`):
+    #: `await TaskService.context(conn, workspace, row, full=False)`
+    context = staticmethod(task_context)
+
+    async def end_leases(
+        self, ident: Identity, reason: str, *, tokens: builtins.list[str] | dict[str, float] | None = None
+    ) -> list[str]:
         """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
         return await self.ending.end_leases(ident, reason, tokens=tokens)
 
@@ -76,8 +96,8 @@ class TaskService(ServiceBase):
     async def reject(self, ident: Identity, key: str, comment: str) -> UpdateTaskResult:
         return await self._person(ident, task_key=key, action="reject", comment=comment)
 
-    async def operator_release(self, ident: Identity, key: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="release")
+    async def operator_release(self, ident: Identity, key: str, reason: str) -> UpdateTaskResult:
+        return await self._person(ident, task_key=key, action="release", reason=reason)
 
     async def retry_now(self, ident: Identity, key: str) -> UpdateTaskResult:
         return await self._person(ident, task_key=key, action="retry_now")
@@ -92,10 +112,13 @@ class TaskService(ServiceBase):
 
     async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
         """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
-        `status` is one or a list; `ready`: only those a claim could take now (true) or only the others."""
+        `status` is one or a list (default: the open ones, all but done and cancelled); `ready`: only those a
+        claim could take now (true) or only the others; `task_key`: that task's every field, any status."""
         args = ListTasksArgs.of(args, fields)
+        if args.task_key is not None:
+            return await self._one(ident, args.task_key)
         limit = args.limit
-        statuses = [args.status] if isinstance(args.status, str) else args.status
+        statuses = [args.status] if isinstance(args.status, str) else args.status or LISTED_BY_DEFAULT
         after = decode_cursor(args.cursor) if args.cursor else 0
         at = now()
         async with self.db.read() as conn:
@@ -111,6 +134,17 @@ class TaskService(ServiceBase):
             counts=task_counts(counts),
             next_cursor=encode_cursor(rows[-1].id) if more else None,
         )
+
+    async def _one(self, ident: Identity, key: str) -> ListTasksResult:
+        """`list_tasks(task_key=K)`: K's full row, whatever its status, with the counts."""
+        at = now()
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+            if row is None:
+                raise NotFound(f"no task with key {key!r} in this workspace")
+            context = await task_context(conn, ident.workspace, row, full=True)
+            counts = await store.counts(conn, ident.workspace)
+        return ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
 
     async def board(
         self, ident: Identity, *, statuses: builtins.list[str] | None = None
@@ -132,8 +166,20 @@ class TaskService(ServiceBase):
     async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
-        held = [held_task(r, at) for r in await store.held_by(conn, ident.workspace, ident.agent)]
+        held = [
+            held_task(r, at, await task_context(conn, ident.workspace, r))
+            for r in await store.held_by(conn, ident.workspace, ident.agent)
+        ]
         return held, task_counts(await store.counts(conn, ident.workspace))
+
+    async def detail(self, ident: Identity, key: str) -> TaskDetail:
+        """One task with its lease, as it now stands (for people)."""
+        check_name("task_key", key)
+        async with self.db.read() as conn:
+            row = await store.get(conn, ident.workspace, key)
+        if row is None:
+            raise NotFound(f"no task with key {key!r} in workspace {ident.workspace!r}")
+        return task_detail(row, now())
 
     async def story(self, ident: Identity, key: str) -> TaskStory:
         """One task with its lease, its events and the progress entries about it (oldest first)."""

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Table, delete, func, select, text
+from sqlalchemy import Column, Table, delete, func, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,33 +27,36 @@ from .tables import (
     TaskTag,
     Thread,
     Workspace,
+    table_of,
 )
 
-blobs = Blob.__table__
-checkpoints = Checkpoint.__table__
-segments = Segment.__table__
-tasks = Task.__table__
-workspaces = Workspace.__table__
+blobs = table_of(Blob)
+checkpoints = table_of(Checkpoint)
+segments = table_of(Segment)
+tasks = table_of(Task)
+workspaces = table_of(Workspace)
+progress = table_of(Progress)
+task_tags = table_of(TaskTag)
 
 #: what a workspace export holds, in the order an import must insert it (internal ids are left out:
 #: task and progress row ids are renumbered by the target database; tags follow their task by key;
 #: segment ids are exported, and renumbered on import along with the manifests that name them)
 EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("workspace", workspaces, ()),
-    ("thread", Thread.__table__, ()),
+    ("thread", table_of(Thread), ()),
     ("blob", blobs, ()),
     ("segment", segments, ()),
     ("checkpoint", checkpoints, ()),
-    ("progress", Progress.__table__, ("id",)),
+    ("progress", progress, ("id",)),
     ("task", tasks, ("id",)),
-    ("task_dep", TaskDep.__table__, ()),
-    ("task_event", TaskEvent.__table__, ("id",)),
-    ("state_schema", StateSchema.__table__, ()),
+    ("task_dep", table_of(TaskDep), ()),
+    ("task_event", table_of(TaskEvent), ("id",)),
+    ("state_schema", table_of(StateSchema), ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
 
 
-def _ws_column(table: Table):
+def _ws_column(table: Table) -> Column[Any]:
     return table.c.name if table is workspaces else table.c.workspace
 
 
@@ -69,10 +72,10 @@ async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tu
             yield kind, out
         if kind == "task":
             tag_stmt = (
-                select(TaskTag.__table__.c.tag, tasks.c.key)
-                .join(tasks, tasks.c.id == TaskTag.__table__.c.task_id)
-                .where(TaskTag.__table__.c.workspace == workspace)
-                .order_by(tasks.c.key, TaskTag.__table__.c.tag)
+                select(task_tags.c.tag, tasks.c.key)
+                .join(tasks, tasks.c.id == task_tags.c.task_id)
+                .where(task_tags.c.workspace == workspace)
+                .order_by(tasks.c.key, task_tags.c.tag)
             )
             for tag, key in await conn.execute(tag_stmt):
                 yield "task_tag", {"workspace": workspace, "tag": tag, "task_key": key}
@@ -81,14 +84,14 @@ async def export_rows(conn: AsyncConnection, workspace: str) -> AsyncIterator[tu
 async def count_rows(conn: AsyncConnection, workspace: str) -> int:
     """How many records `export_rows` yields for a workspace (a progress bar's total)."""
     total = 0
-    for table in [t for _kind, t, _skip in EXPORTED] + [TaskTag.__table__]:
+    for table in [t for _kind, t, _skip in EXPORTED] + [task_tags]:
         stmt = select(func.count()).select_from(table).where(_ws_column(table) == workspace)
         total += (await conn.execute(stmt)).scalar_one()
     return total
 
 
 async def workspace_has_data(conn: AsyncConnection, workspace: str) -> bool:
-    for table in (checkpoints, tasks, Progress.__table__):
+    for table in (checkpoints, tasks, progress):
         stmt = select(func.count()).select_from(table).where(table.c.workspace == workspace)
         if (await conn.execute(stmt)).scalar_one():
             return True
@@ -122,9 +125,7 @@ async def import_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids:
 async def _insert_row(conn: AsyncConnection, kind: str, row: dict[str, Any], ids: ImportIds) -> None:
     if kind == "task_tag":
         task_id = ids.tasks[(row["workspace"], row["task_key"])]
-        await conn.execute(
-            TaskTag.__table__.insert().values(workspace=row["workspace"], tag=row["tag"], task_id=task_id)
-        )
+        await conn.execute(task_tags.insert().values(workspace=row["workspace"], tag=row["tag"], task_id=task_id))
         return
     table, _skip = KINDS[kind]
     values = dict(row)

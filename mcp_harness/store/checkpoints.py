@@ -6,7 +6,7 @@ from typing import Any
 
 from . import named
 from .common import ensure_workspace, now
-from .connection import Connection, array
+from .connection import Connection, array, fetch_row
 from .records import CheckpointRow, CheckpointWithManifest, ThreadHead, ThreadRow
 
 Q = named.load("checkpoints")
@@ -27,7 +27,7 @@ async def lock_thread(conn: Connection, workspace: str, thread: str) -> ThreadHe
     if head is None:
         await ensure_workspace(conn, workspace)
         await conn.execute(Q.insert_thread, {**params, "at": now()})
-        head = await conn.fetch_one(Q.lock_thread, params)
+        head = await fetch_row(conn, Q.lock_thread, params)
     return head
 
 

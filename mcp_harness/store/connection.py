@@ -72,7 +72,9 @@ class Query:
 
     __slots__ = ("name", "sqlite", "postgresql", "pg_names", "row", "_makers")
 
-    def __init__(self, sql: str, *, postgresql: str | None = None, row: type | None = None, name: str = "") -> None:
+    def __init__(
+        self, sql: str, *, postgresql: str | None = None, row: type[Record] | None = None, name: str = ""
+    ) -> None:
         self.name = name
         self.sqlite = sql.strip()
         self.postgresql, self.pg_names = numbered((postgresql or sql).strip())
@@ -130,7 +132,7 @@ def row_type(names: tuple[str, ...]) -> type[Record]:
 
 
 @cache
-def bool_fields(record: type) -> tuple[int, ...]:
+def bool_fields(record: type[Record]) -> tuple[int, ...]:
     """Positions of the fields a record declares `bool`."""
     hints = typing.get_type_hints(record)
     return tuple(i for i, name in enumerate(record._fields) if hints.get(name) is bool)
@@ -179,3 +181,12 @@ class Connection(Protocol):
     async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
         """The first column of the first row, or None."""
         ...
+
+
+async def fetch_row(conn: Connection, query: Query, params: Params = NO_PARAMS) -> Any:
+    """The row a query always returns (an aggregate, or a row this transaction has just locked or
+    written): `fetch_one` without the None, which is a `StorageError` naming the query here."""
+    row = await conn.fetch_one(query, params)
+    if row is None:
+        raise StorageError(f"query {query.name or query.sqlite[:40]!r} returned no row")
+    return row

@@ -122,13 +122,13 @@ class Database:
                 await conn.execute(NOTIFY_WRITES)  # the change feed of every process hears of this commit
             return
         async with wrap_errors(), self._write_lock:
-            conn = await self._begin_immediate()
+            db = await self._begin_immediate()
             try:
-                yield SqliteConnection(conn)
+                yield SqliteConnection(db)
             except BaseException:
-                end_transaction(conn, commit=False)
+                end_transaction(db, commit=False)
                 raise
-            end_transaction(conn, commit=True)
+            end_transaction(db, commit=True)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Connection]:
@@ -236,13 +236,14 @@ class Database:
         engine = self._cold_engine()
         async with self._pg_transaction(**options) as driver:
             token = BORROWED.set(driver)
+            pending = True  # reset once SQLAlchemy holds the connection, or on the way out
             try:
                 async with engine.connect() as conn:
                     BORROWED.reset(token)
-                    token = None
+                    pending = False
                     yield conn
             finally:
-                if token is not None:
+                if pending:
                     BORROWED.reset(token)
 
     # -- maintenance -------------------------------------------------------------------------------
@@ -256,13 +257,13 @@ class Database:
         async with wrap_errors(), self._write_lock:
             if self._writer is None:
                 self._writer = connect(self.url, writer=True)
-            conn = self._writer
-            conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")  # maintenance may wait
+            db = self._writer
+            db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")  # maintenance may wait
             try:
-                conn.execute("VACUUM")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
-                conn.execute("PRAGMA busy_timeout = 0")
+                db.execute("PRAGMA busy_timeout = 0")
 
     async def size_bytes(self) -> int:
         """Bytes the database takes on disk (SQLite: the file and its WAL)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .connection import NO_PARAMS, Params, Query
+from .connection import NO_PARAMS, Dialect, Params, Query
 from .urls import pg_dsn
 
 
@@ -14,7 +14,7 @@ class PgConnection:
     """`Connection` over one asyncpg connection: inside a transaction `Database` opened on it, or
     (`single()`) in autocommit. asyncpg prepares each statement once per connection and caches it."""
 
-    dialect = "postgresql"
+    dialect: Dialect = "postgresql"
     __slots__ = ("_driver",)
 
     def __init__(self, driver: Any) -> None:

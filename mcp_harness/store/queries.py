@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
-from .connection import Query
+from .connection import Query, Record
 from .records import ProgressRow, TaskRecord
 
 
-def columns(record: type, *, prefix: str = "") -> str:
+def columns(record: type[Record], *, prefix: str = "") -> str:
     """A record's fields as a select list (`key` is quoted: it is a keyword in SQL)."""
     return ", ".join(prefix + ('"key"' if f == "key" else f) for f in record._fields)
 
@@ -27,7 +27,7 @@ def in_array(column: str, parameter: str, dialect: str) -> str:
     return f"{column} = ANY(:{parameter})"
 
 
-def _both(build: Callable[[str], str], *, row: type | None = None, name: str = "") -> Query:
+def _both(build: Callable[[str], str], *, row: type[Record] | None = None, name: str = "") -> Query:
     """A query whose SQL `build(dialect)` writes for each dialect."""
     return Query(build("sqlite"), postgresql=build("postgresql"), row=row, name=name)
 

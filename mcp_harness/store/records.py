@@ -156,6 +156,7 @@ class WaitRow(Record):
     ready: bool
     available_at: float
     lease_expires_at: float | None
+    review_comment: str | None  #: the last reject's comment
     waits_for: str | None  #: JSON list of keys of dependencies that are not done
 
 

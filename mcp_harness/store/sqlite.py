@@ -9,7 +9,7 @@ import sqlite3
 import time
 from typing import Any
 
-from .connection import NO_PARAMS, Params, Query
+from .connection import NO_PARAMS, Dialect, Params, Query
 from .urls import sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -100,7 +100,7 @@ class SqliteConnection:
     """`Connection` over one sqlite3 connection: awaiting it never suspends, so a write transaction
     runs from BEGIN to COMMIT without yielding the loop (a statement is microseconds of SQL)."""
 
-    dialect = "sqlite"
+    dialect: Dialect = "sqlite"
     __slots__ = ("_db",)
 
     def __init__(self, db: sqlite3.Connection) -> None:

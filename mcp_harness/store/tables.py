@@ -7,7 +7,7 @@ the two: columns, keys, indexes, and the triggers and functions declared in `sql
 
 from __future__ import annotations
 
-from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Text, UniqueConstraint, event, text
+from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Table, Text, UniqueConstraint, event, text
 from sqlmodel import Field, SQLModel
 
 from . import named
@@ -18,6 +18,12 @@ metadata = SQLModel.metadata
 #: only auto-increments a column declared exactly INTEGER PRIMARY KEY)
 Int64 = BigInteger().with_variant(Integer(), "sqlite")
 BigId = Int64
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """A table model's SQLAlchemy `Table` (what `Model.__table__` holds, typed)."""
+    # SQLAlchemy's declarative mapping sets `__table__` on a `table=True` class; SQLModel's types omit it
+    return model.__table__  # type: ignore[attr-defined]
 
 
 class Meta(SQLModel, table=True):
@@ -164,7 +170,7 @@ class Task(SQLModel, table=True):
     review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
 
 
-_tasks = Task.__table__
+_tasks = table_of(Task)
 #: the claim's scan order: open runnable tasks of a workspace, highest priority first, then oldest
 Index("ix_task_claim", _tasks.c.workspace, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id)
 #: the task list's pages, in creation order

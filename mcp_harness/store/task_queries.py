@@ -54,6 +54,10 @@ END_LEASES = Query(f"{_END_LEASES} RETURNING {TASK}", row=TaskRecord)
 END_LEASES_BY_TOKEN = _both(
     lambda d: f"{_END_LEASES} AND {in_array('lease_token', 'tokens', d)} RETURNING {TASK}", row=TaskRecord
 )
+#: one lease of a connection, unless another connection renewed (or took) it after `:since`
+END_LEASE_SINCE = Query(
+    f"{_END_LEASES} AND lease_token = :token AND updated_at <= :since RETURNING {TASK}", row=TaskRecord
+)
 HELD_BY = Query(
     f"SELECT {TASK} FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review') "
     "ORDER BY id",
@@ -99,6 +103,19 @@ INSERT_TASK_EVENT = Query(
 )
 TASK_EVENTS = Query(
     f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key ORDER BY id",
+    row=TaskEventRow,
+)
+
+#: a task's newest events (bounded: the index `ix_task_event_task` read backwards)
+RECENT_TASK_EVENTS = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key "
+    "ORDER BY id DESC LIMIT :limit",
+    row=TaskEventRow,
+)
+#: a task's newest event of one kind (bounded as above: kinds are few per task)
+LAST_TASK_EVENT = Query(
+    f"SELECT {columns(TaskEventRow)} FROM task_events WHERE workspace = :ws AND task_key = :key "
+    "AND kind = :kind ORDER BY id DESC LIMIT 1",
     row=TaskEventRow,
 )
 
@@ -250,7 +267,7 @@ def why_nothing(by_tags: bool, by_key: bool) -> Query:
 
 
 _WAIT_COLUMNS = (
-    't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, '
+    't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, t.review_comment, '
     '(SELECT {agg} FROM task_deps AS d JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
     'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND ' + _UNSETTLED_DEP + ") AS waits_for"
 )
@@ -280,7 +297,10 @@ WAITING_BY_KEY = _both(
 )
 
 
-_ROOT = 'SELECT "key", status, owner, ready, available_at, lease_expires_at, NULL AS waits_for, id FROM tasks '
+_ROOT = (
+    'SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id '
+    "FROM tasks "
+)
 
 
 #: An empty claim without filters: the tasks at the root of every wait are open tasks with every
@@ -306,6 +326,10 @@ ROOTS_CLAIMED = Query(
 )
 ROOTS_IN_REVIEW = Query(_ROOT + "WHERE workspace = :ws AND status = 'in_review' ORDER BY id LIMIT :limit", row=RootRow)
 ROOTS_FAILED = Query(_ROOT + "WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit", row=RootRow)
+
+
+#: the tags tasks of a workspace have, for a claim whose tags match none (`task_tags`' primary key)
+KNOWN_TAGS = Query("SELECT DISTINCT tag FROM task_tags WHERE workspace = :ws ORDER BY tag LIMIT :limit")
 
 
 @cache

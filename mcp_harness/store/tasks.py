@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskChange, dependency_flags, settle, shown
 from . import task_queries as q
 from .common import ensure_workspace
-from .connection import Connection, array
+from .connection import Connection, array, fetch_row
 from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
 
 
@@ -60,6 +60,16 @@ async def record_event(conn: Connection, workspace: str, key: str, attempt: int,
 async def events(conn: Connection, workspace: str, key: str) -> list[TaskEventRow]:
     """A task's events, oldest first."""
     return await conn.fetch_all(q.TASK_EVENTS, {"ws": workspace, "key": key})
+
+
+async def recent_events(conn: Connection, workspace: str, key: str, limit: int) -> list[TaskEventRow]:
+    """A task's newest `limit` events, newest first."""
+    return await conn.fetch_all(q.RECENT_TASK_EVENTS, {"ws": workspace, "key": key, "limit": limit})
+
+
+async def last_event(conn: Connection, workspace: str, key: str, kind: str) -> TaskEventRow | None:
+    """A task's newest event of `kind`, if any."""
+    return await conn.fetch_one(q.LAST_TASK_EVENT, {"ws": workspace, "key": key, "kind": kind})
 
 
 async def get(conn: Connection, workspace: str, key: str) -> TaskRecord | None:
@@ -112,12 +122,21 @@ async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -
 
 
 async def end_leases(
-    conn: Connection, workspace: str, agent: str, now: float, tokens: list[str] | None = None
+    conn: Connection, workspace: str, agent: str, now: float, tokens: list[str] | dict[str, float] | None = None
 ) -> list[TaskRecord]:
-    """`agent`'s live leases (or only those of `tokens`) expire now. Returns the changed rows."""
+    """`agent`'s live leases (or only those of `tokens`) expire now. Returns the changed rows. With
+    `tokens` as token -> the time a connection last took or renewed it, a lease renewed after that
+    (through another connection) is left alone."""
     params = {"ws": workspace, "agent": agent, "now": now}
     if tokens is None:
         return await conn.fetch_all(q.END_LEASES, params)
+    if isinstance(tokens, dict):
+        ended = []
+        for token, since in tokens.items():
+            row = await conn.fetch_one(q.END_LEASE_SINCE, {**params, "token": token, "since": since})
+            if row is not None:
+                ended.append(row)
+        return ended
     return await conn.fetch_all(q.END_LEASES_BY_TOKEN, {**params, "tokens": array(conn.dialect, tokens)})
 
 
@@ -159,7 +178,7 @@ async def claim(
     picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None), params)
     if picked is None:
         return None
-    row = await conn.fetch_one(q.CLAIM_BY_ID, {**params, "id": picked.id})
+    row = await fetch_row(conn, q.CLAIM_BY_ID, {**params, "id": picked.id})
     taken_from = picked.was_owner if picked.was_status == "claimed" else None
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
@@ -264,7 +283,7 @@ async def why_nothing(
 ) -> EmptyClaimFacts:
     """How many tasks an empty claim's filters match, and how many of them are done."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await conn.fetch_one(q.why_nothing(bool(tags), task_key is not None), params)
+    return await fetch_row(conn, q.why_nothing(bool(tags), task_key is not None), params)
 
 
 async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, task_key: str | None) -> list[WaitRow]:
@@ -287,6 +306,11 @@ async def roots(conn: Connection, workspace: str, *, now: float, limit: int) -> 
 async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> list[WaitRow]:
     """The unfinished ones among `keys`, as `waiting` returns them."""
     return await conn.fetch_all(q.WAITING_BY_KEY, {"ws": workspace, "keys": array(conn.dialect, keys)})
+
+
+async def known_tags(conn: Connection, workspace: str, *, limit: int) -> list[str]:
+    """The first `limit` tags the workspace's tasks have, in order."""
+    return [row[0] for row in await conn.fetch_all(q.KNOWN_TAGS, {"ws": workspace, "limit": limit})]
 
 
 async def held_by(conn: Connection, workspace: str, agent: str) -> list[TaskRecord]:

@@ -1,0 +1,160 @@
+"""A handoff's `context`: what the next holder of a task must know, read with the task it goes with.
+
+`task_context(conn, workspace, row)` answers the task's newest notes (the harness's, paired with the
+task event each one tells, and agents' progress entries about the task) and its dependencies' status,
+result and verification, within `MAX_BYTES` of compact JSON; `full=True` answers it whole (the result and
+texts uncut, no byte bound: one task read on purpose). It costs a few bounded queries whatever the
+history: the newest `NOTES` progress entries about the task and its newest events by index, and one read
+of its dependencies (plus one event read per cancelled dependency, for its reason)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..jsonvalue import dumps
+from ..models import ContextDependency, ContextNote, TaskContext
+from ..store import Connection
+from ..store import progress as progress_store
+from ..store import tasks as store
+from ..store.records import ProgressRow, TaskEventRow, TaskRecord
+from ..task_states import Status, shown
+from .base import iso
+from .task_events import HARNESS, KINDS, WITH_REASON
+
+NOTES = 5  #: notes at most, newest first
+TEXT_CHARS = 300  #: a note's text, a dependency's result (compact JSON) and verification are cut here
+MAX_BYTES = 2000  #: the context's compact JSON (UTF-8) at most
+CUT = "…"
+#: how far results and verifications are cut, in turn, when the notes alone do not bring it within bound
+_SHORTER = (150, 80, 40, 0)
+#: a note's weight when the bound forces a choice: reasons first, then agents' entries, then the rest
+_REASON, _AGENT, _OTHER = 2, 1, 0
+
+
+def _cut(text: str, chars: int | None) -> tuple[str, bool]:
+    if chars is None or len(text) <= chars:
+        return text, False
+    return text[:chars] + CUT, True
+
+
+def _note_text(row: ProgressRow) -> str:
+    text = " ".join(row.summary.split())
+    if row.details and row.agent != HARNESS:
+        text += " | " + " ".join(row.details.split())
+    return text
+
+
+async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, ContextNote]]:
+    """The newest notes about the task with their weight, newest first. A harness entry about a task
+    event is dated as the event: that pairs it with its event, which names who caused it."""
+    entries = await progress_store.recent(conn, workspace, task_key=key, limit=NOTES)
+    if not entries:
+        return []
+    # (time, text) -> its event; time alone where the text cannot be told again
+    events: dict[tuple[float, str | None], TaskEventRow] = {}
+    if any(e.agent == HARNESS for e in entries):
+        for row in await store.recent_events(conn, workspace, key, 4 * NOTES):
+            says = KINDS[row.kind].says
+            if says is not None:
+                try:
+                    text: str | None = says(key, row.actor, row.attempt, json.loads(row.detail or "{}"))
+                except (KeyError, ValueError, TypeError):
+                    text = None
+                events.setdefault((row.created_at, text), row)
+                events.setdefault((row.created_at, None), row)
+    out = []
+    for entry in entries:
+        by, weight = entry.agent, _AGENT
+        if entry.agent == HARNESS:
+            ev = events.get((entry.created_at, entry.summary)) or events.get((entry.created_at, None))
+            by, weight = (ev.actor, _REASON if ev.kind in WITH_REASON else _OTHER) if ev else (HARNESS, _OTHER)
+        note = ContextNote(seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry))
+        out.append((weight, note))
+    return out
+
+
+def _result_of(raw: str | None, chars: int | None) -> tuple[Any, bool]:
+    """The result as its JSON value while its compact JSON fits `chars`, else its start as a string, cut."""
+    if raw is None:
+        return None, False
+    text = dumps(json.loads(raw))
+    if chars is None or len(text) <= chars:
+        return json.loads(raw), False
+    return _cut(text, chars)
+
+
+def _dependency(row: TaskRecord, reason: str | None, chars: int | None) -> ContextDependency:
+    result, cut_result = _result_of(row.result, chars)
+    verification, cut_verification = _cut(row.verification, chars) if row.verification is not None else (None, False)
+    return ContextDependency(
+        key=row.key,
+        status=shown(row.status, row.blocked),
+        result=result,
+        verification=verification,
+        cut=cut_result or cut_verification or None,
+        reason=reason,
+    )
+
+
+def _size(context: TaskContext) -> int:
+    return len(dumps(context.model_dump(mode="json")).encode())
+
+
+async def task_context(conn: Connection, workspace: str, row: TaskRecord, *, full: bool = False) -> TaskContext | None:
+    """`row`'s handoff context inside the caller's transaction; None when there is nothing to say.
+    Within `MAX_BYTES` unless `full`: the lightest and oldest notes go first, then results and
+    verifications are cut shorter, then note texts; dependencies are left out (counted) last."""
+    notes = await _notes(conn, workspace, row.key)
+    keys = json.loads(row.depends_on)
+    deps = await store.get_many(conn, workspace, keys)
+    reasons: dict[str, str | None] = {}
+    for key in keys:
+        dep = deps.get(key)
+        if dep is not None and dep.status == Status.CANCELLED:
+            ev = await store.last_event(conn, workspace, key, "cancel")
+            reasons[key] = json.loads(ev.detail).get("reason") if ev is not None and ev.detail else None
+    present = [deps[k] for k in keys if k in deps]
+    if not notes and not present:
+        return None
+    chars = None if full else TEXT_CHARS
+
+    def build(
+        kept: list[tuple[int, ContextNote]], chars: int | None, text_chars: int | None, n_deps: int
+    ) -> TaskContext:
+        shown = []
+        for _weight, note in kept:
+            text, _ = _cut(note.text, text_chars)
+            shown.append(note.model_copy(update={"text": text}))
+        dependencies = [_dependency(d, reasons.get(d.key), chars) for d in present[:n_deps]]
+        return TaskContext(
+            notes=shown or None,
+            dependencies=dependencies or None,
+            more_dependencies=(len(present) - n_deps) or None,
+        )
+
+    context = build(notes, chars, chars, len(present))
+    if full or _size(context) <= MAX_BYTES:
+        return context
+    kept = list(notes)
+    # the oldest notes go first, the ones without a reason before those with one; one note stays
+    while len(kept) > 1 and _size(context) > MAX_BYTES:
+        drop = min(range(len(kept)), key=lambda i: (kept[i][0], -i))
+        kept.pop(drop)
+        context = build(kept, TEXT_CHARS, TEXT_CHARS, len(present))
+    for shorter in _SHORTER:  # then results and verifications are cut shorter
+        if _size(context) <= MAX_BYTES:
+            return context
+        context = build(kept, shorter, TEXT_CHARS, len(present))
+    for text_chars in (150, 60):  # then the last note's text
+        if _size(context) <= MAX_BYTES:
+            return context
+        context = build(kept, 0, text_chars, len(present))
+    if _size(context) > MAX_BYTES:
+        kept = []
+        context = build(kept, 0, 0, len(present))
+    n = len(present)
+    while n > 0 and _size(context) > MAX_BYTES:  # many dependencies with long keys: the rest are counted
+        n -= 1
+        context = build(kept, 0, 0, n)
+    return context

@@ -1,0 +1,185 @@
+"""Handoff (contract revision 3, issue 25 items 1b, 2, 3, 6): what the next holder of a task must know
+reaches it. A claim's task and each `my_tasks` entry carry `context` (the task's newest notes, the
+harness's paired with who caused them, and its dependencies' results) within 2,000 bytes; `release` takes
+a reason; a connection's end ends its leases (`TaskService.end_leases` with the connection's tokens);
+the last attempt's `lease_lost` names the way out; only a person revives a cancelled task. Through the
+official MCP client on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+
+import pytest
+from conftest import call, fail, settings_for
+from mcp import Client
+
+from mcp_harness import clock
+from mcp_harness.server import create_server
+from mcp_harness.service import Harness, Identity
+from mcp_harness.service.task_context import MAX_BYTES, task_context
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def connect(url: str, workspace: str, agent: str, role: str = "agent"):
+    server = create_server(settings_for(url), Identity(workspace, agent, role))
+    async with Client(server, raise_exceptions=False) as client:
+        yield client
+
+
+def size(value: object) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+async def complete(client, key: str, token: str, **kw) -> dict:
+    return await call(client, "update_task", task_key=key, action="complete", lease_token=token,
+                      verification=kw.pop("verification", "pytest -q passed"), **kw)  # fmt: skip
+
+
+async def test_a_claim_carries_the_release_reason_and_the_dependency_result(db_url, workspace):
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "bob") as bob:
+        await call(ann, "add_tasks", tasks=[{"key": "api", "title": "API"},
+                                            {"key": "ui", "title": "UI", "depends_on": ["api"]}])  # fmt: skip
+        first = await call(ann, "claim_task")
+        assert "context" not in first["task"]  # nothing to say yet: omitted
+        await complete(ann, "api", first["lease"]["token"], result={"commit": "bbe720c", "port": 8080})
+        got = await call(ann, "claim_task")
+        assert got["task"]["context"]["dependencies"] == [
+            {"key": "api", "status": "done", "result": {"commit": "bbe720c", "port": 8080},
+             "verification": "pytest -q passed"}
+        ]  # fmt: skip
+        await call(ann, "record_progress", summary="layout half done", task_key="ui")
+        await call(ann, "update_task", task_key="ui", action="release", lease_token=got["lease"]["token"],
+                   reason="out of time; the form still needs validation")  # fmt: skip
+
+        taken = await call(bob, "claim_task")
+        context = taken["task"]["context"]
+        assert context["dependencies"][0]["result"] == {"commit": "bbe720c", "port": 8080}
+        newest = context["notes"][0]
+        assert newest["by"] == "ann" and "out of time; the form still needs validation" in newest["text"]
+        assert set(newest) == {"seq", "at", "by", "text"} and newest["at"].endswith("Z")
+        assert context["notes"][1]["by"] == "ann" and context["notes"][1]["text"] == "layout half done"
+        assert [n["seq"] for n in context["notes"]] == sorted((n["seq"] for n in context["notes"]), reverse=True)
+
+        # the holder's restore_state shows the same context on its my_tasks entry
+        restored = await call(bob, "restore_state")
+        assert restored["my_tasks"][0]["context"] == context
+
+
+async def test_an_operator_release_needs_a_reason_that_reaches_the_next_claimer(db_url, workspace):
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A"}])
+        await call(ann, "claim_task")
+        err = await fail(olga, "update_task", task_key="a", action="release")
+        assert err.code == "invalid_argument" and "reason" in err.text
+        await call(olga, "update_task", task_key="a", action="release", reason="ann is off sick")
+        note = (await call(ann, "claim_task"))["task"]["context"]["notes"][0]
+        assert note["by"] == "olga" and "ann is off sick" in note["text"] and "held by ann" in note["text"]
+
+
+async def test_a_long_result_is_cut_and_a_cancelled_dependency_says_why(db_url, workspace):
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[
+            {"key": "big", "title": "big"}, {"key": "gone", "title": "gone"},
+            {"key": "next", "title": "next", "depends_on": ["big", "gone"]},
+        ])  # fmt: skip
+        got = await call(ann, "claim_task", task_key="big")
+        result = {"log": "x" * 400}
+        await complete(ann, "big", got["lease"]["token"], result=result, verification="v" * 500)
+        await call(olga, "update_task", task_key="gone", action="cancel", reason="replaced by big")
+        deps = {d["key"]: d for d in (await call(ann, "claim_task"))["task"]["context"]["dependencies"]}
+        whole = json.dumps(result, separators=(",", ":"))
+        assert deps["big"]["cut"] is True and deps["big"]["result"] == whole[:300] + "…"
+        assert deps["big"]["verification"] == "v" * 300 + "…"
+        assert deps["gone"] == {"key": "gone", "status": "cancelled", "reason": "replaced by big"}
+
+
+async def test_the_context_keeps_within_its_bound_however_long_the_history(db_url, workspace):
+    """Many long notes of every kind and long dependency results: at most 2,000 bytes, notes with a reason
+    kept before take-over and connection-end notes, the newest first."""
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        deps = [{"key": f"dep-{i}-" + "k" * 40, "title": "d"} for i in range(6)]
+        await call(ann, "add_tasks", tasks=[*deps, {"key": "t", "title": "T", "max_attempts": 100,
+                                                    "depends_on": [d["key"] for d in deps]}])  # fmt: skip
+        for d in deps:
+            got = await call(ann, "claim_task", task_key=d["key"])
+            await complete(ann, d["key"], got["lease"]["token"], result={"text": "r" * 500}, verification="v" * 400)
+        for i in range(30):
+            await call(ann, "record_progress", summary=f"step {i} " + "s" * 400, task_key="t")
+        await call(ann, "claim_task", task_key="t")
+        await call(olga, "update_task", task_key="t", action="release", reason="why " + "w" * 400)
+        got = await call(ann, "claim_task", task_key="t")
+        held = (await call(ann, "restore_state"))["my_tasks"][0]
+        assert held["key"] == "t" and size(held["context"]) <= MAX_BYTES
+        clock.advance(got["lease"]["expires_in_seconds"] + 1)
+        taken = await call(olga, "claim_task", task_key="t")  # a take-over (olga may claim: an agent's power)
+        context = taken["task"]["context"]
+        assert size(context) <= MAX_BYTES, size(context)
+        texts = [n["text"] for n in context["notes"]]
+        # the take-over note goes before the release's reason, which stays
+        assert any("why w" in t for t in texts) and not any("took over" in t for t in texts), texts
+        assert [n["seq"] for n in context["notes"]] == sorted((n["seq"] for n in context["notes"]), reverse=True)
+        assert [d["key"] for d in context["dependencies"]] == [d["key"] for d in deps]
+        assert all(d.get("cut") for d in context["dependencies"])
+
+
+async def test_task_context_full_answers_results_uncut(db_url, workspace):
+    """`task_context(conn, workspace, row, full=True)`: what list_tasks(task_key=K) answers."""
+    settings = settings_for(db_url)
+    me = Identity(workspace, "ann")
+    async with Harness.open(settings) as h:
+        await h.tasks.add(me, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "depends_on": ["a"]}])
+        got = await h.tasks.claim(me)
+        await h.tasks.update(me, task_key="a", action="complete", lease_token=got.lease.token,
+                             result={"log": "x" * 5000}, verification="ok")  # fmt: skip
+        async with h.db.read() as conn:
+            from mcp_harness.store import tasks as store
+
+            row = await store.get(conn, workspace, "b")
+            full = await task_context(conn, workspace, row, full=True)
+            bounded = await h.tasks.context(conn, workspace, row)
+        assert full.dependencies[0].result == {"log": "x" * 5000} and not full.dependencies[0].cut
+        assert bounded.dependencies[0].cut
+
+
+async def test_connection_end_ends_only_its_own_leases_unless_renewed_elsewhere(db_url, workspace):
+    """`end_leases` with a connection's tokens (token -> when it last took or renewed it): a lease another
+    connection renewed since stays; the ended one is claimable at once, with a note naming its holder."""
+    settings = settings_for(db_url)
+    me, bob = Identity(workspace, "ann"), Identity(workspace, "bob")
+    async with Harness.open(settings) as h:
+        await h.tasks.add(me, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
+        a = await h.tasks.claim(me, task_key="a")
+        b = await h.tasks.claim(me, task_key="b")
+        seen = clock.now()
+        clock.advance(1)
+        await h.tasks.update(me, task_key="b", action="heartbeat", lease_token=b.lease.token)  # another connection
+        ended = await h.tasks.end_leases(me, "its connection ended (stdin closed)",
+                                         tokens={a.lease.token: seen, b.lease.token: seen})  # fmt: skip
+        assert ended == ["a"]
+        taken = await h.tasks.claim(bob, task_key="a")
+        assert taken.task is not None and taken.lease.attempt == 2
+        notes = taken.task.context.notes
+        assert notes[0].by == "bob" and "the lease of ann expired" in notes[0].text
+        assert notes[1].by == "ann" and "its connection ended (stdin closed)" in notes[1].text
+
+
+async def test_the_last_attempt_names_the_way_out_and_only_a_person_revives_a_cancelled_task(db_url, workspace):
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A", "max_attempts": 1}, {"key": "c", "title": "C"}])
+        got = await call(ann, "claim_task", task_key="a", lease_seconds=10)
+        await call(ann, "claim_task", task_key="c")
+        clock.advance(11)
+        assert (await call(ann, "claim_task"))["task"] is None  # settles a: failed on its last attempt
+        err = await fail(ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
+                         verification="done")  # fmt: skip
+        assert err.code == "lease_lost" and "reopen" in err.text and "claim_task(task_key='a')" in err.text, err.text
+        assert err.text.index("reopen") < err.text.index("claim_task(") < err.text.index("complete with")
+
+        await call(olga, "update_task", task_key="c", action="cancel", reason="not needed")
+        err = await fail(ann, "update_task", task_key="c", action="reopen", reason="I want it")
+        assert err.code == "forbidden" and "record_progress" in err.text, err.text
+        assert (await call(ann, "update_task", task_key="a", action="reopen", reason="finished"))["status"] == "pending"
+        assert (await call(olga, "update_task", task_key="c", action="reopen", reason="needed"))["status"] == "pending"
