@@ -5,7 +5,7 @@ re-fetches when the change feed says something changed."""
 from __future__ import annotations
 
 import secrets
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -143,7 +143,7 @@ async def timeline(console: Console, request: Request) -> Response:
         raise InvalidArgument(f"show must be one of {', '.join(SHOWS)}, got {show!r}")
     data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
                                                   with_events=show != "progress")  # fmt: skip
-    items = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
+    items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
     threads = [t.name for t in await console.harness.console.threads(ident)][:200]
@@ -187,7 +187,15 @@ async def table(console: Console, request: Request) -> Response:
         raise InvalidArgument(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
     filters = {"status": _text(request, "status"), "owner": _text(request, "owner"), "tag": _text(request, "tag")}
     offset = _int(request, "offset", low=0) or 0
-    data = await console.harness.console.table(ident, **filters, sort=sort, descending=descending, offset=offset)
+    data = await console.harness.console.table(
+        ident,
+        status=filters["status"],
+        owner=filters["owner"],
+        tag=filters["tag"],
+        sort=sort,
+        descending=descending,
+        offset=offset,
+    )
     groups: dict[str, list] = {}
     for row in data.rows:
         names = (row.tags or ["(no tag)"]) if group == "tag" else [getattr(row, group) or "(nobody)"] if group else [""]
