@@ -19,12 +19,23 @@ from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from . import __version__
 from .errors import HarnessError
+from .waits import claim_waited
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake, not at a server's start
     from .service import Harness
@@ -35,10 +46,27 @@ TOOL_CALLS = Counter(
     ["tool", "code"], registry=REGISTRY,
 )  # fmt: skip
 TOOL_SECONDS = Histogram(
-    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (claim_task includes its wait)",
+    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (a claim's wait for work is not included)",
     ["tool"], registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )  # fmt: skip
+CLAIM_WAIT_SECONDS = Histogram(
+    "mcp_harness_claim_wait_seconds", "Time a claim_task call spent waiting for work (wait_seconds), apart",
+    registry=REGISTRY, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
+)  # fmt: skip
+TASKS_ENDED = Counter(
+    "mcp_harness_tasks_ended", "Tasks this process's update_task calls completed, failed for good or sent to retry",
+    ["outcome"], registry=REGISTRY,
+)  # fmt: skip
+CONSOLE_ACTIONS = Counter(
+    "mcp_harness_console_actions", "Operator actions taken in the console, by action", ["action"], registry=REGISTRY
+)
+BUILD_INFO = Gauge("mcp_harness_build_info", "The mcp-harness version this process runs (always 1)", ["version"],
+                   registry=REGISTRY)  # fmt: skip
+BUILD_INFO.labels(__version__).set(1)
+ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+PlatformCollector(registry=REGISTRY)  # python_info
+ENDED = {outcome: TASKS_ENDED.labels(outcome) for outcome in ("completed", "failed", "retried")}  # zero from the start
 KNOWN_CODES = frozenset(
     ("invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
      "too_large", "forbidden", "schema_violation", "unavailable", "internal")
@@ -55,15 +83,45 @@ def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[...
     @wraps(call_tool)
     async def observed(self: Any, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         started = time.perf_counter()
-        result = await call_tool(self, name, arguments, context)
+        waited = [0.0]
+        reset = claim_waited.set(waited)  # a claim's wait for work is timed apart
+        try:
+            result = await call_tool(self, name, arguments, context)
+        finally:
+            claim_waited.reset(reset)
         tool = name if name in getattr(self, "tools", {}) else "unknown"  # names are not ours to multiply
         key = (tool, result_code(result))
         series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
         series[0].inc()
-        series[1].observe(time.perf_counter() - started)
+        series[1].observe(time.perf_counter() - started - waited[0])
+        if waited[0]:
+            CLAIM_WAIT_SECONDS.observe(waited[0])
+        if tool == "update_task" and key[1] == "ok":
+            _count_ended(arguments.get("action"), result)
         return result
 
     return observed
+
+
+def start_series(tools: list[str]) -> None:
+    """Every tool's `ok` series at 0 from the start (an alert on a rate needs the series before the first call)."""
+    for tool in tools:
+        key = (tool, "ok")
+        if key not in _series:
+            _series[key] = (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool))
+
+
+def count_console_action(action: str) -> None:
+    CONSOLE_ACTIONS.labels(action).inc()
+
+
+def _count_ended(action: Any, result: Any) -> None:
+    """A completed task, or a failed one: for good (no attempt left, or no retry) or sent back to retry."""
+    if action == "complete":
+        ENDED["completed"].inc()
+    elif action == "fail":
+        status = (getattr(result, "structured_content", None) or {}).get("status")
+        ENDED["failed" if status == "failed" else "retried"].inc()
 
 
 def result_code(result: Any) -> str:
@@ -83,8 +141,20 @@ class _DatabaseFigures:
         self.expired: list[tuple[str, int]] = []
         self.claim_waits: int | None = 0  #: None: not shown (a view of one workspace)
         self.taken_over: dict[str, int] = {}
+        self.oldest_review: list[tuple[str, float]] = []
+        self.oldest_ready: list[tuple[str, float]] = []
 
     def collect(self) -> Any:
+        for name, what, rows in (
+            ("mcp_harness_oldest_in_review_seconds", "Age of the task longest in review (waiting for a person)",
+             self.oldest_review),
+            ("mcp_harness_oldest_ready_seconds", "Age of the task longest ready to claim and not claimed",
+             self.oldest_ready),
+        ):  # fmt: skip
+            gauge = GaugeMetricFamily(name, what + ", per workspace", labels=["workspace"])
+            for workspace, age in rows:
+                gauge.add_metric([workspace], age)
+            yield gauge
         tasks = GaugeMetricFamily("mcp_harness_tasks", "Tasks by status, per workspace", labels=["workspace", "status"])
         for workspace, status, n in self.counts:
             tasks.add_metric([workspace, status], n)
@@ -118,6 +188,7 @@ async def render(harness: Harness, workspace: str | None = None) -> bytes:
     that workspace's figures only."""
     figures = _DatabaseFigures()
     figures.counts, figures.expired = await harness.console.metrics()
+    figures.oldest_review, figures.oldest_ready = await harness.console.ages()
     figures.claim_waits = harness.console.changes.claim_waits
     figures.taken_over = dict(harness.tasks.taken_over)
     scrape = CollectorRegistry(auto_describe=False)
@@ -126,6 +197,8 @@ async def render(harness: Harness, workspace: str | None = None) -> bytes:
         return generate_latest(REGISTRY) + generate_latest(scrape)
     figures.counts = [c for c in figures.counts if c[0] == workspace]
     figures.expired = [e for e in figures.expired if e[0] == workspace]
+    figures.oldest_review = [a for a in figures.oldest_review if a[0] == workspace]
+    figures.oldest_ready = [a for a in figures.oldest_ready if a[0] == workspace]
     figures.taken_over = {w: n for w, n in figures.taken_over.items() if w == workspace}
     figures.claim_waits = None
     return generate_latest(scrape)

@@ -30,7 +30,7 @@ from .identity import Identity, Role, caller_gone
 from .jsonvalue import dumps
 from .lifespan import ConnectionLeases, HarnessState, harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool
-from .metrics import observe_tool_calls
+from .metrics import observe_tool_calls, start_series
 from .resources import register_prompts, register_resources
 from .sdk import serve_streams
 
@@ -87,6 +87,7 @@ class HarnessServer(MCPServer[Any]):
         self.tools: dict[str, HarnessTool] = {}
         for tool in tools:
             self.add_harness_tool(tool)
+        start_series(list(self.tools))  # the metrics: every tool's series at 0 from the start
 
     def add_harness_tool(self, tool: HarnessTool) -> None:
         """Offer a tool (listed after the ones before it); tools are ours alone, not the SDK's tool manager."""
@@ -217,7 +218,10 @@ class HarnessServer(MCPServer[Any]):
                 raise Forbidden(f"{name} changes data; this token has the read-only 'reader' role")
             args = tool.parse(arguments)
             harness, ident = self.current()
+            await harness.contacts.touch(ident, name)  # liveness: at most one small write per agent per 5 s
             result = await tool.call(harness, ident, args)
+            if name == "claim_task":
+                await harness.contacts.touch(ident, name, result)  # why it is idle: the claim's answer
             if self.state.leases is not None:
                 self.state.leases.saw(result)  # a lease this connection took or renewed ends with it
             structured = result.model_dump(mode="json")

@@ -4,6 +4,7 @@ security headers, escaping, the live event stream, and /metrics."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import secrets
 import threading
@@ -399,8 +400,10 @@ def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(ur
         assert "Gate: a person decides" not in card_of(board, "copy") and ">Review<" not in card_of(board, "api")
         assert "Waiting for an operator" not in board  # nothing in review yet
         graph = client.get(f"/ui/graph?w={ws}").text
-        assert re.search(r'class="node s-pending kind-gate"', graph) and "gate: a person decides" in graph
-        assert re.search(r'class="node s-pending needs-review"', graph)
+        drawn = json.loads(html.unescape(re.search(r"data-graph='([^']*)'", graph).group(1)))  # the browser draws it
+        nodes = {n["key"]: n for n in drawn["nodes"]}
+        assert (nodes["go"]["kind"], nodes["go"]["status"]) == ("gate", "pending") and "Gate: a person decides" in graph
+        assert nodes["copy"]["review"] is True and ["go", "copy"] in drawn["edges"]
         lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
         agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
                    verification="read aloud")  # fmt: skip

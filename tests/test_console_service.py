@@ -202,20 +202,6 @@ async def test_metrics_figures_count_tasks_per_workspace_and_overdue_leases(harn
     assert (workspace, 1) in expired
 
 
-def test_graph_layout_places_tasks_right_of_what_they_wait_for():
-    from mcp_harness.console.graph import layout
-    from mcp_harness.service.console import Dependency
-
-    tasks = [Dependency(k, "pending", None, f"title {k}") for k in ("late", "a", "b", "c", "alone")]
-    edges = [("b", "a"), ("c", "b"), ("c", "late")]  # late: no dependencies, only c waits for it
-    picture = layout(tasks, edges)
-    x = {n.key: n.x for n in picture.nodes}
-    assert x["a"] < x["b"] < x["c"] and x["alone"] == x["a"]
-    assert x["late"] == x["b"]  # next to the task that waits for it, not back in the first column
-    assert len(picture.edges) == 3 and picture.width > x["c"] and picture.height > 0
-    assert layout([], []).nodes == []
-
-
 async def test_a_console_session_is_opaque_bound_to_its_token_and_ends(harness: Harness, workspace: str):
     """Sign-in makes a random session id (only its hash is stored); signing out ends it; revoking the
     token ends every session made from it; an unknown or revoked token makes none."""

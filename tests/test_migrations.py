@@ -335,7 +335,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     assert sorted(search.get("progress_fts", [("a note", None), ("did things", None)])) == [
         ("a note", None), ("did things", None)
     ]  # fmt: skip
-    # migration 8: console sessions; 9: messages; 11: path reservations
+    # migration 8: console sessions; 9: messages; 11: path reservations; 12: agent contacts
     assert after == {
         **kept,
         "task_events": [],
@@ -343,6 +343,7 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         "messages": [],
         "message_acks": [],
         "task_reservations": [],
+        "agent_contacts": [],
     }
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}

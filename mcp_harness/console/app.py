@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 import jinja2
 from markupsafe import Markup
 from starlette.exceptions import HTTPException
@@ -82,7 +83,7 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.globals.update(url=self.url, static=self.static, live_attrs=live_attrs, labels=LABELS)
-        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty)
+        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty, duration=_span)
 
     def url(self, path: str, **params: Any) -> str:
         query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
@@ -91,16 +92,25 @@ class Console:
     def static(self, name: str) -> str:
         return f"{self.base}/static/{name}?v={__version__}"
 
-    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """A page; for htmx's live refresh (`HX-Request`) only its `live` block."""
-        template = self.env.get_template(name)
+    def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Page:
+        """A page; for htmx's live refresh (`HX-Request`) only its `live` block. It is rendered when sent,
+        in a worker thread: a big page never holds up the event loop (and every agent's call on it)."""
         context = {"request": request, "now": when_now(), "tab": None, "workspace": None, "session": None,
-                   "title": "", **context}  # fmt: skip
+                   "title": "", "needs": None, **context}  # fmt: skip
+        return Page(self, request, name, status, context)
+
+    def render_now(self, request: Request, name: str, context: dict[str, Any]) -> str:
+        template = self.env.get_template(name)
         if request.headers.get("hx-request") and "live" in template.blocks:
-            body = "".join(template.blocks["live"](template.new_context(context)))
-        else:
-            body = template.render(context)
-        return HTMLResponse(body, status_code=status, headers={"cache-control": "no-store"})
+            return "".join(template.blocks["live"](template.new_context(context)))
+        return template.render(context)
+
+    async def needs(self, workspace: str) -> Any:
+        """What needs a person in `workspace` (the bar at the top of every page); None if it cannot be read."""
+        try:
+            return await self.harness.console.needs(workspace)
+        except HarnessError:
+            return None
 
     async def session(self, request: Request) -> Session:
         session = await self.login.session(request)
@@ -119,6 +129,32 @@ class Console:
         return session, Identity(workspace=workspace, agent=session.agent, role=_role(session))
 
 
+class Page(HTMLResponse):
+    """A template response rendered off the event loop: `finish()` fetches what every page shows (the
+    "needs you" bar) and renders in a worker thread; sending an unfinished one finishes it first."""
+
+    def __init__(self, console: Console, request: Request, name: str, status: int, context: dict[str, Any]) -> None:
+        super().__init__(b"", status_code=status, headers={"cache-control": "no-store"})
+        self.console, self.request, self.name, self.context = console, request, name, context
+        self.finished = False
+
+    async def finish(self) -> None:
+        if self.finished:
+            return
+        context = self.context
+        full = not self.request.headers.get("hx-request")
+        if full and context.get("session") is not None and context.get("workspace") and context["needs"] is None:
+            context["needs"] = await self.console.needs(context["workspace"])
+        body = await anyio.to_thread.run_sync(self.console.render_now, self.request, self.name, context)
+        self.body = self.render(body)
+        self.headers["content-length"] = str(len(self.body))
+        self.finished = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.finish()
+        await super().__call__(scope, receive, send)
+
+
 def _role(session: Session) -> Any:
     return session.role if session.role in ("agent", "reader", "operator") else "reader"
 
@@ -131,6 +167,18 @@ def page(fn: Handler) -> Handler:
 
     @wraps(fn)
     async def handle(console: Console, request: Request) -> Response:
+        response = await respond(console, request)
+        if isinstance(response, Page):
+            try:
+                await response.finish()
+            except Exception as exc:  # noqa: BLE001 - the boundary, as below
+                incident = secrets.token_hex(6)
+                log.error("internal error %s rendering console page %s", incident, request.url.path, exc_info=exc)
+                return PlainTextResponse(f"An unexpected error happened (incident {incident}); the server log "
+                                         "has the details.", status_code=500)  # fmt: skip
+        return response
+
+    async def respond(console: Console, request: Request) -> Response:
         try:
             return await fn(console, request)
         except Redirect as redirect:

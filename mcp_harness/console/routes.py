@@ -57,6 +57,10 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/inbox", bind(views.inbox)),
         Route("/messages/send", bind(actions.send_message), methods=["POST"]),
         Route("/messages/ack", bind(actions.ack_message), methods=["POST"]),
+        Route("/needs", bind(views.needs)),
+        Route("/stuck", bind(views.stuck)),
+        Route("/pace", bind(views.pace)),
+        Route("/tasks", bind(views.table)),
         Route("/events", bind(live.events)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -5,20 +5,22 @@ re-fetches when the change feed says something changed."""
 from __future__ import annotations
 
 import secrets
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..identity import Identity
+from ..service.console import GRAPH_EDGES
+from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
-from .graph import layout
 
 DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
-PER_COLUMN = 100  #: cards per board column before "show all"
-SHOW_ALL = 2000
+PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
+COLUMN_PAGE = 200  #: cards on one page of a single column
+PICKER_NEEDS = 200  #: workspaces the picker shows "needs you" counts for
 HIGHEST = 2**63 - 1  #: the largest number a page parameter may be (a 64-bit column holds it)
 LONGEST = 1000  #: characters a text parameter may have
 
@@ -66,17 +68,28 @@ async def home(console: Console, request: Request) -> Response:
         raise Redirect(console.url("/board", w=chosen))
     if len(names) == 1 and request.query_params.get("pick") is None:
         raise Redirect(console.url("/board", w=names[0]))
+    picker_needs = {name: await console.needs(name) for name in names[:PICKER_NEEDS]}
     return console.render(request, "workspaces.html", session=session, workspace=None, names=names,
-                          title="Workspaces")  # fmt: skip
+                          picker_needs=picker_needs, title="Workspaces")  # fmt: skip
+
+
+@page
+async def needs(console: Console, request: Request) -> Response:
+    """The "needs you" bar alone: what a page's bar re-fetches when something changes."""
+    session, ident = await console.viewer(request)
+    return console.render(request, "_needs.html", session=session, workspace=ident.workspace,
+                          needs=await console.needs(ident.workspace))  # fmt: skip
 
 
 @page
 async def board(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
-    per_column = SHOW_ALL if request.query_params.get("all") else PER_COLUMN
-    data = await console.harness.console.board(ident, per_column=per_column)
+    only = _text(request, "col")
+    offset = _int(request, "offset", low=0) or 0
+    per_column = COLUMN_PAGE if only else PER_COLUMN
+    data = await console.harness.console.board(ident, per_column=per_column, only=only, offset=offset)
     return console.render(request, "board.html", session=session, workspace=ident.workspace, board=data,
-                          title="Board", tab="board", show_all=per_column == SHOW_ALL)  # fmt: skip
+                          title="Board", tab="board", only=only, per_column=per_column)  # fmt: skip
 
 
 @page
@@ -85,9 +98,14 @@ async def task(console: Console, request: Request) -> Response:
     key = _text(request, "key")
     if key is None:
         raise Redirect(console.url("/board", w=ident.workspace))
-    data = await console.harness.console.task(ident, key, before_seq=_int(request, "before"))
+    data = await console.harness.console.task(
+        ident, key, before_seq=_int(request, "before"), before_event=_int(request, "events_before"),
+        deps_offset=_int(request, "deps", low=0) or 0, needed_offset=_int(request, "needed", low=0) or 0,
+    )  # fmt: skip
+    waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
+    root = await console.harness.console.root_of_wait(ident, key) if waits else []
     task_messages = await console.harness.messages.about_task(ident, key)
-    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data,
+    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
                           done=_done(request), task_messages=task_messages)  # fmt: skip
 
@@ -103,8 +121,13 @@ def _done(request: Request) -> str | None:
 async def graph(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.graph(ident)
+    drawn = {  # what the browser lays out (dagre) and draws; a data block, never run
+        "nodes": [{"key": n.key, "title": n.title or "", "status": n.status, "owner": n.owner, "kind": n.kind,
+                   "review": n.review} for n in data.nodes],
+        "edges": data.edges,
+    }  # fmt: skip
     return console.render(request, "graph.html", session=session, workspace=ident.workspace, graph=data,
-                          picture=layout(data.nodes, data.edges), title="Dependencies", tab="graph")  # fmt: skip
+                          data=drawn, edge_cap=GRAPH_EDGES, title="Dependencies", tab="graph")  # fmt: skip
 
 
 @page
@@ -117,9 +140,73 @@ async def timeline(console: Console, request: Request) -> Response:
         "status": _text(request, "status"),
         "text": _text(request, "q"),
     }
-    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"))
+    show = _text(request, "show") or "both"
+    if show not in SHOWS:
+        raise InvalidArgument(f"show must be one of {', '.join(SHOWS)}, got {show!r}")
+    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
+                                                  with_events=show != "progress")  # fmt: skip
+    items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
+    items += [(e.event.created_at, "event", e) for e in data.events]
+    items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
+    threads = [t.name for t in await console.harness.console.threads(ident)][:200]
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
-                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"))  # fmt: skip
+                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
+                          show=show, agents=await console.harness.console.agent_names(ident),
+                          threads=threads)  # fmt: skip
+
+
+@page
+async def stuck(console: Console, request: Request) -> Response:
+    """The tasks everything else waits on, most waited on first, each with what unsticks it."""
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.stuck(ident)
+    return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
+                          title="Stuck", tab="stuck")  # fmt: skip
+
+
+@page
+async def pace(console: Console, request: Request) -> Response:
+    """How fast the work goes: time in each status, review waiting time, throughput, the burn-up."""
+    session, ident = await console.viewer(request)
+    data = await console.harness.console.pace(ident)
+    return console.render(request, "pace.html", session=session, workspace=ident.workspace, pace=data,
+                          burn=charts.burn_up(data.scope, data.done), hours=charts.bars(data.per_hour),
+                          title="Pace", tab="pace")  # fmt: skip
+
+
+GROUPS = ("status", "owner", "tag")
+SHOWS = ("both", "progress", "events")  #: what the timeline shows: progress entries, task events, or both
+
+
+@page
+async def table(console: Console, request: Request) -> Response:
+    """Every task as a table: filtered by status, owner and tag, sorted by a column, grouped."""
+    session, ident = await console.viewer(request)
+    sort = _text(request, "sort") or "created"
+    descending = request.query_params.get("desc") == "1"
+    group = _text(request, "group")
+    if group is not None and group not in GROUPS:
+        raise InvalidArgument(f"group must be one of {', '.join(GROUPS)}, got {group!r}")
+    filters = {"status": _text(request, "status"), "owner": _text(request, "owner"), "tag": _text(request, "tag")}
+    offset = _int(request, "offset", low=0) or 0
+    data = await console.harness.console.table(
+        ident,
+        status=filters["status"],
+        owner=filters["owner"],
+        tag=filters["tag"],
+        sort=sort,
+        descending=descending,
+        offset=offset,
+    )
+    groups: dict[str, list] = {}
+    for row in data.rows:
+        names = (row.tags or ["(no tag)"]) if group == "tag" else [getattr(row, group) or "(nobody)"] if group else [""]
+        for name in names:
+            groups.setdefault(name, []).append(row)
+    return console.render(request, "tasks.html", session=session, workspace=ident.workspace, table=data,
+                          groups=groups, group=group, sort=sort, desc=descending, filters=filters,
+                          agents=await console.harness.console.agent_names(ident),
+                          title="Tasks", tab="tasks")  # fmt: skip
 
 
 @page

@@ -16,6 +16,7 @@ from .base import Identity, iso
 from .checkpoints import CheckpointService
 from .console import ConsoleService
 from .console_sessions import ConsoleSessionService
+from .contacts import ContactService
 from .messages import MessageService, unread_count
 from .messages import inbox as read_inbox
 from .overview import workspace_status
@@ -45,6 +46,7 @@ class Harness:
         self.messages = MessageService(db, settings)
         self.console_sessions = ConsoleSessionService(db, settings)
         self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
+        self.contacts = ContactService(db, settings)
 
     @cached_property
     def maintenance(self) -> MaintenanceService:

@@ -10,6 +10,7 @@ from ..config import Settings
 from ..identity import caller_gone
 from ..store import Database, changes
 from ..store.common import now
+from ..waits import claim_waited
 from . import task_paths
 from .base import Identity
 
@@ -45,6 +46,7 @@ class Wakeup:
         if gone is not None and gone.is_set():
             return False
         wake = anyio.Event()  # this process's changes, or the caller leaving
+        started = anyio.current_time()
         async with anyio.create_task_group() as relays:
             relays.start_soon(_relay, self._changed.setdefault(ident.workspace, anyio.Event()), wake)
             if gone is not None:
@@ -53,6 +55,9 @@ class Wakeup:
                 claimable, remaining, workspace=ident.workspace, recheck=self.settings.poll_interval_seconds, local=wake
             )
             relays.cancel_scope.cancel()
+        waited = claim_waited.get()
+        if waited is not None:  # the metrics time the claim without its wait
+            waited[0] += anyio.current_time() - started
         return gone is None or not gone.is_set()
 
 

@@ -353,3 +353,17 @@ def _declare_triggers() -> None:
 
 
 _declare_triggers()
+
+
+class AgentContact(SQLModel, table=True):
+    """When an agent last made a call in a workspace (any tool), and what its last claim answered
+    (`claimed`, or the reason it got nothing): the console's liveness. Written at most every few
+    seconds per agent and process."""
+
+    __tablename__ = "agent_contacts"
+    workspace: str = Field(primary_key=True)
+    agent: str = Field(primary_key=True)
+    seen_at: float
+    tool: str
+    claim_outcome: str | None = None
+    claim_at: float | None = None

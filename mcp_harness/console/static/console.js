@@ -51,6 +51,15 @@
         held = true;
       }
     });
+    // A refresh already on its way when the form opened must not replace it either: its answer is
+    // dropped, and closing the form catches up.
+    document.body.addEventListener("htmx:beforeSwap", function (evt) {
+      var part = document.getElementById("live");
+      if (part && evt.detail.target === part && part.querySelector("details.action[open]")) {
+        evt.detail.shouldSwap = false;
+        held = true;
+      }
+    });
     document.addEventListener("toggle", function (evt) {
       var el = evt.target;
       if (el.matches && el.matches("details.action")) {
