@@ -13,11 +13,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..models import ClaimTaskResult, WaitingOn
+from ..models import ClaimReason, ClaimTaskResult, WaitingOn
 from ..store import Connection
 from ..store import tasks as store
 from ..store.records import WaitRow
-from ..task_states import BLOCKED, SETTLED, Status
+from ..task_states import BLOCKED, SETTLED, Status, shown
 
 MAX_WAITING_ON = 5
 MAX_KNOWN_TAGS = 20
@@ -33,12 +33,14 @@ def _live(row: WaitRow, at: float) -> bool:
 
 def _lease_left(row: WaitRow, at: float) -> float | None:
     """Seconds until the lease ends; 0 for one of the claim's own tasks that became claimable just now."""
-    return max(0.0, round(row.lease_expires_at - at, 3)) if row.status == Status.CLAIMED else 0.0
+    if row.status != Status.CLAIMED or row.lease_expires_at is None:
+        return 0.0
+    return max(0.0, round(row.lease_expires_at - at, 3))
 
 
 @dataclass(frozen=True)
 class Wait:
-    reason: str
+    reason: ClaimReason
     #: does this root (at this time, outside the claim's filters or not) make the claim wait for this reason
     applies: Callable[[WaitRow, float, bool], bool]
     retry_after: Callable[[WaitRow, float], float | None]  #: when the root may change by itself
@@ -103,7 +105,8 @@ async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[Wa
     if not any(n for status, n in counts.items() if status not in SETTLED):
         settled = any(counts.get(status) for status in SETTLED)
         return ClaimTaskResult(task=None, lease=None, reason="all_done" if settled else "none_pending")
-    return await store.roots(conn, workspace, now=at, limit=MAX_WAITING_ON) or None
+    found: list[WaitRow] = [*await store.roots(conn, workspace, now=at, limit=MAX_WAITING_ON)]
+    return found or None
 
 
 async def why_nothing(
@@ -139,8 +142,14 @@ async def why_nothing(
 def _waiting_on(row: WaitRow, wait: Wait, at: float, agent: str | None) -> WaitingOn:
     comment = row.review_comment if row.status in (Status.PENDING, Status.FAILED) else None
     mine = row.status == Status.CLAIMED and agent is not None and row.owner == agent
-    return WaitingOn(key=row.key, status=row.status, owner=row.owner, retry_after=wait.retry_after(row, at),
-                     mine=mine or None, comment=comment)  # fmt: skip
+    return WaitingOn(
+        key=row.key,
+        status=shown(row.status, False),
+        owner=row.owner,
+        retry_after=wait.retry_after(row, at),
+        mine=mine or None,
+        comment=comment,
+    )
 
 
 def _answer(roots: list[WaitRow], at: float, agent: str | None, *, inside: set[str] | None) -> ClaimTaskResult:

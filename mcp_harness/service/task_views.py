@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from ..errors import InvalidArgument
 from ..models import (
@@ -15,12 +15,13 @@ from ..models import (
     TaskCounts,
     TaskDetail,
     TaskEvent,
+    TaskKind,
     TaskRow,
     TaskView,
     UpdateTaskResult,
 )
 from ..store.records import TaskEventRow, TaskRecord
-from ..task_states import KEEP, Outcome, Status, claimable, shown
+from ..task_states import KEEP, Outcome, ShownStatus, Status, claimable, shown
 from .base import iso
 
 
@@ -31,12 +32,12 @@ def task_counts(counts: dict[str, int]) -> TaskCounts:
     return TaskCounts(**{name: counts.get(name, 0) for name in TaskCounts.model_fields})
 
 
-def status_of(row: TaskRecord) -> str:
+def status_of(row: TaskRecord) -> ShownStatus:
     return shown(row.status, row.blocked)
 
 
 def lease_of(row: TaskRecord, at: float) -> Lease | None:
-    if row.status != Status.CLAIMED or row.lease_token is None:
+    if row.status != Status.CLAIMED or row.lease_token is None or row.lease_expires_at is None:
         return None
     left = round(row.lease_expires_at - at, 3)
     return Lease(
@@ -82,7 +83,7 @@ def task_view(row: TaskRecord, at: float, model: type[V] = TaskView, **extra: ob
         updated_at=iso(row.updated_at),
         completed_at=iso(row.completed_at),
         review=row.review,
-        kind=row.kind,
+        kind=cast(TaskKind, row.kind),  # 'work' or 'gate' when stored
         review_comment=row.review_comment,
         paths=json.loads(row.paths) if row.paths else None,
         **extra,
@@ -107,10 +108,10 @@ def full_row(row: TaskRecord, at: float, context: TaskContext | None = None) -> 
     return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context)
 
 
-def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: object) -> UpdateTaskResult:
+def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: Any) -> UpdateTaskResult:
     """An action's compact answer: key and status, what its outcome set (attempts, a backoff), the
     fields it cleared as null, and `extra` (unblocked, revoked)."""
-    given: dict[str, object] = dict.fromkeys(outcome.cleared)
+    given: dict[str, Any] = dict.fromkeys(outcome.cleared)
     if outcome.change.attempts is not KEEP:
         given["attempts"] = row.attempts
     if row.status == Status.PENDING and row.available_at > at:
@@ -139,7 +140,7 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
         attempts=row.attempts,
         depends_on=json.loads(row.depends_on),
         review=row.review,
-        kind=row.kind,
+        kind=cast(TaskKind, row.kind),  # 'work' or 'gate' when stored
         paths=json.loads(row.paths) if row.paths else None,
     )
 
@@ -154,7 +155,7 @@ def held_task(
         description=row.description,
         steps=json.loads(row.steps),
         lease=lease_of(row, at),
-        status=row.status,
+        status=status_of(row),
         review_comment=row.review_comment,
         last_error=row.last_error,
         context=context,

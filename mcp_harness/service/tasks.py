@@ -129,9 +129,16 @@ class TaskService(ServiceBase):
         at = now()
         async with self.db.read() as conn:
             rows = await store.page(
-                conn, ident.workspace, statuses=statuses, ready=args.ready, now=at, tag=args.tag, limit=limit + 1,
-                after_id=after, search=terms,
-            )  # fmt: skip
+                conn,
+                ident.workspace,
+                statuses=builtins.list(statuses) if statuses is not None else None,
+                ready=args.ready,
+                now=at,
+                tag=args.tag,
+                limit=limit + 1,
+                after_id=after,
+                search=terms,
+            )
             counts = await store.counts(conn, ident.workspace)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -156,7 +163,8 @@ class TaskService(ServiceBase):
         self, ident: Identity, *, statuses: builtins.list[str] | None = None, query: str | None = None
     ) -> tuple[builtins.list[TaskDetail], TaskCounts]:
         """Every task (full views with their leases, for people; with `query`, those matching it) and the counts."""
-        at, after, out = now(), 0, []
+        at, after = now(), 0
+        out: builtins.list[TaskDetail] = []
         terms = search_terms(query) if query is not None else None
         async with self.db.read() as conn:
             while True:
@@ -180,7 +188,7 @@ class TaskService(ServiceBase):
             counts = await store.counts(conn, ident.workspace)
         return out, task_counts(counts)
 
-    async def brief(self, conn: Connection, ident: Identity) -> tuple[list[HeldTask], TaskCounts]:
+    async def brief(self, conn: Connection, ident: Identity) -> tuple[builtins.list[HeldTask], TaskCounts]:
         """This agent's held tasks and the workspace counts, inside the caller's read."""
         at = now()
         rows = await store.held_by(conn, ident.workspace, ident.agent)
