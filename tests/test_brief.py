@@ -4,7 +4,7 @@ test_http.py)."""
 from __future__ import annotations
 
 import pytest
-from conftest import call, mcp_client, run_cli
+from support import call, mcp_client, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test runs the command line in a process
 

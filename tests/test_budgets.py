@@ -7,8 +7,8 @@ import json
 from contextlib import asynccontextmanager
 
 import pytest
-from conftest import call, mcp_client, settings_for
 from mcp import Client
+from support import call, mcp_client, settings_for
 
 from mcp_harness.server import create_server
 from mcp_harness.service import Identity

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import settings_for
-from console_support import agent_call
+from support import settings_for
+from support.console import agent_call
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity

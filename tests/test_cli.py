@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call, mcp_client, run_cli
+from support import call, mcp_client, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 

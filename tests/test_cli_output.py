@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import call, mcp_client, run_cli, subprocess_env
+from support import call, mcp_client, run_cli, subprocess_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test runs the command line in a process
 YELLOW = "\x1b[33m"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, mcp_client
+from support import call, mcp_client
 
 from mcp_harness.cli.main import main
 

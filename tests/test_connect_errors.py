@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PG_ENV, subprocess_env
+from support import PG_ENV, subprocess_env
 
 from mcp_harness.cli.main import main
 

@@ -8,9 +8,9 @@ import dataclasses
 from typing import NamedTuple
 
 import pytest
-from conftest import settings_for
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
+from support import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity

@@ -10,7 +10,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import serve_command, settings_for, subprocess_env
+from support import serve_command, settings_for, subprocess_env
 
 from mcp_harness.service import Harness, Identity
 

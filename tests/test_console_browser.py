@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
+from support.console import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import httpx2
 import pytest
-from console_support import agent_call, seed, shared_server, token, ui_process
+from support.console import agent_call, seed, shared_server, token, ui_process
 
 pytestmark = pytest.mark.slow
 

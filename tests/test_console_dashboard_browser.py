@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_project import build
-from console_support import shared_server, token
+from support.console import shared_server, token
+from support.console_project import build
 
 pytestmark = pytest.mark.slow
 

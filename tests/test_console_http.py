@@ -17,8 +17,10 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from conftest import run_cli
-from console_support import (
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from support import run_cli
+from support.console import (
     XSS_TITLE,
     agent_call,
     agent_call_error,
@@ -29,8 +31,6 @@ from console_support import (
     token,
     ui_process,
 )
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from mcp_harness.console.app import CSP
 

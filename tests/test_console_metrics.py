@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import settings_for
 from mcp import Client
+from support import settings_for
 
 import mcp_harness.console.actions  # noqa: F401 - /metrics is served beside the console, which names its actions
 from mcp_harness import __version__, clock

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import settings_for
+from support import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import anyio
 import httpx2
 import pytest
-from conftest import settings_for
-from console_support import shared_server, token
+from support import settings_for
+from support.console import shared_server, token
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, subprocess_env
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
+from support import call, subprocess_env
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 pytestmark = pytest.mark.slow

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import call, fail, mcp_client
 from mcp.shared.exceptions import MCPError
+from support import call, fail, mcp_client
 
 from mcp_harness.errors import ALL_CODES, HarnessError
 
@@ -234,8 +234,8 @@ async def test_nul_is_refused_in_every_text_argument_and_kept_in_json_values(cli
 async def test_an_unknown_argument_of_a_tool_without_arguments_says_it_takes_none(sqlite_url, workspace):
     from dataclasses import replace
 
-    from conftest import settings_for
     from mcp import Client
+    from support import settings_for
 
     from mcp_harness.arguments import ToolArgs
     from mcp_harness.identity import Identity

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 pytestmark = pytest.mark.anyio
 

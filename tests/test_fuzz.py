@@ -12,10 +12,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import settings_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
+from support import settings_for
 
 from mcp_harness.errors import ALL_CODES
 from mcp_harness.mcp_tools import TOOLS as TOOL_TABLE

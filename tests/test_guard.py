@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import call, mcp_client, run_cli, subprocess_env
+from support import call, mcp_client, run_cli, subprocess_env
 
 from mcp_harness.cli.guard import check
 from mcp_harness.glance import Reserved

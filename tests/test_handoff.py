@@ -11,8 +11,8 @@ import json
 from contextlib import asynccontextmanager
 
 import pytest
-from conftest import call, fail, settings_for
 from mcp import Client
+from support import call, fail, settings_for
 
 from mcp_harness import clock
 from mcp_harness.server import create_server

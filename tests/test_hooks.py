@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import settings_for
+from support import settings_for
 
 from mcp_harness.cli import hook
 from mcp_harness.models import TaskSpec

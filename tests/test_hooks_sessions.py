@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import subprocess_env
+from support import subprocess_env
 
 pytestmark = pytest.mark.slow
 

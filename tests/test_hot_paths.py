@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import settings_for
+from support import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity

@@ -17,11 +17,11 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
-from conftest import ToolFailed, call, fail, run_cli, settings_for, subprocess_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from support import ToolFailed, call, fail, run_cli, settings_for, subprocess_env
 
 from mcp_harness.http import build_app
 from mcp_harness.service import Harness

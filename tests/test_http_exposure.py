@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from conftest import run_cli, settings_for, subprocess_env
+from support import run_cli, settings_for, subprocess_env
 
 from mcp_harness.binds import resolve_bind
 from mcp_harness.http import build_app

@@ -18,9 +18,9 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from conftest import call, run_cli, subprocess_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from support import call, run_cli, subprocess_env
 
 pytestmark = pytest.mark.slow
 

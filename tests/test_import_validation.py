@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, mcp_client, run_cli, settings_for
+from support import call, mcp_client, run_cli, settings_for
 from test_maintenance import export_text, populate
 
 from mcp_harness.errors import InvalidArgument

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import call, mcp_client, subprocess_env
+from support import call, mcp_client, subprocess_env
 
 pytestmark = pytest.mark.slow  # every test runs `mcp-harness init` in a process
 

@@ -4,8 +4,8 @@ and only agents are told the claim, work, complete loop."""
 from __future__ import annotations
 
 import pytest
-from conftest import settings_for
 from mcp import Client
+from support import settings_for
 
 from mcp_harness.identity import Identity
 from mcp_harness.server import INSTRUCTIONS, create_server

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 from mcp_harness import clock
 

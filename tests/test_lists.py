@@ -7,10 +7,10 @@ import json
 import sqlite3
 
 import pytest
-from conftest import call, mcp_client, settings_for, sqlite_at_version
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
+from support import call, mcp_client, settings_for, sqlite_at_version
 
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES

@@ -7,7 +7,7 @@ import secrets
 
 import anyio
 import pytest
-from conftest import call, mcp_client, run_cli, settings_for, sqlite_at_version
+from support import call, mcp_client, run_cli, settings_for, sqlite_at_version
 
 from mcp_harness import clock
 from mcp_harness.errors import InvalidArgument

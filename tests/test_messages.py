@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 from mcp_harness import clock
 from mcp_harness.service import Identity
@@ -182,7 +182,7 @@ async def test_concurrent_acks_count_once_per_addressee(harness, workspace):
 async def test_messages_are_exported_and_imported_with_validation(db_url, workspace, tmp_path):
     import json
 
-    from conftest import settings_for
+    from support import settings_for
 
     from mcp_harness.errors import InvalidArgument
     from mcp_harness.service import Harness
@@ -235,7 +235,7 @@ async def test_messages_are_exported_and_imported_with_validation(db_url, worksp
 async def test_a_person_uses_msg_from_the_command_line(tmp_path):
     import json
 
-    from conftest import run_cli
+    from support import run_cli
 
     db = str(tmp_path / "cli.db")
     url = f"sqlite+aiosqlite:///{db}"
@@ -277,7 +277,7 @@ async def test_acks_from_concurrent_processes_count_once_per_addressee(db_url, w
     import subprocess
     import sys
 
-    from conftest import settings_for, subprocess_env
+    from support import settings_for, subprocess_env
 
     from mcp_harness.service import Harness
 

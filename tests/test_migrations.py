@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import asyncpg
 import pytest
-from conftest import PG_ENV, settings_for
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
+from support import PG_ENV, settings_for
 
 from mcp_harness.errors import Unavailable
 from mcp_harness.service import Harness, Identity

@@ -10,8 +10,8 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
 from mcp import Client, StdioServerParameters
+from support import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

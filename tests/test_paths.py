@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call, fail, mcp_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import call, fail, mcp_client
 
 from mcp_harness import clock
 from mcp_harness.paths import PatternError, matcher, matches, normalize, overlap
@@ -227,7 +227,7 @@ async def test_reservations_are_found_by_anchor_whatever_the_collation(db_url, w
 
 
 async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
-    from conftest import settings_for
+    from support import settings_for
 
     from mcp_harness.service import Harness
 
@@ -260,7 +260,7 @@ async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
 
 
 async def test_the_board_card_shows_a_task_paths(db_url, workspace):
-    from conftest import settings_for
+    from support import settings_for
 
     from mcp_harness.service import Harness
     from mcp_harness.service.base import Identity
@@ -275,7 +275,7 @@ async def test_the_board_card_shows_a_task_paths(db_url, workspace):
 
 
 async def test_a_session_end_ends_its_reservations(db_url, workspace):
-    from conftest import settings_for
+    from support import settings_for
 
     from mcp_harness.service import Harness
     from mcp_harness.service.base import Identity

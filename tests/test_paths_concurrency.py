@@ -10,13 +10,13 @@ import textwrap
 from collections import Counter
 
 import pytest
-from conftest import subprocess_env
+from support import subprocess_env
 
 from mcp_harness.paths import overlap
 from mcp_harness.service import Harness
 from mcp_harness.service.base import Identity
 
-from conftest import settings_for  # isort: skip
+from support import settings_for  # isort: skip
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ from collections import Counter
 
 import anyio
 import pytest
-from conftest import call, drain, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
+from support import call, drain, serve_command, subprocess_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 

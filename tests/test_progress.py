@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 from mcp_harness.service import Identity
 from mcp_harness.service.progress import append_entry

@@ -8,11 +8,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import mcp_client, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
+from support import mcp_client, serve_command, subprocess_env
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import logging
 
 import anyio
 import pytest
-from conftest import call, run_cli, serve_command, settings_for, subprocess_env
 from mcp import Client, StdioServerParameters
+from support import call, run_cli, serve_command, settings_for, subprocess_env
 
 from mcp_harness.errors import Internal, NotFound
 from mcp_harness.service import Harness, Identity, maintenance

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import mcp_client
+from support import mcp_client
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,7 @@ on every mutating tool, and changes nothing; the published schemas carry the fie
 from __future__ import annotations
 
 import pytest
-from conftest import call
+from support import call
 
 from mcp_harness.arguments import RecordProgressArgs
 from mcp_harness.models import RecordProgressResult

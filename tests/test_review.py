@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-from conftest import call, fail, run_cli, serve_command, settings_for, subprocess_env
 from mcp import Client, StdioServerParameters
+from support import call, fail, run_cli, serve_command, settings_for, subprocess_env
 
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity

@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 import anyio
 import httpx2
 import pytest
-from conftest import call, drain, run_cli, subprocess_env
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from support import call, drain, run_cli, subprocess_env
 from test_http import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call, fail, mcp_client, run_cli
+from support import call, fail, mcp_client, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # both tests run the CLI as a process
 

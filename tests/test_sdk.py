@@ -29,7 +29,7 @@ def test_the_installed_release_is_one_sdk_py_was_checked_against(distribution, l
 
 
 def test_what_sdk_py_reaches_into_is_there(tmp_path):
-    from conftest import settings_for
+    from support import settings_for
 
     from mcp_harness.identity import Identity
     from mcp_harness.server import create_server

@@ -5,7 +5,7 @@ queries refused clearly."""
 from __future__ import annotations
 
 import pytest
-from conftest import call, fail
+from support import call, fail
 
 from mcp_harness.service import Identity
 from mcp_harness.service.search import search_terms

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import subprocess_env
+from support import subprocess_env
 
 
 @pytest.mark.slow

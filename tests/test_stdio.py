@@ -11,8 +11,8 @@ from collections import Counter
 
 import anyio
 import pytest
-from conftest import call, fail, mcp_client, serve_command, subprocess_env
 from mcp import Client, StdioServerParameters
+from support import call, fail, mcp_client, serve_command, subprocess_env
 from test_published import MODEL_VISIBLE_LIMIT, model_visible
 
 from mcp_harness.mcp_tools import TOOLS

@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import call, mcp_client, serve_command, subprocess_env
-from stdio_wire import MODES, Wire
+from support import call, mcp_client, serve_command, subprocess_env
+from support.stdio_wire import MODES, Wire
 
 from mcp_harness.stdio import CLOSE_TIMEOUT_SECONDS, MAX_MESSAGE_BYTES
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from conftest import call, fail, mcp_client, run_cli, settings_for, subprocess_env
+from support import call, fail, mcp_client, run_cli, settings_for, subprocess_env
 
 from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable

@@ -8,7 +8,7 @@ import json
 from contextlib import asynccontextmanager
 
 import pytest
-from conftest import call, fail, mcp_client, run_cli, settings_for
+from support import call, fail, mcp_client, run_cli, settings_for
 
 from mcp_harness import clock
 from mcp_harness.server import create_server

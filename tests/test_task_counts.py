@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import settings_for
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
+from support import settings_for
 
 from mcp_harness import clock
 from mcp_harness.errors import HarnessError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 from mcp_harness import clock
 from mcp_harness.service import Harness, Identity
@@ -39,7 +39,7 @@ async def events(db_url: str, workspace: str, key: str) -> list[tuple[str, str, 
 
 
 def _settings(db_url: str):
-    from conftest import settings_for
+    from support import settings_for
 
     return settings_for(db_url)
 
@@ -219,7 +219,7 @@ async def test_events_are_exported_and_imported(db_url, workspace, tmp_path):
 
 @pytest.mark.slow
 async def test_cli_tasks_show_tells_one_tasks_story(tmp_path):
-    from conftest import run_cli
+    from support import run_cli
 
     db = tmp_path / "story.db"
     url = f"sqlite+aiosqlite:///{db}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import call, fail, mcp_client
+from support import call, fail, mcp_client
 
 from mcp_harness import clock
 

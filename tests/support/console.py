@@ -17,11 +17,11 @@ from pathlib import Path
 import anyio
 import httpx2
 import uvicorn
-from conftest import run_cli, settings_for, subprocess_env
 
 from mcp_harness.http import build_app
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
+from support import run_cli, settings_for, subprocess_env
 
 HELPER = Path(__file__).parent / "helpers" / "agent_call.py"
 XSS_TITLE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> sneaky title'

@@ -5,11 +5,11 @@ blocks the packaging, a design gate waiting for a person, a review waiting, work
 from __future__ import annotations
 
 import anyio
-from conftest import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.connection import Query
+from support import settings_for
 
 T = TaskSpec
 PLAN = [
