@@ -23,7 +23,7 @@ from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from support import run_cli, settings_for, subprocess_env
 
-HELPER = Path(__file__).parent / "helpers" / "agent_call.py"
+HELPER = Path(__file__).parent.parent / "helpers" / "agent_call.py"  # tests/helpers
 XSS_TITLE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"> sneaky title'
 
 
