@@ -55,8 +55,10 @@ async def test_tools_list_stays_small(sqlite_url, workspace):
         size = len(model_visible(listing.tools))
         assert size < MODEL_VISIBLE_LIMIT, f"what a model reads of tools/list is {size} bytes"
         whole = len(listing.model_dump_json(by_alias=True, exclude_none=True))
-        # 15.8k before messages; the message tool's result and the inbox in three answers add 2.4k
-        assert whole < 20_000, f"tools/list is {whole} bytes"
+        # 15.8k before revision 3's shapes; the handoff context's types (claim_task, restore_state), the
+        # message tool with the inbox in three answers and the path reservations took it to 22.3k. Output
+        # schemas are read by clients, not by the model (what it reads is MODEL_VISIBLE_LIMIT above).
+        assert whole < 24_000, f"tools/list is {whole} bytes"
 
 
 async def test_state_survives_a_server_restart(sqlite_url, workspace):
