@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from mcp_harness import clock
 from mcp_harness.config import Settings
-from mcp_harness.errors import InvalidArgument, LeaseLost, NotFound
+from mcp_harness.errors import Forbidden, InvalidArgument, LeaseLost, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import tasks as task_store
@@ -199,10 +199,15 @@ class TaskMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 7))
     def reopen(self, index):
         key = self.keys[index % len(self.keys)]
+        reopen = {"task_key": key, "action": "reopen", "reason": "regression"}
         try:
-            self.run(self.h.tasks.update(Identity(WS, "human"), task_key=key, action="reopen", reason="regression"))
+            try:
+                self.run(self.h.tasks.update(Identity(WS, "human"), **reopen))
+            except Forbidden:  # an agent may not revive a cancelled task: a person's decision
+                assert self._rows()[0][key].status == "cancelled", key
+                self.run(self.h.tasks.update(Identity(WS, "human", "operator"), **reopen))
         except InvalidArgument:
-            return  # not done or failed: nothing to reopen
+            return  # not done, failed or cancelled: nothing to reopen
         self.reopened.add(key)
         self._sync()  # claims downstream of a reopened task are revoked, reviews downstream sent back
 
