@@ -7,11 +7,10 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx2
 import pytest
-from support.console import agent_call, seed, shared_server, token, ui_process
+from support.console import agent_call, seed, shared_server, signed_in, token, ui_process
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +31,6 @@ def ws(db: str) -> str:
     name = f"shop-{secrets.token_hex(3)}"
     seed(db, name)
     return name
-
-
-@contextmanager
-def signed_in(url: str, tok: str) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
-        response = client.post("/ui/login", data={"token": tok}, headers={"origin": url})
-        assert response.status_code == 303, response.text
-        yield client
 
 
 def needs_of(html: str) -> dict[str, int]:

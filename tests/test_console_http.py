@@ -10,7 +10,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from support.console import (
     log_json,
     seed,
     shared_server,
+    signed_in,
     tasks_json,
     token,
     ui_process,
@@ -54,14 +55,6 @@ def ws(db: str) -> str:
     name = f"shop-{secrets.token_hex(3)}"
     seed(db, name)
     return name
-
-
-@contextmanager
-def signed_in(url: str, tok: str) -> Iterator[httpx2.Client]:
-    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
-        response = client.post("/ui/login", data={"token": tok}, headers={"origin": url})
-        assert response.status_code == 303, response.text
-        yield client
 
 
 class Tags(HTMLParser):

@@ -160,3 +160,12 @@ def log_json(db: str, workspace: str) -> list[dict]:
     out = run_cli("log", "--db", db, "--workspace", workspace, "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+@contextmanager
+def signed_in(url: str, tok: str) -> Iterator[httpx2.Client]:
+    """A browser-like client signed in to the shared server's console with the bearer token `tok`."""
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        response = client.post("/ui/login", data={"token": tok}, headers={"origin": url})
+        assert response.status_code == 303, response.text
+        yield client
