@@ -14,8 +14,6 @@ from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
 from .checkpoints import CheckpointService
-from .console import ConsoleService
-from .console_sessions import ConsoleSessionService
 from .contacts import ContactService
 from .messages import MessageService, unread_count
 from .messages import inbox as read_inbox
@@ -27,6 +25,8 @@ from .tasks import TaskService
 from .tokens import TokenService
 
 if TYPE_CHECKING:
+    from .console import ConsoleService
+    from .console_sessions import ConsoleSessionService
     from .maintenance import MaintenanceService
 
 __all__ = ["Harness", "Identity", "iso"]
@@ -44,9 +44,21 @@ class Harness:
         self.schemas = SchemaService(db, settings)
         self.tokens = TokenService(db, settings)
         self.messages = MessageService(db, settings)
-        self.console_sessions = ConsoleSessionService(db, settings)
-        self.console = ConsoleService(db, settings, checkpoints=self.checkpoints)
         self.contacts = ContactService(db, settings)
+
+    @cached_property
+    def console(self) -> ConsoleService:
+        """The console's pages: loaded on first use (a stdio session never shows one; it starts faster)."""
+        from .console import ConsoleService
+
+        return ConsoleService(self.db, self.settings, checkpoints=self.checkpoints)
+
+    @cached_property
+    def console_sessions(self) -> ConsoleSessionService:
+        """Console sign-ins: loaded on first use, as `console`."""
+        from .console_sessions import ConsoleSessionService
+
+        return ConsoleSessionService(self.db, self.settings)
 
     @cached_property
     def maintenance(self) -> MaintenanceService:
