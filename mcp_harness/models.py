@@ -200,8 +200,11 @@ class ContextDependency(Result):
     #: the JSON value complete gave, or (past 300 characters of compact JSON) a string of its start, cut
     result: Any = Field(default=None, exclude_if=_absent)
     verification: str | None = Field(default=None, exclude_if=_absent)
-    cut: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: `result` or `verification` was cut
+    #: `result`, `verification` or `comment` was cut
+    cut: bool | None = Field(default=None, exclude_if=lambda v: not v)
     reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
+    #: the person's comment on approving it (a gate or a review task), cut to 300 characters as results are
+    comment: str | None = Field(default=None, exclude_if=_absent)
 
 
 #: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes

@@ -96,6 +96,30 @@ async def test_a_long_result_is_cut_and_a_cancelled_dependency_says_why(db_url, 
         assert deps["gone"] == {"key": "gone", "status": "cancelled", "reason": "replaced by big"}
 
 
+async def test_an_approval_comment_reaches_the_dependents(db_url, workspace):
+    """A person's comment on approving a gate or a review task travels to what depends on it (issue
+    h8 item 1): the dependency entry carries it as `comment`, cut to 300 characters as results are."""
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[
+            {"key": "release-signoff", "title": "sign-off", "kind": "gate"},
+            {"key": "notes", "title": "notes", "review": True},
+            {"key": "plain", "title": "plain", "review": True},
+            {"key": "release", "title": "release", "depends_on": ["release-signoff", "notes", "plain"]},
+        ])  # fmt: skip
+        said = "ship 1.0 on Thursday; arm64 follows in 1.0.1"
+        await call(olga, "update_task", task_key="release-signoff", action="approve", comment=said)
+        for key, comment in (("notes", "c" * 400), ("plain", None)):
+            got = await call(ann, "claim_task", task_key=key)
+            await complete(ann, key, got["lease"]["token"])
+            await call(olga, "update_task", task_key=key, action="approve", **({"comment": comment} if comment else {}))
+        deps = {d["key"]: d for d in (await call(ann, "claim_task"))["task"]["context"]["dependencies"]}
+        assert deps["release-signoff"] == {"key": "release-signoff", "status": "done", "comment": said}
+        assert deps["notes"]["comment"] == "c" * 300 + "…" and deps["notes"]["cut"] is True
+        assert "comment" not in deps["plain"] and "cut" not in deps["plain"]  # approved without a word
+        full = (await call(ann, "list_tasks", task_key="release"))["tasks"][0]["context"]["dependencies"]
+        assert {d["key"]: d.get("comment") for d in full}["notes"] == "c" * 400  # read on purpose: uncut
+
+
 async def test_the_context_keeps_within_its_bound_however_long_the_history(db_url, workspace):
     """Many long notes of every kind and long dependency results: at most 2,000 bytes, notes with a reason
     kept before take-over and connection-end notes, the newest first."""

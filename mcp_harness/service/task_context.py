@@ -5,7 +5,8 @@ task event each one tells, and agents' progress entries about the task) and its 
 result and verification, within `MAX_BYTES` of compact JSON; `full=True` answers it whole (the result and
 texts uncut, no byte bound: one task read on purpose). It costs a few bounded queries whatever the
 history: the newest `NOTES` progress entries about the task and its newest events by index, and one read
-of its dependencies (plus one event read per cancelled dependency, for its reason)."""
+of its dependencies (plus one event read per cancelled dependency, for its reason, and per approved gate or
+review task, for the person's comment)."""
 
 from __future__ import annotations
 
@@ -84,17 +85,32 @@ def _result_of(raw: str | None, chars: int | None) -> tuple[Any, bool]:
     return _cut(text, chars)
 
 
-def _dependency(row: TaskRecord, reason: str | None, chars: int | None) -> ContextDependency:
+def _dependency(row: TaskRecord, reason: str | None, comment: str | None, chars: int | None) -> ContextDependency:
     result, cut_result = _result_of(row.result, chars)
     verification, cut_verification = _cut(row.verification, chars) if row.verification is not None else (None, False)
+    comment, cut_comment = _cut(comment, chars) if comment is not None else (None, False)
     return ContextDependency(
         key=row.key,
         status=shown(row.status, row.blocked),
         result=result,
         verification=verification,
-        cut=cut_result or cut_verification or None,
+        cut=cut_result or cut_verification or cut_comment or None,
         reason=reason,
+        comment=comment,
     )
+
+
+async def _approval_comments(conn: Connection, workspace: str, deps: list[TaskRecord]) -> dict[str, str]:
+    """The comment a person gave approving each done gate or review task among `deps` (its newest
+    `approve` event: a task reopened and approved again says the newer word)."""
+    comments = {}
+    for dep in deps:
+        if dep.status == Status.DONE and (dep.review or dep.kind == "gate"):
+            ev = await store.last_event(conn, workspace, dep.key, "approve")
+            comment = json.loads(ev.detail).get("comment") if ev is not None and ev.detail else None
+            if comment:
+                comments[dep.key] = comment
+    return comments
 
 
 def _size(context: TaskContext) -> int:
@@ -114,6 +130,7 @@ async def task_context(conn: Connection, workspace: str, row: TaskRecord, *, ful
         if dep is not None and dep.status == Status.CANCELLED:
             ev = await store.last_event(conn, workspace, key, "cancel")
             reasons[key] = json.loads(ev.detail).get("reason") if ev is not None and ev.detail else None
+    comments = await _approval_comments(conn, workspace, [deps[k] for k in keys if k in deps])
     present = [deps[k] for k in keys if k in deps]
     if not notes and not present:
         return None
@@ -126,7 +143,7 @@ async def task_context(conn: Connection, workspace: str, row: TaskRecord, *, ful
         for _weight, note in kept:
             text, _ = _cut(note.text, text_chars)
             shown.append(note.model_copy(update={"text": text}))
-        dependencies = [_dependency(d, reasons.get(d.key), chars) for d in present[:n_deps]]
+        dependencies = [_dependency(d, reasons.get(d.key), comments.get(d.key), chars) for d in present[:n_deps]]
         return TaskContext(
             notes=shown or None,
             dependencies=dependencies or None,
