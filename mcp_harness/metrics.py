@@ -35,6 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from . import __version__
 from .errors import HarnessError
+from .task_states import SHOWN
 from .waits import claim_waited
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake, not at a server's start
@@ -144,6 +145,17 @@ class _DatabaseFigures:
         self.oldest_review: list[tuple[str, float]] = []
         self.oldest_ready: list[tuple[str, float]] = []
 
+    def fill(self, workspaces: list[str]) -> None:
+        """Every series of each of `workspaces` at 0 where the database has no figure: an alert on a
+        status, an expired lease or an age works before the first such task (a gauge with no series
+        reads as absent, not as 0)."""
+        counts = {(w, s): n for w, s, n in self.counts}
+        self.counts = [(w, s, counts.get((w, s), 0)) for w in workspaces for s in SHOWN]
+        for name in ("expired", "oldest_review", "oldest_ready"):
+            have = dict(getattr(self, name))
+            setattr(self, name, [(w, have.get(w, 0)) for w in workspaces])
+        self.taken_over = {w: self.taken_over.get(w, 0) for w in workspaces}
+
     def collect(self) -> Any:
         for name, what, rows in (
             ("mcp_harness_oldest_in_review_seconds", "Age of the task longest in review (waiting for a person)",
@@ -185,7 +197,8 @@ class _DatabaseFigures:
 
 async def render(harness: Harness, workspace: str | None = None) -> bytes:
     """The exposition text: this process's counters, then the database's figures; with `workspace`,
-    that workspace's figures only."""
+    that workspace's figures only. Every workspace with data (or the one asked about) has each status,
+    expired leases and both ages, at 0 when there is nothing."""
     figures = _DatabaseFigures()
     figures.counts, figures.expired = await harness.console.metrics()
     figures.oldest_review, figures.oldest_ready = await harness.console.ages()
@@ -194,12 +207,9 @@ async def render(harness: Harness, workspace: str | None = None) -> bytes:
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(figures)
     if workspace is None:
+        figures.fill(sorted({*await harness.console.workspaces(), *(c[0] for c in figures.counts)}))
         return generate_latest(REGISTRY) + generate_latest(scrape)
-    figures.counts = [c for c in figures.counts if c[0] == workspace]
-    figures.expired = [e for e in figures.expired if e[0] == workspace]
-    figures.oldest_review = [a for a in figures.oldest_review if a[0] == workspace]
-    figures.oldest_ready = [a for a in figures.oldest_ready if a[0] == workspace]
-    figures.taken_over = {w: n for w, n in figures.taken_over.items() if w == workspace}
+    figures.fill([workspace])
     figures.claim_waits = None
     return generate_latest(scrape)
 

@@ -36,6 +36,31 @@ async def test_series_start_at_zero_and_process_and_version_are_shown(harness: H
     assert "python_info{" in text and "process_resident_memory_bytes" in text
 
 
+async def test_a_fresh_workspace_has_every_series_an_alert_watches_at_once(db_url: str, workspace: str):
+    """Every task status, expired leases and both ages exist at 0 for a workspace as soon as it exists
+    (an absence alert on `oldest_ready_seconds` or a `tasks{status="failed"} > 0` alert works from the start),
+    in the view of every workspace and in the workspace's own view, even one that holds nothing yet."""
+    settings = settings_for(db_url)
+    async with Client(create_server(settings, Identity(workspace, "ana"))) as client:
+        await client.call_tool("record_progress", {"summary": "set up the repository"})  # no task at all
+    busy = f"{workspace}-busy"
+    async with Client(create_server(settings, Identity(busy, "ana"))) as client:
+        await client.call_tool("add_tasks", {"tasks": [{"key": "a", "title": "a"}]})
+    every = (await _render(settings)).decode()
+    async with Harness.open(settings) as h:
+        own, empty = (await render(h, workspace)).decode(), (await render(h, f"{workspace}-none")).decode()
+    for text, names in ((every, (workspace, busy)), (own, (workspace,)), (empty, (f"{workspace}-none",))):
+        for ws in names:
+            for status in ("pending", "claimed", "in_review", "done", "failed", "cancelled", "blocked"):
+                expected = 1 if (ws, status) == (busy, "pending") else 0
+                assert value(text, f'mcp_harness_tasks{{status="{status}",workspace="{ws}"}}') == expected
+            assert value(text, f'mcp_harness_leases_expired{{workspace="{ws}"}}') == 0
+            assert value(text, f'mcp_harness_oldest_in_review_seconds{{workspace="{ws}"}}') == 0
+            assert value(text, f'mcp_harness_oldest_ready_seconds{{workspace="{ws}"}}') >= 0
+            assert value(text, f'mcp_harness_leases_taken_over_total{{workspace="{ws}"}}') == 0
+    assert f"{workspace}-none" not in every  # a name nobody wrote to is not invented in the view of all
+
+
 async def test_tasks_ended_are_counted_by_outcome_through_the_server(db_url: str, workspace: str):
     settings = settings_for(db_url, backoff_base_seconds=0.01)
     before = (await _render(settings)).decode()

@@ -17,7 +17,7 @@ async def test_a_lease_taken_over_is_counted(harness: Harness, workspace: str) -
     await harness.tasks.add(alice, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
     assert (await harness.tasks.claim(alice, task_key="a", lease_seconds=30)).task is not None
     text = (await render(harness)).decode()
-    assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}}' not in text  # none yet
+    assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}} 0.0' in text  # none yet: at 0
     clock.advance(60)  # alice's lease runs out
     got = await harness.tasks.claim(bob, task_key="a")
     assert got.task is not None and got.task.key == "a"
