@@ -120,6 +120,30 @@ async def test_an_approval_comment_reaches_the_dependents(db_url, workspace):
         assert {d["key"]: d.get("comment") for d in full}["notes"] == "c" * 400  # read on purpose: uncut
 
 
+async def test_a_reason_that_ends_a_sentence_is_not_followed_by_a_semicolon(db_url, workspace):
+    """A note joins a person's or agent's text to what the harness adds: after a text that ends with
+    `.`, `?` or `!` a new sentence starts (not "CHANGELOG.md.; it is pending again")."""
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "review": True},
+                                            {"key": "c", "title": "C"}])  # fmt: skip
+        await call(ann, "claim_task", task_key="a")
+        await call(olga, "update_task", task_key="a", action="release", reason="ann left; see CHANGELOG.md.")
+        got = await call(ann, "claim_task", task_key="b")
+        await complete(ann, "b", got["lease"]["token"])
+        await call(olga, "update_task", task_key="b", action="reject", comment="why no tests?")
+        got = await call(ann, "claim_task", task_key="c")
+        await call(ann, "update_task", task_key="c", action="fail", lease_token=got["lease"]["token"],
+                   error="disk full!")  # fmt: skip
+        texts = {}
+        for key in ("a", "b", "c"):
+            texts[key] = (await call(ann, "list_tasks", task_key=key))["tasks"][0]["context"]["notes"][0]["text"]
+        said = "operator olga released task a (held by ann): ann left; see CHANGELOG.md. It is pending again"
+        assert texts["a"] == said
+        assert texts["b"] == "olga rejected task b: why no tests? It is pending again for its next claimer"
+        assert texts["c"].startswith("task c failed on attempt 1 (ann): disk full! Will be retried in "), texts["c"]
+        assert (await call(ann, "claim_task", task_key="a"))["task"]["context"]["notes"][0]["text"] == said
+
+
 async def test_the_context_keeps_within_its_bound_however_long_the_history(db_url, workspace):
     """Many long notes of every kind and long dependency results: at most 2,000 bytes, notes with a reason
     kept before take-over and connection-end notes, the newest first."""

@@ -107,7 +107,7 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
 
     async def others_act(h: Harness) -> None:
         await h.tasks.operator_release(ann, "a", "taken back")
-        await h.tasks.cancel(ann, "b", "the plan changed")
+        await h.tasks.cancel(ann, "b", "the plan changed.")  # a sentence: no second period
         await h.tasks.claim(other, task_key="a")  # released to pending: a claim, not news to me
 
     act(db_url, others_act)
@@ -123,13 +123,13 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
         held = await h.restore(me)
         lease = next(t.lease for t in held.my_tasks if t.key == "c")
         await h.tasks.update(me, task_key="c", action="complete", lease_token=lease.token, verification="ran it")
-        await h.tasks.reject(ann, "c", "the title is wrong")
+        await h.tasks.reject(ann, "c", "is the title wrong?")
 
     act(db_url, review)
     out, _ = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
     assert context(out, "UserPromptSubmit") == (
         f"mcp-harness: since your last turn (you are {ME}):\n"
-        "- task c: ann rejected it: the title is wrong. It is pending again for its next claimer."
+        "- task c: ann rejected it: is the title wrong? It is pending again for its next claimer."
     )
 
 

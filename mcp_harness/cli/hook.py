@@ -143,7 +143,9 @@ def tell(item: Any, me: str) -> str | None:
     why = d.get("comment") or d.get("reason")
     then = {"reject": " It is pending again for its next claimer." if not d.get("gate") else " The gate failed.",
             "cancel": " Stop working on it."}.get(item.kind, "")  # fmt: skip
-    return f"- task {k}: {who} {said[item.kind]}" + (f": {why}." if why else ".") + then
+    why = (why or "").rstrip()
+    told = f": {why}" + ("" if why.endswith((".", "?", "!")) else ".") if why else "."  # one sentence end, not two
+    return f"- task {k}: {who} {said[item.kind]}{told}{then}"
 
 
 def cmd_hook(args: Any) -> int:

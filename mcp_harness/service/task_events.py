@@ -35,9 +35,18 @@ class EventKind:
     status: Callable[[dict[str, Any]], str] = lambda _detail: "note"  #: the progress entry's status
 
 
+def then(text: str, rest: str) -> str:
+    """`text` (an agent's or a person's words) followed by the harness's `rest`: "; rest", or a new
+    sentence after words that end one (not "CHANGELOG.md.; it is pending again")."""
+    text = text.rstrip()
+    if text.endswith((".", "?", "!")):
+        return f"{text} {rest[:1].upper()}{rest[1:]}"
+    return f"{text}; {rest}"
+
+
 def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
-    then = f"will be retried in {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
-    return f"task {key} failed on attempt {attempt} ({actor}): {d.get('error') or 'no error given'}; {then}"
+    after = f"will be retried in {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
+    return f"task {key} failed on attempt {attempt} ({actor}): " + then(d.get("error") or "no error given", after)
 
 
 KINDS: dict[str, EventKind] = {
@@ -64,8 +73,8 @@ KINDS: dict[str, EventKind] = {
     #: a session's (a connection's) end ended the lease as if it expired then (`task_end`)
     "lease_end": EventKind(
         says=lambda k, a, n, d: (
-            f"the lease of {a} on task {k} ended: {d['reason']}; "
-            + ("it was the last attempt" if d.get("last") else "the next claim takes it at once")
+            f"the lease of {a} on task {k} ended: "
+            + then(d["reason"], "it was the last attempt" if d.get("last") else "the next claim takes it at once")
         ),
     ),
     "revoke": EventKind(
@@ -83,8 +92,8 @@ KINDS: dict[str, EventKind] = {
     "approve": EventKind(says=lambda k, a, n, d: f"{a} approved task {k}" + _comment(d)),
     "reject": EventKind(
         says=lambda k, a, n, d: (
-            f"{a} rejected task {k}: {d['comment']}"
-            + ("; the gate failed" if d.get("gate") else "; it is pending again for its next claimer")
+            f"{a} rejected task {k}: "
+            + then(d["comment"], "the gate failed" if d.get("gate") else "it is pending again for its next claimer")
         ),
         status=lambda d: "blocked" if d.get("gate") else "note",
     ),  # fmt: skip
@@ -97,8 +106,7 @@ KINDS: dict[str, EventKind] = {
     "operator_release": EventKind(
         says=lambda k, a, n, d: (
             f"operator {a} released task {k} (held by {d['owner']})"
-            + (f": {d['reason']}" if d.get("reason") else "")
-            + "; it is pending again"
+            + (": " + then(d["reason"], "it is pending again") if d.get("reason") else "; it is pending again")
         ),
         ended="an operator ({actor!r}) released it",
     ),
