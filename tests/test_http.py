@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import socket
 import subprocess
@@ -433,3 +434,32 @@ def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(served):
     answer = json.loads(events[-1]) if events else response.json()
     assert answer["id"] == 7 and answer["result"]["isError"] is True, answer
     assert answer["result"]["content"][0]["text"].startswith("[invalid_argument] tag: not valid Unicode"), answer
+
+
+def test_the_readme_script_connects_with_a_token_and_records_as_documented(served):
+    """The README's Python snippet runs as written against a real server (its URL pointed at this one):
+    it claims, records progress with `next_steps` as a list and `artifacts` as an object, and completes."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert len(blocks) == 1, "the README shows one Python script"
+    script = blocks[0].replace("http://127.0.0.1:8765", served.url)
+    ws = f"script-{secrets.token_hex(3)}"
+    token = served.token(ws, "bot")
+
+    async def plan() -> None:
+        async with http_client(served.url, token) as client:
+            await call(client, "add_tasks", tasks=[{"key": "api", "title": "API"}])
+
+    anyio.run(plan)
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env=subprocess_env(HARNESS_TOKEN=token))  # fmt: skip
+    assert ran.returncode == 0 and "'status': 'done'" in ran.stdout, (ran.stdout, ran.stderr)
+
+    async def check() -> dict:
+        async with http_client(served.url, token) as client:
+            return await call(client, "restore_state", progress_limit=1)
+
+    entry = anyio.run(check)["recent_progress"][0]
+    assert entry["task_key"] == "api" and entry["agent"] == "bot"
+    assert entry["next_steps"] == ["wire it into the UI"]
+    assert entry["artifacts"] == {"files": ["src/api.py"], "commit": "bbe720c"}
