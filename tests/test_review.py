@@ -5,6 +5,7 @@ cancel, and a gate opening exactly once when its last two dependencies complete 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -223,7 +224,8 @@ def test_review_cli(tmp_path, workspace):
     async def prepare() -> None:
         async with Harness.open(settings_for(db)) as h:
             coder = Identity(workspace, "coder")
-            plan = [t("design", review=True), t("old"), t("signoff", kind="gate", depends_on=["design"]), t("held")]
+            plan = [t("design", review=True), t("old"), t("signoff", kind="gate", depends_on=["design"]), t("held"),
+                    t("release", depends_on=["signoff"])]  # fmt: skip
             await h.tasks.add(coder, tasks=plan)
             await h.tasks.claim(coder, task_key="held")
             for verification in ("first try", "read it"):
@@ -266,6 +268,17 @@ def test_review_cli(tmp_path, workspace):
     out = run_cli("tasks", "reopen", "old", "--reason", "needed after all", "--agent", "ann", *base)
     assert out.returncode == 0 and "reopened task old: it is pending now" in out.stdout, out.stderr
     assert "ann reopened task old: needed after all" in run_cli("log", *base).stdout
+    # a person's approval comment reaches what depends on the gate
+    said = "ship 1.0 on Thursday; arm64 follows in 1.0.1"
+    out = run_cli("review", "approve", "signoff", "--comment", said, "--agent", "ann", *base)
+    assert out.returncode == 0 and "now claimable: release" in out.stdout, out.stderr
+
+    async def claim() -> Any:
+        async with Harness.open(settings_for(db)) as h:
+            return await h.tasks.claim(Identity(workspace, "coder"), task_key="release")
+
+    got = anyio.run(claim)
+    assert [(d.key, d.comment) for d in got.task.context.dependencies] == [("signoff", said)]
 
 
 @pytest.mark.slow
