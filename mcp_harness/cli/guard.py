@@ -1,6 +1,7 @@
 """`mcp-harness guard`: the git pre-commit check. It refuses a commit that touches a path another
-agent's live lease reserves exclusively, naming the holder, the task and the pattern (`git commit
---no-verify` is the escape, as with every hook). `init --guard` installs it (`guard_hook.py`).
+agent's live lease reserves exclusively, naming the holder, the task and the pattern, one line for
+each with a count and a few of the paths (`--no-verify` is the escape, as with every hook). `init
+--guard` installs it as the `pre-commit` and `pre-merge-commit` hooks (`guard_hook.py`).
 
 Runs on every commit, so it is kept lean like the per-prompt hook: the standard library, one read-only
 query (`glance.reserved`) and `pathspec` for the matching; never the service. The staged paths come
