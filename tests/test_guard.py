@@ -213,6 +213,20 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
 
 
 @pytest.mark.slow
+def test_a_hook_is_never_moved_over_one_moved_aside_before(tmp_path, sqlite_url):
+    root = repo(tmp_path / "repo")
+    hooks = root / ".git" / "hooks"
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho theirs\n")
+    (hooks / "pre-commit.before-mcp-harness").write_text("#!/bin/sh\necho older\n")
+    out = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", "w", "--no-hooks", "--no-instructions")
+    assert out.returncode == 0, out.stderr
+    assert "pre-commit: a hook of another program is there and pre-commit.before-mcp-harness too: kept" in out.stdout
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\necho theirs\n"
+    assert (hooks / "pre-commit.before-mcp-harness").read_text() == "#!/bin/sh\necho older\n"
+    assert "mcp-harness:guard" in (hooks / "pre-merge-commit").read_text()  # the other hook is free: installed
+
+
+@pytest.mark.slow
 async def test_a_thousand_file_commit_is_refused_in_three_lines(tmp_path, sqlite_url, workspace):
     root = repo(tmp_path / "repo")
     (root / "src" / "api").mkdir(parents=True)
