@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import call, mcp_client, run_cli, subprocess_env
 
-from mcp_harness.cli.guard import check
+from mcp_harness.cli.guard import advice, check
 from mcp_harness.glance import Reserved
 
 pytestmark = pytest.mark.anyio
@@ -48,9 +48,30 @@ def guard(cwd: Path, db: str, workspace: str, agent: str) -> subprocess.Complete
 def test_check_names_holder_task_and_pattern():
     at = time.time()
     held = [Reserved("api", "alice", "src/api/", at + 600), Reserved("mine", "bob", "docs/", at + 600)]
-    lines = check(["src/api/x.py", "docs/a.md", "src/other.py"], held, "bob", at)
-    assert len(lines) == 1 and "src/api/x.py" in lines[0] and "'alice'" in lines[0] and "'api'" in lines[0]
-    assert "'src/api/'" in lines[0] and "10m" in lines[0]
+    [clash] = check(["src/api/x.py", "docs/a.md", "src/other.py"], held, "bob")
+    line = clash.line(at)
+    assert "src/api/x.py" in line and "'alice'" in line and "'api'" in line
+    assert "'src/api/'" in line and "10m" in line
+
+
+def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
+    at = time.time()
+    held = [Reserved("api", "alice", "src/api/**", at + 600), Reserved("web", "carol", "web/", at + 90),
+            Reserved("api", "alice", "tests/api/", at + 600)]  # fmt: skip
+    files = [f"src/api/f{i}.py" for i in range(1000)] + ["web/index.html", "tests/api/t.py", "free.md"]
+    clashes = check(files, held, "bob")
+    lines = [c.line(at) for c in clashes]
+    assert len(lines) == 3 and sum(len(c.paths) for c in clashes) == 1002
+    assert lines[0].startswith("  reserved by agent 'alice' (task 'api', pattern 'src/api/**') for 10m more: "
+                               "1000 files, e.g. src/api/f0.py, src/api/f1.py, src/api/f2.py")  # fmt: skip
+    assert "src/api/f3.py" not in lines[0] and len(lines[0]) < 200
+    assert lines[1].endswith("(task 'web', pattern 'web/') for 1m more: web/index.html")
+    assert lines[2].endswith("pattern 'tests/api/') for 10m more: tests/api/t.py")
+    two = advice(clashes)
+    assert 'to="HOLDER"' in two and "msg send --to HOLDER" in two  # two holders: no single name to give
+    one = advice(clashes[:1])
+    assert 'message(action="send", to="alice"' in one and "mcp-harness msg send --to alice BODY" in one
+    assert "--no-verify" in one and "git merge --abort" in one
 
 
 @pytest.mark.slow
@@ -94,23 +115,32 @@ async def test_the_guard_refuses_reserved_paths_in_a_repo_and_a_worktree(tmp_pat
         assert guard(tree, db_url, workspace, "bob").returncode == 0
 
 
+def _init(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mcp_harness", "init", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+
+
+def _hook_env(**extra: str) -> dict[str, str]:
+    return {**_git_env(), "MCP_HARNESS_NO_SESSION": "1", "MCP_HARNESS_AGENT": "bob",
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], **extra}  # fmt: skip
+
+
 @pytest.mark.slow
-async def test_init_guard_installs_a_chained_pre_commit_hook(tmp_path, sqlite_url, workspace):
+async def test_init_guard_installs_chained_pre_commit_and_pre_merge_commit_hooks(tmp_path, sqlite_url, workspace):
     root = repo(tmp_path / "repo")
     hooks = root / ".git" / "hooks"
     hooks.mkdir(exist_ok=True)
-    before = hooks / "pre-commit"
-    before.write_text("#!/bin/sh\necho earlier-hook-ran >&2\n")
-    before.chmod(before.stat().st_mode | stat.S_IXUSR)
-    env = {**_git_env(), "MCP_HARNESS_NO_SESSION": "1", "MCP_HARNESS_AGENT": "bob",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}  # fmt: skip
-    out = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--guard", "--db", sqlite_url, "--workspace",
-                          workspace, "--no-instructions"], cwd=root, capture_output=True, text=True, env=env,
-                         timeout=60)  # fmt: skip
+    earlier = {name: f"#!/bin/sh\necho earlier-{name}-ran >&2\n" for name in ("pre-commit", "pre-merge-commit")}
+    for name, text in earlier.items():
+        (hooks / name).write_text(text)
+        (hooks / name).chmod((hooks / name).stat().st_mode | stat.S_IXUSR)
+    env = _hook_env()
+    out = _init(root, env, "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-instructions")
     assert out.returncode == 0, out.stderr
-    hook = (hooks / "pre-commit").read_text()
-    assert "mcp-harness:guard" in hook and workspace in hook and "guard" in hook
-    assert (hooks / "pre-commit.before-mcp-harness").exists()
+    for name in earlier:
+        hook = (hooks / name).read_text()
+        assert "mcp-harness:guard" in hook and workspace in hook and "guard" in hook
+        assert (hooks / f"{name}.before-mcp-harness").read_text() == earlier[name]
     async with mcp_client(sqlite_url, workspace, "alice") as a:
         await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
         await call(a, "claim_task")
@@ -118,12 +148,102 @@ async def test_init_guard_installs_a_chained_pre_commit_hook(tmp_path, sqlite_ur
     (root / "src" / "x.py").write_text("x\n")
     git(root, "add", ".")
     commit = subprocess.run(["git", "commit", "-qm", "x"], cwd=root, capture_output=True, text=True, env=env)
-    assert commit.returncode != 0 and "earlier-hook-ran" in commit.stderr and "'alice'" in commit.stderr
+    assert commit.returncode != 0 and "earlier-pre-commit-ran" in commit.stderr and "'alice'" in commit.stderr
+
+    # a merge that makes a commit is checked too (pre-merge-commit): the branch's src/x.py is alice's
+    git(root, "checkout", "-qb", "side")
     assert subprocess.run(["git", "commit", "-qm", "x", "--no-verify"], cwd=root, env=env).returncode == 0
-    removed = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--remove"], cwd=root,
-                             capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    git(root, "checkout", "-q", "main")
+    (root / "other.txt").write_text("o\n")
+    git(root, "add", "other.txt")
+    assert subprocess.run(["git", "commit", "-qm", "other"], cwd=root, env=env).returncode == 0  # free: passes
+    merge = subprocess.run(["git", "merge", "-m", "merge side", "side"], cwd=root, capture_output=True, text=True,
+                           env=env)  # fmt: skip
+    assert merge.returncode != 0, merge.stdout
+    assert "earlier-pre-merge-commit-ran" in merge.stderr and "'alice'" in merge.stderr and "src/x.py" in merge.stderr
+    assert git(root, "log", "-1", "--format=%s").strip() == "other"  # no merge commit was made
+    git(root, "merge", "--abort")
+    merged = subprocess.run(["git", "merge", "--no-verify", "-m", "merge side", "side"], cwd=root, env=env)
+    assert merged.returncode == 0 and git(root, "log", "-1", "--format=%s").strip() == "merge side"
+
+    removed = _init(root, env, "--remove")
     assert removed.returncode == 0, removed.stderr
-    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\necho earlier-hook-ran >&2\n"
+    assert "pre-merge-commit: commit guard removed; the hook it chained is back" in removed.stdout
+    for name, text in earlier.items():
+        assert (hooks / name).read_text() == text
+        assert not (hooks / f"{name}.before-mcp-harness").exists()
+
+
+@pytest.mark.slow
+async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, sqlite_url, workspace):
+    """All worktrees share one set of hooks: init in a worktree finds the main checkout's workspace and
+    leaves an identical guard alone; one with other settings is reported and kept unless --force."""
+    root = repo(tmp_path / "shop")
+    tree = tmp_path / "wt3"
+    git(root, "worktree", "add", "-q", str(tree), "-b", "side")
+    env = _hook_env()
+    assert _init(root, env, "--guard", "--db", sqlite_url, "--workspace", workspace).returncode == 0
+    hooks = {name: root / ".git" / "hooks" / name for name in ("pre-commit", "pre-merge-commit")}
+    installed = {name: path.read_text() for name, path in hooks.items()}
+    assert all(f"--workspace {workspace}" in text for text in installed.values())
+
+    for dry in (["--dry-run"], []):  # the worktree's init: the main checkout's workspace and database
+        out = _init(tree, env, "--guard", *dry)
+        assert out.returncode == 0, out.stderr
+        assert f"Workspace {workspace!r} and its database: this folder is a linked worktree of {root}" in out.stdout
+        assert out.stdout.count("the commit guard is already installed (unchanged)") == 2, out.stdout
+        assert "would be installed" not in out.stdout and "guard installed" not in out.stdout
+        assert {name: path.read_text() for name, path in hooks.items()} == installed
+    served = json.loads((tree / ".mcp.json").read_text())["mcpServers"]["harness"]["args"]
+    assert served[served.index("--workspace") + 1] == workspace and served[served.index("--db") + 1] == sqlite_url
+
+    other = _init(tree, env, "--guard", "--workspace", "wt3")  # a guard with other settings: reported and kept
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.count("a commit guard with other settings is there: kept; `mcp-harness init --guard "
+                              "--force` replaces it") == 2, other.stdout  # fmt: skip
+    assert f"old: exec mcp-harness guard --db {sqlite_url} --workspace {workspace}" in other.stdout
+    assert "new: exec mcp-harness guard --workspace wt3" in other.stdout
+    assert {name: path.read_text() for name, path in hooks.items()} == installed
+    dry = _init(tree, env, "--guard", "--workspace", "wt3", "--force", "--dry-run")
+    assert dry.stdout.count("commit guard would be replaced") == 2 and hooks["pre-commit"].read_text() == installed[
+        "pre-commit"]  # fmt: skip
+    forced = _init(tree, env, "--guard", "--workspace", "wt3", "--force")
+    assert forced.stdout.count("commit guard replaced") == 2, forced.stdout
+    assert all("--workspace wt3" in path.read_text() for path in hooks.values())
+
+
+@pytest.mark.slow
+def test_a_hook_is_never_moved_over_one_moved_aside_before(tmp_path, sqlite_url):
+    root = repo(tmp_path / "repo")
+    hooks = root / ".git" / "hooks"
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho theirs\n")
+    (hooks / "pre-commit.before-mcp-harness").write_text("#!/bin/sh\necho older\n")
+    out = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", "w", "--no-hooks", "--no-instructions")
+    assert out.returncode == 0, out.stderr
+    assert "pre-commit: a hook of another program is there and pre-commit.before-mcp-harness too: kept" in out.stdout
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\necho theirs\n"
+    assert (hooks / "pre-commit.before-mcp-harness").read_text() == "#!/bin/sh\necho older\n"
+    assert "mcp-harness:guard" in (hooks / "pre-merge-commit").read_text()  # the other hook is free: installed
+
+
+@pytest.mark.slow
+async def test_a_thousand_file_commit_is_refused_in_three_lines(tmp_path, sqlite_url, workspace):
+    root = repo(tmp_path / "repo")
+    (root / "src" / "api").mkdir(parents=True)
+    for i in range(1000):
+        (root / "src" / "api" / f"f{i:04}.py").write_text(f"x = {i}\n")
+    git(root, "add", ".")
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/api/**"]}])
+        await call(a, "claim_task")
+    refused = guard(root, sqlite_url, workspace, "bob")
+    assert refused.returncode == 1
+    header, line, hint = refused.stderr.splitlines()
+    assert header == "mcp-harness guard: this commit touches paths other agents hold (you are 'bob'):"
+    assert line.startswith("  reserved by agent 'alice' (task 'api', pattern 'src/api/**') for ")
+    assert line.endswith("more: 1000 files, e.g. src/api/f0000.py, src/api/f0001.py, src/api/f0002.py")
+    assert 'message(action="send", to="alice"' in hint and "mcp-harness msg send --to alice" in hint
+    assert len(refused.stderr) < 800
 
 
 @pytest.mark.slow

@@ -40,6 +40,10 @@ class Session:
                 "hook_event_name": event, **fields}  # fmt: skip
         return self.ask({"hook": event, "input": data})
 
+    def shell(self, *argv: str, **env: str) -> dict[str, Any]:
+        """`mcp-harness ARGV` from the session's shell (a child of the client, as its Bash tool runs one)."""
+        return self.ask({"run": list(argv), "env": env})
+
     def close(self) -> None:
         self.proc.stdin.close()
         assert self.proc.wait(timeout=60) == 0
@@ -100,3 +104,49 @@ def test_two_sessions_never_share_a_lease_and_an_ended_one_hands_its_task_over(t
         one.close()
         two.close()
     assert not list((tmp_path / "mcp-harness").glob("*.json"))  # each server removed its record at exit
+
+
+def test_msg_from_a_sessions_shell_acts_as_its_servers_identity(tmp_path):
+    """`mcp-harness msg` run in a session's shell (after /clear: a new session id there) sends, lists and
+    acknowledges as the session's agent, as the hooks and the guard resolve it, so a reply reaches the
+    session; a shell with only a session id derives it; a person's terminal is the login name."""
+    import getpass
+    import re
+
+    from support import run_cli
+
+    from mcp_harness.config import NAME_PATTERN
+
+    db, ws = str(tmp_path / "m.db"), "shop"
+    where = ("--db", db, "--workspace", ws)
+    one = Session(db, ws, "aaaa1111-0000-4000-8000-000000000001", tmp_path)
+    try:
+        one.tool("add_tasks", tasks=[{"key": "k1", "title": "first"}])
+        cleared = {"CLAUDE_CODE_SESSION_ID": "cccc3333-0000-4000-8000-000000000003"}
+        sent = one.shell("msg", "send", "--to", "bob", "may I take src/api?", *where, **cleared)
+        assert sent["code"] == 0, sent
+        [got] = json.loads(run_cli("msg", "list", "--agent", "bob", "--json", *where).stdout)["messages"]
+        assert got["from"] == "claude-code:aaaa1111" and got["body"] == "may I take src/api?"
+        assert sent["stdout"].startswith("sent msg_") and sent["stdout"].rstrip().endswith(" as claude-code:aaaa1111")
+        reply = run_cli("msg", "send", "--agent", "bob", "--to", got["from"], "--reply-to", got["id"], "yes", *where)
+        assert reply.returncode == 0, reply.stderr
+        one.tool("message", action="send", to="operators", body="for the people only")
+
+        listed = json.loads(one.shell("msg", "list", "--json", *where, **cleared)["stdout"])
+        assert [m["body"] for m in listed["messages"]] == ["yes"] and listed["unread"] == 1  # not the operators'
+        acked = one.shell("msg", "ack", listed["messages"][0]["id"], "--json", *where, **cleared)
+        assert json.loads(acked["stdout"]) == {"acked": 1}, acked
+        assert one.tool("message", action="read")["unread"] == 0  # the server's own identity: acknowledged
+    finally:
+        one.close()
+
+    no_server = run_cli("msg", "send", "--to", "bob", "hi", *where,
+                        env=subprocess_env(CLAUDE_CODE_SESSION_ID="dddd4444-0000"))  # fmt: skip
+    assert no_server.stdout.rstrip().endswith("as claude-code:dddd4444"), no_server
+    named = run_cli("msg", "send", "--to", "bob", "hi", *where, env=subprocess_env(MCP_HARNESS_AGENT="cursor"))
+    assert named.stdout.rstrip().endswith("as cursor"), named
+    login = getpass.getuser()
+    login = login if re.fullmatch(NAME_PATTERN, login) else "operator"
+    person = run_cli("msg", "list", "--all", *where)
+    assert "for the people only" in person.stdout, person  # a person reads what the operators are sent
+    assert run_cli("msg", "send", "--to", "bob", "hi", *where).stdout.rstrip().endswith(f"as {login}")

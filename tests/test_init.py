@@ -364,3 +364,41 @@ async def test_after_init_commands_in_a_subfolder_use_the_projects_workspace(pro
                              text=True, env=env, timeout=60)  # fmt: skip
         assert out.returncode == 0 and needle in out.stdout and out.stderr == "", (argv, out.stdout, out.stderr)
     assert not (tmp_path / "xdg").exists()  # the project's database, not this user's default
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = subprocess_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
+                         GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_GLOBAL="/dev/null")  # fmt: skip
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_linked_worktree_is_its_repositorys_workspace(project, tmp_path):
+    """Every worktree of a repository is one workspace (and one database), so their agents coordinate:
+    from the main checkout's entry, else the main checkout's folder name, never the worktree's name."""
+    (project / "README.md").write_text("x\n")
+    _git(project, "add", "README.md")
+    _git(project, "commit", "-qm", "start")
+    _git(project, "branch", "-M", "main")
+    tree = tmp_path / "wt3"
+    _git(project, "worktree", "add", "-q", str(tree), "-b", "side")
+    plain = init(tree, "--no-hooks", "--no-instructions", "--dry-run")  # the main checkout has no entry yet
+    assert plain.returncode == 0, plain.stderr
+    assert f"Workspace 'shop-front' (from the folder name 'shop front' of {project}: this folder is a linked " \
+        "worktree of it" in plain.stdout  # fmt: skip
+
+    db = str(tmp_path / "team.db")
+    assert init(project, "--db", db, "--workspace", "shop", "--no-instructions").returncode == 0
+    _git(project, "add", ".mcp.json")
+    _git(project, "commit", "-qm", "harness")
+    _git(tree, "merge", "-q", "main")  # the worktree's checkout has the same .mcp.json now
+    out = init(tree, "--no-instructions")
+    assert out.returncode == 0, out.stderr
+    assert f"Workspace 'shop' and its database: this folder is a linked worktree of {project}, whose .mcp.json " \
+        "names it" in out.stdout  # fmt: skip
+    assert ".mcp.json: server 'harness' already set up (unchanged)" in out.stdout and "--force" not in out.stdout
+    assert read(tree / ".mcp.json") == read(project / ".mcp.json")
+    hooks = read(tree / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert shlex.split(hooks)[-6:] == ["--db", db, "--workspace", "shop", "--agent", "claude-code"]
+    chosen = init(tree, "--workspace", "mine", "--dry-run", "--no-hooks", "--no-instructions")
+    assert "Workspace 'mine' (from --workspace)." in chosen.stdout

@@ -54,6 +54,28 @@ def person(args: argparse.Namespace) -> Identity:
     return Identity(workspace=args.workspace or env("WORKSPACE", "default"), agent=name, role="operator")
 
 
+def caller(args: argparse.Namespace) -> Identity:
+    """Who runs a `msg` command. `--agent` names a person (an operator). Without it, a command run from an
+    agent's session (its shell: an ancestor process is a client whose stdio server recorded its identity,
+    or `MCP_HARNESS_AGENT` or a session variable is set) acts as that session's agent, resolved as the
+    hooks and the commit guard resolve it (`identity.client_agent`), so that a reply reaches the session;
+    otherwise it is the person at the terminal (`person`: the login name)."""
+    from ..identity import Identity, client_agent, session_id, sessions_off
+    from ..sessions import recorded_agent
+    from .hook_call import DEFAULT_AGENT
+
+    if getattr(args, "agent", None):
+        return person(args)
+    workspace = args.workspace or env("WORKSPACE", "default")
+    named = os.environ.get(ENV_PREFIX + "AGENT")
+    recorded = None if sessions_off() else recorded_agent(workspace)
+    if recorded is not None and not named:
+        return Identity(workspace=workspace, agent=recorded)
+    if named or session_id() is not None:
+        return Identity(workspace=workspace, agent=client_agent(named or DEFAULT_AGENT, workspace))
+    return person(args)
+
+
 def db_setting(args: argparse.Namespace) -> str | None:
     """What `--db` says, else MCP_HARNESS_DB (None: the default database)."""
     return args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB")

@@ -1,6 +1,7 @@
 """`mcp-harness guard`: the git pre-commit check. It refuses a commit that touches a path another
-agent's live lease reserves exclusively, naming the holder, the task and the pattern (`git commit
---no-verify` is the escape, as with every hook). `init --guard` installs it (`guard_hook.py`).
+agent's live lease reserves exclusively, naming the holder, the task and the pattern, one line for
+each with a count and a few of the paths (`--no-verify` is the escape, as with every hook). `init
+--guard` installs it as the `pre-commit` and `pre-merge-commit` hooks (`guard_hook.py`).
 
 Runs on every commit, so it is kept lean like the per-prompt hook: the standard library, one read-only
 query (`glance.reserved`) and `pathspec` for the matching; never the service. The staged paths come
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
 from .hook_call import DEFAULT_AGENT
 
@@ -65,19 +67,54 @@ def _left(seconds: float) -> str:
     return f"{minutes}m" if minutes else f"{int(seconds)}s"
 
 
-def check(files: list[str], reservations: list, agent: str, at: float) -> list[str]:
-    """One line per staged file that another agent's live exclusive reservation names."""
+EXAMPLES = 3  #: paths shown per holder, task and pattern; the rest are counted
+
+
+@dataclass
+class Clash:
+    """Staged paths one other agent's reservation (one task, one pattern) holds."""
+
+    owner: str
+    key: str
+    pattern: str
+    expires_at: float
+    paths: list[str] = field(default_factory=list)
+
+    def line(self, at: float) -> str:
+        shown = ", ".join(self.paths[:EXAMPLES])
+        what = shown if len(self.paths) == 1 else f"{len(self.paths)} files, e.g. {shown}"
+        return (f"  reserved by agent {self.owner!r} (task {self.key!r}, pattern {self.pattern!r}) for "
+                f"{_left(self.expires_at - at)} more: {what}")  # fmt: skip
+
+
+def check(files: list[str], reservations: list, agent: str) -> list[Clash]:
+    """The staged files other agents' live exclusive reservations hold, one `Clash` per (holder, task,
+    pattern): a commit of 1,000 files under one pattern is one line, not 1,000."""
     from ..paths import matcher
 
     others = [(r, matcher(r.pattern)) for r in reservations if r.owner != agent]
-    lines = []
+    found: dict[tuple[str, str, str], Clash] = {}
     for path in files:
         for r, match in others:
             if match(path):
-                lines.append(f"  {path}: reserved by agent {r.owner!r} (task {r.key!r}, pattern {r.pattern!r}) "
-                             f"for {_left(r.expires_at - at)} more")  # fmt: skip
+                clash = found.get((r.owner, r.key, r.pattern))
+                if clash is None:
+                    clash = found[r.owner, r.key, r.pattern] = Clash(r.owner, r.key, r.pattern, r.expires_at)
+                clash.paths.append(path)
                 break
-    return lines
+    return list(found.values())
+
+
+def advice(clashes: list[Clash]) -> str:
+    """What to do, said once: leave the files out, ask the holder (an agent with the `message` tool, a
+    person with `msg send`), or wait; `--no-verify` is the escape."""
+    holders = list(dict.fromkeys(c.owner for c in clashes))
+    who = holders[0] if len(holders) == 1 else "HOLDER"
+    return (
+        "Leave those files out (git restore --staged PATH; a merge: git merge --abort), ask the holder (an agent: "
+        f'message(action="send", to="{who}", body=...); a person: mcp-harness msg send --to {who} BODY), or wait '
+        "for the lease to end; --no-verify (git commit --no-verify, git merge --no-verify) skips this check."
+    )
 
 
 def run(argv: list[str]) -> int:
@@ -100,16 +137,15 @@ def run(argv: list[str]) -> int:
         except glance.Unreachable as exc:
             print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
             return 0
-        lines = check(files, found, agent, at)
+        clashes = check(files, found, agent)
     except GuardError as exc:
         print(f"mcp-harness guard: {exc}", file=sys.stderr)
         return 2
-    if not lines:
+    if not clashes:
         return 0
     print(f"mcp-harness guard: this commit touches paths other agents hold (you are {agent!r}):", file=sys.stderr)
-    print("\n".join(lines), file=sys.stderr)
-    print("Leave those files out (git restore --staged PATH), ask the holder (mcp-harness msg send), or wait for "
-          "the lease to end; git commit --no-verify skips this check.", file=sys.stderr)  # fmt: skip
+    print("\n".join(c.line(at) for c in clashes), file=sys.stderr)
+    print(advice(clashes), file=sys.stderr)
     return 1
 
 

@@ -1,8 +1,11 @@
-"""`init --guard`: the commit guard as the repository's git pre-commit hook, carrying the project's
-database and workspace as `init` chose them. A pre-commit hook already there is kept and chained: it
-is moved aside (`pre-commit.before-mcp-harness`) and runs first; `init --remove` puts it back. The
-hook's path comes from git (`git rev-parse --git-path hooks/pre-commit`), so `core.hooksPath` is
-honoured and every worktree of the repository shares it."""
+"""`init --guard`: the commit guard as the repository's git hooks, carrying the project's database and
+workspace as `init` chose them: `pre-commit`, and `pre-merge-commit` (git runs it for a merge that
+makes a commit, with the merge staged), so that a merge does not bring in what a commit may not.
+A hook of another program already there is kept and chained: it is moved aside
+(`pre-commit.before-mcp-harness`) and runs first; `init --remove` puts it back. A guard already there
+with other settings (another workspace or database) is reported and kept unless `--force`, as every
+entry `init` writes. The hooks' paths come from git (`git rev-parse --git-path hooks/NAME`), so
+`core.hooksPath` is honoured and every worktree of the repository shares them."""
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ import subprocess
 from pathlib import Path
 
 MARK = "# mcp-harness:guard"
-CHAINED = "pre-commit.before-mcp-harness"
+HOOKS = ("pre-commit", "pre-merge-commit")  #: the git hooks the guard is installed as
+SUFFIX = ".before-mcp-harness"  #: a hook that was there, moved aside and run first
 
 
-def hook_path(root: Path) -> Path | None:
-    """The repository's pre-commit hook file (None: not a git repository)."""
+def hook_path(root: Path, name: str = "pre-commit") -> Path | None:
+    """The repository's hook file `name` (None: not a git repository)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--git-path", "hooks/pre-commit"], cwd=root,
+        out = subprocess.run(["git", "rev-parse", "--git-path", f"hooks/{name}"], cwd=root,
                              capture_output=True, text=True, timeout=10)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
@@ -28,51 +32,83 @@ def hook_path(root: Path) -> Path | None:
     return path if path.is_absolute() else root / path
 
 
-def script(command: str, db: str | None, workspace: str) -> str:
+def script(command: str, db: str | None, workspace: str, name: str = "pre-commit") -> str:
     where = [*(["--db", db] if db else []), "--workspace", workspace]
     guard = shlex.join([*shlex.split(command), "guard", *where])
+    what = "a merge commit" if name == "pre-merge-commit" else "a commit"
+    verb = "merge" if name == "pre-merge-commit" else "commit"
     return (
         f"#!/bin/sh\n{MARK} (written by `mcp-harness init --guard`; `init --remove` takes it out)\n"
-        "# Refuses a commit touching paths another agent's live lease reserves; git commit --no-verify skips it.\n"
-        f'before="$(dirname "$0")/{CHAINED}"\n'
+        f"# Refuses {what} touching paths another agent's live lease reserves; git {verb} --no-verify skips it.\n"
+        f'before="$(dirname "$0")/{name}{SUFFIX}"\n'
         'if [ -x "$before" ]; then "$before" "$@" || exit $?; fi\n'
         f"exec {guard}\n"
     )
 
 
-def install(root: Path, command: str, db: str | None, workspace: str, *, dry_run: bool) -> str:
-    """Write the hook (chaining one that is there); one line saying what was (or would be) done."""
-    path = hook_path(root)
-    if path is None:
-        return "git pre-commit hook: not a git repository, so no commit guard was installed"
-    text = script(command, db, workspace)
+def _command(text: str) -> str:
+    """The line of a guard hook that says what it runs (its settings)."""
+    return next((line for line in text.splitlines() if line.startswith("exec ")), "(no command)")
+
+
+def install(root: Path, command: str, db: str | None, workspace: str, *, dry_run: bool, force: bool) -> list[str]:
+    """Write each hook (chaining one of another program's); a line per hook saying what was (or would
+    be) done, or why not."""
+    said = []
+    for name in HOOKS:
+        path = hook_path(root, name)
+        if path is None:
+            return ["git hooks: not a git repository, so no commit guard was installed"]
+        said.append(_install(path, script(command, db, workspace, name), dry_run=dry_run, force=force))
+    return said
+
+
+def _install(path: Path, text: str, *, dry_run: bool, force: bool) -> str:
+    would = "would be " if dry_run else ""
     old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
     if old == text:
-        return f"{path}: the commit guard is installed (unchanged)"
-    chain = old is not None and MARK not in old
+        return f"{path}: the commit guard is already installed (unchanged)"
+    ours = old is not None and MARK in old
+    if ours and _command(old or "") != _command(text) and not force:
+        return (f"{path}: a commit guard with other settings is there: kept; `mcp-harness init --guard --force` "
+                f"replaces it\n      old: {_command(old or '')}\n      new: {_command(text)}")  # fmt: skip
+    before = path.with_name(path.name + SUFFIX)
+    chain = old is not None and not ours
+    if chain and before.exists():  # moving this hook aside would overwrite the one moved aside earlier
+        return (f"{path}: a hook of another program is there and {before.name} too: kept, no guard installed; "
+                "chain them by hand (or move one away) and run init --guard again")  # fmt: skip
+    if not ours:
+        done = f"commit guard {would}installed"
+    else:  # --force, or the same settings in an earlier version's words
+        done = f"commit guard {would}{'replaced' if _command(old or '') != _command(text) else 'updated'}"
+    if chain:
+        done += f"; the hook that was there {'would run' if dry_run else 'runs'} first ({before.name})"
     if dry_run:
-        return f"{path}: would install the commit guard" + (f" (the hook there would run first, as {CHAINED})"
-                                                            if chain else "")  # fmt: skip
+        return f"{path}: {done}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if chain:
-        os.replace(path, path.with_name(CHAINED))
+        os.replace(path, before)
     tmp = path.with_name(path.name + ".mcp-harness-tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.chmod(0o755)
     tmp.replace(path)
-    return f"{path}: commit guard installed" + (f"; the hook that was there runs first ({CHAINED})" if chain else "")
+    return f"{path}: {done}"
 
 
-def remove(root: Path, *, dry_run: bool) -> str | None:
-    """Take the guard out, putting a chained hook back; None when there is no guard."""
-    path = hook_path(root)
-    if path is None or not path.exists() or MARK not in path.read_text(encoding="utf-8", errors="replace"):
-        return None
-    before = path.with_name(CHAINED)
-    if dry_run:
-        return f"{path}: would remove the commit guard"
-    if before.exists():
-        os.replace(before, path)
-        return f"{path}: commit guard removed; the hook it chained is back"
-    path.unlink()
-    return f"{path}: commit guard removed"
+def remove(root: Path, *, dry_run: bool) -> list[str]:
+    """Take the guard out of each hook, putting a chained hook back; a line per hook it was in."""
+    said = []
+    for name in HOOKS:
+        path = hook_path(root, name)
+        if path is None or not path.exists() or MARK not in path.read_text(encoding="utf-8", errors="replace"):
+            continue
+        before = path.with_name(path.name + SUFFIX)
+        if dry_run:
+            said.append(f"{path}: would remove the commit guard")
+        elif before.exists():
+            os.replace(before, path)
+            said.append(f"{path}: commit guard removed; the hook it chained is back")
+        else:
+            path.unlink()
+            said.append(f"{path}: commit guard removed")
+    return said

@@ -203,9 +203,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.remove:
             said = guard_hook.remove(root, dry_run=args.dry_run)
         else:
-            said = guard_hook.install(root, launcher()[0], args.db, workspace, dry_run=args.dry_run)
-        if said:
-            print(f"  {said}")
+            said = guard_hook.install(root, launcher()[0], args.db, workspace, dry_run=args.dry_run,
+                                      force=args.force)  # fmt: skip
+        for line in said:
+            print(f"  {line}")
     for line in notes:
         print(line)
     asked = [c for c in changes if c.by_hand and "vscode" in (args.client or [])]

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ..config import NAME_RE
 from ..errors import InvalidArgument
+from .locate import find_entry
 
 DEFAULT_TOKEN_ENV = "MCP_HARNESS_TOKEN"
 
@@ -27,6 +28,26 @@ def project_root() -> tuple[Path, bool]:
     if out.returncode == 0 and out.stdout.strip():
         return Path(out.stdout.strip()), True
     return Path.cwd(), False
+
+
+def main_checkout(root: Path) -> tuple[Path, bool] | None:
+    """When `root` is a linked worktree (`git worktree add`): the repository's main working tree (or
+    its bare folder, and True), which the first record of `git worktree list` names; else None."""
+    try:
+        out = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=root, capture_output=True, text=True,
+                             timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.stdout.split("\n\n", 1)[0].splitlines() if out.returncode == 0 else []
+    if not first or not first[0].startswith("worktree "):
+        return None
+    main = Path(first[0][len("worktree ") :])
+    try:
+        if main.resolve() == root.resolve():
+            return None
+    except OSError:
+        return None
+    return main, "bare" in first[1:]
 
 
 def check_root(root: Path) -> None:
@@ -89,6 +110,9 @@ def choose_workspace(args: argparse.Namespace, root: Path) -> tuple[str, str]:
             raise InvalidArgument(f"--workspace {args.workspace!r} is not a valid workspace name: use 1-128 characters "
                                   "from A-Z a-z 0-9 . _ : / -, starting with a letter or digit")  # fmt: skip
         return args.workspace, f"Workspace {args.workspace!r} (from --workspace)."
+    linked = main_checkout(root)
+    if linked is not None:
+        return _worktree_workspace(args, *linked)
     name = workspace_name(root.name)
     if not name:
         raise InvalidArgument(f"the folder name {root.name!r} leaves no valid workspace name: choose one with "
@@ -96,6 +120,32 @@ def choose_workspace(args: argparse.Namespace, root: Path) -> tuple[str, str]:
     return name, (
         f"Workspace {name!r} (from the project folder's name {root.name!r}; another project in a folder of the "
         "same name would share it: --workspace NAME chooses another)."
+    )
+
+
+def _worktree_workspace(args: argparse.Namespace, main: Path, bare: bool) -> tuple[str, str]:
+    """A linked worktree's workspace is its repository's, so that agents in its worktrees coordinate:
+    the one the main checkout's `init` entry names (and its database, when `--db` is not given), else
+    the main checkout's folder name (a bare repository's, without `.git`)."""
+    entry = None if bare else find_entry(main)
+    if entry is not None:
+        shared = ""
+        if args.db is None and entry.db:
+            args.db = entry.db
+            shared = " and its database"
+        return entry.workspace, (
+            f"Workspace {entry.workspace!r}{shared}: this folder is a linked worktree of {main}, whose "
+            f"{entry.path.relative_to(main)} names it (every worktree of a repository is one workspace; "
+            "--workspace NAME chooses another)."
+        )
+    folder = main.name[: -len(".git")] if bare and main.name.endswith(".git") else main.name
+    name = workspace_name(folder)
+    if not name:
+        raise InvalidArgument(f"the main checkout's folder name {folder!r} leaves no valid workspace name: choose "
+                              "one with --workspace NAME (letters, digits and . _ : / -)")  # fmt: skip
+    return name, (
+        f"Workspace {name!r} (from the folder name {folder!r} of {main}: this folder is a linked worktree of it, "
+        "and every worktree of a repository is one workspace; --workspace NAME chooses another)."
     )
 
 

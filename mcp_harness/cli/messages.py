@@ -1,5 +1,7 @@
-"""`mcp-harness msg send|list|ack`: a person's messages, acting as `--agent` (default the login name) with
-the operator role, so that what is addressed to `operators` is theirs too."""
+"""`mcp-harness msg send|list|ack`: messages from the command line. A person acts as `--agent` (default
+the login name) with the operator role, so that what is addressed to `operators` is theirs too; run from
+an agent's session (its shell), without `--agent`, the command acts as that session's agent, as the
+hooks and the commit guard do (`common.caller`)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ import json
 
 from ..errors import InvalidArgument
 from ..service import Harness
-from .common import person, with_harness
+from .common import caller, with_harness
 from .output import clean, say
 from .tables import when
 
 
 def cmd_msg(args: argparse.Namespace) -> int:
-    verb, who = args.msg_verb, person(args)
+    verb, who = args.msg_verb, caller(args)
     if verb == "send":
 
         async def send(h: Harness) -> int:
@@ -25,7 +27,7 @@ def cmd_msg(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(sent.model_dump(mode="json")))
             else:
-                say(f"sent {sent.id} to {args.to}")
+                say(f"sent {sent.id} to {args.to} as {who.agent}")
             return 0
 
         return with_harness(args, send, existing=True)

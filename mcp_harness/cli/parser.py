@@ -134,7 +134,8 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     m = msub.add_parser("ack", parents=parents, help="acknowledge messages: they stop coming back")
     m.add_argument("ids", nargs="+", metavar="ID")
     for m in msub.choices.values():
-        m.add_argument("--agent", default=None, help=PERSON)
+        m.add_argument("--agent", default=None, help="who acts (default: run from an agent's session, its agent, as "
+                       "the hooks resolve it; else your login name, else 'operator')")  # fmt: skip
         m.add_argument("--json", action="store_true")
 
     p = sub.add_parser("review", parents=parents, help="tasks waiting for a person: list, approve KEY, reject KEY")

@@ -4,6 +4,8 @@ lines on stdin, each answered by one JSON line on stdout:
 
     {"tool": NAME, "arguments": {...}}      -> the tool's structured result (or {"error": text})
     {"hook": EVENT, "input": {...}}          -> {"stdout": ..., "stderr": ...} of `mcp-harness hook EVENT`
+    {"run": [ARG...], "env": {...}}           -> {"stdout", "stderr", "code"} of `mcp-harness ARG...` run
+                                                through `sh -c` with `env` added (the session's Bash tool)
 
     python session_client.py DB WORKSPACE SESSION_ID
 """
@@ -31,6 +33,10 @@ async def main(db: str, workspace: str, session: str) -> None:
             if "tool" in order:
                 result = await client.call_tool(order["tool"], order.get("arguments", {}))
                 out = {"error": result.content[0].text} if result.is_error else result.structured_content
+            elif "run" in order:
+                shell = ["sh", "-c", '"$@"', "sh", *command, *order["run"]]
+                done = await anyio.run_process(shell, check=False, env={**env, **order.get("env", {})})
+                out = {"stdout": done.stdout.decode(), "stderr": done.stderr.decode(), "code": done.returncode}
             else:
                 hook = [*command, "hook", order["hook"], "--db", db, "--workspace", workspace]
                 done = await anyio.run_process(hook, input=json.dumps(order["input"]).encode(), check=False, env=env)
