@@ -162,7 +162,8 @@ async def test_connection_end_ends_only_its_own_leases_unless_renewed_elsewhere(
         taken = await h.tasks.claim(bob, task_key="a")
         assert taken.task is not None and taken.lease.attempt == 2
         notes = taken.task.context.notes
-        assert notes[0].by == "bob" and "the lease of ann expired" in notes[0].text
+        # the take-over says what happened: the connection's end, not an expiry (issue: fresh-eyes trial 5)
+        assert notes[0].by == "bob" and "the lease of ann ended: its connection ended (stdin closed)" in notes[0].text
         assert notes[1].by == "ann" and "its connection ended (stdin closed)" in notes[1].text
 
 
@@ -183,3 +184,30 @@ async def test_the_last_attempt_names_the_way_out_and_only_a_person_revives_a_ca
         assert err.code == "forbidden" and "record_progress" in err.text, err.text
         assert (await call(ann, "update_task", task_key="a", action="reopen", reason="finished"))["status"] == "pending"
         assert (await call(olga, "update_task", task_key="c", action="reopen", reason="needed"))["status"] == "pending"
+
+
+async def test_status_says_a_lease_ended_with_its_connection_not_that_it_ran_out(db_url, workspace, capsys):
+    """The trial: after stdin closed, `mcp-harness status` listed the lease under "STUCK (lease ran out
+    without a heartbeat...)". Where the harness knows the connection's end (its lease_end event), it says
+    so (`ended`: the reason; its own heading), and a lease that ran out by time stays STUCK."""
+    from mcp_harness.cli.output import show
+    from mcp_harness.cli.tables import status_report
+
+    ann, bob = Identity(workspace, "claude-code:aaaa1111"), Identity(workspace, "bob")
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(ann, tasks=[{"key": "gone", "title": "G"}, {"key": "slept", "title": "S"}])
+        await h.tasks.claim(ann, task_key="gone")
+        await h.tasks.claim(bob, task_key="slept", lease_seconds=10)
+        await h.tasks.end_leases(ann, "its connection ended (stdin closed)")
+        clock.advance(11)
+        report = await h.status(ann)
+        stuck = {lease["task"]: lease for lease in report["stuck"]}
+        assert stuck["gone"]["ended"] == "its connection ended (stdin closed)" and stuck["gone"]["expired"]
+        assert stuck["slept"]["ended"] is None
+        capsys.readouterr()
+        show(*status_report(report))
+        text = capsys.readouterr().out
+        ran_out = text.index("STUCK (lease ran out")
+        ended = text.index("ENDED (the holder's connection or session ended")
+        assert "slept" in text[ran_out:ended] and "gone" not in text[ran_out:ended]
+        assert "gone" in text[ended:] and "its connection ended (stdin closed)" in text[ended:]
