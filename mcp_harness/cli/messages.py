@@ -9,7 +9,7 @@ import json
 from ..errors import InvalidArgument
 from ..service import Harness
 from .common import person, with_harness
-from .output import clean, say
+from .output import clean, note, say
 from .tables import when
 
 
@@ -26,6 +26,8 @@ def cmd_msg(args: argparse.Namespace) -> int:
                 print(json.dumps(sent.model_dump(mode="json")))
             else:
                 say(f"sent {sent.id} to {args.to}")
+            if sent.warning:  # who may read it (the JSON answer carries it too)
+                note(f"warning: {sent.warning}")
             return 0
 
         return with_harness(args, send, existing=True)
