@@ -153,7 +153,7 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
         if not restored.get("inbox"):
             return _empty(where, others)
     head = f"mcp-harness brief: {where}, thread {thread} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
-    tasks = _tasks(restored, waiting, counts, agent or (restored.get("you") or {}).get("agent"))
+    tasks = _tasks(restored, waiting, counts, agent)
     progress = [_entry(e) for e in restored["recent_progress"]]
     first = ("First: continue a task you hold (heartbeat it; a task in review waits for a person); otherwise "
              "claim_task ONE task. Verify before complete; record_progress (with task_key) and save_checkpoint "
@@ -224,8 +224,9 @@ def _tasks(
     ready = [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
+        me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
         held = [(r.get("owner") or "?", r["paths"]) for r in waiting
-                if r["status"] == "claimed" and r.get("paths") and r.get("owner") != agent]  # fmt: skip
+                if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me]  # fmt: skip
         holder = {r["key"]: _holder(r, held) for r in ready}
         ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)
         names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}'
