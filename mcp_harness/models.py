@@ -184,10 +184,13 @@ class TaskCounts(Result):
 LeanCounts = Annotated[TaskCounts, WrapSerializer(lambda counts, dump: {k: n for k, n in dump(counts).items() if n})]
 
 
-#: A note about a task: the harness's (why it came back) or an agent's progress entry about it. (No
-#: docstrings on the context's models: they would be published in three output schemas.)
+#: A note about a task: the harness's (why it came back), an agent's progress entry about it, or a message
+#: naming it (a question to the people, a person's answer). (No docstrings on the context's models: they
+#: would be published in three output schemas.)
 class ContextNote(Result):
-    seq: int  #: the progress entry's seq
+    seq: int | None = Field(default=None, exclude_if=_absent)  #: the progress entry's seq (a message has none)
+    #: a message naming the task: its id (to answer it, `reply_to`); its `by` is the sender
+    message: str | None = Field(default=None, exclude_if=_absent)
     at: str
     by: str  #: whoever caused it (for a take-over: the agent that took it)
     text: str  #: cut to 300 characters (ending in …)
@@ -390,6 +393,9 @@ class You(Result):
 class MessageResult(Replayable):
     id: str | None = Field(default=None, exclude_if=_absent)
     at: str | None = Field(default=None, exclude_if=_absent)
+    #: send: the addressee may not be who was meant (never seen here; a name several sessions share;
+    #: the task is held by another session), and how to reach the right one
+    warning: str | None = Field(default=None, exclude_if=_absent)
     messages: list[Message] | None = Field(default=None, exclude_if=_absent)
     unread: int | None = Field(default=None, exclude_if=_absent)
     acked: int | None = Field(default=None, exclude_if=_absent)

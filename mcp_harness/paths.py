@@ -7,7 +7,7 @@ disjoint only when that is certain, and otherwise they overlap. The rule (README
 
 0. Every pattern is anchored at the repository root, as if it began with `/` (`src/` is the top
    folder `src`, `*.py` the Python files at the top); to match at any depth, write `**/` (`**/*.py`).
-1. A pattern's *anchor* is its leading segments without a wildcard (`*`, `?`, `[`, `\\`).
+1. A pattern's *anchor* is its leading segments without a wildcard (`*`, `?`, `[`; a backslash is refused).
 2. Two patterns whose anchors diverge (neither is the other or a folder above it) are disjoint.
 3. When one pattern is a plain path (no wildcard) and the other has no `**` and no more segments
    than it, they overlap exactly when the other pattern matches that path (or a folder above it).
@@ -34,15 +34,27 @@ class PatternError(ValueError):
     """A pattern that cannot be a task's path (the message says why, naming it)."""
 
 
+_RELATIVE = "patterns are relative to the repository root, with forward slashes (src/api/, docs/*.md)"
+
+
 def normalize(pattern: str) -> str:
-    """A pattern as it is stored: surrounding blanks and a leading `./` or `/` dropped (every pattern is
-    relative to the repository root), a trailing `/` kept (a folder). Raises `PatternError`."""
+    """A pattern as it is stored: surrounding blanks and a leading `./` dropped, a trailing `/` kept (a
+    folder). Raises `PatternError`, also for what would be accepted and never match: an absolute path,
+    a drive letter, a home folder, a backslash (a Windows separator, or an escape no one needs here)."""
     text = pattern.strip()
     while text.startswith("./"):
         text = text[2:]
+    if "\\" in text:
+        raise PatternError(
+            f"{pattern!r} has a backslash: {_RELATIVE}; for a literal *, ? or [ in a name write [*], [?], [[]"
+        )
     if text.startswith("/"):
-        text = text.lstrip("/")
-    if not text or text == "/":
+        raise PatternError(f"{pattern!r} starts with '/' (an absolute path?): {_RELATIVE}")
+    if len(text) >= 2 and text[1] == ":" and text[0].isascii() and text[0].isalpha() and text[2:3] in ("", "/"):
+        raise PatternError(f"{pattern!r} starts with a drive letter: {_RELATIVE}")
+    if text == "~" or text.startswith("~/"):
+        raise PatternError(f"{pattern!r} starts with '~' (a home folder): {_RELATIVE}")
+    if not text:
         raise PatternError(f"{pattern!r} is empty: name a file, a folder or a pattern under the repository root")
     if len(text) > MAX_PATTERN_CHARS:
         raise PatternError(f"a path pattern is {len(text)} characters, over the limit of {MAX_PATTERN_CHARS}")

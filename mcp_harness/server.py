@@ -220,8 +220,8 @@ class HarnessServer(MCPServer[Any]):
             harness, ident = self.current()
             await harness.contacts.touch(ident, name)  # liveness: at most one small write per agent per 5 s
             result = await tool.call(harness, ident, args)
-            if name == "claim_task":
-                await harness.contacts.touch(ident, name, result)  # why it is idle: the claim's answer
+            if name in ("claim_task", "update_task"):  # why it is idle: the claim's answer, or the task it let go
+                await harness.contacts.touch(ident, name, result, getattr(args, "action", None))
             if self.state.leases is not None:
                 self.state.leases.saw(result)  # a lease this connection took or renewed ends with it
             structured = result.model_dump(mode="json")

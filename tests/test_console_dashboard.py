@@ -100,6 +100,13 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
         silent = re.search(r'<section class="panel alert silent-holders">.*?</section>', page, re.S).group(0)
         assert "api" in silent and "alice" in silent and "payments" not in silent
         assert needs_of(page)["silent holders"] == 1
+        # bob finishes its work: it is idle since it completed payments (not "its last claim got a task")
+        agent_call(db, "shop", "bob", "update_task", task_key="payments", action="complete",
+                   lease_token=got["lease"]["token"], verification="captured twice, charged once")  # fmt: skip
+        page = client.get("/ui/agents?w=shop").text
+        bob = re.search(r'data-agent="bob".*?</tr>', page, re.S).group(0)
+        assert 'idle since it completed <a href="/ui/task?w=shop&amp;key=payments">payments</a>' in bob, bob
+        assert "last claim got a task" not in page
 
 
 def test_stuck_ranks_what_others_wait_on_and_a_blocked_task_links_to_the_root_of_its_block(url: str, db: str, ws: str):

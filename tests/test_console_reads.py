@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from support import settings_for
+from support import call, mcp_client, settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
@@ -55,6 +55,28 @@ async def test_contacts_are_written_at_most_every_few_seconds_and_flag_silent_ho
         rows = {a.agent: a for a in (await h.console.agents(alice)).agents}
         assert rows["alice"].last_tool == "list_tasks" and rows["alice"].state == "working"
         assert (await h.console.needs(workspace)).silent == 0  # the claim just now: not silent
+
+
+async def test_an_idle_agent_says_what_it_did_with_its_last_task(db_url: str, workspace: str):
+    """The trial: the Agents page said "idle: its last claim got a task" of agents that had finished their
+    work. What an agent last did with the task it held (complete, release, fail) is its idle reason now,
+    recorded by the server as it answers the call (the official MCP client here)."""
+    async with mcp_client(db_url, workspace, "alice") as alice, mcp_client(db_url, workspace, "bob") as bob:
+        await call(alice, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
+        got = await call(alice, "claim_task", task_key="a")
+        await call(alice, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
+                   verification="pytest passed")  # fmt: skip
+        held = await call(bob, "claim_task", task_key="b")
+        await call(bob, "update_task", task_key="b", action="heartbeat", lease_token=held["lease"]["token"])
+        async with Harness.open(settings_for(db_url)) as h:
+            rows = {a.agent: a for a in (await h.console.agents(Identity(workspace, "olga", "operator"))).agents}
+        assert rows["alice"].state == "idle" and rows["alice"].let_go == ("completed", "a")
+        assert rows["bob"].state == "working" and rows["bob"].let_go is None and rows["bob"].claim_outcome == "claimed"
+        await call(bob, "update_task", task_key="b", action="release", lease_token=held["lease"]["token"],
+                   reason="out of time")  # fmt: skip
+        async with Harness.open(settings_for(db_url)) as h:
+            rows = {a.agent: a for a in (await h.console.agents(Identity(workspace, "olga", "operator"))).agents}
+        assert rows["bob"].let_go == ("released", "b")
 
 
 async def test_a_quiet_holder_is_flagged_before_its_lease_ends_and_a_heartbeating_one_never(

@@ -210,7 +210,8 @@ async def test_connection_end_ends_only_its_own_leases_unless_renewed_elsewhere(
         taken = await h.tasks.claim(bob, task_key="a")
         assert taken.task is not None and taken.lease.attempt == 2
         notes = taken.task.context.notes
-        assert notes[0].by == "bob" and "the lease of ann expired" in notes[0].text
+        # the take-over says what happened: the connection's end, not an expiry (issue: fresh-eyes trial 5)
+        assert notes[0].by == "bob" and "the lease of ann ended: its connection ended (stdin closed)" in notes[0].text
         assert notes[1].by == "ann" and "its connection ended (stdin closed)" in notes[1].text
 
 
@@ -231,3 +232,86 @@ async def test_the_last_attempt_names_the_way_out_and_only_a_person_revives_a_ca
         assert err.code == "forbidden" and "record_progress" in err.text, err.text
         assert (await call(ann, "update_task", task_key="a", action="reopen", reason="finished"))["status"] == "pending"
         assert (await call(olga, "update_task", task_key="c", action="reopen", reason="needed"))["status"] == "pending"
+
+
+async def test_a_persons_answer_about_a_task_reaches_the_next_holder(db_url, workspace):
+    """The trial: C asked the operators about api-refactor, a person answered C, C acknowledged and died;
+    F took the task over and its context held only the take-over and connection-end notes. The messages
+    naming a task are notes about it: by the sender, subject and body cut as notes are, newest first with
+    the progress entries (5 at most), and within the byte bound they rank with the notes that carry a
+    reason, before agents' entries and take-over notes."""
+    c_name, f_name = "claude-code:cccccccc", "claude-code:ffffffff"
+    async with (
+        connect(db_url, workspace, c_name) as c,
+        connect(db_url, workspace, f_name) as f,
+        connect(db_url, workspace, "carol", "operator") as carol,
+    ):
+        await call(c, "add_tasks", tasks=[{"key": "api-refactor", "title": "Refactor the API"}])
+        await call(c, "claim_task")
+        asked = await call(c, "message", action="send", to="operators", task_key="api-refactor", subject="layout",
+                           body="one module, or\n split per resource?")  # fmt: skip
+        answer = await call(carol, "message", action="send", to=c_name, task_key="api-refactor",
+                            reply_to=asked["id"], body="split per resource")  # fmt: skip
+        [got] = (await call(c, "message", action="read"))["messages"]
+        await call(c, "message", action="ack", ids=[got["id"]])
+        async with Harness.open(settings_for(db_url)) as h:  # C's connection ends (its stdin closed)
+            assert await h.tasks.end_leases(Identity(workspace, c_name), "its connection ended (stdin closed)")
+        taken = await call(f, "claim_task", task_key="api-refactor")
+        notes = taken["task"]["context"]["notes"]
+        assert notes[0]["by"] == f_name and f"the lease of {c_name} ended" in notes[0]["text"]
+        assert notes[1]["by"] == c_name and "its connection ended" in notes[1]["text"]
+        assert notes[2] == {"message": answer["id"], "at": answer["at"], "by": "carol", "text": "split per resource"}
+        assert notes[3] == {"message": asked["id"], "at": asked["at"], "by": c_name,
+                            "text": "layout | one module, or split per resource?"}  # fmt: skip
+        assert (await call(f, "restore_state"))["my_tasks"][0]["context"]["notes"] == notes
+        # list_tasks(task_key=K) answers the same notes, whole
+        assert (await call(f, "list_tasks", task_key="api-refactor"))["tasks"][0]["context"]["notes"] == notes
+
+        # the bound: long notes and a long dependency result; the person's answer is kept before the
+        # agents' entries and the take-over and connection-end notes
+        await call(carol, "add_tasks", tasks=[
+            {"key": "dep1", "title": "Dep"}, {"key": "dep2", "title": "Dep"},
+            {"key": "next", "title": "Next", "depends_on": ["dep1", "dep2"]},
+        ])  # fmt: skip
+        for key in ("dep1", "dep2"):
+            dep = await call(carol, "claim_task", task_key=key)
+            await complete(carol, key, dep["lease"]["token"], result={"log": "r" * 600}, verification="v" * 600)
+        await call(c, "record_progress", summary="older entry " + "o" * 400, task_key="next")
+        kept = await call(carol, "message", action="send", to="claude-code", task_key="next", body="keep " + "k" * 400)
+        await call(c, "record_progress", summary="newer entry " + "n" * 400, task_key="next")
+        await call(c, "claim_task", task_key="next")
+        async with Harness.open(settings_for(db_url)) as h:
+            await h.tasks.end_leases(Identity(workspace, c_name), "its connection ended (stdin closed)")
+        context = (await call(f, "claim_task", task_key="next"))["task"]["context"]
+        assert size(context) <= MAX_BYTES, size(context)
+        texts = [n["text"] for n in context["notes"]]
+        assert any(n.get("message") == kept["id"] and n["by"] == "carol" for n in context["notes"]), texts
+        assert not any(t.startswith("older entry") for t in texts), texts
+        assert not any("took over" in t or "connection ended" in t for t in texts), texts
+
+
+async def test_status_says_a_lease_ended_with_its_connection_not_that_it_ran_out(db_url, workspace, capsys):
+    """The trial: after stdin closed, `mcp-harness status` listed the lease under "STUCK (lease ran out
+    without a heartbeat...)". Where the harness knows the connection's end (its lease_end event), it says
+    so (`ended`: the reason; its own heading), and a lease that ran out by time stays STUCK."""
+    from mcp_harness.cli.output import show
+    from mcp_harness.cli.tables import status_report
+
+    ann, bob = Identity(workspace, "claude-code:aaaa1111"), Identity(workspace, "bob")
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(ann, tasks=[{"key": "gone", "title": "G"}, {"key": "slept", "title": "S"}])
+        await h.tasks.claim(ann, task_key="gone")
+        await h.tasks.claim(bob, task_key="slept", lease_seconds=10)
+        await h.tasks.end_leases(ann, "its connection ended (stdin closed)")
+        clock.advance(11)
+        report = await h.status(ann)
+        stuck = {lease["task"]: lease for lease in report["stuck"]}
+        assert stuck["gone"]["ended"] == "its connection ended (stdin closed)" and stuck["gone"]["expired"]
+        assert stuck["slept"]["ended"] is None
+        capsys.readouterr()
+        show(*status_report(report))
+        text = capsys.readouterr().out
+        ran_out = text.index("STUCK (lease ran out")
+        ended = text.index("ENDED (the holder's connection or session ended")
+        assert "slept" in text[ran_out:ended] and "gone" not in text[ran_out:ended]
+        assert "gone" in text[ended:] and "its connection ended (stdin closed)" in text[ended:]

@@ -204,6 +204,29 @@ def test_compaction_is_noted_and_the_next_start_restores_the_task(sqlite_url, wo
     assert f'You hold (agent {ME}): k "Ship it", attempt 1' in text
 
 
+def test_the_brief_marks_ready_tasks_whose_paths_another_agent_holds(db_url, workspace, capsys, monkeypatch):
+    """The trial: "Ready to claim" listed a task whose paths another session's live lease held, and its
+    claim answered `paths_reserved`. Those come last, marked with the holder; the session's own
+    reservations mark nothing."""
+    me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
+
+    async def setup(h: Harness) -> None:
+        await h.tasks.add(me, tasks=[TaskSpec(key="api", title="API", paths=["src/api/"], priority=9),
+                                     TaskSpec(key="lib", title="Lib", paths=["lib/"], priority=8),
+                                     TaskSpec(key="handlers", title="Handlers", paths=["src/api/handlers.py"]),
+                                     TaskSpec(key="lib-more", title="More lib", paths=["lib/x.py"]),
+                                     TaskSpec(key="docs", title="Docs", paths=["docs/"])])  # fmt: skip
+        await h.tasks.claim(other, task_key="api")
+        await h.tasks.claim(me, task_key="lib")
+
+    act(db_url, setup)
+    out, _err = fire("SessionStart", db_url, workspace, capsys, monkeypatch)
+    [ready] = [line for line in context(out, "SessionStart").splitlines() if line.startswith("Ready to claim")]
+    assert ready == ('Ready to claim: lib-more "More lib"; docs "Docs"; '
+                     'handlers "Handlers" (paths held by claude-code:0ther000)'), ready  # fmt: skip
+    assert act(db_url, lambda h: h.tasks.claim(me, task_key="handlers")).reason == "paths_reserved"
+
+
 def test_session_end_ends_the_leases_and_the_next_claim_takes_the_task(db_url, workspace, capsys, monkeypatch):
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 

@@ -359,11 +359,18 @@ async def test_brief_from_a_shared_server(served):
         await call(client, "add_tasks", tasks=[{"key": "t1", "title": "First task"}])
         await call(client, "claim_task")
         await call(client, "record_progress", summary="remote progress", task_key="t1")
+    # another agent holds src/ (declared with its task): the ready task under it is marked, last
+    async with http_client(served.url, served.token("ws-brief", "remote-other")) as other:
+        await call(other, "add_tasks", tasks=[{"key": "src", "title": "Src", "paths": ["src/"], "priority": 9},
+                                              {"key": "src-x", "title": "Src x", "paths": ["src/x.py"]},
+                                              {"key": "docs", "title": "Docs", "paths": ["docs/"]}])  # fmt: skip
+        await call(other, "claim_task", task_key="src")
     env = subprocess_env(TEAM_TOKEN=token)
     out = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "TEAM_TOKEN", env=env)
     assert out.returncode == 0, out.stderr
     assert f"shared server {served.url}/mcp" in out.stdout and "remote progress" in out.stdout
     assert 'You hold: t1 "First task"' in out.stdout and token not in out.stdout
+    assert 'Ready to claim: docs "Docs"; src-x "Src x" (paths held by remote-other)' in out.stdout, out.stdout
     unset = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "NOT_SET_ANYWHERE")
     assert unset.returncode != 0 and "NOT_SET_ANYWHERE is not set" in unset.stderr
     refused = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "T", env=subprocess_env(T="mcph_bad"))

@@ -41,6 +41,45 @@ async def test_send_read_ack_over_the_tool(db_url, workspace):
         assert answer["reply_to"] == sent["id"] and answer["id"] == reply["id"]
 
 
+async def test_send_warns_when_the_addressee_may_not_be_who_was_meant(db_url, workspace):
+    """The trial: `to="claude-code"` (a base name, as the README's example does) was read and acked by a
+    session that does not hold the task; `to="bob"` or a mistyped session id answered no hint. The send
+    still goes (per contract), and its answer carries a `warning` naming the session to write to."""
+    a_name, f_name = "claude-code:aaaaaaaa", "claude-code:ffffffff"
+    async with (
+        mcp_client(db_url, workspace, a_name) as a,
+        mcp_client(db_url, workspace, f_name) as f,
+        mcp_client(db_url, workspace, "carol") as carol,
+    ):
+        await call(f, "add_tasks", tasks=[{"key": "api-refactor", "title": "API"}, {"key": "docs", "title": "Docs"}])
+        await call(f, "claim_task", task_key="api-refactor")
+        await call(a, "restore_state")  # a session is seen once it makes a call
+
+        async def send(client, **args) -> dict:
+            return await call(client, "message", action="send", body=args.pop("body", "hi"), **args)
+
+        held = await send(carol, to="claude-code", task_key="api-refactor", body="split per resource")
+        assert held["id"] and f"task 'api-refactor' is held by {f_name}: send to=\"{f_name}\"" in held["warning"]
+        assert "every session of claude-code" in held["warning"]
+        several = await send(carol, to="claude-code", body="anyone?")  # no task: the sessions seen
+        assert a_name in several["warning"] and f_name in several["warning"], several
+        other = await send(carol, to=a_name, task_key="api-refactor")  # a session that holds not that task
+        assert f'held by {f_name}, not {a_name}: send to="{f_name}"' in other["warning"]
+        never = await send(carol, to="bob")
+        assert "nobody named 'bob' has been seen in this workspace" in never["warning"], never
+        assert 'to="operators"' in never["warning"]
+        typo = await send(carol, to="claude-code:fffffff")
+        assert "no session 'claude-code:fffffff' has been seen" in typo["warning"] and f_name in typo["warning"]
+        for fine in (dict(to=f_name, task_key="api-refactor"), dict(to="*"), dict(to="operators"),
+                     dict(to="carol"), dict(to=f_name, task_key="docs")):  # fmt: skip
+            assert "warning" not in await send(f, **fine), fine
+        # the warning is what the message tool answered: it comes back with a replay
+        again = await send(carol, to="bob", idempotency_key="k-1")
+        assert (await send(carol, to="bob", idempotency_key="k-1")) == {**again, "replayed": True}
+        # and the messages went all the same: the addressee reads them
+        assert (await call(f, "message", action="read"))["unread"] >= 2
+
+
 async def test_the_brief_claim_and_heartbeat_carry_the_inbox(db_url, workspace):
     async with mcp_client(db_url, workspace, "alice") as alice, mcp_client(db_url, workspace, "bob") as bob:
         await call(bob, "add_tasks", tasks=[{"key": "t1", "title": "A"}])
@@ -247,7 +286,9 @@ async def test_a_person_uses_msg_from_the_command_line(tmp_path):
     out = run_cli("msg", "list", *base)
     assert out.returncode == 0 and q["id"] in out.stdout and "Port 8080 or 9090?" in out.stdout, out
     sent = run_cli("msg", "send", "--to", "coder", "--task", "api", "--reply-to", q["id"], "8080, please", *base)
-    assert sent.returncode == 0 and sent.stdout.startswith("sent msg_"), sent
+    assert sent.returncode == 0 and sent.stdout.startswith("sent msg_") and "warning" not in sent.stderr, sent
+    typo = run_cli("msg", "send", "--to", "coderr", "--task", "api", "8080", *base)  # sent, with a warning
+    assert typo.returncode == 0 and "warning: nobody named 'coderr' has been seen" in typo.stderr, typo
     acked = run_cli("msg", "ack", q["id"], *base, "--json")
     assert json.loads(acked.stdout) == {"acked": 1}
     assert "no unread messages for carol" in run_cli("msg", "list", *base).stdout

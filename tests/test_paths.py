@@ -79,7 +79,28 @@ def test_bad_patterns_are_refused(bad):
 
 
 def test_patterns_are_relative_to_the_root():
-    assert normalize("/src/a.py") == "src/a.py" and normalize("./docs/") == "docs/"
+    assert normalize("./docs/") == "docs/" and normalize(" src/a.py ") == "src/a.py"
+
+
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        ("src\\api", "backslash"),  # a Windows separator: it would never match
+        ("src\\*.py", "backslash"),
+        ("C:/x", "drive letter"),
+        ("c:", "drive letter"),
+        ("/home/me/repo/src/a.py", "starts with '/'"),  # an absolute path
+        ("/src/a.py", "starts with '/'"),
+        ("~/repo/src", "home folder"),
+    ],
+)
+def test_patterns_that_would_never_match_are_refused_saying_why(bad, what):
+    """Accepted, these would reserve nothing (the trial's `src\\api` and `C:/x`): refused, saying what is wrong
+    and that patterns are relative to the repository root, with forward slashes."""
+    with pytest.raises(PatternError) as err:
+        normalize(bad)
+    assert what in str(err.value) and "relative to the repository root, with forward slashes" in str(err.value)
+    assert normalize("a:b/c") == "a:b/c"  # a colon past the first character is a name's
 
 
 # -- through the tools ------------------------------------------------------------------------------------
@@ -134,6 +155,12 @@ async def test_reserve_and_unreserve_under_a_lease(db_url, workspace):
         assert held["held_paths"] == ["docs/api.md", "src/a/"]
         err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"])
         assert err.code == "task_conflict" and "'alice'" in err.text and "'a'" in err.text and "docs/api.md" in err.text
+        assert "reserve it shared" not in err.text, "alice holds docs/api.md exclusively: sharing would not help"
+        # a shared request that clashes with an exclusive reservation says so (not "reserve them shared")
+        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"],
+                         shared=True)  # fmt: skip
+        assert err.code == "task_conflict" and "cannot reserve shared" in err.text, err.text
+        assert "reserved exclusively by agent 'alice'" in err.text and "reserve it shared" not in err.text
         # shared: held back only by exclusive reservations
         await call(a, "update_task", task_key="a", action="reserve", lease_token=ta, paths=["README.md"], shared=True)
         shared = await call(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["README.md"],
@@ -141,6 +168,9 @@ async def test_reserve_and_unreserve_under_a_lease(db_url, workspace):
         assert shared["shared_paths"] == ["README.md"]
         err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["src/a/x.py"])
         assert err.code == "task_conflict"
+        # an exclusive request that clashes only with shared reservations: sharing is the way
+        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["README.md"])
+        assert "reserved shared by agent 'alice'" in err.text and "reserve it shared" in err.text, err.text
         dropped = await call(a, "update_task", task_key="a", action="unreserve", lease_token=ta, paths=["docs/api.md"])
         assert dropped["held_paths"] == ["src/a/"]
         ok = await call(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"])
@@ -178,17 +208,43 @@ async def test_a_revived_lease_gets_its_paths_back_only_where_free(db_url, works
         assert (await call(b, "claim_task", task_key="d"))["reason"] == "paths_reserved"
 
 
+async def test_my_tasks_list_no_paths_for_a_lease_that_ran_out(db_url, workspace):
+    """The trial: after a kill -9 and a resume, restore_state listed `my_tasks` with `expired: true` and
+    still `paths: [...]`, which the guard (rightly) no longer held. A lease that is not live holds no
+    paths; a heartbeat that revives it brings them back (where free) and my_tasks lists them again."""
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[t("a", paths=["src/a/"])])
+        got = await call(a, "claim_task", lease_seconds=10)
+        token = got["lease"]["token"]
+        await call(a, "update_task", task_key="a", action="reserve", lease_token=token, paths=["docs/"], shared=True)
+        (live,) = (await call(a, "restore_state"))["my_tasks"]
+        assert live["paths"] == ["src/a/"] and live["shared_paths"] == ["docs/"]
+        clock.advance(11)
+        (held,) = (await call(a, "restore_state"))["my_tasks"]
+        assert held["lease"]["expired"] is True
+        assert "paths" not in held and "shared_paths" not in held, held
+        await call(a, "update_task", task_key="a", action="heartbeat", lease_token=token)
+        (back,) = (await call(a, "restore_state"))["my_tasks"]
+        assert back["paths"] == ["src/a/"] and back["shared_paths"] == ["docs/"]
+
+
 async def test_too_many_paths_are_refused(db_url, workspace):
     async with mcp_client(db_url, workspace, "alice") as a:
         err = await fail(a, "add_tasks", tasks=[t("a", paths=[f"f{i}" for i in range(51)])])
         assert err.code == "invalid_argument"
         err = await fail(a, "add_tasks", tasks=[t("a", paths=["../x"])])
         assert err.code == "invalid_argument" and "'../x'" in err.text
+        for bad in ("src\\api", "C:/x", "/abs/path"):  # through the tool: the task is refused, saying why
+            err = await fail(a, "add_tasks", tasks=[t("a", paths=[bad])])
+            assert err.code == "invalid_argument" and "forward slashes" in err.text, err.text
         await call(a, "add_tasks", tasks=[t("a", paths=[f"f{i}" for i in range(50)])])
         got = await call(a, "claim_task")
         err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"],
                          paths=["more"])  # fmt: skip
         assert err.code == "invalid_argument" and "at most 50" in err.text
+        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"],
+                         paths=["docs\\x.md"])  # fmt: skip
+        assert err.code == "invalid_argument" and "backslash" in err.text and "forward slashes" in err.text
 
 
 async def test_a_waiting_claim_is_not_woken_by_reserved_paths(db_url, workspace):

@@ -49,6 +49,28 @@ async def test_bad_queries_are_invalid_arguments(client, query, words):
     assert got.code == "invalid_argument"
 
 
+async def test_upper_case_and_or_not_mean_what_a_model_means(client):
+    """The trial's `rate AND limit` found nothing (AND was a word to look for): AND is passed over, OR
+    means either, NOT excludes; lower-case and/or/not stay words, and a query of operators alone looks
+    for them as words. Both backends."""
+    await call(client, "record_progress", summary="added the rate limit", details="token bucket, 10 per second")
+    await call(client, "record_progress", summary="rate of the exchange feed", details="polled hourly")
+    await call(client, "record_progress", summary="limit the log size", details="rotate at 10 MB")
+
+    async def found(query: str) -> list[str]:
+        return sorted(e["summary"] for e in (await call(client, "restore_state", query=query))["recent_progress"])
+
+    assert await found("rate AND limit") == ["added the rate limit"]
+    assert await found("rate OR limit") == ["added the rate limit", "limit the log size", "rate of the exchange feed"]
+    assert await found("rate NOT limit") == ["rate of the exchange feed"]
+    assert await found("rate AND NOT bucket") == ["rate of the exchange feed"]
+    # lower-case: words (PostgreSQL's English search drops "and" as a stop word; FTS5 looks for it)
+    assert search_terms("rate and limit").groups == [[("rate", False)], [("and", False)], [("limit", False)]]
+    assert search_terms("AND").groups == [[("AND", False)]], "operators alone: words"
+    tasks = await call(client, "list_tasks", query="rate AND limit")  # the same language for tasks
+    assert tasks["tasks"] == []
+
+
 async def test_fts_syntax_in_a_query_is_taken_as_words(client):
     await call(client, "record_progress", summary="NEAR the column: AND star")
     for query in ("NEAR(a b)", "column:", "AND", "star*", "^start", "a + b", "(x", "OR cookie", "NOT"):

@@ -3,7 +3,8 @@
 From this machine's database, or from a shared HTTP server (`--url`, with the bearer token read from
 the environment variable `--token-env`) through the official MCP client. Either way it is what
 `restore_state` answers (the latest state, the newest progress of every thread, the tasks this agent
-holds, the task counts) plus the first tasks waiting to be claimed, rendered for a model's context.
+holds, the task counts) plus the first tasks waiting to be claimed (those whose paths another agent's
+live lease holds last, marked: their claim would answer `paths_reserved`), rendered for a model's context.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import argparse
 import json
 import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
 from .common import db_setting, env, with_harness
 from .output import say
+
+if TYPE_CHECKING:
+    from ..service import Harness, Identity
 
 LIMIT = 4000  #: bytes of text, at most
 STATE_BYTES = 1500  #: of the state's compact JSON, before it is cut
@@ -29,7 +33,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
         restored, rows = fetch_remote(args.url, args.token_env, args.thread)
         say(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
         return 0
-    from ..service import Harness, Identity
+    from ..service import Identity
     from .reading import other_workspaces
 
     ident = Identity(
@@ -46,9 +50,8 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
     async def run(h: Harness) -> int:
         restored = await h.restore(ident, thread=args.thread)
-        listed = await h.tasks.list(ident, status=["pending"], limit=20)
+        rows = await waiting_rows(h, ident)
         others = await other_workspaces(h, ident)
-        rows = [r.model_dump(mode="json") for r in listed.tasks]
         text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}",
                       thread=args.thread, agent=ident.agent, others=others)  # fmt: skip
         say(text)
@@ -57,8 +60,21 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
+    """The pending tasks (list_tasks rows), then one row per live lease with the paths it holds (a claim
+    reserves exclusively, so shared ones stop it too: `render` marks a ready task whose paths another
+    agent's lease holds)."""
+    listed = await h.tasks.list(ident, status=["pending"], limit=20)
+    claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
+    held = [{"key": t.key, "status": "claimed", "ready": False, "owner": t.owner,
+             "paths": [*(t.held_paths or []), *(t.shared_paths or [])]}
+            for t in claimed if t.held_paths or t.shared_paths]  # fmt: skip
+    return [r.model_dump(mode="json") for r in listed.tasks] + held
+
+
 def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """restore_state and list_tasks from a shared server, as the token's agent."""
+    """restore_state and list_tasks from a shared server, as the token's agent: the pending tasks, then
+    the claimed ones under a live lease (their declared paths stand for what the lease holds)."""
     token = os.environ.get(token_env)
     if not token:
         raise InvalidArgument(f"environment variable {token_env} is not set: it must hold the bearer token for {url}")
@@ -82,7 +98,8 @@ def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any],
         ):
             restored = await _call(client, "restore_state", {"thread": thread})
             listed = await _call(client, "list_tasks", {"status": ["pending"], "limit": 20})
-        return restored, listed["tasks"]
+            held = await _call(client, "list_tasks", {"status": ["claimed"], "ready": False, "limit": 50})
+        return restored, listed["tasks"] + [r for r in held["tasks"] if r.get("paths")]
 
     try:
         return anyio.run(ask)
@@ -207,10 +224,25 @@ def _tasks(
     ready = [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
-        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}' for r in ready[:WAITING])
+        me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
+        held = [(r.get("owner") or "?", r["paths"]) for r in waiting
+                if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me]  # fmt: skip
+        holder = {r["key"]: _holder(r, held) for r in ready}
+        ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)
+        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}'
+                          + (f" (paths held by {holder[r['key']]})" if holder[r["key"]] else "")
+                          for r in ready[:WAITING])  # fmt: skip
         more = f" (+{len(ready) - WAITING} more)" if len(ready) > WAITING else ""
         lines.append(f"{title}: {names}{more}")
     return lines
+
+
+def _holder(row: dict[str, Any], held: list[tuple[str, list[str]]]) -> str | None:
+    """Who holds paths that `row`'s overlap (its claim would answer `paths_reserved`), if anyone."""
+    from ..paths import clashes
+
+    mine = row.get("paths") or []
+    return next((owner for owner, theirs in held if mine and clashes(mine, theirs)), None)
 
 
 def _after(row: dict[str, Any]) -> str:

@@ -70,13 +70,12 @@ def session_start(call: HookCall) -> str:
 
 
 async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
-    from .brief import render
+    from .brief import render, waiting_rows
     from .reading import other_workspaces
 
     restored = await harness.restore(ident, thread="main")
-    listed = await harness.tasks.list(ident, status=["pending"], limit=20)
+    rows = await waiting_rows(harness, ident)
     others = await other_workspaces(harness, ident)
-    rows = [r.model_dump(mode="json") for r in listed.tasks]
     text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}", thread="main",
                   agent=ident.agent, others=others)  # fmt: skip
     if call.data.get("source") != "compact":

@@ -11,7 +11,7 @@ import json
 from ..errors import InvalidArgument
 from ..service import Harness
 from .common import caller, with_harness
-from .output import clean, say
+from .output import clean, note, say
 from .tables import when
 
 
@@ -28,6 +28,8 @@ def cmd_msg(args: argparse.Namespace) -> int:
                 print(json.dumps(sent.model_dump(mode="json")))
             else:
                 say(f"sent {sent.id} to {args.to} as {who.agent}")
+            if sent.warning:  # who may read it (the JSON answer carries it too)
+                note(f"warning: {sent.warning}")
             return 0
 
         return with_harness(args, send, existing=True)

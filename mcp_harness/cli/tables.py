@@ -93,15 +93,23 @@ def status_report(report: dict[str, Any]) -> list[Any]:
         out.append(threads)
     out.append("tasks: " + counts_line(report["task_counts"]))
     stuck = "STUCK (lease ran out without a heartbeat; not re-claimed yet):"
-    for title, key in (("live leases:", "live_leases"), (stuck, "stuck")):
-        if report[key]:
-            out.append(Text(title, style="red" if key == "stuck" else ""))
-            held = any(lease.get("paths") or lease.get("shared_paths") for lease in report[key])
-            leases = table("TASK", "OWNER", "ATTEMPT", "EXPIRES (UTC)", "LAST PROGRESS (UTC)", *(["PATHS"] * held))
-            for lease in report[key]:
+    ended = "ENDED (the holder's connection or session ended; not re-claimed yet, the next claim takes it):"
+    groups = (
+        ("live leases:", "", report["live_leases"], False),
+        (stuck, "red", [lease for lease in report["stuck"] if not lease.get("ended")], False),
+        (ended, "yellow", [lease for lease in report["stuck"] if lease.get("ended")], True),  # when and why
+    )
+    for title, style, group, why in groups:
+        if group:
+            out.append(Text(title, style=style))
+            held = any(lease.get("paths") or lease.get("shared_paths") for lease in group)
+            leases = table("TASK", "OWNER", "ATTEMPT", "ENDED (UTC)" if why else "EXPIRES (UTC)", *(["WHY"] * why),
+                           "LAST PROGRESS (UTC)", *(["PATHS"] * held))  # fmt: skip
+            for lease in group:
                 paths = [*lease.get("paths", []), *(f"{p} (shared)" for p in lease.get("shared_paths", []))]
                 leases.add_row(lease["task"], lease["owner"] or "-", str(lease["attempt"]), when(lease["expires_at"]),
-                               when(lease["last_progress_at"]), *([", ".join(paths)] * held))  # fmt: skip
+                               *([lease.get("ended") or ""] * why), when(lease["last_progress_at"]),
+                               *([", ".join(paths)] * held))  # fmt: skip
             out.append(leases)
     if report["largest_checkpoints"]:
         out.append("largest checkpoints:")

@@ -161,7 +161,8 @@ class AgentRow:
     last_seen: str | None  #: its last contact: any call, or else the last thing it wrote
     holds: list[Card] = field(default_factory=list)
     last_tool: str | None = None  #: the tool of its last recorded call
-    claim_outcome: str | None = None  #: what its last claim answered: `claimed`, or why nothing
+    #: what its last claim answered (`claimed`, or why nothing), or what it then did with the task (`completed:K`)
+    claim_outcome: str | None = None
     claim_at: str | None = None
     silent: bool = False  #: it holds a lease and has made no call for `silent_after` seconds
 
@@ -169,6 +170,13 @@ class AgentRow:
     def state(self) -> str:
         """`silent`, `working` (holds a task), or `idle`."""
         return "silent" if self.silent else "working" if self.holds else "idle"
+
+    @property
+    def let_go(self) -> tuple[str, str] | None:
+        """(`completed`, `released` or `failed`, the task's key) when its last word was that about the
+        task it held (`contacts.LET_GO`): what it did before it went idle."""
+        verb, _, key = (self.claim_outcome or "").partition(":")
+        return (verb, key) if key else None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Liveness: when each agent last made a call (any tool: a claim poll, a heartbeat, a read) and what
-its last claim answered, for the console's "who is alive" and its silent-holder flags.
+its last claim answered (or what it did with the task it got: completed, released, failed), for the
+console's "who is alive", why each idle one is idle, and its silent-holder flags.
 
 Cheap on the hot path: a server remembers per agent when it last wrote the agent's row and writes it
 again only after `WRITE_EVERY` seconds (or when a claim's answer changes), in a transaction of its
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..models import ClaimTaskResult
+from ..models import ClaimTaskResult, UpdateTaskResult
 from ..store import console as store
 from ..store.common import now
 from .base import Identity, ServiceBase
@@ -21,6 +22,8 @@ log = logging.getLogger(__name__)
 
 WRITE_EVERY = 5.0  #: seconds between two writes of one agent's row by one process
 CLAIMED = "claimed"  #: the claim outcome when a claim got a task (else the reason it got none)
+#: what an agent last did with the task it held, recorded as its outcome `verb:key` (it holds it no more)
+LET_GO = {"complete": "completed", "release": "released", "fail": "failed"}
 
 
 class ContactService(ServiceBase):
@@ -28,11 +31,14 @@ class ContactService(ServiceBase):
         super().__init__(*args, **kwargs)
         self._written: dict[tuple[str, str], tuple[float, str | None]] = {}
 
-    async def touch(self, ident: Identity, tool: str, result: Any = None) -> None:
-        """`ident` made a call to `tool` (and, for a claim, got `result`)."""
+    async def touch(self, ident: Identity, tool: str, result: Any = None, action: str | None = None) -> None:
+        """`ident` made a call to `tool` (and, for a claim, got `result`; for an `update_task` `action` that
+        lets its task go, such as complete, the answer naming the task)."""
         outcome = None
         if isinstance(result, ClaimTaskResult):
             outcome = CLAIMED if result.task is not None else str(result.reason or "nothing")
+        elif isinstance(result, UpdateTaskResult) and action in LET_GO:
+            outcome = f"{LET_GO[action]}:{result.key}"
         key = (ident.workspace, ident.agent)
         at = now()
         last = self._written.get(key)

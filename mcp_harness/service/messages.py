@@ -18,7 +18,8 @@ from ..store import Connection
 from ..store import messages as store
 from ..store import tasks as task_store
 from ..store.common import ensure_workspace, now
-from ..store.records import MessageRow
+from ..store.records import MessageRow, TaskRecord
+from ..task_states import Status
 from .base import Identity, ServiceBase, iso, new_id
 
 MAX_BODY_BYTES = 8 * 1024
@@ -28,6 +29,8 @@ BROADCAST_DAYS = 7
 BROADCAST_SECONDS = BROADCAST_DAYS * 86400
 #: how many unread messages restore_state carries
 BRIEF_MESSAGES = 5
+#: sessions a send's warning names at most
+WARN_SESSIONS = 3
 EVERY_AGENT, OPERATORS = "*", "operators"
 _NAME = re.compile(NAME_PATTERN)
 
@@ -76,6 +79,48 @@ async def inbox(conn: Connection, ident: Identity) -> Inbox | None:
     return Inbox(unread=count, messages=[message(r) for r in rows])
 
 
+async def addressee_warning(conn: Connection, ident: Identity, to: str, task: TaskRecord | None) -> str | None:
+    """What a sender should know about `to` before it waits for an answer (None: nothing): a name never
+    seen in the workspace (a typo, a session that never was), a name several sessions share (the first
+    to acknowledge takes the message from the others), a task held by another session than `to` reaches.
+    A few indexed reads; the messages are scanned only for a name no call and no task knows."""
+    if to in (EVERY_AGENT, OPERATORS):
+        return None
+    ws, base = ident.workspace, to.split(":", 1)[0]
+    # the task's holder when it is another session of the name `to` gives (not `to`, not the sender)
+    owner = task.owner if task is not None and task.status == Status.CLAIMED else None
+    mine = owner is None or owner in (to, ident.agent) or owner.split(":", 1)[0] != base
+    holder = None if mine else owner
+    if not await store.name_seen(conn, ws, to):
+        sessions = await store.sessions_seen(conn, ws, base, WARN_SESSIONS) if to != base else []
+        if not sessions:
+            return (
+                f"nobody named {to!r} has been seen in this workspace (no call, task or message of theirs): "
+                'check the name; people read to="operators", every agent to="*"'
+            )
+        also = f"; task {task.key!r} is held by {holder}" if holder and task else ""
+        return (
+            f"no session {to!r} has been seen in this workspace, so nobody may ever read this; sessions of "
+            f"{base} seen: {', '.join(sessions)}{also}"
+        )
+    if holder is not None and task is not None:
+        if to == base:
+            return (
+                f"{to!r} reaches every session of {base} (the first to acknowledge takes it from the others); "
+                f'task {task.key!r} is held by {holder}: send to="{holder}" to reach that session only'
+            )
+        return f'task {task.key!r} is held by {holder}, not {to}: send to="{holder}" to reach its holder'
+    if to == base:
+        sessions = await store.sessions_seen(conn, ws, base, WARN_SESSIONS + 1)
+        if len(sessions) > 1:
+            named = ", ".join(sessions[:WARN_SESSIONS]) + (", ..." if len(sessions) > WARN_SESSIONS else "")
+            return (
+                f"{to!r} reaches every session of {base} seen here ({named}): the first to acknowledge "
+                f'takes it from the others; to reach one, send to its full name (to="{sessions[0]}")'
+            )
+    return None
+
+
 class MessageService(ServiceBase):
     async def act(self, ident: Identity, args: MessageArgs | None = None, /, **fields: Any) -> MessageResult:
         """The `message` tool: send, read or ack (`args`, or its fields as keywords)."""
@@ -108,7 +153,8 @@ class MessageService(ServiceBase):
 
         async def body_(conn: Connection) -> MessageResult:
             ws = ident.workspace
-            if args.task_key is not None and await task_store.get(conn, ws, args.task_key) is None:
+            task = await task_store.get(conn, ws, args.task_key) if args.task_key is not None else None
+            if args.task_key is not None and task is None:
                 raise NotFound(f"no task with key {args.task_key!r} in this workspace (omit task_key for none)")
             if args.reply_to is not None and not await store.exists(conn, ws, args.reply_to):
                 raise NotFound(f"no message with id {args.reply_to!r} in this workspace to reply to")
@@ -130,9 +176,10 @@ class MessageService(ServiceBase):
                 "reply_to": args.reply_to,
                 "created_at": created,
             }
+            warning = await addressee_warning(conn, ident, to, task)
             await ensure_workspace(conn, ws)  # a workspace holding only messages is listed (and exported)
             await store.insert(conn, row)
-            return MessageResult(id=message_id, at=iso(created))
+            return MessageResult(id=message_id, at=iso(created), warning=warning)
 
         return await self.exactly_once(ident, args, MessageResult, body_)
 

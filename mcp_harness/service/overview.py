@@ -3,11 +3,13 @@ the largest checkpoints and the database size, as one stable JSON-able report.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..store import Database
 from ..store import checkpoints as checkpoint_store
 from ..store import progress as progress_store
+from ..store import tasks as task_store
 from ..store.common import now
 from .base import Identity, iso
 from .tasks import TaskService
@@ -30,6 +32,9 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
     for t in claimed:
         if t.lease is None:
             continue
+        ended = (
+            await _ended_by(db, ident, t.key, t.owner, t.lease.attempt, t.lease.expires_at) if t.lease.expired else None
+        )
         leases.append(
             {
                 "task": t.key,
@@ -40,6 +45,8 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
                 "last_progress_at": iso(last_seen.get(t.owner or "")),
                 "paths": t.held_paths or [],  #: path patterns its live lease holds exclusively
                 "shared_paths": t.shared_paths or [],
+                #: why it ended when its holder's connection or session ended it (else null: it ran out)
+                "ended": ended,
             }
         )
     db_bytes = await db.size_bytes()
@@ -65,3 +72,16 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
         ],
         "database_bytes": db_bytes,
     }
+
+
+async def _ended_by(
+    db: Database, ident: Identity, key: str, owner: str | None, attempt: int, expires_at: str
+) -> str | None:
+    """Why a lease past its time ended, when a connection's (a session's) end ended it: its `lease_end`
+    event, of this attempt and holder, at the time the lease then expired (a lease renewed since ran out)."""
+    async with db.read() as conn:
+        ev = await task_store.last_event(conn, ident.workspace, key, "lease_end")
+    if ev is None or ev.actor != owner or ev.attempt != attempt or iso(ev.created_at) != expires_at or not ev.detail:
+        return None
+    reason = json.loads(ev.detail).get("reason")
+    return str(reason) if reason else None

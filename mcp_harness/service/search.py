@@ -2,8 +2,10 @@
 the same on SQLite (FTS5) and PostgreSQL (tsvector), and a malformed one is refused the same way.
 
 A query is words (all must match), `"quoted phrases"`, `OR` between two terms (either may match),
-`-word` (must not match) and `word*` (a prefix; on PostgreSQL the word's stem). Words are stemmed
-(English), case and accents aside. Punctuation inside a word splits it (`store.py` finds "store py")."""
+`-word` or `NOT word` (must not match) and `word*` (a prefix; on PostgreSQL the word's stem); `AND`
+between words says what they mean already and is passed over. The operators are the upper-case words
+(`and`, `or`, `not` are words to look for). Words are stemmed (English), case and accents aside.
+Punctuation inside a word splits it (`store.py` finds "store py")."""
 
 from __future__ import annotations
 
@@ -18,19 +20,36 @@ MAX_TERMS = 32
 
 def search_terms(query: str) -> Terms:
     """Parse `query`; `invalid_argument` for one that cannot be searched (empty, only exclusions,
-    an unclosed quote, too many terms)."""
+    an unclosed quote, too many terms). A query of operators alone (`AND`) looks for them as words."""
     if query.count('"') % 2:
         raise InvalidArgument('the search query has an unclosed " (quote a phrase as "two words")')
+    terms = _parse(query, operators=True)
+    if not terms.groups and not terms.excluded:
+        terms = _parse(query, operators=False)
+    if len(terms.excluded) + sum(map(len, terms.groups)) > MAX_TERMS:
+        raise InvalidArgument(f"the search query has more than {MAX_TERMS} terms")
+    if not terms.groups:
+        raise InvalidArgument('the search query has no word to look for (words, "phrases", OR, -word to exclude)')
+    return terms
+
+
+def _parse(query: str, *, operators: bool) -> Terms:
     terms = Terms()
-    pending_or = False
+    pending_or = pending_not = False
     for match in _TOKEN.finditer(query):
         negated, phrase, word = match.group(1) == "-", match.group(2), match.group(3)
         if word is not None:
-            if word == "OR":
+            if operators and word == "OR":
                 pending_or = bool(terms.groups)
+                continue
+            if operators and word == "AND":  # all words must match anyway
+                continue
+            if operators and word == "NOT":
+                pending_not = True
                 continue
             negated = word.startswith("-")
             word = word.lstrip("-")
+        negated, pending_not = negated or pending_not, False
         prefix = word is not None and word.endswith("*")
         text = phrase if phrase is not None else (word or "").rstrip("*")
         parts = re.findall(r"\w+", text)
@@ -44,8 +63,4 @@ def search_terms(query: str) -> Terms:
         else:
             terms.groups.append([term])
         pending_or = False
-    if len(terms.excluded) + sum(map(len, terms.groups)) > MAX_TERMS:
-        raise InvalidArgument(f"the search query has more than {MAX_TERMS} terms")
-    if not terms.groups:
-        raise InvalidArgument('the search query has no word to look for (words, "phrases", OR, -word to exclude)')
     return terms

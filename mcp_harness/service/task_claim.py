@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import secrets
+from typing import Any
 
 import anyio
 
@@ -48,8 +50,13 @@ def _claimed(row: ClaimedTask, at: float, context: TaskContext | None) -> ClaimT
 
 
 async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at: float) -> None:
-    """The claim statement recorded the take-over event; the log gets the harness's entry about it."""
-    ev = event("take_over", ident.agent, {"previous_owner": row.taken_from})
+    """The claim statement recorded the take-over event; the log gets the harness's entry about it, which
+    says why the lease ended when a connection's (a session's) end ended it, else that it expired."""
+    detail: dict[str, Any] = {"previous_owner": row.taken_from}
+    ended = await store.last_event(conn, ident.workspace, row.key, "lease_end")
+    if ended is not None and ended.actor == row.taken_from and ended.attempt == row.attempts - 1 and ended.detail:
+        detail["ended"] = json.loads(ended.detail).get("reason")
+    ev = event("take_over", ident.agent, detail)
     await logged(conn, ident.workspace, row.key, row.attempts, ev, at, recorded=True)
 
 

@@ -1,12 +1,13 @@
 """A handoff's `context`: what the next holder of a task must know, read with the task it goes with.
 
 `task_context(conn, workspace, row)` answers the task's newest notes (the harness's, paired with the
-task event each one tells, and agents' progress entries about the task) and its dependencies' status,
-result and verification, within `MAX_BYTES` of compact JSON; `full=True` answers it whole (the result and
-texts uncut, no byte bound: one task read on purpose). It costs a few bounded queries whatever the
-history: the newest `NOTES` progress entries about the task and its newest events by index, and one read
-of its dependencies (plus one event read per cancelled dependency, for its reason, and per approved gate or
-review task, for the person's comment)."""
+task event each one tells, agents' progress entries about the task, and the messages that name it: a
+person's answer to the previous holder reaches the next one) and its dependencies' status, result and
+verification, within `MAX_BYTES` of compact JSON; `full=True` answers it whole (the result and texts
+uncut, no byte bound: one task read on purpose). It costs a few bounded queries whatever the history:
+the newest `NOTES` progress entries and messages about the task and its newest events by index, and one
+read of its dependencies (plus one event read per cancelled dependency, for its reason, and per approved
+gate or review task, for the person's comment)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from typing import Any
 from ..jsonvalue import dumps
 from ..models import ContextDependency, ContextNote, TaskContext
 from ..store import Connection
+from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
-from ..store.records import ProgressRow, TaskEventRow, TaskRecord
+from ..store.records import MessageRow, ProgressRow, TaskEventRow, TaskRecord
 from ..task_states import Status, shown
 from .base import iso
 from .task_events import HARNESS, KINDS, WITH_REASON
@@ -29,7 +31,8 @@ MAX_BYTES = 2000  #: the context's compact JSON (UTF-8) at most
 CUT = "…"
 #: how far results and verifications are cut, in turn, when the notes alone do not bring it within bound
 _SHORTER = (150, 80, 40, 0)
-#: a note's weight when the bound forces a choice: reasons first, then agents' entries, then the rest
+#: a note's weight when the bound forces a choice: reasons (and messages: a question and its answer are
+#: said on purpose, as a reason is) first, then agents' entries, then the rest
 _REASON, _AGENT, _OTHER = 2, 1, 0
 
 
@@ -46,12 +49,24 @@ def _note_text(row: ProgressRow) -> str:
     return text
 
 
+def _message_text(row: MessageRow) -> str:
+    text = " ".join(row.body.split())
+    return " ".join(row.subject.split()) + " | " + text if row.subject else text
+
+
 async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, ContextNote]]:
-    """The newest notes about the task with their weight, newest first. A harness entry about a task
-    event is dated as the event: that pairs it with its event, which names who caused it."""
+    """The newest notes about the task with their weight, newest first: progress entries and messages
+    naming it. A harness entry about a task event is dated as the event: that pairs it with its event,
+    which names who caused it."""
     entries = await progress_store.recent(conn, workspace, task_key=key, limit=NOTES)
+    messages = await message_store.about_task(conn, workspace, key, limit=NOTES)
+    out = [
+        (m.created_at, _REASON, ContextNote(message=m.message_id, at=iso(m.created_at), by=m.sender,
+                                            text=_message_text(m)))
+        for m in messages
+    ]  # fmt: skip
     if not entries:
-        return []
+        return [(weight, note) for _at, weight, note in out]
     # (time, text) -> its event; time alone where the text cannot be told again
     events: dict[tuple[float, str | None], TaskEventRow] = {}
     if any(e.agent == HARNESS for e in entries):
@@ -64,15 +79,15 @@ async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, 
                     text = None
                 events.setdefault((row.created_at, text), row)
                 events.setdefault((row.created_at, None), row)
-    out = []
     for entry in entries:
         by, weight = entry.agent, _AGENT
         if entry.agent == HARNESS:
             ev = events.get((entry.created_at, entry.summary)) or events.get((entry.created_at, None))
             by, weight = (ev.actor, _REASON if ev.kind in WITH_REASON else _OTHER) if ev else (HARNESS, _OTHER)
         note = ContextNote(seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry))
-        out.append((weight, note))
-    return out
+        out.append((entry.created_at, weight, note))
+    out.sort(key=lambda n: n[0], reverse=True)  # newest first (stable: each list is already)
+    return [(weight, note) for _at, weight, note in out[:NOTES]]
 
 
 def _result_of(raw: str | None, chars: int | None) -> tuple[Any, bool]:

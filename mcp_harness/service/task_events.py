@@ -52,7 +52,10 @@ def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
 KINDS: dict[str, EventKind] = {
     "claim": EventKind(ended="it was claimed again by agent {actor!r} (attempt {attempt})"),
     "take_over": EventKind(
-        says=lambda k, a, n, d: f"{a} took over task {k} (attempt {n}): the lease of {d['previous_owner']} expired",
+        says=lambda k, a, n, d: (
+            f"{a} took over task {k} (attempt {n}): the lease of {d['previous_owner']} "
+            + (f"ended: {d['ended']}" if d.get("ended") else "expired")
+        ),  # `ended`: why, when a connection's end did it
         ended="the lease expired and agent {actor!r} took the task over (attempt {attempt})",
     ),
     "complete": EventKind(ended="it was completed by agent {actor!r}"),

@@ -48,9 +48,11 @@ class Clash:
     owner: str
     pattern: str
     retry_after: float
+    shared: bool = False  #: the holder reserved it shared (for reading)
 
     def says(self) -> str:
-        return f"{self.pattern!r} is reserved by agent {self.owner!r} (task {self.key!r})"
+        how = "shared" if self.shared else "exclusively"
+        return f"{self.pattern!r} is reserved {how} by agent {self.owner!r} (task {self.key!r})"
 
 
 async def find_clashes(
@@ -67,7 +69,7 @@ async def find_clashes(
                 continue
             if overlap(mine, row.pattern):
                 left = max(0.0, round(row.lease_expires_at - at, 3))
-                out.setdefault((row.key, row.pattern), Clash(row.key, row.owner, row.pattern, left))
+                out.setdefault((row.key, row.pattern), Clash(row.key, row.owner, row.pattern, left, bool(row.shared)))
     return sorted(out.values(), key=lambda c: (c.retry_after, c.key, c.pattern))
 
 
@@ -186,9 +188,16 @@ async def change(
     stop = await find_clashes(conn, workspace, agent, wanted, shared=shared, at=at, own_key=row.key)
     if stop:
         more = f" (and {len(stop) - 1} more)" if len(stop) > 1 else ""
+        if shared:  # only exclusive reservations stop a shared one
+            then = "a shared reservation waits only for exclusive ones: work on other paths, wait for that lease "
+            then += "to end, or message the holder"
+        elif all(c.shared for c in stop):
+            then = "others read it: reserve it shared if reading is enough, work on other paths, or message them"
+        else:
+            then = "work on other paths, or message the holder"
+        first = next((c for c in stop if not c.shared), stop[0])  # an exclusive one is the one to name
         raise TaskConflict(
-            f"cannot reserve: {stop[0].says()} for {stop[0].retry_after:g}s more{more}; work on other paths, "
-            "reserve them shared if reading is enough, or message the holder"
+            f"cannot reserve{' shared' if shared else ''}: {first.says()} for {first.retry_after:g}s more{more}; {then}"
         )
     await held_paths.reserve(conn, workspace, row.id, token, dict.fromkeys(wanted, shared))
     return total

@@ -148,7 +148,8 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
 def held_task(
     row: TaskRecord, at: float, context: TaskContext | None = None, held: dict[str, bool] | None = None
 ) -> HeldTask:
-    exclusive, shared = _split(held if row.status == Status.CLAIMED else None)
+    live = row.status == Status.CLAIMED and (row.lease_expires_at or 0) > at  # a lease that ran out holds none
+    exclusive, shared = _split(held if live else None)
     return HeldTask(
         key=row.key,
         title=row.title,

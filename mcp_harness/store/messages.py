@@ -59,3 +59,15 @@ async def ack(conn: Connection, workspace: str, message_id: str, who: dict[str, 
 async def count_open_to(conn: Connection, workspace: str, recipient: str, since: float) -> int:
     """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`)."""
     return int(await conn.fetch_value(Q.count_open_to, {"ws": workspace, "to": recipient, "since": since}))
+
+
+async def name_seen(conn: Connection, workspace: str, name: str) -> bool:
+    """Whether `name`, or a session of it (`name:...`), has made a call, held a task or sent a message here."""
+    params = {"ws": workspace, "name": name, "prefix": name + ":", "n": len(name) + 1}
+    return await conn.fetch_value(Q.name_seen, params) is not None
+
+
+async def sessions_seen(conn: Connection, workspace: str, name: str, limit: int) -> list[str]:
+    """The sessions of `name` (`name:...`) that have made a call here, the latest first."""
+    params = {"ws": workspace, "prefix": name + ":", "n": len(name) + 1, "limit": limit}
+    return [row[0] for row in await conn.fetch_all(Q.sessions_seen, params)]

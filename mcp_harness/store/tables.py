@@ -357,7 +357,8 @@ _declare_triggers()
 
 class AgentContact(SQLModel, table=True):
     """When an agent last made a call in a workspace (any tool), and what its last claim answered
-    (`claimed`, or the reason it got nothing): the console's liveness. Written at most every few
+    (`claimed`, or the reason it got nothing) or, after it, what it did with the task it held
+    (`completed:KEY`, `released:KEY`, `failed:KEY`): the console's liveness. Written at most every few
     seconds per agent and process."""
 
     __tablename__ = "agent_contacts"

@@ -85,3 +85,21 @@ WHERE workspace = :ws AND message_id = :id AND (recipient IN (:me, :base, :ops, 
 -- name: count_open_to
 SELECT count(*) FROM messages
 WHERE workspace = :ws AND recipient = :to AND acked_at IS NULL AND created_at >= :since
+
+-- name: name_seen
+-- Who an addressee is (the send answer's `warning`): whether a name or a session of it (`name:...`) has
+-- been seen here: made a call (agent_contacts), held a task or sent a message. The first part that finds
+-- one ends it (the messages are read only for a name nobody else knows). Compared with substr, not LIKE
+-- or a range: byte for byte on both backends whatever the collation, and `_` in a name is no wildcard.
+SELECT 1 FROM agent_contacts WHERE workspace = :ws AND (agent = :name OR substr(agent, 1, :n) = :prefix)
+UNION ALL
+SELECT 1 FROM tasks WHERE workspace = :ws AND (owner = :name OR substr(owner, 1, :n) = :prefix)
+UNION ALL
+SELECT 1 FROM messages WHERE workspace = :ws AND (sender = :name OR substr(sender, 1, :n) = :prefix)
+LIMIT 1
+
+-- name: sessions_seen
+-- The sessions of a name (`name:...`, the prefix) that have made a call here, the latest first.
+SELECT agent FROM agent_contacts WHERE workspace = :ws AND substr(agent, 1, :n) = :prefix
+ORDER BY seen_at DESC, agent
+LIMIT :limit
