@@ -81,7 +81,7 @@ class ConsoleLinks(ServiceBase):
         async with self.db.read() as conn:
             ids = await store.saved_near_entries(conn, ident.workspace, seqs, window=LINK_WINDOW,
                                                  limit=LINKED_AT_ONCE)  # fmt: skip
-            links = await _link(conn, ident.workspace, ids)
+            links = await _link(conn, ident.workspace, ids, tasks=False)  # an entry's chips name no task
         return _by_entry(links.values(), seqs)
 
     async def for_task(
@@ -109,16 +109,23 @@ class ConsoleLinks(ServiceBase):
             return await store.place(conn, ident.workspace, meta.parent_id)
 
 
-async def _link(conn: Connection, workspace: str, checkpoint_ids: Iterable[str]) -> dict[str, SavedWith]:
-    """The rule (the module's docstring) for these checkpoints, in two queries."""
+async def _link(
+    conn: Connection, workspace: str, checkpoint_ids: Iterable[str], *, tasks: bool = True
+) -> dict[str, SavedWith]:
+    """The rule (the module's docstring) for these checkpoints: their entries (two seeks each), then,
+    with `tasks`, the task held for those whose entry names none."""
     ids = list(dict.fromkeys(checkpoint_ids))[:LINKED_AT_ONCE]
-    rows = await store.saved_with(conn, workspace, ids, window=LINK_WINDOW, scan=HELD_SCAN, ends=ENDS)
+    rows = await store.saved_with(conn, workspace, ids, window=LINK_WINDOW)
     entries = await store.entries(conn, workspace, (s for r in rows for s in (r.before_seq, r.after_seq) if s))
+    nearest = {r.id: _nearest(float(r.created_at), entries.get(r.before_seq), entries.get(r.after_seq)) for r in rows}
+    held: dict[str, str] = {}
+    if tasks:
+        untasked = [r.id for r in rows if not getattr(nearest[r.id], "task_key", None)]
+        held = await store.held_when_saved(conn, workspace, untasked, scan=HELD_SCAN, ends=ENDS)
     out: dict[str, SavedWith] = {}
     for r in rows:
-        at = float(r.created_at)
-        entry = _nearest(at, entries.get(r.before_seq), entries.get(r.after_seq))
-        task, source = (entry.task_key, "entry") if entry is not None and entry.task_key else (r.held_key, "held")
+        at, entry = float(r.created_at), nearest[r.id]
+        task, source = (entry.task_key, "entry") if entry is not None and entry.task_key else (held.get(r.id), "held")
         out[r.id] = SavedWith(
             r.id, r.thread, int(r.version), r.agent, iso(at),
             entry=progress_entry(entry) if entry is not None else None,

@@ -15,18 +15,25 @@ from .records import ProgressRow
 Q = named.load("console_links")
 
 
-async def saved_with(
-    conn: Connection, workspace: str, ids: list[str], *, window: float, scan: int, ends: Iterable[str]
-) -> list[Any]:
-    """For each checkpoint of `ids` (of this workspace): id, thread, version, agent, created_at, and its
-    link candidates `before_seq`, `after_seq` (its agent's entries nearest the save on either side,
-    within `window` seconds) and `held_key` (the task its agent held then, by its `scan` newest task
-    events; an event of a kind in `ends` ends a hold)."""
+async def saved_with(conn: Connection, workspace: str, ids: list[str], *, window: float) -> list[Any]:
+    """For each checkpoint of `ids` (of this workspace): id, thread, version, agent, created_at, and
+    `before_seq`, `after_seq`: its agent's entries nearest the save on either side, within `window`
+    seconds (None where there is none)."""
     if not ids:
         return []
-    params = {"ws": workspace, "ids": array(conn.dialect, ids), "window": window, "scan": scan,
-              "ends": array(conn.dialect, sorted(ends))}  # fmt: skip
+    params = {"ws": workspace, "ids": array(conn.dialect, ids), "window": window}
     return await conn.fetch_all(Q.saved_with, params)
+
+
+async def held_when_saved(
+    conn: Connection, workspace: str, ids: list[str], *, scan: int, ends: Iterable[str]
+) -> dict[str, str]:
+    """checkpoint id -> the task its agent held when it saved (by its `scan` newest task events up to
+    the save; an event of a kind in `ends` ends a hold), for those of `ids` where there is one."""
+    if not ids:
+        return {}
+    params = {"ws": workspace, "ids": array(conn.dialect, ids), "scan": scan, "ends": array(conn.dialect, sorted(ends))}
+    return {r.id: r.held_key for r in await conn.fetch_all(Q.held_when_saved, params) if r.held_key}
 
 
 async def entries(conn: Connection, workspace: str, seqs: Iterable[int]) -> dict[int, ProgressRow]:
