@@ -121,6 +121,17 @@ async def test_links_back_from_entries_and_from_a_task(harness: Harness, workspa
     docs_entry = next(e for e in timeline.entries if e.summary == "docs outline")
     assert [s.checkpoint_id for s in back[docs_entry.seq]] == [other]
 
+    # An entry's versions stop at its agent's next entry: a version saved nearer that one goes with it.
+    clock.advance(LINK_WINDOW * 3)
+    first = await h.progress.record(bob, summary="first half", task_key="api")
+    clock.advance(200)
+    between = await save(h, bob, thread="halves", step=1)
+    clock.advance(20)
+    second = await h.progress.record(bob, summary="second half", task_key="api")
+    timeline = await h.console.timeline(bob)
+    back = await h.console_links.for_entries(bob, timeline.entries)
+    assert first.seq not in back and [s.checkpoint_id for s in back[second.seq]] == [between]
+
     # Another workspace sees none of it, even with the ids.
     stranger = Identity(f"{workspace}-other", "bob")
     assert await h.console_links.versions(stranger, [v1, v3]) == {}
