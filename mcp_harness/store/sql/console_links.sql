@@ -92,7 +92,10 @@ CROSS JOIN checkpoints AS c ON c.workspace = p.workspace AND c.agent = p.agent
 ORDER BY p.seq DESC, c.created_at DESC LIMIT :limit
 
 -- name: saved_near_entries [postgresql]
-SELECT c.id FROM progress AS p
+-- From the entries given (unnest): an ORDER BY on progress would let the planner walk the workspace's
+-- entries newest first to meet the LIMIT, past every entry the page does not show.
+SELECT c.id FROM unnest(CAST(:seqs AS BIGINT[])) AS s(seq)
+JOIN progress AS p ON p.workspace = :ws AND p.seq = s.seq
 JOIN checkpoints AS c ON c.workspace = p.workspace AND c.agent = p.agent
     AND c.created_at >= GREATEST(p.created_at - :window, (SELECT q.created_at FROM progress AS q
         WHERE q.workspace = p.workspace AND q.agent = p.agent AND q.created_at < p.created_at
@@ -100,8 +103,7 @@ JOIN checkpoints AS c ON c.workspace = p.workspace AND c.agent = p.agent
     AND c.created_at <= LEAST(p.created_at + :window, (SELECT q.created_at FROM progress AS q
         WHERE q.workspace = p.workspace AND q.agent = p.agent AND q.created_at > p.created_at
         ORDER BY q.created_at LIMIT 1))
-WHERE p.workspace = :ws AND p.seq = ANY(:seqs)
-ORDER BY p.seq DESC, c.created_at DESC LIMIT :limit
+ORDER BY s.seq DESC, c.created_at DESC LIMIT :limit
 
 -- name: saved_between
 -- Checkpoints :agent saved from :since to :until, the newest first (at most :limit).
