@@ -11,7 +11,7 @@ from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
-from ..store import changes, reservations
+from ..store import changes, console_paths, reservations
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
 from ..store import tasks as task_store
@@ -447,8 +447,7 @@ class ConsoleService(ServiceBase):
             reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
             quiet = at - self.settings.silent_after_seconds
             silent = {r.key: r for r in await store.silent_holders(conn, ident.workspace, at, quiet, HELD_SHOWN)}
-            live = [r.lease_token for r in rows.get("claimed", []) if r.lease_token and (r.lease_expires_at or 0) > at]
-            held = await reservations.held_by_tokens(conn, ident.workspace, live)
+            held = await console_paths.held_by_tasks(conn, ident.workspace, [r.id for r in rows.get("claimed", [])], at)
         waits: dict[str, list[Dependency]] = {}
         totals: dict[str, int] = {}
         for d in open_deps:
@@ -457,7 +456,7 @@ class ConsoleService(ServiceBase):
         columns = [
             Column(status, counts.get(status, 0),
                    [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0), silent.get(r.key),
-                          held.get(r.lease_token or ""))
+                          held.get(r.key))
                     for r in rows[status]], offset if only else 0)
             for status in shown
         ]  # fmt: skip
