@@ -15,8 +15,8 @@ by the same agent". The rule, in one place:
   versions saved near those entries or while the task was held are linked forward, and those that
   land on the task (or the entry) are kept.
 
-Every lookup is an index seek by (workspace, agent, time) and each list is capped, so a page costs
-the same at 1,000,000 progress entries as at 1,000.
+Every lookup is an index seek by (workspace, agent, time) (migration 13) and each list is capped, so
+a page's links cost about the same at 1,000,000 progress entries as at 10,000.
 """
 
 from __future__ import annotations
