@@ -1,6 +1,7 @@
-"""What the console's forms do: sign in (a one-time code or a bearer token), sign out, and the
-operator's actions (`ACTIONS`). Every POST must come from the console's own origin with the session's CSRF
-token; actions need the `operator` role and act under the person's name."""
+"""What the console's forms do: sign in (a one-time code or a bearer token), sign out, the operator's
+actions on a task (`ACTIONS`), messages, and a fork of a thread from one of its versions. Every POST must
+come from the console's own origin with the session's CSRF token; actions need the `operator` role
+and act under the person's name."""
 
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ async def act(console: Console, request: Request) -> Response:
     return RedirectResponse(console.url("/task", w=workspace, key=key, done=action.done), status_code=303)
 
 
-for _name in ACTIONS:  # the metrics: every action's series at 0 from the start
+for _name in (*ACTIONS, "fork"):  # the metrics: every action's series at 0 from the start
     CONSOLE_ACTIONS.labels(_name)
 
 
@@ -176,3 +177,30 @@ async def ack_message(console: Console, request: Request) -> Response:
         raise InvalidArgument("the form names no message")
     await console.harness.messages.act(who, action="ack", ids=[message_id])
     return RedirectResponse(console.url("/inbox", w=who.workspace), status_code=303)
+
+
+@page
+async def fork(console: Console, request: Request) -> Response:
+    """POST /thread/fork: start a new thread from one checkpoint version, as `save_checkpoint(fork_from=...)`
+    does (an empty merge patch: version 1 of the new thread is that version's state), saved under the
+    person's name; then the new thread."""
+    session = await console.session(request)
+    form = await read_form(request)
+    check_form(request, session, _field(form, "csrf"))
+    if not session.can_act:
+        raise Forbidden(f"forking a thread needs the operator role; this sign-in is a {session.role}")
+    workspace, source = _field(form, "w"), _field(form, "checkpoint")
+    if not workspace or not source:
+        raise InvalidArgument("the form names no checkpoint to fork")
+    if not session.may_see(workspace):
+        raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
+    name = (_field(form, "name") or "").strip()
+    if not name:
+        raise InvalidArgument("a fork needs the new thread's name")
+    nonce = _field(form, "nonce")
+    saved = await console.harness.checkpoints.save(
+        Identity(workspace=workspace, agent=session.agent, role="operator"), thread=name, fork_from=source,
+        mode="merge", state={}, idempotency_key=f"console:fork:{nonce}" if nonce else None,
+    )  # fmt: skip
+    count_console_action("fork")
+    return RedirectResponse(console.url("/thread", w=workspace, t=saved.thread, forked=1), status_code=303)

@@ -53,6 +53,7 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/log", bind(views.timeline)),
         Route("/threads", bind(views.threads)),
         Route("/thread", bind(views.thread)),
+        Route("/thread/fork", bind(actions.fork), methods=["POST"]),
         Route("/agents", bind(views.agents)),
         Route("/inbox", bind(views.inbox)),
         Route("/messages/send", bind(actions.send_message), methods=["POST"]),

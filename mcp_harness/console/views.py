@@ -105,9 +105,10 @@ async def task(console: Console, request: Request) -> Response:
     waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
     task_messages = await console.harness.messages.about_task(ident, key)
+    saves = await console.harness.console_links.for_task(ident, key, data.progress, data.events)
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
-                          title=key, tab="board", nonce=secrets.token_urlsafe(12),
-                          done=_done(request), task_messages=task_messages)  # fmt: skip
+                          title=key, tab="board", nonce=secrets.token_urlsafe(12), saves=saves,
+                          saved=saves.by_entry, done=_done(request), task_messages=task_messages)  # fmt: skip
 
 
 def _done(request: Request) -> str | None:
@@ -149,10 +150,11 @@ async def timeline(console: Console, request: Request) -> Response:
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
     threads = [t.name for t in await console.harness.console.threads(ident)][:200]
+    saved = await console.harness.console_links.for_entries(ident, data.entries) if show != "events" else {}
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
                           show=show, agents=await console.harness.console.agent_names(ident),
-                          threads=threads)  # fmt: skip
+                          threads=threads, saved=saved)  # fmt: skip
 
 
 @page
@@ -231,9 +233,14 @@ async def thread(console: Console, request: Request) -> Response:
     shown = None
     if changes is None and history.checkpoints:
         shown = await console.harness.console.state(ident, name, _int(request, "v"))
+    links = console.harness.console_links
+    ids = [c.checkpoint_id for c in history.checkpoints] + ([shown[0].checkpoint_id] if shown else [])
+    saved_with = await links.versions(ident, ids)  # the entry and task each version went with
+    origin = await links.forked_from(ident, shown[0]) if shown else None
     return console.render(request, "thread.html", session=session, workspace=ident.workspace, thread=name,
                           history=history, shown=shown, diff=changes, title=f"Thread {name}", tab="threads",
-                          before=before)  # fmt: skip
+                          before=before, saved_with=saved_with, origin=origin, nonce=secrets.token_urlsafe(12),
+                          forked=request.query_params.get("forked") == "1")  # fmt: skip
 
 
 @page

@@ -26,6 +26,7 @@ from .tokens import TokenService
 
 if TYPE_CHECKING:
     from .console import ConsoleService
+    from .console_links import ConsoleLinks
     from .console_sessions import ConsoleSessionService
     from .maintenance import MaintenanceService
 
@@ -52,6 +53,14 @@ class Harness:
         from .console import ConsoleService
 
         return ConsoleService(self.db, self.settings, checkpoints=self.checkpoints)
+
+    @cached_property
+    def console_links(self) -> ConsoleLinks:
+        """The console's joins of checkpoints to the work (which entry and task a version went with):
+        loaded on first use, as `console`."""
+        from .console_links import ConsoleLinks
+
+        return ConsoleLinks(self.db, self.settings)
 
     @cached_property
     def console_sessions(self) -> ConsoleSessionService:

@@ -11,7 +11,7 @@ from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
-from ..store import changes
+from ..store import changes, console_paths, reservations
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
 from ..store import tasks as task_store
@@ -83,7 +83,10 @@ class Card:
     kind: str = "work"  #: `gate`: a person's decision, never claimed
     review: bool = False  #: a person approves it once it is completed
     cancel_reason: str | None = None  #: cancelled: the reason its latest cancel gave
-    paths: tuple[str, ...] = ()  #: the path patterns a claim reserves (held while it is claimed)
+    paths: tuple[str, ...] = ()  #: the path patterns a claim reserves (declared with the task)
+    #: claimed: what its live lease holds now, (pattern, shared), exclusive ones first (reserve/unreserve
+    #: change it after the claim); empty once the lease has run out
+    held: tuple[tuple[str, bool], ...] = ()
     waits_on_total: int = 0  #: open dependencies in all (a card shows `waits_on`, "and N more")
     silent_since: str | None = None  #: claimed: its holder's last contact, when that is long ago
 
@@ -452,6 +455,7 @@ class ConsoleService(ServiceBase):
             reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
             quiet = at - self.settings.silent_after_seconds
             silent = {r.key: r for r in await store.silent_holders(conn, ident.workspace, at, quiet, HELD_SHOWN)}
+            held = await console_paths.held_by_tasks(conn, ident.workspace, [r.id for r in rows.get("claimed", [])], at)
         waits: dict[str, list[Dependency]] = {}
         totals: dict[str, int] = {}
         for d in open_deps:
@@ -459,7 +463,8 @@ class ConsoleService(ServiceBase):
             totals[d.task_key] = int(d.n)
         columns = [
             Column(status, counts.get(status, 0),
-                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0), silent.get(r.key))
+                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0), silent.get(r.key),
+                          held.get(r.key))
                     for r in rows[status]], offset if only else 0)
             for status in shown
         ]  # fmt: skip
@@ -497,10 +502,11 @@ class ConsoleService(ServiceBase):
                 before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
             events = await store.task_events(conn, ws, key, before_id=before_event, limit=EVENTS_PAGE + 1)
+            held = await reservations.held(conn, row.id, row.lease_token) if row.lease_token else None
         more = entries[limit - 1].seq if len(entries) > limit else None
         more_events = events[EVENTS_PAGE - 1].id if len(events) > EVENTS_PAGE else None
         return TaskPage(
-            task=task_detail(row, now()),
+            task=task_detail(row, now(), held),  # with the paths its live lease holds
             depends_on=[_dependency(d) for d in depends_on],
             dependents=[_dependency(d) for d in dependents],
             progress=[progress_entry(r) for r in entries[:limit]],
@@ -597,6 +603,9 @@ class ConsoleService(ServiceBase):
             contacts = {c.agent: c for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
             held = await store.claimed(conn, ident.workspace, HELD_SHOWN)
             silent_rows = await store.silent_holders(conn, ident.workspace, at, at - quiet, HELD_SHOWN)
+            reserved: dict[str, dict[str, bool]] = {}
+            for res in await reservations.live(conn, ident.workspace, at):  # few: claimed tasks' leases only
+                reserved.setdefault(res.key, {})[res.pattern] = bool(res.shared)
         seen.pop(HARNESS, None)  # the harness's own log entries: not an agent of the team
         for name, c in contacts.items():
             seen[name] = max(seen.get(name, 0.0), float(c.seen_at))
@@ -605,7 +614,7 @@ class ConsoleService(ServiceBase):
         overdue, silent = [], []
         for r in held:
             quiet_row = quiet_keys.get(r.key)
-            card = _held_card(r, at, iso(seen.get(r.owner)) if quiet_row is not None else None)
+            card = _held_card(r, at, iso(seen.get(r.owner)) if quiet_row is not None else None, reserved.get(r.key))
             holds.setdefault(r.owner, []).append(card)
             if card.lease_expired:
                 overdue.append(card)
@@ -657,6 +666,7 @@ def _card(
     cancel_reason: str | None = None,
     waits_total: int = 0,
     silent: Any = None,
+    held: dict[str, bool] | None = None,
 ) -> Card:
     status = status_of(row)
     claimed = row.status == "claimed"
@@ -681,7 +691,13 @@ def _card(
         paths=tuple(json.loads(row.paths)) if getattr(row, "paths", None) else (),
         waits_on_total=max(waits_total, len(waits_on)),
         silent_since=(iso(silent.seen_at) if silent.seen_at is not None else iso(row.updated_at)) if silent else None,
+        held=_held(held) if claimed and row.lease_expires_at is not None and row.lease_expires_at > at else (),
     )
+
+
+def _held(held: dict[str, bool] | None) -> tuple[tuple[str, bool], ...]:
+    """(pattern, shared) of what a lease holds: exclusive first, then by pattern."""
+    return tuple(sorted((held or {}).items(), key=lambda ps: (ps[1], ps[0])))
 
 
 def _median(values: list[float]) -> float:
@@ -727,10 +743,10 @@ def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: i
     return Blocker(task, row.dependents, why, action, lease, row.last_error if row.status == "failed" else None, n)
 
 
-def _held_card(row: Any, at: float, silent_since: str | None = None) -> Card:
+def _held_card(row: Any, at: float, silent_since: str | None = None, held: dict[str, bool] | None = None) -> Card:
     return Card(
         key=row.key, title=row.title, status="claimed", priority=0, owner=row.owner,
         attempts=row.attempts, max_attempts=row.max_attempts, lease_expires_at=iso(row.lease_expires_at),
         lease_expired=row.lease_expires_at <= at, retry_at=None, last_error=None, tags=[], waits_on=[],
-        silent_since=silent_since,
+        silent_since=silent_since, held=_held(held),
     )  # fmt: skip

@@ -65,6 +65,7 @@ class Checkpoint(SQLModel, table=True):
             "ix_checkpoint_label", "workspace", "thread", "label", "version",
             sqlite_where=text("label IS NOT NULL"), postgresql_where=text("label IS NOT NULL"),
         ),
+        Index("ix_checkpoint_agent", "workspace", "agent", "created_at"),  # the console: versions saved for a task
     )  # fmt: skip
     id: str = Field(primary_key=True)
     workspace: str
@@ -109,6 +110,7 @@ class Progress(SQLModel, table=True):
         Index("ix_progress_thread", "workspace", "thread", "seq"),
         Index("ix_progress_seq", "workspace", "seq"),
         Index("ix_progress_task", "workspace", "task_key", "seq"),
+        Index("ix_progress_agent", "workspace", "agent", "created_at"),  # the console: an agent's entry near a save
     )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
     entry_id: str = Field(unique=True)
@@ -205,7 +207,10 @@ class TaskEvent(SQLModel, table=True):
     detail a later reader needs (an error, a reason, the old values of fields a transition cleared)."""
 
     __tablename__ = "task_events"
-    __table_args__ = (Index("ix_task_event_task", "workspace", "task_key", "id"),)
+    __table_args__ = (
+        Index("ix_task_event_task", "workspace", "task_key", "id"),
+        Index("ix_task_event_actor", "workspace", "actor", "created_at"),  # the console: what an agent held when
+    )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
     workspace: str
     task_key: str
