@@ -2,7 +2,7 @@
 
 Builds two databases per backend: a big workspace (100,000 tasks, 1,000,000 progress entries, 10,000
 checkpoints, 164,000 task events of which 40,000 belong to one task) and a small one (1,000 tasks, 10,000
-entries, 100 checkpoints, 1,640 task events of which 400 belong to that task), rows written in bulk
+entries, 100 checkpoints, 1,660 task events of which 400 belong to that task), rows written in bulk
 through the store's connection (not tool calls; the task counters' triggers run as they would).
 Then times, taking turns between the two so the drift of a shared machine falls on both alike:
 claim, restore_state, a list_tasks page, the console board's first page and a timeline page (the
