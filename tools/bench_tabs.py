@@ -28,6 +28,7 @@ after), the order swapped every other round, so the drift of a shared machine fa
     python tools/bench_tabs.py                      # 10 tabs, 300 calls each way
     python tools/bench_tabs.py --quick              # 1,100 tasks, 100 calls each way (while developing)
     python tools/bench_tabs.py --tabs 20 --calls 500
+    python tools/bench_tabs.py --pause-max 2           # a calmer agent: fewer calls meet a refresh
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKSPACE = "board"
 LIMIT_RATIO = 2.0
 STATIC = ("console.css", "htmx.min.js", "htmx-ext-sse.js", "console.js")  #: what the board page loads
-PAUSE = (0.05, 0.5)  #: seconds between an agent's calls, drawn uniformly
+PAUSE = (0.05, 0.5)  #: seconds between an agent's calls, drawn uniformly (--pause-max changes the end)
 
 
 # -- the database and the server ---------------------------------------------------------------------
@@ -206,7 +207,9 @@ def tabs_process(url: str, token: str, commands: Any, replies: Any) -> None:
 
 
 # -- the agent -------------------------------------------------------------------------------------------
-async def agent_calls(url: str, token: str, rounds: int, block: int, tabs: int, commands: Any, replies: Any) -> dict:
+async def agent_calls(
+    url: str, token: str, rounds: int, block: int, tabs: int, pause: tuple[float, float], commands: Any, replies: Any
+) -> dict:
     """The agent's `record_progress` times (ms) with no tab open and with `tabs` open, and the tabs' work."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -223,7 +226,7 @@ async def agent_calls(url: str, token: str, rounds: int, block: int, tabs: int, 
         async def record(side: str | None) -> None:
             nonlocal n
             n += 1
-            await anyio.sleep(random.uniform(*PAUSE))
+            await anyio.sleep(random.uniform(*pause))
             started = time.perf_counter()
             result = await client.call_tool("record_progress", {"summary": f"step {n}: tried it, it works",
                                                                 "status": "in_progress"})  # fmt: skip
@@ -266,6 +269,7 @@ def main() -> None:
     parser.add_argument("--tabs", type=int, default=10, help="tabs open on the board")
     parser.add_argument("--calls", type=int, default=300, help="timed record_progress calls each way")
     parser.add_argument("--block", type=int, default=30, help="calls per block (tabs open or not)")
+    parser.add_argument("--pause-max", type=float, default=PAUSE[1], help="longest pause between calls, seconds")
     parser.add_argument("--quick", action="store_true", help="a board of 1,100 tasks, 100 calls each way")
     args = parser.parse_args()
     roots, dependents = (100, 1000) if args.quick else (100, 5000)
@@ -282,7 +286,8 @@ def main() -> None:
         tabs = ctx.Process(target=tabs_process, args=(url, person_token, commands, replies), daemon=True)
         tabs.start()
         try:
-            out = anyio.run(agent_calls, url, agent_token, rounds, args.block, args.tabs, commands, replies)
+            pause = (PAUSE[0], args.pause_max)
+            out = anyio.run(agent_calls, url, agent_token, rounds, args.block, args.tabs, pause, commands, replies)
         finally:
             commands.put(("quit",))
             tabs.join(timeout=30)
@@ -292,8 +297,8 @@ def main() -> None:
     print()
     print(f"{len(times['none'])} record_progress calls each way over HTTP (official MCP client, bearer token), "
           f"{rounds} blocks of {args.block} taking turns; board of {roots + dependents:,} tasks ({roots} roots x "
-          f"{dependents:,} dependents) on SQLite; pauses of {PAUSE[0] * 1000:.0f}-{PAUSE[1] * 1000:.0f} ms between "
-          f"calls; Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"{dependents:,} dependents) on SQLite; pauses of {PAUSE[0] * 1000:.0f}-{args.pause_max * 1000:.0f} ms "
+          f"between calls; Python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
     print()
     print("| record_progress | p50 | p90 | p99 | max |")
