@@ -1,20 +1,25 @@
 """Hot paths at scale: the same calls on a big workspace and a small one, in-process, side by side.
 
 Builds two databases per backend: a big workspace (100,000 tasks, 1,000,000 progress entries, 10,000
-checkpoints) and a small one (1,000 tasks, 10,000 entries, 100 checkpoints), rows written in bulk
+checkpoints, 164,000 task events of which 40,000 belong to one task) and a small one (1,000 tasks, 10,000
+entries, 100 checkpoints, 1,660 task events of which 400 belong to that task), rows written in bulk
 through the store's connection (not tool calls; the task counters' triggers run as they would).
 Then times, taking turns between the two so the drift of a shared machine falls on both alike:
 claim, restore_state, a list_tasks page, the console board's first page and a timeline page (the
 newest, and one thread's), a full-text search (restore_state and list_tasks with `query`: a word 100
-entries and tasks hold at either size), and the inbox (100,000 messages against 1,000: a read, and the
-unread count claim and heartbeat answers carry). Prints p50s and the ratio big / small; exits 1 if any ratio is over 2x
-(rows marked "(info)" are shown, not gated). With --wake it also runs tools/bench_wake.py per
-backend and prints its wake-up latencies. With --paths it also times a claim of a task with paths in a
-workspace where 1,000 other leases hold live path reservations against one where none are held
-(issue 28: within 1.5x; gated like the rest).
+entries and tasks hold at either size), the inbox (100,000 messages against 1,000: a read, and the
+unread count claim and heartbeat answers carry), and the console's pages as a person gets them (issue
+29: board, its live refresh, the task page of the task with the most events, graph, timeline: a GET
+through the console's real app, the template rendered). Prints p50s and the ratio big / small; exits 1
+if any ratio is over 2x (rows marked "(info)" are shown, not gated). With --wake it also runs
+tools/bench_wake.py per backend and prints its wake-up latencies. With --paths it also times a claim of
+a task with paths in a workspace where 1,000 other leases hold live path reservations against one
+where none are held (issue 28: within 1.5x; gated like the rest). tools/bench_tabs.py measures an
+agent's calls while browser tabs hold a big board open.
 
     python tools/bench_scale.py                                   # SQLite, full size
     python tools/bench_scale.py --quick                           # 10,000 tasks / 100,000 entries
+    python tools/bench_scale.py --only page,board,timeline        # the console's rows only
     python tools/bench_scale.py --quick --paths                   # and the claim cost of 1,000 reservations
     python tools/bench_scale.py --postgres postgresql+asyncpg://postgres@127.0.0.1:5432/bench --wake
     (MCP_HARNESS_TEST_POSTGRES_URL also selects PostgreSQL, after SQLite.)
@@ -33,18 +38,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
+from starlette.applications import Starlette
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_harness.config import Settings  # noqa: E402
+from mcp_harness.console.auth import TokenLogin  # noqa: E402
+from mcp_harness.console.routes import console_routes  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
 from mcp_harness.store.connection import Query  # noqa: E402
-from mcp_harness.store.task_queries import INSERT_DEPENDENCY, INSERT_TASK  # noqa: E402
+from mcp_harness.store.task_queries import INSERT_DEPENDENCY, INSERT_TASK, INSERT_TASK_EVENT  # noqa: E402
 
 WORKSPACE = "scale"
 AGENTS = 20
@@ -82,6 +92,10 @@ _INSERT_MESSAGE = Query(
 #: how many progress entries and tasks hold the searched word, at either size
 NEEDLES = 100
 _SET_SEQ = Query("UPDATE workspaces SET progress_seq = :seq WHERE name = :ws")
+#: the task whose page the console rows open: pending and ready (off 70 of its hundred), with
+#: `HOT_EVENTS_PER_TASK` events per task of the workspace (40,000 at 100,000 tasks, 400 at 1,000)
+HOT_TASK = "t000070"
+HOT_EVENTS_PER_TASK = 0.4
 _VACUUM = Query("VACUUM ANALYZE")
 
 
@@ -112,6 +126,36 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
         dep = f"t{block + 60:06d}"
         row.update(blocked=True, ready=False, depends_on=json.dumps([dep]))
     return row, dep
+
+
+def _event_rows(tasks: int, entries: int, at: float) -> list[dict[str, Any]]:
+    """The task events of the workspace, in time order (ids follow time, as they do when tools write
+    them): a claim and a completion per done task, a claim and a failure per failed one, a claim per held
+    one, spread over the progress entries' span so they interleave with them on the timeline; and the
+    hot task's claims and hand-backs, one per 25 entries (an agent that keeps taking it up and letting go)."""
+    span = entries * 0.05
+    rows: list[dict[str, Any]] = []
+
+    def add(t: float, i: int, kind: str, actor: str, attempt: int, detail: dict[str, Any]) -> None:
+        rows.append({"ws": WORKSPACE, "key": f"t{i:06d}", "ev_kind": kind, "ev_actor": actor, "ev_attempt": attempt,
+                     "ev_detail": json.dumps(detail), "ev_at": t})  # fmt: skip
+
+    ends = {"done": ("complete", {"verification": "tests pass"}), "failed": ("fail", {"error": "the build broke"})}
+    for i in range(tasks):
+        row, _ = _task_row(i, at)
+        t = at + span * i / tasks
+        if row["status"] in ("done", "failed", "claimed"):
+            owner = row["owner"] or f"agent-{i % AGENTS}"
+            add(t - 30, i, "claim", owner, 1, {"lease_seconds": 900})
+            if row["status"] in ends:
+                kind, detail = ends[row["status"]]
+                add(t, i, kind, owner, 1, detail)
+    hot = round(tasks * HOT_EVENTS_PER_TASK)
+    for k in range(hot):
+        kind, detail = ("claim", {"lease_seconds": 900}) if k % 2 == 0 else ("release", {"reason": "waiting on review"})
+        add(at + span * k / hot, int(HOT_TASK[1:]), kind, f"agent-{k // 2 % AGENTS}", k // 2 + 1, detail)
+    rows.sort(key=lambda r: r["ev_at"])
+    return rows
 
 
 async def build(
@@ -159,6 +203,13 @@ async def build(
     async with db.write() as conn:
         await conn.execute(_SET_SEQ, {"ws": WORKSPACE, "seq": entries})
     say(f"  {entries:,} progress entries in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    events = _event_rows(tasks, entries, at)
+    for start in range(0, len(events), 10000):
+        async with db.write() as conn:
+            await conn.execute_many(INSERT_TASK_EVENT, events[start : start + 10000])
+    say(f"  {len(events):,} task events ({round(tasks * HOT_EVENTS_PER_TASK):,} of them {HOT_TASK}'s) in "
+        f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     started = time.perf_counter()
     for j in range(checkpoints):
         who = Identity(WORKSPACE, f"agent-{j % AGENTS}")
@@ -229,12 +280,25 @@ EMPTY_CLAIMS = {
 }
 
 
-async def measure(big: Harness, small: Harness, rounds: int) -> dict[str, tuple[float, float]]:
-    """p50 ms per operation: (big, small), the two taking turns. Last, a claim that finds nothing
-    (it works out why from every unfinished task: not constant yet), over fewer rounds."""
-    out = await _turns(_operations(big), _operations(small), rounds)
+def _chosen(name: str, only: list[str] | None) -> bool:
+    return only is None or any(word in name.lower() for word in only)
+
+
+async def measure(
+    big: Harness, small: Harness, rounds: int, only: list[str] | None = None
+) -> tuple[dict[str, tuple[float, float]], dict]:
+    """p50 ms per operation: (big, small), the two taking turns; and the console pages' sizes in bytes
+    per side. Last, a claim that finds nothing (it works out why from every unfinished task: not
+    constant yet), over fewer rounds."""
+    async with console_pages(big) as (pages_big, size_big), console_pages(small) as (pages_small, size_small):
+        ops_big, ops_small = _operations(big) | pages_big, _operations(small) | pages_small
+        ops_big = {name: op for name, op in ops_big.items() if _chosen(name, only)}
+        out = await _turns(ops_big, {name: ops_small[name] for name in ops_big}, rounds)
+        sizes = {name: (size_big[name], size_small[name]) for name in size_big if name in ops_big}
     me = Identity(WORKSPACE, "bench")
     for name, change in EMPTY_CLAIMS.items():
+        if not _chosen(name, only):
+            continue
         for h in (big, small):
             async with h.db.write() as conn:
                 for query in change:
@@ -244,7 +308,63 @@ async def measure(big: Harness, small: Harness, rounds: int) -> dict[str, tuple[
                     await conn.execute(_VACUUM)
         claims = ({name: lambda: big.tasks.claim(me)}, {name: lambda: small.tasks.claim(me)})
         out |= await _turns(*claims, max(5, rounds // 10))
-    return out
+    return out, sizes
+
+
+#: the Host the console is asked for (the shared server on a loopback port answers it)
+CONSOLE_HOST = "127.0.0.1:8765"
+_OLDER_EVENTS = Query(
+    "SELECT id FROM task_events WHERE workspace = :ws AND task_key = :key ORDER BY id LIMIT 1 OFFSET 100",
+    name="bench_older_events",
+)
+
+
+@asynccontextmanager
+async def console_pages(
+    h: Harness,
+) -> AsyncIterator[tuple[dict[str, Callable[[], Awaitable[Any]]], dict[str, int]]]:
+    """The console's pages as a person gets them: a GET through the console's real ASGI app, mounted as
+    the shared HTTP server mounts it (a token sign-in whose session is looked up on every request, the
+    "needs you" bar, the template rendered in a worker thread), in this process and event loop, with no
+    socket in between (uvicorn's parsing costs the same at any size). Also the size of each page in
+    bytes, as its last call got it."""
+    token = await h.tokens.create(WORKSPACE, "olga", "operator")  # an operator's pages carry the action forms
+    async with h.db.read() as conn:
+        oldest = await conn.fetch_value(_OLDER_EVENTS, {"ws": WORKSPACE, "key": HOT_TASK})
+    routes = console_routes(h, TokenLogin(h.console_sessions), allowed_hosts=[CONSOLE_HOST], metrics_open=False)
+    app = Starlette(routes=routes)
+    base = f"http://{CONSOLE_HOST}"
+    live = {"hx-request": "true", "hx-target": "live", "hx-trigger": "live", "hx-current-url": f"{base}/ui/board"}
+    paths = {
+        "page: board": ("/ui/board", {}),
+        "page: board, a live refresh (its live part)": ("/ui/board", live),
+        "page: task with the most events (see below)": (f"/ui/task?key={HOT_TASK}", {}),
+        "(info) page: that task's oldest events (its last 'older events' page)": (
+            f"/ui/task?key={HOT_TASK}&events_before={oldest}", {}),
+        "page: graph": ("/ui/graph", {}),
+        "page: timeline (progress and task events)": ("/ui/log", {}),
+    }  # fmt: skip
+    sizes: dict[str, int] = {}
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base) as client:
+        signed = await client.post("/ui/login", data={"token": token}, headers={"origin": base})
+        if signed.status_code != 303:
+            raise RuntimeError(f"console sign-in: {signed.status_code} {signed.text[:200]}")
+
+        def get(name: str, path: str, headers: dict[str, str]) -> Callable[[], Awaitable[Any]]:
+            url = path + ("&" if "?" in path else "?") + f"w={WORKSPACE}"
+
+            async def call() -> None:
+                got = await client.get(url, headers=headers)
+                if got.status_code != 200:
+                    raise RuntimeError(f"{name}: {got.status_code} {got.text[:200]}")
+                sizes[name] = len(got.content)
+
+            return call
+
+        ops = {name: get(name, path, headers) for name, (path, headers) in paths.items()}
+        for call in ops.values():
+            await call()  # every page answers before any is timed
+        yield ops, sizes
 
 
 async def _turns(
@@ -279,7 +399,9 @@ async def _pg_databases(url: str, names: list[str], drop: bool) -> None:
         await admin.close()
 
 
-async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], rounds: int, tmp: Path) -> dict:
+async def run_backend(
+    url: str | None, sizes: dict[str, tuple[int, int, int]], rounds: int, tmp: Path, only: list[str] | None = None
+) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[int, int]]]:
     """Build both databases on one backend (url None: SQLite files under tmp), measure, clean up."""
     if url is None:
         urls = {side: f"sqlite+aiosqlite:///{tmp / (side + '.db')}" for side in sizes}
@@ -296,8 +418,10 @@ async def run_backend(url: str | None, sizes: dict[str, tuple[int, int, int]], r
         opened = {side: await cm.__aenter__() for side, cm in harnesses.items()}
         try:
             for side, h in opened.items():
+                started = time.perf_counter()
                 await build(h, *sizes[side], say=lambda m: print(m, flush=True), messages=MESSAGES[side])
-            return await measure(opened["big"], opened["small"], rounds)
+                print(f"  built in {time.perf_counter() - started:.0f} s", flush=True)
+            return await measure(opened["big"], opened["small"], rounds, only)
         finally:
             for cm in harnesses.values():
                 await cm.__aexit__(None, None, None)
@@ -377,15 +501,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200, help="timed calls per operation and side")
     parser.add_argument("--wake", action="store_true", help="also run tools/bench_wake.py on each backend")
     parser.add_argument("--paths", action="store_true", help="also: claims past 1,000 live path reservations")
+    only_help = "time only the operations whose name holds one of these words (comma-separated), e.g. page,board"
+    parser.add_argument("--only", help=only_help)
     args = parser.parse_args()
+    only = [word.strip().lower() for word in args.only.split(",") if word.strip()] if args.only else None
     big = (10_000, 100_000, 1_000) if args.quick else (100_000, 1_000_000, 10_000)
     sizes = {"big": big, "small": (1_000, 10_000, 100)}
     backends = ([] if args.no_sqlite else [None]) + ([args.postgres] if args.postgres else [])
-    results, wakes, reserved = {}, {}, {}
+    results, page_sizes, wakes, reserved = {}, {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for url in backends:
             name = "sqlite" if url is None else "postgresql"
-            results[name] = anyio.run(run_backend, url, sizes, args.rounds, Path(tmp))
+            results[name], page_sizes[name] = anyio.run(run_backend, url, sizes, args.rounds, Path(tmp), only)
             if args.wake:
                 wakes[name] = wake(url, 60)
             if args.paths:
@@ -394,6 +521,11 @@ def main() -> None:
     print(f"big: {big[0]:,} tasks, {big[1]:,} progress entries, {big[2]:,} checkpoints; small: 1,000 / 10,000 / 100;"
           f" p50 of {args.rounds} in-process calls each; Python {platform.python_version()}, SQLite "
           f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    hot = [round(n * HOT_EVENTS_PER_TASK) for n in (big[0], sizes["small"][0])]
+    print(
+        f"The task with the most events ({HOT_TASK}, the console's task page): {hot[0]:,} events on the big side,"
+        f" {hot[1]:,} on the small side (the same share of a workspace's events: the same page at each size)."
+    )
     print()
     print("| backend | operation | big p50 | small p50 | ratio | <= 2x |")
     print("|---|---|---|---|---|---|")
@@ -415,6 +547,10 @@ def main() -> None:
             f"| {backend} | claim_task with paths: 1,000 live reservations / none (<= 1.5x) | {many:.3f} ms "
             f"| {none:.3f} ms | {ratio:.2f}x | {met} |"
         )
+    for backend, pages in page_sizes.items():
+        shown = "; ".join(f"{name.removeprefix('page: ')} {b / 1024:,.0f} KB / {s / 1024:,.0f} KB"
+                          for name, (b, s) in pages.items() if not name.startswith("(info)"))  # fmt: skip
+        print(f"\nconsole pages, bytes big / small ({backend}): {shown}")
     for backend, line in wakes.items():
         print(f"\nwake-up ({backend}, tools/bench_wake.py, 60 rounds): {line}")
     sys.exit(0 if worst <= LIMIT_RATIO else 1)
