@@ -137,19 +137,20 @@ class ThreadInfo(Result):
     updated_at: str
 
 
-#: A progress entry as results show it: unset fields and the default thread `main` left out.
-class ProgressEntry(Result):
+#: A progress entry as results show it: unset fields, the default thread `main` and the default status
+#: `note` left out (`Lean`: people's views keep them).
+class ProgressEntry(Lean):
     entry_id: str
     seq: int
     created_at: str
     agent: str
-    thread: str = Field(default="main", exclude_if=lambda v: v == "main")
-    status: ProgressStatus
+    thread: str = "main"
+    status: ProgressStatus = "note"
     summary: str
-    details: str | None = Field(default=None, exclude_if=_absent)
-    next_steps: list[str] | None = Field(default=None, exclude_if=_absent)
-    task_key: str | None = Field(default=None, exclude_if=_absent)
-    artifacts: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+    details: str | None = None
+    next_steps: list[str] | None = None
+    task_key: str | None = None
+    artifacts: dict[str, Any] | None = None
 
 
 class RecordProgressResult(Replayable):
@@ -164,7 +165,8 @@ class Lease(Result):
     token: str
     attempt: int
     expires_at: str
-    expires_in_seconds: float  #: seconds left when the answer was made; negative once expired
+    #: whole seconds left when the answer was made (never more than there are); negative once expired
+    expires_in_seconds: int
     expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
     #: only `false`: on a replayed answer whose lease no longer holds the task, or has expired
     live: bool | None = Field(default=None, exclude_if=lambda v: v is not False)

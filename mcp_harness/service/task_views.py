@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any, TypeVar, cast
 
 from ..errors import InvalidArgument
@@ -39,12 +40,12 @@ def status_of(row: TaskRecord) -> ShownStatus:
 def lease_of(row: TaskRecord, at: float) -> Lease | None:
     if row.status != Status.CLAIMED or row.lease_token is None or row.lease_expires_at is None:
         return None
-    left = round(row.lease_expires_at - at, 3)
+    left = row.lease_expires_at - at
     return Lease(
         token=row.lease_token,
         attempt=row.attempts,
         expires_at=iso(row.lease_expires_at),
-        expires_in_seconds=left,
+        expires_in_seconds=math.floor(left),  # to the second, as timestamps are
         expired=left < 0 or None,
     )
 
