@@ -137,19 +137,26 @@ class ThreadInfo(Result):
     updated_at: str
 
 
-#: A progress entry as results show it: unset fields and the default thread `main` left out.
+#: A progress entry as results show it: unset fields, the default thread `main` and the default status
+#: `note` left out. (Per field, not `Lean`: a model-level serializer cost 4x to dump a restore's entries;
+#: people's views that keep every field dump them with `every_field`.)
 class ProgressEntry(Result):
     entry_id: str
     seq: int
     created_at: str
     agent: str
     thread: str = Field(default="main", exclude_if=lambda v: v == "main")
-    status: ProgressStatus
+    status: ProgressStatus = Field(default="note", exclude_if=lambda v: v == "note")
     summary: str
     details: str | None = Field(default=None, exclude_if=_absent)
     next_steps: list[str] | None = Field(default=None, exclude_if=_absent)
     task_key: str | None = Field(default=None, exclude_if=_absent)
     artifacts: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+
+
+def every_field(entries: list[ProgressEntry]) -> list[dict[str, Any]]:
+    """Progress entries as people's views show them (the CLI's --json): every field, defaults included."""
+    return [{name: getattr(e, name) for name in ProgressEntry.model_fields} for e in entries]
 
 
 class RecordProgressResult(Replayable):
@@ -164,7 +171,8 @@ class Lease(Result):
     token: str
     attempt: int
     expires_at: str
-    expires_in_seconds: float  #: seconds left when the answer was made; negative once expired
+    #: whole seconds left when the answer was made (never more than there are); negative once expired
+    expires_in_seconds: int
     expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
     #: only `false`: on a replayed answer whose lease no longer holds the task, or has expired
     live: bool | None = Field(default=None, exclude_if=lambda v: v is not False)
@@ -362,6 +370,13 @@ class TaskStory(Result):
     events: list[TaskEvent]
     progress: list[ProgressEntry]  #: entries about the task, oldest first
     messages: list[Message] = Field(default_factory=list)  #: messages naming the task, oldest first
+
+    @field_serializer("progress", mode="wrap")
+    def _progress(self, value: Any, handler: SerializerFunctionWrapHandler, info: FieldSerializationInfo) -> Any:
+        """With `EVERY_FIELD` (the CLI's --json) the entries keep every field, as the task does."""
+        if info.context and info.context.get("every_field"):
+            return every_field(value)
+        return handler(value)
 
 
 class HeldTask(Lean):

@@ -36,7 +36,8 @@ What a change does to the task's dependents is `settle`: it revokes a lease whos
 settled, sends a gate whose dependencies are settled into review (and one whose dependency was reopened
 back out of it) and unblocks what became claimable. The service applies a row; the store writes its
 `TaskChange`. Nothing here touches a database. Two transitions are not actions: a claim (one atomic
-statement in `store/task_queries.py`) and the failing of a lease that expired on its last attempt.
+statement in `store/task_queries.py`) and the failing of a lease that expired on its last attempt (when a
+claim, a list or a restore looks: `service/task_events.fail_exhausted`).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         "schemas.next_schema_version", "schemas.insert_schema",
         "recent_progress(True, False, True)", "recent_progress(False, False, False)",
         "INSERT_TASK", "claim(True, False, first)", "claim(False, True, first)", "claim(False, False, first)",
-        "HELD_BY", "TASK_COUNTS",
+        "HELD_BY", "TASK_COUNTS_RAN_OUT",
         "why_nothing(True, False)", "task_page(True, True)", "task_page(True, False)", "DEPENDENTS_OF",
         "DEPENDENCIES_OF", "TASK_EVENTS", "INSERT_TASK_EVENT", "waiting(True, False)",
     }  # fmt: skip

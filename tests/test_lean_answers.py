@@ -1,5 +1,5 @@
 """Leaner answers (contract revision 3), the parts outside task objects: timestamps to the second,
-progress entries without `thread: "main"` or unset fields, counts without zero buckets, and
+progress entries without `thread: "main"`, `status: "note"` or unset fields, counts without zero buckets, and
 `restore_state` saying who the caller is."""
 
 from __future__ import annotations
@@ -30,18 +30,38 @@ async def test_every_timestamp_in_a_result_is_to_the_second(client):
               brief["recent_progress"][0]["created_at"], brief["my_tasks"][0]["lease"]["expires_at"],
               beat["lease"]["expires_at"]]  # fmt: skip
     assert all(SECOND.match(s) for s in stamps), stamps
+    # and the seconds a lease has left are whole (a claim answers at its own moment: all 900)
+    left = [claimed["lease"]["expires_in_seconds"], brief["my_tasks"][0]["lease"]["expires_in_seconds"]]
+    assert all(isinstance(n, int) for n in left) and left[0] == 900 and 0 < left[1] <= 900, left
 
 
-async def test_progress_entries_leave_out_main_and_unset_fields(client):
-    await call(client, "record_progress", summary="plain")
-    await call(client, "record_progress", summary="tagged", thread="docs", details="d")
+async def test_progress_entries_leave_out_main_note_and_unset_fields(client):
+    """`thread` when it is `main`, `status` when it is `note` (record_progress's default) and unset fields
+    are left out of results; a person's view (the CLI's --json) keeps every field."""
+    await call(client, "add_tasks", tasks=[{"key": "t", "title": "T"}])
+    await call(client, "record_progress", summary="plain", task_key="t")
+    await call(client, "record_progress", summary="tagged", thread="docs", details="d", status="done")
     entries = (await call(client, "restore_state"))["recent_progress"]
     assert entries[0] == {"seq": 2, "created_at": entries[0]["created_at"], "agent": "agent-a", "thread": "docs",
-                          "status": "note", "summary": "tagged", "details": "d"}  # fmt: skip
-    assert entries[1] == {"seq": 1, "created_at": entries[1]["created_at"], "agent": "agent-a", "status": "note",
-                          "summary": "plain"}  # fmt: skip
+                          "status": "done", "summary": "tagged", "details": "d"}  # fmt: skip
+    assert entries[1] == {"seq": 1, "created_at": entries[1]["created_at"], "agent": "agent-a", "summary": "plain",
+                          "task_key": "t"}  # fmt: skip
     resource = json.loads((await client.read_resource("harness://progress")).contents[0].text)["progress"]
     assert "thread" not in resource[1] and "details" not in resource[1] and resource[0]["thread"] == "docs"
+    assert "status" not in resource[1] and resource[0]["status"] == "done"
+
+
+async def test_a_persons_view_of_progress_keeps_every_field(harness, workspace):
+    """`tasks show KEY --json` dumps the story with `EVERY_FIELD`: its entries name the thread and status."""
+    from mcp_harness.models import EVERY_FIELD, TaskSpec
+    from mcp_harness.service import Identity
+
+    ann = Identity(workspace, "ann")
+    await harness.tasks.add(ann, tasks=[TaskSpec(key="t", title="T")])
+    await harness.progress.record(ann, summary="plain", task_key="t")
+    story = (await harness.tasks.story(ann, "t")).model_dump(mode="json", context=EVERY_FIELD)
+    (entry,) = story["progress"]
+    assert entry["thread"] == "main" and entry["status"] == "note" and entry["details"] is None
 
 
 async def test_counts_leave_out_zero_buckets(client):

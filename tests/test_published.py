@@ -98,7 +98,7 @@ async def test_output_schemas_describe_nested_results(sqlite_url, workspace):
         out = {t.name: t.output_schema for t in (await client.list_tools()).tools}
     claim = out["claim_task"]
     lease = resolve(claim, claim["properties"]["lease"])["properties"]
-    assert lease["token"]["type"] == "string" and lease["expires_in_seconds"]["type"] == "number"
+    assert lease["token"]["type"] == "string" and lease["expires_in_seconds"]["type"] == "integer"  # whole seconds
     assert "pending" in resolve(claim, claim["properties"]["task"])["properties"]["status"]["enum"]
     assert set(resolve(claim, claim["properties"]["waiting_on"]["items"])["properties"]) >= {"key", "retry_after"}
     rows = out["list_tasks"]

@@ -19,6 +19,7 @@ import httpx2
 import pytest
 from support import call, fail, mcp_client, run_cli, settings_for, subprocess_env
 
+from mcp_harness import clock
 from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable
 from mcp_harness.http import build_app
@@ -171,12 +172,17 @@ async def test_a_read_only_database_says_so_and_healthz_reports_it(tmp_path, wor
     url = f"sqlite+aiosqlite:///{path}"
     async with mcp_client(url, workspace) as c:
         await call(c, "save_checkpoint", state={"v": 1})
+        await call(c, "add_tasks", tasks=[{"key": "once", "title": "One try", "max_attempts": 1}])
+        await call(c, "claim_task", lease_seconds=10)
+    clock.advance(11)  # the lease ran out on its last attempt: a look would settle it, with a write
     with read_only(path):
         async with mcp_client(url, workspace) as c:
             failed = await fail(c, "save_checkpoint", state={"v": 2})
             assert failed.code == "unavailable" and "read-only" in failed.text, failed.text
             assert "retry shortly" not in failed.text  # waiting will not help
             assert (await call(c, "restore_state"))["state"] == {"v": 1}
+            # reads still work: the settling write is left for a later look
+            assert [row["status"] for row in (await call(c, "list_tasks"))["tasks"]] == ["claimed"]
         settings = settings_for(url)
         async with Harness.open(settings) as h:
             app = build_app(h, settings, "127.0.0.1", 8765)

@@ -51,6 +51,26 @@ async def test_a_replayed_claim_shows_the_task_now_and_its_dead_lease_as_not_liv
     assert again["lease"]["live"] is False and again["lease"]["token"] == token
 
 
+@pytest.mark.parametrize("end", ["release", "complete"])
+async def test_a_replayed_dead_lease_says_no_time_is_left(client, end):
+    """A lease that ended (released, completed) and is answered again: `live: false` with 0 seconds left,
+    its `expires_at` as it was stored; the stale copy said 900 s, time the caller does not have. The
+    same for a replayed heartbeat."""
+    await call(client, "add_tasks", tasks=[t("a")])
+    first = await call(client, "claim_task", task_key="a", idempotency_key="claim-a")
+    token = first["lease"]["token"]
+    beat = await call(client, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="b")
+    assert first["lease"]["expires_in_seconds"] == 900 and beat["lease"]["expires_in_seconds"] == 900
+    ending = {"verification": "pytest passed"} if end == "complete" else {"reason": "out of time"}
+    await call(client, "update_task", task_key="a", action=end, lease_token=token, **ending)
+    again = await call(client, "claim_task", task_key="a", idempotency_key="claim-a")
+    assert again["replayed"] is True and again["task"]["status"] == ("done" if end == "complete" else "pending")
+    assert again["lease"] == {**first["lease"], "expires_in_seconds": 0, "live": False}
+    beat_again = await call(client, "update_task", task_key="a", action="heartbeat", lease_token=token,
+                            idempotency_key="b")  # fmt: skip
+    assert beat_again["lease"] == {**beat["lease"], "expires_in_seconds": 0, "live": False}
+
+
 async def test_a_replayed_claim_after_a_take_over_and_after_expiry(db_url, workspace):
     async with mcp_client(db_url, workspace, agent="A") as a, mcp_client(db_url, workspace, agent="B") as b:
         await call(a, "add_tasks", tasks=[t("job")])

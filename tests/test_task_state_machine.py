@@ -2,12 +2,13 @@
 review tasks and gates decided by an operator (approve/reject/cancel).
 
 A model tracks who holds the current lease of each task and predicts which lease operations must
-succeed; after every step the invariants are checked against the database: at most one live lease
-per task, a claimed task's dependencies are all done, done is terminal except by reopen, attempts
-never exceed max_attempts, and the maintained ready/blocked flags equal a full recomputation. Every
-empty claim (of any task, or of one named task) gives the reason the contract's table names for the
-state it left, and `waiting_on` names real tasks of that reason. A task in review (and only there)
-has every dependency settled (done or cancelled), and so has every gate, which is never claimed.
+succeed (a list or a restore settles a lease that ran out on its last attempt: the task fails); after
+every step the invariants are checked against the database: at most one live lease per task, a
+claimed task's dependencies are all done, done is terminal except by reopen, attempts never exceed
+max_attempts, and the maintained ready/blocked flags equal a full recomputation. Every empty claim
+(of any task, or of one named task) gives the reason the contract's table names for the state it
+left, and `waiting_on` names real tasks of that reason. A task in review (and only there) has every
+dependency settled (done or cancelled), and so has every gate, which is never claimed.
 """
 
 from __future__ import annotations
@@ -251,6 +252,25 @@ class TaskMachine(RuleBasedStateMachine):
     def cancel(self, index):
         before = self._operator(index, "cancel", reason="not needed")
         assert before in (None, "pending", "claimed", "in_review", "failed")
+        self._sync()
+
+    @precondition(lambda self: bool(self.keys))
+    @rule(agent=st.sampled_from(AGENTS), restore=st.booleans())
+    def look(self, agent, restore):
+        """A list or a restore settles every lease that ran out on its last attempt: those tasks fail (and
+        their holders' next calls are refused); nothing else changes."""
+        before = self._rows()[0]
+        now = clock.now()
+        ran_out = {k for k, r in before.items()
+                   if r.status == "claimed" and r.lease_expires_at <= now and r.attempts >= r.max_attempts}  # fmt: skip
+        if restore:
+            self.run(self.h.restore(Identity(WS, agent)))
+        else:
+            self.run(self.h.tasks.list(Identity(WS, agent), status=["claimed", "failed"]))
+        after = self._rows()[0]
+        assert {k for k in ran_out if after[k].status != "failed"} == set(), "a look left a run-out lease held"
+        changed = {k for k in before if k not in ran_out and after[k].status != before[k].status}
+        assert changed == set(), f"a look changed the status of {changed}"
         self._sync()
 
     @rule(seconds=st.sampled_from([1, 5, 11, 30]))

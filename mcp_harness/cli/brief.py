@@ -254,7 +254,8 @@ def _after(row: dict[str, Any]) -> str:
 def _entry(e: dict[str, Any]) -> str:
     task = f" [{e['task_key']}]" if e.get("task_key") else ""
     thread = e.get("thread", "main")  # results leave the default thread out
-    line = f"  #{e['seq']} {_when(e['created_at'])} {e['agent']} {e['status'].upper()}{task} ({thread}): "
+    status = e.get("status", "note")  # and the default status
+    line = f"  #{e['seq']} {_when(e['created_at'])} {e['agent']} {status.upper()}{task} ({thread}): "
     line += _cut(e["summary"], 300)
     for step in (e.get("next_steps") or [])[:3]:
         line += f"\n     next: {_cut(step, 150)}"

@@ -10,7 +10,7 @@ import argparse
 import json
 
 from ..errors import InvalidArgument, NotFound
-from ..models import EVERY_FIELD
+from ..models import EVERY_FIELD, every_field
 from ..service import Harness, Identity
 from .common import identity, with_harness
 from .output import note, say, show
@@ -43,7 +43,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             entries = await h.progress.recent(ident, thread=args.thread, task_key=args.task, limit=args.limit)
         if args.json:
             # every field, as before: scripts read these (tool results leave unset ones out)
-            print(json.dumps([{k: getattr(e, k) for k in type(e).model_fields} for e in entries], indent=2))
+            print(json.dumps(every_field(entries), indent=2))
         elif entries:
             show(progress_log(entries))
         else:

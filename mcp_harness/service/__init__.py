@@ -92,30 +92,36 @@ class Harness:
         self, ident: Identity, args: RestoreStateArgs | None = None, /, **fields: Any
     ) -> RestoreStateResult:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
-        all read in one consistent transaction (`args`, or its fields as keywords)."""
+        all read in one consistent transaction (`args`, or its fields as keywords). A lease that ran out on
+        its last attempt is settled first (the task fails: `TaskService.looking`)."""
         args = RestoreStateArgs.of(args, fields)
-        async with self.db.read() as conn:
-            meta, state, missing = await self.checkpoints.load(conn, ident, args)
-            # One log per workspace (revision 2): the newest entries of every thread, each naming its thread;
-            # with a query, the best full-text matches instead.
-            if args.query is not None:
-                terms = search_terms(args.query)
-                rows = await progress_store.search(conn, ident.workspace, terms, limit=args.progress_limit)
-            else:
-                rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
-            held, counts = await self.tasks.brief(conn, ident)
-            inbox = await read_inbox(conn, ident)
-        return RestoreStateResult(
-            you=You(agent=ident.agent, role=ident.role),
-            found=meta is not None,
-            checkpoint=meta,
-            state=state,
-            missing_paths=missing,
-            recent_progress=[progress_entry(r) for r in rows],
-            my_tasks=held,
-            task_counts=counts,
-            inbox=inbox,
-        )
+
+        async def read() -> tuple[RestoreStateResult, bool]:
+            async with self.db.read() as conn:
+                meta, state, missing = await self.checkpoints.load(conn, ident, args)
+                # One log per workspace (revision 2): the newest entries of every thread, each naming its
+                # thread; with a query, the best full-text matches instead.
+                if args.query is not None:
+                    terms = search_terms(args.query)
+                    rows = await progress_store.search(conn, ident.workspace, terms, limit=args.progress_limit)
+                else:
+                    rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)
+                held, counts, ran_out = await self.tasks.brief(conn, ident)
+                inbox = await read_inbox(conn, ident)
+            brief = RestoreStateResult(
+                you=You(agent=ident.agent, role=ident.role),
+                found=meta is not None,
+                checkpoint=meta,
+                state=state,
+                missing_paths=missing,
+                recent_progress=[progress_entry(r) for r in rows],
+                my_tasks=held,
+                task_counts=counts,
+                inbox=inbox,
+            )
+            return brief, ran_out
+
+        return await self.tasks.looking(ident.workspace, read)
 
     async def inbox(self, ident: Identity) -> Unread | None:
         """`{unread}` when messages wait for the caller, else None: what claim and heartbeat answers carry

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any, TypeVar, cast
 
 from ..errors import InvalidArgument
@@ -39,24 +40,25 @@ def status_of(row: TaskRecord) -> ShownStatus:
 def lease_of(row: TaskRecord, at: float) -> Lease | None:
     if row.status != Status.CLAIMED or row.lease_token is None or row.lease_expires_at is None:
         return None
-    left = round(row.lease_expires_at - at, 3)
+    left = row.lease_expires_at - at
     return Lease(
         token=row.lease_token,
         attempt=row.attempts,
         expires_at=iso(row.lease_expires_at),
-        expires_in_seconds=left,
+        expires_in_seconds=math.floor(left),  # to the second, as timestamps are
         expired=left < 0 or None,
     )
 
 
 def lease_now(row: TaskRecord | None, stored: Lease, at: float) -> Lease:
     """A lease answered again (a replay) as it stands now: `live: false` once its token no longer holds
-    the task or it has expired, never a dead lease shown as live."""
+    the task or it has expired, never a dead lease shown as live. One that ended (released, completed,
+    taken over...) has no time left: 0 seconds, beside the `expires_at` it was answered with."""
     if row is not None and row.status == Status.CLAIMED and row.lease_token == stored.token:
         lease = lease_of(row, at)
         if lease is not None:
             return lease.model_copy(update={"live": False}) if lease.expired else lease
-    return stored.model_copy(update={"live": False})
+    return stored.model_copy(update={"live": False, "expires_in_seconds": 0, "expired": None})
 
 
 V = TypeVar("V", bound=TaskView)

@@ -8,11 +8,13 @@ of the tool, the CLI and the console; the state machine itself is `task_states`)
 from __future__ import annotations
 
 import builtins
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
 from ..config import Settings, check_name
-from ..errors import NotFound
+from ..errors import NotFound, Unavailable
 from ..models import (
     AddTasksResult,
     ClaimTaskResult,
@@ -38,6 +40,7 @@ from .task_add import TaskAdder
 from .task_claim import TaskClaimer
 from .task_context import task_context
 from .task_end import LeaseEnder
+from .task_events import fail_exhausted
 from .task_views import (
     decode_cursor,
     encode_cursor,
@@ -52,6 +55,9 @@ from .task_wait import Wakeup
 
 #: what list_tasks lists without `status`: the open tasks (counts still cover every status)
 LISTED_BY_DEFAULT = [s for s in SHOWN if s not in SETTLED]
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class TaskService(ServiceBase):
@@ -92,6 +98,29 @@ class TaskService(ServiceBase):
         """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
         return await self.ending.end_leases(ident, reason, tokens=tokens)
 
+    async def settle_ran_out(self, workspace: str) -> None:
+        """Fail the tasks whose lease ran out on their last attempt, each with its event and note, and
+        settle what depends on them: what a claim does when it finds nothing, here for a list or a restore
+        that found such a lease (CONTRACT.md: a look settles a lease that ran out)."""
+        async with self.db.write() as conn:
+            await fail_exhausted(conn, workspace, now())
+        self.wakeup.notify(workspace)
+
+    async def looking(self, workspace: str, read: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
+        """Run `read`, a read that answers what it read and whether it found a lease that ran out on its
+        last attempt (`store.counts_and_ran_out`); when it found one, settle it and read again, so a list
+        or a restore never shows such a task as held. The write happens only then (rarely); where it cannot
+        be made (a read-only database) the look answers what it read, and a later look settles it."""
+        got, ran_out = await read()
+        if ran_out:
+            try:
+                await self.settle_ran_out(workspace)
+            except Unavailable as exc:  # a read-only (or busy) database: reads still work, unsettled
+                log.warning("a lease that ran out on its last attempt is left for a later look: %s", exc.message)
+                return got
+            got, _ran_out = await read()  # a lease that ran out meanwhile waits for the next look
+        return got
+
     # -- shorthands of `update` for a person's actions (scripts and tests) ---------------------------
     async def approve(self, ident: Identity, key: str, comment: str | None = None) -> UpdateTaskResult:
         return await self._person(ident, task_key=key, action="approve", comment=comment)
@@ -126,38 +155,48 @@ class TaskService(ServiceBase):
         statuses = [args.status] if isinstance(args.status, str) else args.status or default
         after = decode_cursor(args.cursor) if args.cursor else 0
         terms = search_terms(args.query) if args.query is not None else None
-        at = now()
-        async with self.db.read() as conn:
-            rows = await store.page(
-                conn,
-                ident.workspace,
-                statuses=builtins.list(statuses) if statuses is not None else None,
-                ready=args.ready,
-                now=at,
-                tag=args.tag,
-                limit=limit + 1,
-                after_id=after,
-                search=terms,
+
+        async def read() -> tuple[ListTasksResult, bool]:
+            at = now()
+            async with self.db.read() as conn:
+                rows = await store.page(
+                    conn,
+                    ident.workspace,
+                    statuses=builtins.list(statuses) if statuses is not None else None,
+                    ready=args.ready,
+                    now=at,
+                    tag=args.tag,
+                    limit=limit + 1,
+                    after_id=after,
+                    search=terms,
+                )
+                counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)
+            more = len(rows) > limit
+            rows = rows[:limit]
+            listed = ListTasksResult(
+                tasks=[task_row(r, at) for r in rows],
+                counts=task_counts(counts),
+                next_cursor=encode_cursor(rows[-1].id) if more else None,
             )
-            counts = await store.counts(conn, ident.workspace)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return ListTasksResult(
-            tasks=[task_row(r, at) for r in rows],
-            counts=task_counts(counts),
-            next_cursor=encode_cursor(rows[-1].id) if more else None,
-        )
+            return listed, ran_out
+
+        return await self.looking(ident.workspace, read)
 
     async def _one(self, ident: Identity, key: str) -> ListTasksResult:
         """`list_tasks(task_key=K)`: K's full row, whatever its status, with the counts."""
-        at = now()
-        async with self.db.read() as conn:
-            row = await store.get(conn, ident.workspace, key)
-            if row is None:
-                raise NotFound(f"no task with key {key!r} in this workspace")
-            context = await task_context(conn, ident.workspace, row, full=True)
-            counts = await store.counts(conn, ident.workspace)
-        return ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
+
+        async def read() -> tuple[ListTasksResult, bool]:
+            at = now()
+            async with self.db.read() as conn:
+                row = await store.get(conn, ident.workspace, key)
+                if row is None:
+                    raise NotFound(f"no task with key {key!r} in this workspace")
+                context = await task_context(conn, ident.workspace, row, full=True)
+                counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)
+            listed = ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
+            return listed, ran_out
+
+        return await self.looking(ident.workspace, read)
 
     async def board(
         self, ident: Identity, *, statuses: builtins.list[str] | None = None, query: str | None = None
@@ -188,8 +227,9 @@ class TaskService(ServiceBase):
             counts = await store.counts(conn, ident.workspace)
         return out, task_counts(counts)
 
-    async def brief(self, conn: Connection, ident: Identity) -> tuple[builtins.list[HeldTask], TaskCounts]:
-        """This agent's held tasks and the workspace counts, inside the caller's read."""
+    async def brief(self, conn: Connection, ident: Identity) -> tuple[builtins.list[HeldTask], TaskCounts, bool]:
+        """This agent's held tasks and the workspace counts, inside the caller's read, and whether a lease
+        ran out on its last attempt (the caller then settles it and reads again: `looking`)."""
         at = now()
         rows = await store.held_by(conn, ident.workspace, ident.agent)
         tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
@@ -197,7 +237,8 @@ class TaskService(ServiceBase):
         held = [
             held_task(r, at, await task_context(conn, ident.workspace, r), paths.get(r.lease_token or "")) for r in rows
         ]
-        return held, task_counts(await store.counts(conn, ident.workspace))
+        counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)
+        return held, task_counts(counts), ran_out
 
     async def detail(self, ident: Identity, key: str) -> TaskDetail:
         """One task with its lease, as it now stands (for people)."""

@@ -39,11 +39,12 @@ INSERT_TAG = Query("INSERT INTO task_tags (workspace, tag, task_id) VALUES (:ws,
 ADD_DEPENDENTS = Query('UPDATE tasks SET dependents = dependents + :n WHERE workspace = :ws AND "key" = :key')
 #: PostgreSQL plans the claim by these statistics (see `tasks.refresh_statistics`)
 ANALYZE_TASKS = Query("ANALYZE tasks, task_deps, task_tags")
+#: a lease that ran out on its last attempt by :now; the partial index `ix_task_last_lease` holds exactly
+#: the candidates (its predicate is spelled here as there, term for term, so both planners take it)
+_RAN_OUT = "workspace = :ws AND status = 'claimed' AND attempts >= max_attempts AND lease_expires_at <= :now"
 FAIL_EXPIRED_EXHAUSTED = Query(
-    "UPDATE tasks SET status = 'failed', ready = FALSE, lease_token = NULL, "
-    "last_error = :error, updated_at = :now "
-    "WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at <= :now AND attempts >= max_attempts "
-    f"RETURNING {TASK}",
+    "UPDATE tasks SET status = 'failed', ready = FALSE, lease_token = NULL, last_error = :error, updated_at = :now "
+    f"WHERE {_RAN_OUT} RETURNING {TASK}",
     row=TaskRecord,
 )
 #: a session (or connection) ended: its live leases run out now; the attempt stays counted, the owner
@@ -69,9 +70,18 @@ HELD_BY = Query(
     row=TaskRecord,
 )
 #: the triggers' counters (migration 6): a few rows per workspace whatever its size
-TASK_COUNTS = Query(
+_TASK_COUNTS = (
     "SELECT status, blocked, CAST(sum(n) AS BIGINT) AS n FROM task_counts WHERE workspace = :ws "
-    "GROUP BY status, blocked",
+    "GROUP BY status, blocked"
+)
+TASK_COUNTS = Query(_TASK_COUNTS, row=TaskCountRow)
+#: the status of the row `TASK_COUNTS_RAN_OUT` adds when a lease ran out on its last attempt
+RAN_OUT = "ran_out"
+#: the counts, plus a row of status `ran_out` when a lease ran out on its last attempt: the probe that
+#: list_tasks and restore_state make on every call rides on the counts' round trip (one seek of
+#: `ix_task_last_lease`), and only a hit costs a write (`TaskService.settle_ran_out`)
+TASK_COUNTS_RAN_OUT = Query(
+    f"{_TASK_COUNTS} UNION ALL SELECT '{RAN_OUT}', FALSE, 1 WHERE EXISTS (SELECT 1 FROM tasks WHERE {_RAN_OUT})",
     row=TaskCountRow,
 )
 DEPENDENTS_OF = _both(

@@ -14,7 +14,7 @@ from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskCh
 from . import task_queries as q
 from .common import ensure_workspace
 from .connection import Connection, array, fetch_row
-from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskEventRow, TaskRecord, WaitRow
+from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskCountRow, TaskEventRow, TaskRecord, WaitRow
 from .search import Terms, search_refused
 
 
@@ -293,8 +293,20 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
     Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
+    return _counted(await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}))
+
+
+async def counts_and_ran_out(conn: Connection, workspace: str, now: float) -> tuple[dict[str, int], bool]:
+    """`counts`, and whether a task's lease ran out on its last attempt by `now` (then the caller settles
+    it: `fail_expired_exhausted`). One statement: the probe is an index seek riding on the counts."""
+    rows = await conn.fetch_all(q.TASK_COUNTS_RAN_OUT, {"ws": workspace, "now": now})
+    counted = [row for row in rows if row.status != q.RAN_OUT]
+    return _counted(counted), len(counted) < len(rows)
+
+
+def _counted(rows: list[TaskCountRow]) -> dict[str, int]:
     out = {status: 0 for status in SHOWN}
-    for row in await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}):
+    for row in rows:
         status = shown(row.status, row.blocked)
         out[status] = out.get(status, 0) + int(row.n)
     return out
