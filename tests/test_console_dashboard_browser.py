@@ -103,7 +103,7 @@ def test_the_needs_you_bar_and_the_board(page: Any, tmp_path: Path):
 def test_agents_say_who_is_alive_what_they_do_and_who_went_silent(page: Any, tmp_path: Path):
     page.goto(f"{page.base}/ui/agents?w={WS}")
     states = dict(page.locator("tr[data-agent]").evaluate_all(
-        "rows => rows.map(r => [r.dataset.agent, r.querySelector('.state').textContent])"))  # fmt: skip
+        "rows => rows.map(r => [r.dataset.agent, r.querySelector('.agent-state').textContent])"))  # fmt: skip
     assert states == {"bob": "working", "carol": "working", "dana": "silent", "erin": "idle"}, states
     silent = page.locator("section.silent-holders").inner_text()
     assert "api-users" in silent and "dana" in silent and "last call 11m" in silent

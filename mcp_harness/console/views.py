@@ -161,6 +161,7 @@ async def stuck(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.stuck(ident)
     return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
+                          nonce=secrets.token_urlsafe(12),
                           title="Stuck", tab="stuck")  # fmt: skip
 
 

@@ -164,11 +164,13 @@ class AgentRow:
     claim_outcome: str | None = None  #: what its last claim answered: `claimed`, or why nothing
     claim_at: str | None = None
     silent: bool = False  #: it holds a lease and has made no call for `silent_after` seconds
+    overdue: bool = False  #: it holds a lease past its time and has made no call since the lease ran out
 
     @property
     def state(self) -> str:
-        """`silent`, `working` (holds a task), or `idle`."""
-        return "silent" if self.silent else "working" if self.holds else "idle"
+        """`overdue` (its lease ran out and it made no call since), `silent`, `working` (holds a task), or
+        `idle`."""
+        return "overdue" if self.overdue else "silent" if self.silent else "working" if self.holds else "idle"
 
 
 @dataclass(frozen=True)
@@ -202,10 +204,11 @@ class Blocker:
     task: Dependency
     waiting: int  #: tasks that depend on it directly
     why: str  #: what holds it, in a sentence
-    action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`), if any
+    action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`, `retry_now`)
     lease_expires_at: str | None = None
     last_error: str | None = None
     behind: int = 0  #: tasks that wait on it in all, directly or through others (up to `WAITING_CAP`)
+    retry_at: str | None = None  #: pending in a retry backoff: when it becomes claimable
 
 
 @dataclass(frozen=True)
@@ -312,10 +315,13 @@ class ConsoleService(ServiceBase):
             rows.sort(key=lambda r: -r.dependents)
             rows = rows[: STUCK_SHOWN * 2]
             behind = {r.key: await store.waiting_on(conn, ws, r.key, WAITING_CAP) for r in rows}
+            pending = await task_store.get_many(conn, ws, [r.key for r in rows if r.status == "pending"])
+        backoff = {k: t.available_at for k, t in pending.items() if t.available_at > at}  # a retry backoff
         last = {c.agent: float(c.seen_at) for c in seen}
         rows.sort(key=lambda r: (-behind[r.key], -r.dependents))  # the most held back, in all, first
         blockers = [
-            _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key]) for r in rows[:STUCK_SHOWN]
+            _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key], backoff.get(r.key))
+            for r in rows[:STUCK_SHOWN]
         ]
         return Stuck(blockers, STUCK_SCAN)
 
@@ -595,12 +601,15 @@ class ConsoleService(ServiceBase):
         quiet_keys = {r.key: r for r in silent_rows}
         holds: dict[str, list[Card]] = {}
         overdue, silent = [], []
+        gone = set()  #: holders whose lease ran out and who made no call since: gone, not working
         for r in held:
             quiet_row = quiet_keys.get(r.key)
             card = _held_card(r, at, iso(seen.get(r.owner)) if quiet_row is not None else None)
             holds.setdefault(r.owner, []).append(card)
             if card.lease_expired:
                 overdue.append(card)
+                if seen.get(r.owner, 0.0) < r.lease_expires_at:
+                    gone.add(r.owner)
             elif quiet_row is not None:
                 silent.append(card)
         silent_owners = {c.owner for c in silent}
@@ -611,7 +620,7 @@ class ConsoleService(ServiceBase):
             rows.append(AgentRow(
                 a, iso(seen.get(a)), holds.get(a, []), last_tool=c.tool if c else None,
                 claim_outcome=c.claim_outcome if c else None, claim_at=iso(c.claim_at) if c and c.claim_at else None,
-                silent=a in silent_owners,
+                silent=a in silent_owners, overdue=a in gone,
             ))  # fmt: skip
         return Agents(rows, overdue, silent, quiet)
 
@@ -694,13 +703,16 @@ def span(seconds: float) -> str:
     return f"{s // 3600}h {s % 3600 // 60}m"
 
 
-def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: int) -> Blocker:
+def _blocker(
+    row: Any, at: float, silent: bool, seen_at: float | None, behind: int, retry_at: float | None = None
+) -> Blocker:
     task = _dependency(row)
     n = behind
     lease = iso(row.lease_expires_at) if row.status == "claimed" else None
     if row.status == "failed":
         why, action = (
-            f"failed (attempt {row.attempts} of {row.max_attempts}): {n} waiting task(s) are blocked",
+            f"failed (attempt {row.attempts} of {row.max_attempts}): {_count(n, 'waiting task')} "
+            f"{'is' if n == 1 else 'are'} blocked",
             "reopen",
         )
     elif row.status == "claimed" and row.lease_expires_at is not None and row.lease_expires_at <= at:
@@ -714,9 +726,17 @@ def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: i
         why, action = "a gate waiting for a person's decision", "approve"
     elif row.status == "in_review":
         why, action = "completed, waiting for a person's review", "approve"
+    elif retry_at is not None:
+        why, action = f"failed, will be retried: claimable in {span(retry_at - at)} (its retry backoff)", "retry_now"
     else:
         why, action = "ready, but no agent has claimed it yet: start an agent or check its tags", None
-    return Blocker(task, row.dependents, why, action, lease, row.last_error if row.status == "failed" else None, n)
+    error = row.last_error if row.status == "failed" or retry_at is not None else None
+    return Blocker(task, row.dependents, why, action, lease, error, n, iso(retry_at) if retry_at is not None else None)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 waiting task`, `3 waiting tasks`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _held_card(row: Any, at: float, silent_since: str | None = None) -> Card:
