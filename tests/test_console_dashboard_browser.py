@@ -89,14 +89,14 @@ def test_the_needs_you_bar_and_the_board(page: Any, tmp_path: Path):
         "links => links.map(a => [a.textContent.trim().replace(/^\\d+\\s*/, ''), +a.querySelector('b').textContent])"
     )
     counts = dict(bar.locator("a.need").evaluate_all(script))
-    assert counts == {"in review": 1, "gates waiting": 1, "overdue leases": 0, "silent holders": 1, "failed": 1,
-                      "blocked": 6}, counts  # fmt: skip
+    assert counts == {"messages to you": 0, "in review": 1, "gate waiting": 1, "overdue leases": 0,
+                      "silent holder": 1, "failed": 1, "blocked": 6}, counts  # fmt: skip
     assert "silent" in page.locator("article.card[data-key=api-users] li.silent").inner_text().lower()  # dana died
     assert page.locator("article.card[data-key=api-payments] li.silent").count() == 0  # bob heartbeats
     page.wait_for_selector("#live-dot.on")
     no_wider_than_the_screen(page)
     shot(page, "board", tmp_path)
-    bar.locator("a.need", has_text="silent holders").click()
+    bar.locator("a.need", has_text="silent holder").click()
     page.wait_for_url("**/ui/agents?*")
 
 

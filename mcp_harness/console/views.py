@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..identity import Identity
-from ..service.console import GRAPH_EDGES
+from ..service.console import GRAPH_EDGES, span
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
@@ -104,8 +104,10 @@ async def task(console: Console, request: Request) -> Response:
     )  # fmt: skip
     waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
+    holder = await console.harness.console.holder(ident, root[-1].key) if root and root[-1].status == "claimed" else None
     task_messages = await console.harness.messages.about_task(ident, key)
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
+                          holder=holder, span=span,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12),
                           done=_done(request), task_messages=task_messages)  # fmt: skip
 

@@ -14,6 +14,7 @@ from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, Task
 from ..store import changes
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
+from ..store import messages as message_store
 from ..store import tasks as task_store
 from ..store.common import now
 from ..task_states import BLOCKED
@@ -21,6 +22,8 @@ from ..task_states import Status as S
 from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
+from .messages import OPERATORS
+from .messages import since as message_since
 from .progress import progress_entry
 from .search import search_terms
 from .task_events import HARNESS
@@ -191,10 +194,11 @@ class Needs:
     silent: int  #: leases still running whose holder has made no call for a while
     failed: int
     blocked: int  #: pending behind a failed dependency
+    messages: int = 0  #: messages to the operators nobody has acknowledged yet (the Inbox's count)
 
     @property
     def total(self) -> int:
-        return self.in_review + self.gates + self.overdue + self.silent + self.failed + self.blocked
+        return self.in_review + self.gates + self.overdue + self.silent + self.failed + self.blocked + self.messages
 
 
 @dataclass(frozen=True)
@@ -215,6 +219,20 @@ class Blocker:
 class Stuck:
     blockers: list[Blocker]  #: the most waited on first
     scanned: int  #: tasks of each status looked at (the list is exact below this many)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a claimed task, and whether they went quiet (the root of a wait a person can release)."""
+
+    owner: str
+    silent_for: float | None  #: seconds since its last call (or heartbeat), when that is `silent_after` or more
+    lease_expired: bool
+
+    @property
+    def gone(self) -> bool:
+        """Worth releasing: quiet for a while, or past its lease."""
+        return self.silent_for is not None or self.lease_expired
 
 
 @dataclass(frozen=True)
@@ -295,8 +313,10 @@ class ConsoleService(ServiceBase):
             overdue = await store.expired_leases(conn, workspace, at)
             quiet = at - self.settings.silent_after_seconds
             silent = len(await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN))
+            messages = await message_store.count_open_to(conn, workspace, OPERATORS, message_since())
         return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
-                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0))  # fmt: skip
+                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0),
+                     messages=messages)  # fmt: skip
 
     async def stuck(self, ident: Identity) -> Stuck:
         """The tasks others wait on, most waited on first, each with what unsticks it: a failure to
@@ -432,6 +452,21 @@ class ConsoleService(ServiceBase):
                     break  # the root: a failure, a task held or in review, or one ready to claim
                 current = row.key
         return path
+
+    async def holder(self, ident: Identity, key: str) -> Holder | None:
+        """Who holds `key` and how long they have been quiet; None when it is not claimed."""
+        check_name("task_key", key)
+        at = now()
+        async with self.db.read() as conn:
+            row = await task_store.get(conn, ident.workspace, key)
+            if row is None or row.status != "claimed" or row.owner is None:
+                return None
+            contacts = {c.agent: float(c.seen_at) for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
+        last = max(contacts.get(row.owner, 0.0), float(row.updated_at))  # a heartbeat updates the task
+        quiet = at - last
+        expired = row.lease_expires_at is not None and row.lease_expires_at <= at
+        silent = quiet >= self.settings.silent_after_seconds or (expired and last < row.lease_expires_at)
+        return Holder(row.owner, quiet if silent else None, expired)
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
         """Every column's first `per_column` cards; or, `only`, that column's cards from `offset`."""
