@@ -104,7 +104,8 @@ async def task(console: Console, request: Request) -> Response:
     )  # fmt: skip
     waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
-    holder = await console.harness.console.holder(ident, root[-1].key) if root and root[-1].status == "claimed" else None
+    held = root[-1].key if root and root[-1].status == "claimed" else None
+    holder = await console.harness.console.holder(ident, held) if held else None
     task_messages = await console.harness.messages.about_task(ident, key)
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
                           holder=holder, span=span,

@@ -464,8 +464,9 @@ class ConsoleService(ServiceBase):
             contacts = {c.agent: float(c.seen_at) for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
         last = max(contacts.get(row.owner, 0.0), float(row.updated_at))  # a heartbeat updates the task
         quiet = at - last
-        expired = row.lease_expires_at is not None and row.lease_expires_at <= at
-        silent = quiet >= self.settings.silent_after_seconds or (expired and last < row.lease_expires_at)
+        ends = row.lease_expires_at
+        expired = ends is not None and ends <= at
+        silent = quiet >= self.settings.silent_after_seconds or (ends is not None and expired and last < ends)
         return Holder(row.owner, quiet if silent else None, expired)
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
