@@ -195,3 +195,32 @@ def test_pace_draws_the_burn_up_and_says_how_fast_the_work_goes(page: Any, tmp_p
     assert "done in the last 24 h\n4" in stats and "oldest in review" in stats  # one done every six hours
     no_wider_than_the_screen(page)
     shot(page, "pace", tmp_path)
+
+
+def test_a_saved_state_shows_exactly_as_saved(page: Any, tmp_path: Path):
+    """The agents page's state badge (capitals, an oval) once also styled the Threads page's state panel."""
+    page.goto(f"{page.base}/ui/thread?w={WS}&t=main")
+    state = page.locator("section.panel.state")
+    assert state.evaluate("e => getComputedStyle(e).borderTopLeftRadius") == "8px"
+    shown = page.locator("pre.state-json")
+    assert shown.evaluate("e => getComputedStyle(e).textTransform") == "none"
+    assert '"next": "refunds"' in shown.inner_text() and '"id": "pay_7f3a"' in shown.inner_text()
+    page.goto(f"{page.base}/ui/thread?w={WS}&t=main&a=1&b=2")
+    assert page.locator("section.panel.state").evaluate("e => getComputedStyle(e).textTransform") == "none"
+    assert "pay_7f3a" in page.locator("section.panel.state").inner_text()
+    no_wider_than_the_screen(page)
+
+
+def test_the_release_form_leaves_the_lease_in_sight(page: Any, tmp_path: Path):
+    page.goto(f"{page.base}/ui/task?w={WS}&key=api-users")
+    page.locator("summary[data-action=release]").click()
+    form = page.locator("details.action[open] form").bounding_box()
+    lease = page.locator("section.panel", has_text="Lease and attempts").bounding_box()
+    overlaps = not (
+        form["x"] + form["width"] <= lease["x"]
+        or lease["x"] + lease["width"] <= form["x"]
+        or form["y"] + form["height"] <= lease["y"]
+        or lease["y"] + lease["height"] <= form["y"]
+    )
+    assert not overlaps, (form, lease)
+    assert form["x"] >= 0 and form["x"] + form["width"] <= page.width
