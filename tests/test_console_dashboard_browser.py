@@ -224,3 +224,13 @@ def test_the_release_form_leaves_the_lease_in_sight(page: Any, tmp_path: Path):
     )
     assert not overlaps, (form, lease)
     assert form["x"] >= 0 and form["x"] + form["width"] <= page.width
+
+
+def test_a_gate_key_stays_on_one_line_beside_its_badge(page: Any, tmp_path: Path):
+    key = page.locator("article.card[data-key=design-signoff] header a.key")
+    assert key.evaluate("e => e.getClientRects().length") == 1, "the key broke at its hyphen"
+    key.evaluate("e => { e.textContent = 'release-signoff-2'; }")  # a longer key (up to the card's width)
+    assert key.evaluate("e => e.getClientRects().length") == 1, "the key broke at its hyphen"
+    badge = page.locator("article.card[data-key=design-signoff] header .badge.gate").bounding_box()
+    card = page.locator("article.card[data-key=design-signoff]").bounding_box()
+    assert badge["x"] + badge["width"] <= card["x"] + card["width"]
