@@ -234,3 +234,13 @@ def test_a_gate_key_stays_on_one_line_beside_its_badge(page: Any, tmp_path: Path
     badge = page.locator("article.card[data-key=design-signoff] header .badge.gate").bounding_box()
     card = page.locator("article.card[data-key=design-signoff]").bounding_box()
     assert badge["x"] + badge["width"] <= card["x"] + card["width"]
+
+
+def test_pace_labels_are_readable_and_the_hourly_chart_has_a_scale(page: Any, tmp_path: Path):
+    page.goto(f"{page.base}/ui/pace?w={WS}")
+    heights = page.locator("svg.chart.burn text.tick").evaluate_all(
+        "ts => ts.map(t => t.getBoundingClientRect().height)"
+    )
+    assert heights and min(heights) >= 9, heights  # about 5 px at 400 px before
+    assert "done an hour" in page.locator("svg.chart.bars text.scale").text_content()
+    no_wider_than_the_screen(page)

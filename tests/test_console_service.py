@@ -235,3 +235,18 @@ async def test_an_expired_console_session_is_dead(harness: Harness, workspace: s
     monkeypatch.setattr(console_sessions, "SESSION_SECONDS", -1)
     sid = await harness.console_sessions.start(token)
     assert sid and await harness.console_sessions.find(sid) is None
+
+
+async def test_pace_rates_a_young_project_over_the_time_it_has_run(harness: Harness, workspace: str):
+    """A 6-minute-old project that finished 24 tasks did 240 an hour, not "1.0 an hour" over 24 hours."""
+    alice = Identity(workspace, "alice")
+    await harness.tasks.add(alice, tasks=[TaskSpec(key=f"t{i}", title="work") for i in range(3)])
+    for i in range(3):
+        got = await harness.tasks.claim(alice, task_key=f"t{i}")
+        await harness.tasks.update(
+            alice, task_key=f"t{i}", action="complete", lease_token=got.lease.token, verification="checked"
+        )
+    pace = await harness.console.pace(alice)
+    assert sum(pace.per_hour) == 3
+    assert 0 < pace.hours_covered < 0.1
+    assert pace.per_hour_rate > 3 / 0.1  # over minutes, not over 24 hours

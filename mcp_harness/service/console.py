@@ -255,6 +255,12 @@ class Pace:
     scope: list[tuple[float, int]]  #: burn-up: (time, tasks planned so far)
     done: list[tuple[float, int]]  #: burn-up: (time, tasks done so far)
     events_seen: int
+    hours_covered: float = 24.0  #: of the last 24 hours, those since the first task was made (a young project)
+
+    @property
+    def per_hour_rate(self) -> float:
+        """Tasks done an hour over the time the last 24 hours actually cover."""
+        return sum(self.per_hour) / max(self.hours_covered, 1 / 60)
 
 
 @dataclass(frozen=True)
@@ -390,6 +396,7 @@ class ConsoleService(ServiceBase):
             review_wait=_median(review) if review else None,
             oldest_review=max(waiting_review) if waiting_review else None,
             done_last_hour=per_hour[-1], per_hour=per_hour, scope=scope, done=done, events_seen=len(events),
+            hours_covered=min(24.0, (at - t0) / 3600) if t0 is not None else 24.0,
         )  # fmt: skip
 
     async def table(
