@@ -9,9 +9,13 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
+import anyio
 import httpx2
 import pytest
+from support import settings_for
 from support.console import agent_call, seed, shared_server, signed_in, token, ui_process
+
+from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.slow
 
@@ -211,3 +215,24 @@ def test_a_gone_holder_a_retry_backoff_and_a_question_each_say_what_to_do(tmp_pa
     with shared_server(db) as served, signed_in(served, token(db, "shop", "vic", "reader")) as client:
         stuck = client.get("/ui/stuck?w=shop").text  # a reader gets the way to the task, no form
         assert "Open to release release-notes" in stuck and 'action="/ui/task/' not in stuck
+
+
+def test_the_timeline_filters_by_anyone_who_acted_by_event_kind_and_finds_an_event_by_its_reason(
+    url: str, db: str, ws: str
+):
+    async def reopen() -> None:
+        async with Harness.open(settings_for(db)) as h:
+            await h.tasks.update(Identity(ws, "olga", "operator"), task_key="ci", action="reopen",
+                                 reason="the runner image was rebuilt with libssl3")  # fmt: skip
+
+    anyio.run(reopen)
+    with signed_in(url, token(db, ws, "olga", "reader")) as client:
+        page = client.get(f"/ui/log?w={ws}").text
+        assert '<option value="olga">olga</option>' in page  # the operator who acted is a choice
+        assert '<option value="deploy">' in page  # the task filter offers the keys
+        assert '<option value="reopen">reopen</option>' in page
+        reopens = client.get(f"/ui/log?w={ws}&kind=reopen").text
+        assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', reopens)) == {"reopen"}
+        found = client.get(f"/ui/log?w={ws}&q=rebuilt").text  # a word of the reopen's reason
+        assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', found)) == {"reopen"}, found
+        assert client.get(f"/ui/log?w={ws}&kind=nonsense").status_code == 400

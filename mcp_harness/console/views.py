@@ -13,6 +13,7 @@ from starlette.responses import Response
 from ..errors import InvalidArgument
 from ..identity import Identity
 from ..service.console import GRAPH_EDGES, span
+from ..service.task_events import KINDS as EVENT_KINDS
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
@@ -146,8 +147,11 @@ async def timeline(console: Console, request: Request) -> Response:
     show = _text(request, "show") or "both"
     if show not in SHOWS:
         raise InvalidArgument(f"show must be one of {', '.join(SHOWS)}, got {show!r}")
+    kind = _text(request, "kind")
+    if kind:
+        show = "events"  # a kind of event: those events alone
     data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
-                                                  with_events=show != "progress")  # fmt: skip
+                                                  with_events=show != "progress", kind=kind)  # fmt: skip
     items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
@@ -155,7 +159,8 @@ async def timeline(console: Console, request: Request) -> Response:
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
                           show=show, agents=await console.harness.console.agent_names(ident),
-                          threads=threads)  # fmt: skip
+                          threads=threads, kind=kind, kinds=sorted(EVENT_KINDS),
+                          task_keys=await console.harness.console.task_keys(ident))  # fmt: skip
 
 
 @page

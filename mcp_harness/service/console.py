@@ -4,6 +4,7 @@ timeline, threads and their versions, agents. Read-only; every method takes the 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from .messages import OPERATORS
 from .messages import since as message_since
 from .progress import progress_entry
 from .search import search_terms
-from .task_events import HARNESS
+from .task_events import HARNESS, KINDS
 from .task_views import status_of, task_counts, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
@@ -433,12 +434,23 @@ class ConsoleService(ServiceBase):
         ]  # fmt: skip
         return TaskTable(shown, total, offset, limit)
 
+    async def task_keys(self, ident: Identity, limit: int = 500) -> list[str]:
+        """The workspace's first `limit` task keys, by key (the timeline's task filter offers them)."""
+        async with self.db.read() as conn:
+            rows, _total = await store.task_table(
+                conn, ident.workspace, status=None, owner=None, tag=None, sort="key", descending=False,
+                limit=limit, offset=0,
+            )  # fmt: skip
+        return [r.key for r in rows]
+
     async def agent_names(self, ident: Identity) -> list[str]:
-        """The agents heard from in the workspace (for filters as choices), by name."""
+        """Everyone heard from in the workspace (for filters as choices), by name."""
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             contacts = await store.contacts(conn, ident.workspace, AGENTS_SHOWN)
-        names = (set(seen) | {c.agent for c in contacts}) - {HARNESS}
+            actors = await store.recent_actors(conn, ident.workspace, PACE_EVENTS)
+        # every actor seen: agents, the people who acted (operators) and the harness itself (expiries)
+        names = set(seen) | {c.agent for c in contacts} | set(actors)
         return sorted(names)[:AGENTS_SHOWN]
 
     async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
@@ -573,12 +585,17 @@ class ConsoleService(ServiceBase):
         before_seq: int | None = None,
         limit: int = 50,
         with_events: bool = False,
+        kind: str | None = None,
     ) -> Timeline:
         """Progress entries newest first, filtered by agent, task, thread and status, and by a full-text
-        query on the summary or details; a page of `limit`, then `next_before_seq` for the next."""
-        for kind, name in (("agent", agent), ("task_key", task_key), ("thread", thread)):
+        query on the summary or details; a page of `limit`, then `next_before_seq` for the next. With
+        `with_events`, the task events of the page's time span beside them: of one `kind` if given, and
+        those whose text (error, reason, comment) has every word of `text` when it is given."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+        for field_name, name in (("agent", agent), ("task_key", task_key), ("thread", thread)):
             if name is not None:
-                check_name(kind, name)
+                check_name(field_name, name)
         if status is not None and status not in PROGRESS_STATUSES:
             raise InvalidArgument(f"status must be one of {', '.join(PROGRESS_STATUSES)}, got {status!r}")
         if text is not None and len(text) > 200:
@@ -591,7 +608,7 @@ class ConsoleService(ServiceBase):
                 text=terms, before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
             events = []
-            if with_events and thread is None and status is None and not text:
+            if with_events and thread is None and status is None:
                 shown = rows[:limit]
                 # the span of this page: up to its newest entry (or now, on the first page), back to its
                 # oldest entry when more entries follow (else to the beginning)
@@ -602,8 +619,11 @@ class ConsoleService(ServiceBase):
                     limit=EVENTS_PAGE,
                 )  # fmt: skip
         more = rows[limit - 1].seq if len(rows) > limit else None
-        return Timeline([progress_entry(r) for r in rows[:limit]], more,
-                        [TimelineEvent(e.task_key, task_event(e)) for e in events])  # fmt: skip
+        shown_events = [TimelineEvent(e.task_key, task_event(e)) for e in events if kind is None or e.kind == kind]
+        if text:
+            words = [w.lower() for w in re.findall(r"\w+", text)]
+            shown_events = [e for e in shown_events if all(w in _event_text(e.event) for w in words)]
+        return Timeline([progress_entry(r) for r in rows[:limit]], more, shown_events)
 
     async def threads(self, ident: Identity) -> list[ThreadSummary]:
         async with self.db.read() as conn:
@@ -684,6 +704,12 @@ class ConsoleService(ServiceBase):
             shown = "blocked" if status == "pending" and blocked else status
             counts[(workspace, shown)] = counts.get((workspace, shown), 0) + n
         return [(w, s, n) for (w, s), n in sorted(counts.items())], expired
+
+
+def _event_text(event: TaskEvent) -> str:
+    """What a search matches in a task event: its kind, actor and the words of its detail (lower case)."""
+    detail = " ".join(str(v) for v in (event.detail or {}).values())
+    return f"{event.kind} {event.actor} {detail}".lower()
 
 
 def _ages(rows: list[tuple[str, float]], at: float) -> list[tuple[str, float]]:
