@@ -244,3 +244,16 @@ def test_pace_labels_are_readable_and_the_hourly_chart_has_a_scale(page: Any, tm
     assert heights and min(heights) >= 9, heights  # about 5 px at 400 px before
     assert "done an hour" in page.locator("svg.chart.bars text.scale").text_content()
     no_wider_than_the_screen(page)
+
+
+def test_the_task_table_groups_in_order_sorts_priority_highest_first_and_says_it_scrolls(page: Any, tmp_path: Path):
+    page.goto(f"{page.base}/ui/tasks?w={WS}&group=tag")
+    groups = page.locator("tr.group th").evaluate_all("ths => ths.map(t => t.firstChild.textContent.trim())")
+    assert groups == sorted(g for g in groups if not g.startswith("(")) + ["(no tag)"], groups
+    page.locator("a.sort", has_text="Priority").click()
+    page.wait_for_url("**sort=priority*")
+    priorities = page.locator("tr[data-key] td:nth-child(5)").evaluate_all("tds => tds.map(t => +t.textContent)")
+    assert priorities[0] == max(priorities), priorities  # the claim order: highest first
+    page.goto(f"{page.base}/ui/tasks?w={WS}")
+    assert page.locator("p.scroll-hint").is_visible() == (page.width < 700)
+    no_wider_than_the_screen(page)

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..identity import Identity
-from ..service.console import GRAPH_EDGES, span
+from ..service.console import BOARD_COLUMNS, GRAPH_EDGES, span
 from ..service.task_events import KINDS as EVENT_KINDS
 from . import charts
 from .actions import ACTIONS
@@ -212,6 +212,10 @@ async def table(console: Console, request: Request) -> Response:
         names = (row.tags or ["(no tag)"]) if group == "tag" else [getattr(row, group) or "(nobody)"] if group else [""]
         for name in names:
             groups.setdefault(name, []).append(row)
+    # groups in a stable order: statuses as the board's columns, owners and tags by name, "(no tag)" last
+    place = {status: i for i, status in enumerate(BOARD_COLUMNS)}
+    groups = dict(sorted(groups.items(), key=lambda g: (g[0].startswith("("), place.get(g[0], 99)
+                                                        if group == "status" else 0, g[0])))  # fmt: skip
     return console.render(request, "tasks.html", session=session, workspace=ident.workspace, table=data,
                           groups=groups, group=group, sort=sort, desc=descending, filters=filters,
                           agents=await console.harness.console.agent_names(ident),
