@@ -200,14 +200,19 @@ def test_pace_draws_the_burn_up_and_says_how_fast_the_work_goes(page: Any, tmp_p
 
 def test_a_saved_state_shows_exactly_as_saved(page: Any, tmp_path: Path):
     """The agents page's state badge (capitals, an oval) once also styled the Threads page's state panel."""
+
+    def style(selector: str, prop: str) -> str:  # read in the document as it is now (a live refresh swaps)
+        return page.evaluate(f"() => getComputedStyle(document.querySelector('{selector}')).{prop}")
+
     page.goto(f"{page.base}/ui/thread?w={WS}&t=main")
-    state = page.locator("section.panel.state")
-    assert state.evaluate("e => getComputedStyle(e).borderTopLeftRadius") == "8px"
-    shown = page.locator("pre.state-json")
-    assert shown.evaluate("e => getComputedStyle(e).textTransform") == "none"
-    assert '"next": "refunds"' in shown.inner_text() and '"id": "pay_7f3a"' in shown.inner_text()
+    page.wait_for_selector("pre.state-json")
+    assert style("section.panel.state", "borderTopLeftRadius") == "8px"
+    assert style("pre.state-json", "textTransform") == "none"
+    shown = page.locator("pre.state-json").inner_text()
+    assert '"next": "refunds"' in shown and '"id": "pay_7f3a"' in shown
     page.goto(f"{page.base}/ui/thread?w={WS}&t=main&a=1&b=2")
-    assert page.locator("section.panel.state").evaluate("e => getComputedStyle(e).textTransform") == "none"
+    page.wait_for_selector("table.diff")
+    assert style("section.panel.state", "textTransform") == "none"
     assert "pay_7f3a" in page.locator("section.panel.state").inner_text()
     no_wider_than_the_screen(page)
 
@@ -228,10 +233,13 @@ def test_the_release_form_leaves_the_lease_in_sight(page: Any, tmp_path: Path):
 
 
 def test_a_gate_key_stays_on_one_line_beside_its_badge(page: Any, tmp_path: Path):
-    key = page.locator("article.card[data-key=design-signoff] header a.key")
-    assert key.evaluate("e => e.getClientRects().length") == 1, "the key broke at its hyphen"
-    key.evaluate("e => { e.textContent = 'release-signoff-2'; }")  # a longer key (up to the card's width)
-    assert key.evaluate("e => e.getClientRects().length") == 1, "the key broke at its hyphen"
+    # the lines of the key's text (a Range's boxes), read in the document as it is now (a live refresh
+    # may swap the board in between), retried until so
+    key = "document.querySelector('article.card[data-key=design-signoff] header a.key')"
+    lines = "(e => { const r = document.createRange(); r.selectNodeContents(e); return r.getClientRects().length; })"
+    page.wait_for_function(f"() => {key} && {lines}({key}) === 1", timeout=5000)
+    longer = f"() => {{ const e = {key}; if (!e) return false; e.textContent = 'release-signoff-2';"
+    page.wait_for_function(longer + f" return {lines}(e) === 1; }}", timeout=5000)  # a longer key
     badge = page.locator("article.card[data-key=design-signoff] header .badge.gate").bounding_box()
     card = page.locator("article.card[data-key=design-signoff]").bounding_box()
     assert badge["x"] + badge["width"] <= card["x"] + card["width"]
@@ -239,10 +247,12 @@ def test_a_gate_key_stays_on_one_line_beside_its_badge(page: Any, tmp_path: Path
 
 def test_pace_labels_are_readable_and_the_hourly_chart_has_a_scale(page: Any, tmp_path: Path):
     page.goto(f"{page.base}/ui/pace?w={WS}")
-    heights = page.locator("svg.chart.burn text.tick").evaluate_all(
-        "ts => ts.map(t => t.getBoundingClientRect().height)"
+    # every axis label at least 9 px high (about 5 px at 400 px before), read in the document as it is now
+    page.wait_for_function(
+        "() => { const ts = [...document.querySelectorAll('svg.chart.burn text.tick')];"
+        " return ts.length > 0 && ts.every(t => t.getBoundingClientRect().height >= 9); }",
+        timeout=5000,
     )
-    assert heights and min(heights) >= 9, heights  # about 5 px at 400 px before
     assert "done an hour" in page.locator("svg.chart.bars text.scale").text_content()
     no_wider_than_the_screen(page)
 
