@@ -206,6 +206,13 @@ def test_a_gone_holder_a_retry_backoff_and_a_question_each_say_what_to_do(tmp_pa
         notes = re.search(r'data-key="release-notes".*?</li>', stuck, re.S).group(0)
         assert 'action="/ui/task/release"' in notes and 'name="reason"' in notes, notes
 
+        flaky_page = client.get("/ui/task?w=shop&key=flaky").text  # the fail event's delay, with its unit
+        assert re.search(r'<span class="label">retry in</span> \d+ s</span>', flaky_page), flaky_page
+        inbox = client.get("/ui/inbox?w=shop").text
+        assert "1 needs you" in inbox and "Show every message, read ones too" in inbox
+        with httpx2.Client(base_url=served, timeout=30) as anonymous:  # the sign-in page says what an operator does
+            assert "release, reopen, cancel and retry tasks" in anonymous.get("/ui/login").text
+
         publish = client.get("/ui/task?w=shop&key=publish").text
         root = re.search(r'<section class="panel root-of-wait.*?</section>', publish, re.S).group(0)
         assert "<b>dave</b> has been silent" in root and "the lease ran out" in root, root
