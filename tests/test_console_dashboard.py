@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterator
 
+import anyio
 import httpx2
 import pytest
+from support import settings_for
 from support.console import agent_call, seed, shared_server, signed_in, token, ui_process
+
+from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +53,9 @@ def test_every_workspace_page_says_what_needs_a_person(url: str, db: str, ws: st
         for path in ("/board", "/agents", "/log", "/graph", "/threads"):
             page = client.get(f"/ui{path}?w={ws}")
             assert page.status_code == 200
-            assert needs_of(page.text) == {"in review": 0, "gates waiting": 1, "overdue leases": 0,
-                                           "silent holders": 0, "failed": 1, "blocked": 1}, path  # fmt: skip
+            assert needs_of(page.text) == {"messages to you": 0, "in review": 0, "gate waiting": 1,
+                                           "overdue leases": 0, "silent holders": 0, "failed": 1,
+                                           "blocked": 1}, path  # fmt: skip
         task = client.get(f"/ui/task?w={ws}&key=api").text
         assert needs_of(task)["failed"] == 1
         assert f'href="/ui/board?w={ws}&amp;col=failed"' in task  # each count leads to what it counts
@@ -99,7 +105,7 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
         assert "payments" in bob and "update_task" in bob and "left" in bob  # its task and lease clock
         silent = re.search(r'<section class="panel alert silent-holders">.*?</section>', page, re.S).group(0)
         assert "api" in silent and "alice" in silent and "payments" not in silent
-        assert needs_of(page)["silent holders"] == 1
+        assert needs_of(page)["silent holder"] == 1
         # bob finishes its work: it is idle since it completed payments (not "its last claim got a task")
         agent_call(db, "shop", "bob", "update_task", task_key="payments", action="complete",
                    lease_token=got["lease"]["token"], verification="captured twice, charged once")  # fmt: skip
@@ -169,3 +175,78 @@ def test_the_timeline_shows_task_events_beside_progress_with_filters_as_choices(
         bob = client.get(f"/ui/log?w={ws}&agent=bob").text
         assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', bob)) == {"claim", "fail"}
         assert client.get(f"/ui/log?w={ws}&show=nonsense").status_code == 400
+
+
+def test_a_gone_holder_a_retry_backoff_and_a_question_each_say_what_to_do(tmp_path, monkeypatch):
+    """An operator trial: a killed agent past its lease read as WORKING, a task in retry backoff as
+    "ready, nobody claimed it", a waiting task named its holder without the action, and a question to
+    the operators was missing from the bar."""
+    monkeypatch.setenv("MCP_HARNESS_SILENT_AFTER", "2")
+    db = str(tmp_path / "trial.db")
+    seed(db, "shop")
+    agent_call(db, "shop", "alice", "add_tasks", tasks=[
+        {"key": "release-notes", "title": "Release notes"},
+        {"key": "release-signoff", "title": "Release sign-off", "kind": "gate", "depends_on": ["release-notes"]},
+        {"key": "publish", "title": "Publish", "depends_on": ["release-signoff"]},
+        {"key": "flaky", "title": "Flaky import", "max_attempts": 3},
+        {"key": "after-flaky", "title": "Uses the import", "depends_on": ["flaky"]},
+    ])  # fmt: skip
+    agent_call(db, "shop", "dave", "claim_task", task_key="release-notes", lease_seconds=10)  # then killed
+    agent_call(db, "shop", "erin", "message", action="send", to="operators", body="May I skip the slow import?")
+    time.sleep(10.5)  # dave's lease ran out and he made no call since
+    got = agent_call(db, "shop", "erin", "claim_task", task_key="flaky")  # fails: a retry backoff of about 5 s
+    agent_call(db, "shop", "erin", "update_task", task_key="flaky", action="fail", lease_token=got["lease"]["token"],
+               error="the import timed out", retry=True)  # fmt: skip
+    with sqlite3.connect(db) as conn:  # a longer backoff (as a later attempt gets), so the page sees it running
+        conn.execute("UPDATE tasks SET available_at = available_at + 120 WHERE key = 'flaky'")
+    with shared_server(db) as served, signed_in(served, token(db, "shop", "olga", "operator")) as client:
+        agents = client.get("/ui/agents?w=shop").text
+        rows = {agent: state for state, agent in re.findall(r'<tr class="agent-(\w+)" data-agent="(\w+)"', agents)}
+        assert rows["dave"] == "overdue", rows
+        needs = needs_of(agents)
+        assert needs["overdue lease"] == 1 and needs["message to you"] == 1, needs
+
+        stuck = client.get("/ui/stuck?w=shop").text
+        flaky = re.search(r'data-key="flaky".*?</li>', stuck, re.S).group(0)
+        assert re.search(r"claimable in (1m 5\d|2m \d)s", flaky) and "ready, but no agent" not in flaky, flaky
+        assert 'action="/ui/task/retry_now"' in flaky and 'name="csrf"' in flaky and "the import timed out" in flaky
+        notes = re.search(r'data-key="release-notes".*?</li>', stuck, re.S).group(0)
+        assert 'action="/ui/task/release"' in notes and 'name="reason"' in notes, notes
+
+        flaky_page = client.get("/ui/task?w=shop&key=flaky").text  # the fail event's delay, with its unit
+        assert re.search(r'<span class="label">retry in</span> \d+ s</span>', flaky_page), flaky_page
+        inbox = client.get("/ui/inbox?w=shop").text
+        assert "1 needs you" in inbox and "Show every message, read ones too" in inbox
+        with httpx2.Client(base_url=served, timeout=30) as anonymous:  # the sign-in page says what an operator does
+            assert "release, reopen, cancel and retry tasks" in anonymous.get("/ui/login").text
+
+        publish = client.get("/ui/task?w=shop&key=publish").text
+        root = re.search(r'<section class="panel root-of-wait.*?</section>', publish, re.S).group(0)
+        assert "<b>dave</b> has been silent" in root and "the lease ran out" in root, root
+        assert "Then release-signoff waits for your approval." in root
+        assert 'action="/ui/task/release"' in root and 'value="release-notes"' in root
+
+    with shared_server(db) as served, signed_in(served, token(db, "shop", "vic", "reader")) as client:
+        stuck = client.get("/ui/stuck?w=shop").text  # a reader gets the way to the task, no form
+        assert "Open to release release-notes" in stuck and 'action="/ui/task/' not in stuck
+
+
+def test_the_timeline_filters_by_anyone_who_acted_by_event_kind_and_finds_an_event_by_its_reason(
+    url: str, db: str, ws: str
+):
+    async def reopen() -> None:
+        async with Harness.open(settings_for(db)) as h:
+            await h.tasks.update(Identity(ws, "olga", "operator"), task_key="ci", action="reopen",
+                                 reason="the runner image was rebuilt with libssl3")  # fmt: skip
+
+    anyio.run(reopen)
+    with signed_in(url, token(db, ws, "olga", "reader")) as client:
+        page = client.get(f"/ui/log?w={ws}").text
+        assert '<option value="olga">olga</option>' in page  # the operator who acted is a choice
+        assert '<option value="deploy">' in page  # the task filter offers the keys
+        assert '<option value="reopen">reopen</option>' in page
+        reopens = client.get(f"/ui/log?w={ws}&kind=reopen").text
+        assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', reopens)) == {"reopen"}
+        found = client.get(f"/ui/log?w={ws}&q=rebuilt").text  # a word of the reopen's reason
+        assert set(re.findall(r'<li class="entry task-event ev-(\w+)"', found)) == {"reopen"}, found
+        assert client.get(f"/ui/log?w={ws}&kind=nonsense").status_code == 400

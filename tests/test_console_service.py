@@ -235,3 +235,32 @@ async def test_an_expired_console_session_is_dead(harness: Harness, workspace: s
     monkeypatch.setattr(console_sessions, "SESSION_SECONDS", -1)
     sid = await harness.console_sessions.start(token)
     assert sid and await harness.console_sessions.find(sid) is None
+
+
+async def test_pace_rates_a_young_project_over_the_time_it_has_run(harness: Harness, workspace: str):
+    """A 6-minute-old project that finished 24 tasks did 240 an hour, not "1.0 an hour" over 24 hours."""
+    alice = Identity(workspace, "alice")
+    await harness.tasks.add(alice, tasks=[TaskSpec(key=f"t{i}", title="work") for i in range(3)])
+    for i in range(3):
+        got = await harness.tasks.claim(alice, task_key=f"t{i}")
+        await harness.tasks.update(
+            alice, task_key=f"t{i}", action="complete", lease_token=got.lease.token, verification="checked"
+        )
+    pace = await harness.console.pace(alice)
+    assert sum(pace.per_hour) == 3
+    assert 0 < pace.hours_covered < 0.1
+    assert pace.per_hour_rate > 3 / 0.1  # over minutes, not over 24 hours
+
+
+async def test_the_timeline_choices_name_everyone_who_acted_and_every_task(harness: Harness, workspace: str):
+    alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
+    await harness.tasks.add(alice, tasks=[TaskSpec(key="b-task", title="b"), TaskSpec(key="a-task", title="a")])
+    await harness.tasks.update(olga, task_key="a-task", action="cancel", reason="not needed after all")
+    assert "olga" in await harness.console.agent_names(alice)  # an operator who acted, from the task events
+    assert await harness.console.task_keys(alice) == ["a-task", "b-task"]
+    found = await harness.console.timeline(alice, text="needed", with_events=True)
+    assert [e.event.kind for e in found.events] == ["cancel"]  # found by the words of its reason
+    cancels = await harness.console.timeline(alice, kind="cancel", with_events=True)
+    assert {e.task_key for e in cancels.events} == {"a-task"}
+    with pytest.raises(InvalidArgument):
+        await harness.console.timeline(alice, kind="nonsense")

@@ -12,7 +12,8 @@ from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..identity import Identity
-from ..service.console import GRAPH_EDGES
+from ..service.console import BOARD_COLUMNS, GRAPH_EDGES, span
+from ..service.task_events import KINDS as EVENT_KINDS
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
@@ -104,9 +105,12 @@ async def task(console: Console, request: Request) -> Response:
     )  # fmt: skip
     waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
+    held = root[-1].key if root and root[-1].status == "claimed" else None
+    holder = await console.harness.console.holder(ident, held) if held else None
     task_messages = await console.harness.messages.about_task(ident, key)
     saves = await console.harness.console_links.for_task(ident, key, data.progress, data.events)
     return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
+                          holder=holder, span=span,
                           title=key, tab="board", nonce=secrets.token_urlsafe(12), saves=saves,
                           saved=saves.by_entry, done=_done(request), task_messages=task_messages)  # fmt: skip
 
@@ -144,8 +148,11 @@ async def timeline(console: Console, request: Request) -> Response:
     show = _text(request, "show") or "both"
     if show not in SHOWS:
         raise InvalidArgument(f"show must be one of {', '.join(SHOWS)}, got {show!r}")
+    kind = _text(request, "kind")
+    if kind:
+        show = "events"  # a kind of event: those events alone
     data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
-                                                  with_events=show != "progress")  # fmt: skip
+                                                  with_events=show != "progress", kind=kind)  # fmt: skip
     items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
@@ -154,7 +161,8 @@ async def timeline(console: Console, request: Request) -> Response:
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
                           show=show, agents=await console.harness.console.agent_names(ident),
-                          threads=threads, saved=saved)  # fmt: skip
+                          threads=threads, saved=saved, kind=kind, kinds=sorted(EVENT_KINDS),
+                          task_keys=await console.harness.console.task_keys(ident))  # fmt: skip
 
 
 @page
@@ -163,6 +171,7 @@ async def stuck(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.stuck(ident)
     return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
+                          nonce=secrets.token_urlsafe(12),
                           title="Stuck", tab="stuck")  # fmt: skip
 
 
@@ -205,6 +214,10 @@ async def table(console: Console, request: Request) -> Response:
         names = (row.tags or ["(no tag)"]) if group == "tag" else [getattr(row, group) or "(nobody)"] if group else [""]
         for name in names:
             groups.setdefault(name, []).append(row)
+    # groups in a stable order: statuses as the board's columns, owners and tags by name, "(no tag)" last
+    place = {status: i for i, status in enumerate(BOARD_COLUMNS)}
+    groups = dict(sorted(groups.items(), key=lambda g: (g[0].startswith("("), place.get(g[0], 99)
+                                                        if group == "status" else 0, g[0])))  # fmt: skip
     return console.render(request, "tasks.html", session=session, workspace=ident.workspace, table=data,
                           groups=groups, group=group, sort=sort, desc=descending, filters=filters,
                           agents=await console.harness.console.agent_names(ident),

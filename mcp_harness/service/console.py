@@ -4,6 +4,7 @@ timeline, threads and their versions, agents. Read-only; every method takes the 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, Task
 from ..store import changes, console_paths, reservations
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
+from ..store import messages as message_store
 from ..store import tasks as task_store
 from ..store.common import now
 from ..task_states import BLOCKED
@@ -21,9 +23,11 @@ from ..task_states import Status as S
 from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
+from .messages import OPERATORS
+from .messages import since as message_since
 from .progress import progress_entry
 from .search import search_terms
-from .task_events import HARNESS
+from .task_events import HARNESS, KINDS
 from .task_views import status_of, task_counts, task_detail, task_event
 
 #: the board's columns, left to right (a status another change adds gets its place here)
@@ -168,11 +172,13 @@ class AgentRow:
     claim_outcome: str | None = None
     claim_at: str | None = None
     silent: bool = False  #: it holds a lease and has made no call for `silent_after` seconds
+    overdue: bool = False  #: it holds a lease past its time and has made no call since the lease ran out
 
     @property
     def state(self) -> str:
-        """`silent`, `working` (holds a task), or `idle`."""
-        return "silent" if self.silent else "working" if self.holds else "idle"
+        """`overdue` (its lease ran out and it made no call since), `silent`, `working` (holds a task), or
+        `idle`."""
+        return "overdue" if self.overdue else "silent" if self.silent else "working" if self.holds else "idle"
 
     @property
     def let_go(self) -> tuple[str, str] | None:
@@ -200,10 +206,11 @@ class Needs:
     silent: int  #: leases still running whose holder has made no call for a while
     failed: int
     blocked: int  #: pending behind a failed dependency
+    messages: int = 0  #: messages to the operators nobody has acknowledged yet (the Inbox's count)
 
     @property
     def total(self) -> int:
-        return self.in_review + self.gates + self.overdue + self.silent + self.failed + self.blocked
+        return self.in_review + self.gates + self.overdue + self.silent + self.failed + self.blocked + self.messages
 
 
 @dataclass(frozen=True)
@@ -213,16 +220,31 @@ class Blocker:
     task: Dependency
     waiting: int  #: tasks that depend on it directly
     why: str  #: what holds it, in a sentence
-    action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`), if any
+    action: str | None  #: the operator action that unsticks it (`reopen`, `release`, `approve`, `retry_now`)
     lease_expires_at: str | None = None
     last_error: str | None = None
     behind: int = 0  #: tasks that wait on it in all, directly or through others (up to `WAITING_CAP`)
+    retry_at: str | None = None  #: pending in a retry backoff: when it becomes claimable
 
 
 @dataclass(frozen=True)
 class Stuck:
     blockers: list[Blocker]  #: the most waited on first
     scanned: int  #: tasks of each status looked at (the list is exact below this many)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a claimed task, and whether they went quiet (the root of a wait a person can release)."""
+
+    owner: str
+    silent_for: float | None  #: seconds since its last call (or heartbeat), when that is `silent_after` or more
+    lease_expired: bool
+
+    @property
+    def gone(self) -> bool:
+        """Worth releasing: quiet for a while, or past its lease."""
+        return self.silent_for is not None or self.lease_expired
 
 
 @dataclass(frozen=True)
@@ -245,6 +267,12 @@ class Pace:
     scope: list[tuple[float, int]]  #: burn-up: (time, tasks planned so far)
     done: list[tuple[float, int]]  #: burn-up: (time, tasks done so far)
     events_seen: int
+    hours_covered: float = 24.0  #: of the last 24 hours, those since the first task was made (a young project)
+
+    @property
+    def per_hour_rate(self) -> float:
+        """Tasks done an hour over the time the last 24 hours actually cover."""
+        return sum(self.per_hour) / max(self.hours_covered, 1 / 60)
 
 
 @dataclass(frozen=True)
@@ -303,8 +331,10 @@ class ConsoleService(ServiceBase):
             overdue = await store.expired_leases(conn, workspace, at)
             quiet = at - self.settings.silent_after_seconds
             silent = len(await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN))
+            messages = await message_store.count_open_to(conn, workspace, OPERATORS, message_since())
         return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
-                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0))  # fmt: skip
+                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0),
+                     messages=messages)  # fmt: skip
 
     async def stuck(self, ident: Identity) -> Stuck:
         """The tasks others wait on, most waited on first, each with what unsticks it: a failure to
@@ -323,10 +353,13 @@ class ConsoleService(ServiceBase):
             rows.sort(key=lambda r: -r.dependents)
             rows = rows[: STUCK_SHOWN * 2]
             behind = {r.key: await store.waiting_on(conn, ws, r.key, WAITING_CAP) for r in rows}
+            pending = await task_store.get_many(conn, ws, [r.key for r in rows if r.status == "pending"])
+        backoff = {k: t.available_at for k, t in pending.items() if t.available_at > at}  # a retry backoff
         last = {c.agent: float(c.seen_at) for c in seen}
         rows.sort(key=lambda r: (-behind[r.key], -r.dependents))  # the most held back, in all, first
         blockers = [
-            _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key]) for r in rows[:STUCK_SHOWN]
+            _blocker(r, at, r.key in silent, last.get(r.owner or ""), behind[r.key], backoff.get(r.key))
+            for r in rows[:STUCK_SHOWN]
         ]
         return Stuck(blockers, STUCK_SCAN)
 
@@ -375,6 +408,7 @@ class ConsoleService(ServiceBase):
             review_wait=_median(review) if review else None,
             oldest_review=max(waiting_review) if waiting_review else None,
             done_last_hour=per_hour[-1], per_hour=per_hour, scope=scope, done=done, events_seen=len(events),
+            hours_covered=min(24.0, (at - t0) / 3600) if t0 is not None else 24.0,
         )  # fmt: skip
 
     async def table(
@@ -411,12 +445,23 @@ class ConsoleService(ServiceBase):
         ]  # fmt: skip
         return TaskTable(shown, total, offset, limit)
 
+    async def task_keys(self, ident: Identity, limit: int = 500) -> list[str]:
+        """The workspace's first `limit` task keys, by key (the timeline's task filter offers them)."""
+        async with self.db.read() as conn:
+            rows, _total = await store.task_table(
+                conn, ident.workspace, status=None, owner=None, tag=None, sort="key", descending=False,
+                limit=limit, offset=0,
+            )  # fmt: skip
+        return [r.key for r in rows]
+
     async def agent_names(self, ident: Identity) -> list[str]:
-        """The agents heard from in the workspace (for filters as choices), by name."""
+        """Everyone heard from in the workspace (for filters as choices), by name."""
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             contacts = await store.contacts(conn, ident.workspace, AGENTS_SHOWN)
-        names = (set(seen) | {c.agent for c in contacts}) - {HARNESS}
+            actors = await store.recent_actors(conn, ident.workspace, PACE_EVENTS)
+        # every actor seen: agents, the people who acted (operators) and the harness itself (expiries)
+        names = set(seen) | {c.agent for c in contacts} | set(actors)
         return sorted(names)[:AGENTS_SHOWN]
 
     async def root_of_wait(self, ident: Identity, key: str) -> list[Dependency]:
@@ -437,6 +482,22 @@ class ConsoleService(ServiceBase):
                     break  # the root: a failure, a task held or in review, or one ready to claim
                 current = row.key
         return path
+
+    async def holder(self, ident: Identity, key: str) -> Holder | None:
+        """Who holds `key` and how long they have been quiet; None when it is not claimed."""
+        check_name("task_key", key)
+        at = now()
+        async with self.db.read() as conn:
+            row = await task_store.get(conn, ident.workspace, key)
+            if row is None or row.status != "claimed" or row.owner is None:
+                return None
+            contacts = {c.agent: float(c.seen_at) for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
+        last = max(contacts.get(row.owner, 0.0), float(row.updated_at))  # a heartbeat updates the task
+        quiet = at - last
+        ends = row.lease_expires_at
+        expired = ends is not None and ends <= at
+        silent = quiet >= self.settings.silent_after_seconds or (ends is not None and expired and last < ends)
+        return Holder(row.owner, quiet if silent else None, expired)
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
         """Every column's first `per_column` cards; or, `only`, that column's cards from `offset`."""
@@ -538,12 +599,17 @@ class ConsoleService(ServiceBase):
         before_seq: int | None = None,
         limit: int = 50,
         with_events: bool = False,
+        kind: str | None = None,
     ) -> Timeline:
         """Progress entries newest first, filtered by agent, task, thread and status, and by a full-text
-        query on the summary or details; a page of `limit`, then `next_before_seq` for the next."""
-        for kind, name in (("agent", agent), ("task_key", task_key), ("thread", thread)):
+        query on the summary or details; a page of `limit`, then `next_before_seq` for the next. With
+        `with_events`, the task events of the page's time span beside them: of one `kind` if given, and
+        those whose text (error, reason, comment) has every word of `text` when it is given."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+        for field_name, name in (("agent", agent), ("task_key", task_key), ("thread", thread)):
             if name is not None:
-                check_name(kind, name)
+                check_name(field_name, name)
         if status is not None and status not in PROGRESS_STATUSES:
             raise InvalidArgument(f"status must be one of {', '.join(PROGRESS_STATUSES)}, got {status!r}")
         if text is not None and len(text) > 200:
@@ -556,7 +622,7 @@ class ConsoleService(ServiceBase):
                 text=terms, before_seq=before_seq, limit=limit + 1,
             )  # fmt: skip
             events = []
-            if with_events and thread is None and status is None and not text:
+            if with_events and thread is None and status is None:
                 shown = rows[:limit]
                 # the span of this page: up to its newest entry (or now, on the first page), back to its
                 # oldest entry when more entries follow (else to the beginning)
@@ -567,8 +633,11 @@ class ConsoleService(ServiceBase):
                     limit=EVENTS_PAGE,
                 )  # fmt: skip
         more = rows[limit - 1].seq if len(rows) > limit else None
-        return Timeline([progress_entry(r) for r in rows[:limit]], more,
-                        [TimelineEvent(e.task_key, task_event(e)) for e in events])  # fmt: skip
+        shown_events = [TimelineEvent(e.task_key, task_event(e)) for e in events if kind is None or e.kind == kind]
+        if text:
+            words = [w.lower() for w in re.findall(r"\w+", text)]
+            shown_events = [e for e in shown_events if all(w in _event_text(e.event) for w in words)]
+        return Timeline([progress_entry(r) for r in rows[:limit]], more, shown_events)
 
     async def threads(self, ident: Identity) -> list[ThreadSummary]:
         async with self.db.read() as conn:
@@ -612,12 +681,15 @@ class ConsoleService(ServiceBase):
         quiet_keys = {r.key: r for r in silent_rows}
         holds: dict[str, list[Card]] = {}
         overdue, silent = [], []
+        gone = set()  #: holders whose lease ran out and who made no call since: gone, not working
         for r in held:
             quiet_row = quiet_keys.get(r.key)
             card = _held_card(r, at, iso(seen.get(r.owner)) if quiet_row is not None else None, reserved.get(r.key))
             holds.setdefault(r.owner, []).append(card)
             if card.lease_expired:
                 overdue.append(card)
+                if seen.get(r.owner, 0.0) < r.lease_expires_at:
+                    gone.add(r.owner)
             elif quiet_row is not None:
                 silent.append(card)
         silent_owners = {c.owner for c in silent}
@@ -628,7 +700,7 @@ class ConsoleService(ServiceBase):
             rows.append(AgentRow(
                 a, iso(seen.get(a)), holds.get(a, []), last_tool=c.tool if c else None,
                 claim_outcome=c.claim_outcome if c else None, claim_at=iso(c.claim_at) if c and c.claim_at else None,
-                silent=a in silent_owners,
+                silent=a in silent_owners, overdue=a in gone,
             ))  # fmt: skip
         return Agents(rows, overdue, silent, quiet)
 
@@ -649,6 +721,12 @@ class ConsoleService(ServiceBase):
             shown = "blocked" if status == "pending" and blocked else status
             counts[(workspace, shown)] = counts.get((workspace, shown), 0) + n
         return [(w, s, n) for (w, s), n in sorted(counts.items())], expired
+
+
+def _event_text(event: TaskEvent) -> str:
+    """What a search matches in a task event: its kind, actor and the words of its detail (lower case)."""
+    detail = " ".join(str(v) for v in (event.detail or {}).values())
+    return f"{event.kind} {event.actor} {detail}".lower()
 
 
 def _ages(rows: list[tuple[str, float]], at: float) -> list[tuple[str, float]]:
@@ -718,13 +796,16 @@ def span(seconds: float) -> str:
     return f"{s // 3600}h {s % 3600 // 60}m"
 
 
-def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: int) -> Blocker:
+def _blocker(
+    row: Any, at: float, silent: bool, seen_at: float | None, behind: int, retry_at: float | None = None
+) -> Blocker:
     task = _dependency(row)
     n = behind
     lease = iso(row.lease_expires_at) if row.status == "claimed" else None
     if row.status == "failed":
         why, action = (
-            f"failed (attempt {row.attempts} of {row.max_attempts}): {n} waiting task(s) are blocked",
+            f"failed (attempt {row.attempts} of {row.max_attempts}): {_count(n, 'waiting task')} "
+            f"{'is' if n == 1 else 'are'} blocked",
             "reopen",
         )
     elif row.status == "claimed" and row.lease_expires_at is not None and row.lease_expires_at <= at:
@@ -738,9 +819,17 @@ def _blocker(row: Any, at: float, silent: bool, seen_at: float | None, behind: i
         why, action = "a gate waiting for a person's decision", "approve"
     elif row.status == "in_review":
         why, action = "completed, waiting for a person's review", "approve"
+    elif retry_at is not None:
+        why, action = f"failed, will be retried: claimable in {span(retry_at - at)} (its retry backoff)", "retry_now"
     else:
         why, action = "ready, but no agent has claimed it yet: start an agent or check its tags", None
-    return Blocker(task, row.dependents, why, action, lease, row.last_error if row.status == "failed" else None, n)
+    error = row.last_error if row.status == "failed" or retry_at is not None else None
+    return Blocker(task, row.dependents, why, action, lease, error, n, iso(retry_at) if retry_at is not None else None)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 waiting task`, `3 waiting tasks`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _held_card(row: Any, at: float, silent_since: str | None = None, held: dict[str, bool] | None = None) -> Card:

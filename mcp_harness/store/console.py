@@ -10,10 +10,13 @@ from typing import Any
 
 from ..task_states import BLOCKED
 from ..task_states import Status as S
+from . import named
 from .connection import Connection, Query, array
 from .queries import _both, columns, in_array
 from .records import ProgressRow, TaskEventRow, TaskRecord
 from .search import PROGRESS_TEXT, Terms, search_refused, tsquery
+
+FILTERS = named.load("console_filters")
 
 _TASK = columns(TaskRecord)
 _ORDER = {
@@ -507,3 +510,8 @@ async def oldest(conn: Connection, at: float) -> tuple[list[tuple[str, float]], 
     review = [(r.workspace, float(r.since)) for r in await conn.fetch_all(OLDEST_IN_REVIEW)]
     ready = [(r.workspace, float(r.since)) for r in await conn.fetch_all(OLDEST_READY, {"now": at})]
     return review, ready
+
+
+async def recent_actors(conn: Connection, workspace: str, limit: int) -> list[str]:
+    """Who made the workspace's newest `limit` task events, by name."""
+    return [r.actor for r in await conn.fetch_all(FILTERS.recent_actors, {"ws": workspace, "limit": limit})]

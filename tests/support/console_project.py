@@ -86,6 +86,15 @@ def build(db: str, workspace: str) -> dict[str, str]:
             await h.contacts.touch(who["dana"], "claim_task", dana)
             await h.progress.record(who["dana"], summary="Started the users endpoints", status="in_progress",
                                     task_key="api-users")  # fmt: skip
+            await h.checkpoints.save(
+                who["bob"],
+                thread="main",
+                label="orders done",
+                state={"task": "api-orders", "done": ["list", "create"], "next": "cancel"},
+            )
+            await h.checkpoints.save(who["bob"], thread="main", label="payments started",
+                                     state={"task": "api-payments", "done": ["capture"], "next": "refunds",
+                                            "id": "pay_7f3a"})  # fmt: skip
             bob = await h.tasks.claim(who["bob"], task_key="api-payments", lease_seconds=900)
             await h.contacts.touch(who["bob"], "claim_task", bob)
             await h.progress.record(who["bob"], summary="Capture works against the sandbox; idempotency next",

@@ -1,11 +1,12 @@
 // mcp-harness console: the dependency graph. The server sends the tasks and edges as JSON (in the
 // frame's data-graph attribute); dagre (vendored) lays them out in layers with edges routed around the boxes,
-// and this draws the SVG. The picture fits the width when it can be read so; otherwise it keeps its
-// size and the frame scrolls (drag or swipe); the buttons zoom. No inline script or style anywhere.
+// and this draws the SVG. A task sits in the layer right after its last dependency. The picture fits the
+// width, but never below a readable scale (READABLE): then the frame scrolls (drag or swipe); the buttons
+// zoom. No inline script or style anywhere.
 (function () {
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
-  var W = 230, H = 56, READABLE = 0.7;
+  var W = 230, H = 56, READABLE = 0.75;
   var LABELS = {pending: "Pending", claimed: "Claimed", blocked: "Blocked", failed: "Failed", done: "Done",
                 in_review: "In review", cancelled: "Cancelled"};
   var zoom = null;  // null: the default (fit when readable); else the scale a person chose
@@ -32,9 +33,26 @@
     return d;
   }
 
+  // dagre's ranker option takes a function: each task's layer is the one right after its last dependency
+  // (dagre's own rankers balance edge lengths and may push a task several layers right of its only
+  // dependency). `minlen` is dagre's spacing of an edge (doubled inside dagre to leave room for labels).
+  function earliest(g) {
+    var rank = {};
+    function visit(v) {
+      if (rank[v] !== undefined) return rank[v];
+      rank[v] = 0;  // a guard: the graph has no cycles (the server refuses them), but never loop
+      var r = 0;
+      (g.inEdges(v) || []).forEach(function (e) { r = Math.max(r, visit(e.v) + (g.edge(e).minlen || 1)); });
+      rank[v] = r;
+      g.node(v).rank = r;
+      return r;
+    }
+    g.nodes().forEach(visit);
+  }
+
   function layout(data) {
     var g = new dagre.graphlib.Graph({multigraph: false});
-    g.setGraph({rankdir: "LR", nodesep: 22, ranksep: 70, edgesep: 12, marginx: 16, marginy: 24, ranker: "network-simplex"});
+    g.setGraph({rankdir: "LR", nodesep: 22, ranksep: 60, edgesep: 12, marginx: 16, marginy: 24, ranker: earliest});
     g.setDefaultEdgeLabel(function () { return {}; });
     data.nodes.forEach(function (n) { g.setNode(n.key, {width: W, height: H}); });
     data.edges.forEach(function (e) { g.setEdge(e[1], e[0]); });  // from the dependency to the task that waits
@@ -91,7 +109,7 @@
     if (!svg) return;
     var w = +frame.dataset.width, h = +frame.dataset.height;
     var fit = Math.min(1, (frame.clientWidth - 2) / w);
-    var k = zoom === null ? (fit >= READABLE ? fit : 1) : zoom;
+    var k = zoom === null ? Math.max(fit, Math.min(1, READABLE)) : zoom;  // fitted, unless too small to read
     svg.setAttribute("width", Math.round(w * k));
     svg.setAttribute("height", Math.round(h * k));
     var label = document.getElementById("graph-zoom-level");

@@ -1,0 +1,7 @@
+-- The console's filter choices.
+
+-- name: recent_actors
+-- Who made the newest :limit task events (agents, the people who acted, the harness's expiries).
+SELECT DISTINCT actor FROM (
+    SELECT actor FROM task_events WHERE workspace = :ws ORDER BY id DESC LIMIT :limit
+) AS recent ORDER BY actor
