@@ -210,3 +210,13 @@ def test_named_queries_are_read_once_per_dialect_and_checked_at_load():
     for text, error in bad.items():
         with pytest.raises(QueryFileError, match=error):
             parse(text, source="t.sql")
+
+
+def test_a_comment_after_a_named_query_belongs_to_no_statement():
+    """A heading between named queries (a comment after one statement's SQL) is not that statement's SQL:
+    asyncpg's numbering would read a `:word` or an apostrophe in it."""
+    from mcp_harness.store.named import parse
+
+    text = "-- name: a\nSELECT :x\n\n-- The next ones: each task's events\n--\n\n-- name: b\n-- b's own\nSELECT 2\n"
+    found = parse(text, source="t.sql")
+    assert (found.a.sqlite, found.a.postgresql, found.b.sqlite) == ("SELECT :x", "SELECT $1", "SELECT 2")
