@@ -14,7 +14,7 @@ from support import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, task_queries
+from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, queries
 from mcp_harness.store import tasks as task_store
 from mcp_harness.store.backup import tasks, workspaces
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
@@ -137,7 +137,7 @@ async def test_a_row_a_query_must_return_is_a_store_error_when_missing(db_url, w
 def test_parameters_are_numbered_once_for_asyncpg():
     sql = "SELECT :a, :b, 'x:y', c::text FROM t WHERE d = :a AND e = ':b'"
     assert numbered(sql) == ("SELECT $1, $2, 'x:y', c::text FROM t WHERE d = $1 AND e = ':b'", ("a", "b"))
-    claim = task_queries.claim(True, True)
+    claim = queries.claim(True, True)
     assert ":" not in claim.postgresql.replace("::", "") and "$" not in claim.sqlite
     assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp"}
 

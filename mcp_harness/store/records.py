@@ -146,6 +146,27 @@ class ClaimedTask(TaskRecord):
     taken_from: str | None
 
 
+class PickedTask(Record):
+    """The task a claim takes on SQLite, as it was before the claim (`queries.claim_pick`)."""
+
+    __slots__ = ()
+
+    id: int
+    was_status: Status
+    was_owner: str | None
+    paths: str | None  #: JSON list of path patterns
+
+
+class PathCandidate(Record):
+    """A claimable task with paths, which the service judges against the live reservations."""
+
+    __slots__ = ()
+
+    id: int
+    key: str
+    paths: str  #: JSON list of path patterns
+
+
 class ReservationRow(Record):
     """A live reservation: the holding task, its owner, the pattern, and when the lease ends."""
 
@@ -204,6 +225,20 @@ class DependencyRow(Record):
     task_key: str
     status: Status
     blocked: bool
+
+
+class DependentRow(Record):
+    """A task that depends on one of the tasks asked about."""
+
+    __slots__ = ()
+
+    task_key: str
+
+
+class TagRow(Record):
+    __slots__ = ()
+
+    tag: str
 
 
 class TaskCountRow(Record):
