@@ -220,3 +220,21 @@ def test_a_comment_after_a_named_query_belongs_to_no_statement():
     text = "-- name: a\nSELECT :x\n\n-- The next ones: each task's events\n--\n\n-- name: b\n-- b's own\nSELECT 2\n"
     found = parse(text, source="t.sql")
     assert (found.a.sqlite, found.a.postgresql, found.b.sqlite) == ("SELECT :x", "SELECT $1", "SELECT 2")
+
+
+def test_the_claim_condition_and_the_tag_subquery_are_written_once():
+    """The claim's condition (`queries.CLAIMABLE`, the claim, what waiting claims poll, the ready listing)
+    and the tag subquery (claims, empty claims, listings, the console's table) each have one text in the
+    package's Python and SQL, which every statement that needs it is built from."""
+    from pathlib import Path
+
+    package = Path(queries.__file__).resolve().parent.parent
+    sources = [p.read_text(encoding="utf-8") for p in [*package.rglob("*.py"), *package.rglob("*.sql")]]
+    for fragment in ("attempts < max_attempts", "task_id FROM task_tags"):
+        assert sum(text.count(fragment) for text in sources) == 1, fragment
+    built = [
+        queries.claim_pick(True, True, "allowed"),
+        queries.claimable(False, True),
+        queries.task_page(False, False, True),
+    ]
+    assert all(queries.CLAIMABLE in q.sqlite for q in built)

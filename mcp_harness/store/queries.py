@@ -2,11 +2,12 @@
 is a named query in a `.sql` file under `store/sql/`, loaded by `named.load()` (see `named.py`).
 
 A shape is chosen at run time in three ways, and each builder says which:
-- optional filters (a claim's tags and key, a listing's statuses, tag and search): each combination
-  is its own fixed statement, so each finds its index (one statement with
+- optional filters (a claim's tags and key, a listing's statuses, tag and search, the console's
+  filters): each combination is its own fixed statement, so each finds its index (one statement with
   `(:x IS NULL OR col = :x)` would have one plan for every combination, and lose the index);
 - the columns a task's change sets (`task_states.py`'s rows decide them): one statement per set;
-- the number of terms of a full-text query (PostgreSQL's tsquery takes each as a parameter).
+- the number of terms of a full-text query (PostgreSQL's tsquery takes each as a parameter), or a
+  sort column and direction a person picks (the console's table, from a whitelist).
 A builder is cached: each shape is one fixed statement, made once, that the driver prepares once.
 
 The fragments the task statements share are written once here: the claim's condition (`CLAIMABLE`),
@@ -27,7 +28,9 @@ from .records import (
     PathCandidate,
     PickedTask,
     ProgressRow,
+    TaskEventRow,
     TaskRecord,
+    TaskTableRow,
     WaitRow,
 )
 from .search import PROGRESS_TEXT, TASK_TEXT, tsquery
@@ -328,3 +331,67 @@ def progress_search(shape: Shape) -> Query:
         f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
     )
     return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
+
+
+# -- the console's filtered reads ------------------------------------------------------------------
+# Built: a person picks the filters, and the table's sort column and direction (from `TABLE_SORTS`).
+
+#: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
+TABLE_SORTS = {"key": '"key"', "status": "status", "owner": "owner", "priority": "priority", "updated": "updated_at",
+               "created": "id"}  # fmt: skip
+#: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
+TABLE_STATUS = {
+    "blocked": "status = 'pending' AND blocked = TRUE",
+    "pending": "status = 'pending' AND blocked = FALSE",
+}
+
+
+@cache
+def task_table(status: str | None, owner: bool, tag: bool, sort: str, descending: bool, count: bool) -> Query:
+    """The console's task table (or, `count`, how many rows it has): `status` (one of `TABLE_STATUS`, else
+    `:status`), `:owner`, `:tag`, sorted by `TABLE_SORTS[sort]`."""
+    where = ["workspace = :ws"]
+    if status is not None:
+        where.append(TABLE_STATUS.get(status, "status = :status"))
+    if owner:
+        where.append("owner = :owner")
+
+    if tag:
+        where.append(tagged(ONE_TAG))
+    if count:
+        return Query(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", name="console_task_table_count")
+    order = f"{TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'}, id"
+    sql = f"SELECT {columns(TaskTableRow)} FROM tasks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
+    sql += " OFFSET :offset"
+    return Query(sql, row=TaskTableRow, name=f"console_task_table({status}, {owner}, {tag}, {sort}, {descending})")
+
+
+@cache
+def events_window(agent: bool, task_key: bool, since: bool) -> Query:
+    """Task events newest first up to `:until` (and from `:since`), by `:agent` and `:task_key` when asked."""
+    where = ["workspace = :ws", "created_at <= :until"]
+    where += [c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key),
+                              ("created_at >= :since", since)) if on]  # fmt: skip
+    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT :limit"
+    return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
+
+
+@cache
+def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool) -> Query:
+    """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
+    (`search.py`) the entries must match."""
+    where = ["workspace = :ws"]
+    where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
+                                          ("status", status)) if on]  # fmt: skip
+    if before:
+        where.append("seq < :before_seq")
+    head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "
+    tail = " ORDER BY seq DESC LIMIT :limit"
+    sqlite = head + " AND ".join(where) + tail
+    postgresql = None
+    if text is not None:
+        sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
+        postgresql = head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        sqlite += tail
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
+    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)
