@@ -16,7 +16,7 @@ the tag subquery (`tagged`), a claim's filters (`matching`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import cache
 from typing import Literal
 
@@ -88,9 +88,9 @@ def matching(by_tags: bool, by_key: bool, dialect: str, alias: str = "") -> str:
     return where
 
 
-def _unsettled(alias: str, statuses: Iterable[str] = SETTLED) -> str:
+def _unsettled(alias: str) -> str:
     """The task still holds its dependents back (`status NOT IN` the settled statuses of `task_states`)."""
-    return f"{alias}status NOT IN ({', '.join(repr(str(s)) for s in sorted(statuses))})"
+    return f"{alias}status NOT IN ({', '.join(repr(str(s)) for s in sorted(SETTLED))})"
 
 
 # -- the claim -------------------------------------------------------------------------------------
