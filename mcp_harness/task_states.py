@@ -36,7 +36,7 @@ What a change does to the task's dependents is `settle`: it revokes a lease whos
 settled, sends a gate whose dependencies are settled into review (and one whose dependency was reopened
 back out of it) and unblocks what became claimable. The service applies a row; the store writes its
 `TaskChange`. Nothing here touches a database. Two transitions are not actions: a claim (one atomic
-statement in `store/task_queries.py`) and the failing of a lease that expired on its last attempt (when a
+statement built in `store/queries.py`) and the failing of a lease that expired on its last attempt (when a
 claim, a list or a restore looks: `service/task_events.fail_exhausted`).
 """
 
@@ -481,7 +481,7 @@ def settle(t: Task, deps_done: bool, blocked: bool, at: float) -> tuple[Effect, 
 
 
 def claimable(t: Task, at: float) -> bool:
-    """Whether a claim could take the task now (the claim statement's condition, `task_queries.CLAIMABLE`)."""
+    """Whether a claim could take the task now (the claim statement's condition, `store/queries.py`'s `CLAIMABLE`)."""
     if not t.ready:
         return False
     if t.status == Status.PENDING:

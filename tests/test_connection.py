@@ -14,7 +14,7 @@ from support import settings_for
 
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, task_queries
+from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, queries
 from mcp_harness.store import tasks as task_store
 from mcp_harness.store.backup import tasks, workspaces
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
@@ -137,7 +137,7 @@ async def test_a_row_a_query_must_return_is_a_store_error_when_missing(db_url, w
 def test_parameters_are_numbered_once_for_asyncpg():
     sql = "SELECT :a, :b, 'x:y', c::text FROM t WHERE d = :a AND e = ':b'"
     assert numbered(sql) == ("SELECT $1, $2, 'x:y', c::text FROM t WHERE d = $1 AND e = ':b'", ("a", "b"))
-    claim = task_queries.claim(True, True)
+    claim = queries.claim(True, True)
     assert ":" not in claim.postgresql.replace("::", "") and "$" not in claim.sqlite
     assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp"}
 
@@ -210,3 +210,31 @@ def test_named_queries_are_read_once_per_dialect_and_checked_at_load():
     for text, error in bad.items():
         with pytest.raises(QueryFileError, match=error):
             parse(text, source="t.sql")
+
+
+def test_a_comment_after_a_named_query_belongs_to_no_statement():
+    """A heading between named queries (a comment after one statement's SQL) is not that statement's SQL:
+    asyncpg's numbering would read a `:word` or an apostrophe in it."""
+    from mcp_harness.store.named import parse
+
+    text = "-- name: a\nSELECT :x\n\n-- The next ones: each task's events\n--\n\n-- name: b\n-- b's own\nSELECT 2\n"
+    found = parse(text, source="t.sql")
+    assert (found.a.sqlite, found.a.postgresql, found.b.sqlite) == ("SELECT :x", "SELECT $1", "SELECT 2")
+
+
+def test_the_claim_condition_and_the_tag_subquery_are_written_once():
+    """The claim's condition (`queries.CLAIMABLE`, the claim, what waiting claims poll, the ready listing)
+    and the tag subquery (claims, empty claims, listings, the console's table) each have one text in the
+    package's Python and SQL, which every statement that needs it is built from."""
+    from pathlib import Path
+
+    package = Path(queries.__file__).resolve().parent.parent
+    sources = [p.read_text(encoding="utf-8") for p in [*package.rglob("*.py"), *package.rglob("*.sql")]]
+    for fragment in ("attempts < max_attempts", "task_id FROM task_tags"):
+        assert sum(text.count(fragment) for text in sources) == 1, fragment
+    built = [
+        queries.claim_pick(True, True, "allowed"),
+        queries.claimable(False, True),
+        queries.task_page(False, False, True),
+    ]
+    assert all(queries.CLAIMABLE in q.sqlite for q in built)

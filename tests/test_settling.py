@@ -127,14 +127,14 @@ async def test_the_probe_reads_its_partial_index(harness, workspace):
     workspace's tasks, whatever its size."""
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
-    from mcp_harness.store import task_queries as queries
     from mcp_harness.store.connection import Query
+    from mcp_harness.store.tasks import Q as queries
 
     ident = Identity(workspace, "a")
     for start in range(0, 2000, 500):
         await harness.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
     async with harness.db.read() as conn:
-        sql = queries.TASK_COUNTS_RAN_OUT.sqlite.replace(":ws", f"'{workspace}'").replace(":now", "1e12")
+        sql = queries.task_counts_ran_out.sqlite.replace(":ws", f"'{workspace}'").replace(":now", "1e12")
         if conn.dialect == "postgresql":
             plan = "\n".join(r[0] for r in await conn.fetch_all(Query("EXPLAIN " + sql)))
             assert "ix_task_last_lease" in plan and "Seq Scan on tasks" not in plan, plan

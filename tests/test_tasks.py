@@ -310,7 +310,7 @@ async def test_claim_reads_the_claim_index_in_order(harness, workspace):
     scan over all pending tasks plus a sort: O(n) per claim; add_tasks now refreshes them.)"""
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
-    from mcp_harness.store import task_queries as queries
+    from mcp_harness.store import queries
     from mcp_harness.store.connection import Query
 
     ident = Identity(workspace, "a")

@@ -54,7 +54,7 @@ from mcp_harness.console.auth import TokenLogin  # noqa: E402
 from mcp_harness.console.routes import console_routes  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
 from mcp_harness.store.connection import Query  # noqa: E402
-from mcp_harness.store.task_queries import INSERT_DEPENDENCY, INSERT_TASK, INSERT_TASK_EVENT  # noqa: E402
+from mcp_harness.store.tasks import Q as TASK_QUERIES  # noqa: E402
 
 WORKSPACE = "scale"
 AGENTS = 20
@@ -63,7 +63,7 @@ LIMIT_RATIO = 2.0
 MESSAGES = {"big": 100_000, "small": 1_000}
 #: the tools' insert, with the columns a claim or a completion sets (rows are written as they end up)
 _INSERT_TASK = Query(
-    INSERT_TASK.sqlite.replace(" RETURNING id", "")
+    TASK_QUERIES.insert_task.sqlite.replace("RETURNING id", "")
     .replace(
         "attempts, available_at",
         "attempts, available_at, completed_at, owner, lease_token, lease_expires_at, lease_seconds",
@@ -176,7 +176,7 @@ async def build(
         async with db.write() as conn:
             await conn.execute_many(_INSERT_TASK, rows)
             if edges:
-                await conn.execute_many(INSERT_DEPENDENCY, edges)
+                await conn.execute_many(TASK_QUERIES.insert_dependency, edges)
     async with db.write() as conn:
         await conn.execute(_ENSURE_WORKSPACE, {"ws": WORKSPACE, "at": at})
     say(f"  {tasks:,} tasks in {time.perf_counter() - started:.1f} s")
@@ -207,7 +207,7 @@ async def build(
     events = _event_rows(tasks, entries, at)
     for start in range(0, len(events), 10000):
         async with db.write() as conn:
-            await conn.execute_many(INSERT_TASK_EVENT, events[start : start + 10000])
+            await conn.execute_many(TASK_QUERIES.insert_task_event, events[start : start + 10000])
     say(f"  {len(events):,} task events ({round(tasks * HOT_EVENTS_PER_TASK):,} of them {HOT_TASK}'s) in "
         f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     started = time.perf_counter()

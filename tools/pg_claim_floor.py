@@ -20,7 +20,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_harness.store import Database, task_queries  # noqa: E402
+from mcp_harness.store import Database, queries  # noqa: E402
 from mcp_harness.store.connection import Query  # noqa: E402
 from mcp_harness.store.urls import pg_dsn as asyncpg_dsn  # noqa: E402
 
@@ -34,8 +34,8 @@ def _args(query: Query, values: dict) -> list:
 
 
 def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
-    claim = task_queries.claim(False, False)
-    done = task_queries.update_leased(DONE_COLUMNS, True, logged=True)
+    claim = queries.claim(False, False)
+    done = queries.update_leased(DONE_COLUMNS, True, logged=True)
 
     async def main() -> int:
         pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)

@@ -16,7 +16,7 @@ from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
-from ..store.task_queries import PathMode
+from ..store.tasks import PathMode
 from .base import Identity, ServiceBase
 from .task_context import task_context
 from .task_events import event, fail_exhausted, fingerprint, logged

@@ -5,7 +5,7 @@ while its lease is; whether two patterns may name one file is `paths.overlap` (c
 Every change of a workspace's reservations happens under one lock (`store.reservations.lock`;
 SQLite's BEGIN IMMEDIATE does the same): a claim of a task with paths, `reserve`, and a heartbeat that
 revives an expired lease. A claim of a task without paths never touches them and stays one statement
-(`task_queries.PathMode` `first`): so no two live exclusive reservations ever overlap."""
+(`store.tasks.PathMode` `first`): so no two live exclusive reservations ever overlap."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ..store import Connection
 from ..store import reservations as held_paths
 from ..store import tasks as store
 from ..store.records import ClaimedTask, TaskRecord
-from ..store.task_queries import PathMode
+from ..store.tasks import PathMode
 from .task_reasons import MAX_WAITING_ON, paths_reserved
 
 #: how many claimable tasks with paths a claim looks at (in claim order) for one it may take

@@ -18,7 +18,6 @@ from . import (
     reservations,
     schemas,
     segments,
-    task_queries,
     tasks,
     tokens,
 )
@@ -40,7 +39,6 @@ __all__ = [
     "records",
     "schemas",
     "segments",
-    "task_queries",
     "tasks",
     "tokens",
 ]

@@ -17,6 +17,8 @@ A file is a series of statements, each under a header naming it::
   block serves the other dialect. A name with only a `[postgresql]` block is PostgreSQL-only.
 - `-- row: RecordType`: the `records.py` type its rows become (fields = the columns it selects,
   checked on the first rows); without it, rows are a record type named after the columns.
+- Comment lines between the headers and the SQL describe the statement; comment lines after it (a
+  heading for the statements that follow) belong to no statement.
 
 Checked at load, failing loudly: a statement before any header, an unknown dialect, a duplicate name
 (or dialect variant), an empty statement, an unknown row type. Looking up a name the file does not
@@ -103,6 +105,8 @@ def parse(text: str, *, source: str) -> Queries:
     def finish() -> None:
         if current is None:
             return
+        while body and (not body[-1].strip() or body[-1].strip().startswith("--")):
+            body.pop()  # a comment after a statement (a section's heading) belongs to none
         sql = "\n".join(body).strip()
         if not sql:
             raise QueryFileError(f"{source}:{start}: query {current[0]!r} has no SQL")

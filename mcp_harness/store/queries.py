@@ -1,18 +1,41 @@
-"""The statements Python builds: the few that come in shapes chosen at run time, and the helpers that
-write the task list's statements (`task_queries.py`). Every other statement is a named query in a
-`.sql` file under `store/sql/`, loaded by `named.load()` (see `named.py` for the format).
+"""The statements Python builds: only those whose shape a call chooses at run time. Every other statement
+is a named query in a `.sql` file under `store/sql/`, loaded by `named.load()` (see `named.py`).
 
-A statement that comes in a few shapes (optional filters) is built by a cached function, so each shape
-is one fixed statement that the driver prepares once.
+A shape is chosen at run time in three ways, and each builder says which:
+- optional filters (a claim's tags and key, a listing's statuses, tag and search, the console's
+  filters): each combination is its own fixed statement, so each finds its index (one statement with
+  `(:x IS NULL OR col = :x)` would have one plan for every combination, and lose the index);
+- the columns a task's change sets (`task_states.py`'s rows decide them): one statement per set;
+- the number of terms of a full-text query (PostgreSQL's tsquery takes each as a parameter), or a
+  sort column and direction a person picks (the console's table, from a whitelist).
+A builder is cached: each shape is one fixed statement, made once, that the driver prepares once.
+
+The fragments the task statements share are written once here: the claim's condition (`CLAIMABLE`),
+the tag subquery (`tagged`), a claim's filters (`matching`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from typing import Literal
 
+from ..task_states import SETTLED
 from .connection import Query, Record
-from .records import ProgressRow, TaskRecord
+from .records import (
+    ClaimedTask,
+    EmptyClaimFacts,
+    PathCandidate,
+    PickedTask,
+    ProgressRow,
+    TaskEventRow,
+    TaskRecord,
+    TaskTableRow,
+    WaitRow,
+)
+from .search import PROGRESS_TEXT, TASK_TEXT, tsquery
+
+Shape = tuple[tuple[int, ...], int]  #: a full-text query's shape (`search.Terms.shape`)
 
 
 def columns(record: type[Record], *, prefix: str = "") -> str:
@@ -33,7 +56,253 @@ def _both(build: Callable[[str], str], *, row: type[Record] | None = None, name:
 
 
 TASK = columns(TaskRecord)
-_KEY = '"key"'
+_EVENT_COLUMNS = "workspace, task_key, kind, actor, attempt, detail, created_at"
+
+#: the claim's condition on one row, the one place it is written (`task_states.claimable` is its twin
+#: in Python; the same text serves both dialects): open and runnable, pending past its backoff or
+#: claimed with a lease that ran out and attempts left
+CLAIMABLE = (
+    "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
+    "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
+)
+
+
+def tagged(condition: str, alias: str = "") -> str:
+    """The task has a tag that meets `condition` (`ONE_TAG`, or one of a list): the store's one tag subquery."""
+    return f"{alias}id IN (SELECT task_id FROM task_tags WHERE workspace = :ws AND {condition})"
+
+
+#: a listing's tag filter: one tag, compared with `=`, so that PostgreSQL reads `task_tags`' primary key
+#: in task order and stops at a page's end (with a list, it reads every task of the tag and sorts them)
+ONE_TAG = "tag = :tag"
+
+
+def matching(by_tags: bool, by_key: bool, dialect: str, alias: str = "") -> str:
+    """The tasks a claim's filters name (`alias`: the tasks table's, as `t.`): the workspace's, with one
+    of `:tags`, the one `:key`."""
+    where = f"{alias}workspace = :ws"
+    if by_tags:
+        where += " AND " + tagged(in_array("tag", "tags", dialect), alias)
+    if by_key:
+        where += f' AND {alias}"key" = :key'
+    return where
+
+
+def _unsettled(alias: str) -> str:
+    """The task still holds its dependents back (`status NOT IN` the settled statuses of `task_states`)."""
+    return f"{alias}status NOT IN ({', '.join(repr(str(s)) for s in sorted(SETTLED))})"
+
+
+# -- the claim -------------------------------------------------------------------------------------
+# Built: its filters (tags, key) and how it treats tasks with paths are the caller's.
+
+#: how a claim treats tasks with `paths` (see `service/task_paths.py`): `first` takes the best task only
+#: if it has none (the one statement without a lock), `any` takes any, `allowed` takes tasks without
+#: paths and the one `:allowed` (whose paths the caller checked under the reservations' lock)
+PathMode = Literal["first", "any", "allowed"]
+#: which claimable tasks a pick reads: `allowed` as above, `without` paths or `with` them only
+_Paths = Literal["any", "allowed", "without", "with"]
+_PICK = "id, status AS was_status, owner AS was_owner, paths"
+
+
+def _pick(
+    by_tags: bool, by_key: bool, dialect: str, *, select: str = "id", paths: _Paths = "any", limit: str = "1"
+) -> str:
+    """The best claimable tasks (`ix_task_claim`: ready tasks, highest priority first, then oldest)."""
+    where = matching(by_tags, by_key, dialect)
+    if paths == "allowed":
+        where += " AND (paths IS NULL OR id = :allowed)"
+    where += f" AND {CLAIMABLE}"
+    if paths in ("without", "with"):
+        where += f" AND paths IS {'NOT ' if paths == 'with' else ''}NULL"
+    return f"SELECT {select} FROM tasks WHERE {where} ORDER BY priority DESC, id LIMIT {limit}"
+
+
+@cache
+def claimable(by_tags: bool, by_key: bool, without_paths: bool = False) -> Query:
+    """Whether a claim would get a task now (what waiting claims poll); `without_paths`: a task without
+    paths (those with paths are judged against the reservations by the service)."""
+    return _both(
+        lambda d: _pick(by_tags, by_key, d, paths="without" if without_paths else "any"),
+        name=f"claimable({by_tags}, {by_key}, {without_paths})",
+    )
+
+
+@cache
+def path_candidates(by_tags: bool, by_key: bool) -> Query:
+    """The claimable tasks with paths that the filters match, in claim order (`:limit` of them)."""
+    return _both(
+        lambda d: _pick(by_tags, by_key, d, select='id, "key", paths', paths="with", limit=":limit"),
+        row=PathCandidate,
+        name=f"path_candidates({by_tags}, {by_key})",
+    )
+
+
+@cache
+def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
+    """PostgreSQL: take the best claimable task and record the claim: ONE statement. It skips rows another
+    claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
+    (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). What a claim sets is written
+    here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose BEGIN IMMEDIATE keeps other
+    writers out already: it runs `claim_pick`, `claim_by_id` and `insert_task_event` instead)."""
+    pick = _pick(by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any")
+    first = " AND pick.paths IS NULL" if paths == "first" else ""
+    detail = (
+        "CASE WHEN was_status = 'claimed' "
+        "THEN json_build_object('lease', CAST(:fp AS text), 'previous_owner', was_owner)::text "
+        "ELSE json_build_object('lease', CAST(:fp AS text))::text END"
+    )
+    sets = (
+        "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
+        "lease_seconds = :lease, attempts = t.attempts + 1, updated_at = :now"
+    )
+    sql = (
+        f"WITH pick AS ({pick} FOR UPDATE SKIP LOCKED), "
+        f"taken AS (UPDATE tasks AS t SET {sets} FROM pick WHERE t.id = pick.id{first} "
+        f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
+        f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
+        "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
+        f"{detail}, :now FROM taken) "
+        f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
+    )
+    return Query(sql, row=ClaimedTask, name=f"claim({by_tags}, {by_key}, {paths})")
+
+
+@cache
+def claim_pick(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
+    """SQLite: the task a claim takes, with its status, owner and paths before the claim."""
+    sql = _pick(by_tags, by_key, "sqlite", select=_PICK, paths="allowed" if paths == "allowed" else "any")
+    return Query(sql, row=PickedTask, name=f"claim_pick({by_tags}, {by_key}, {paths})")
+
+
+# -- why a claim found nothing ---------------------------------------------------------------------
+# Built: the claim's filters are the caller's (and, for `waiting`, the keys of the walk down the
+# dependencies); the `waits_for` column, with its settled statuses from `task_states`, is written once.
+
+
+@cache
+def why_nothing(by_tags: bool, by_key: bool) -> Query:
+    """How many tasks an empty claim's filters match, and how many of them are finished."""
+    return _both(
+        lambda d: (
+            "SELECT count(*) AS total, count(*) FILTER (WHERE status = 'done') AS finished "
+            f"FROM tasks WHERE {matching(by_tags, by_key, d)}"
+        ),
+        row=EmptyClaimFacts,
+        name=f"why_nothing({by_tags}, {by_key})",
+    )
+
+
+_AGG = {"sqlite": "json_group_array(d.dep_key)", "postgresql": "json_agg(d.dep_key)::text"}
+
+
+@cache
+def waiting(by_tags: bool, by_key: bool, by_keys: bool = False) -> Query:
+    """The unfinished tasks an empty claim's filters match, in creation order (what the reasons start
+    from); or, `by_keys`, the unfinished ones among `:keys` (the walk down their dependencies). Each
+    with `waits_for`, the keys of its dependencies that are not settled (a JSON list)."""
+
+    def sql(dialect: str) -> str:
+        select = (
+            't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, t.review_comment, '
+            f"(SELECT {_AGG[dialect]} FROM task_deps AS d "
+            'JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
+            f'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND {_unsettled("x.")}) AS waits_for'
+        )
+        if by_keys:
+            among = in_array('t."key"', "keys", dialect)
+            return f"SELECT {select} FROM tasks AS t WHERE t.workspace = :ws AND {_unsettled('t.')} AND {among}"
+        where = matching(by_tags, by_key, dialect, "t.")
+        return f"SELECT {select} FROM tasks AS t WHERE {where} AND {_unsettled('t.')} ORDER BY t.id"
+
+    name = f"waiting({by_tags}, {by_key})" if not by_keys else "waiting(keys)"
+    return _both(sql, row=WaitRow, name=name)
+
+
+# -- changes to a task -----------------------------------------------------------------------------
+# Built: the columns a change sets (`TaskChange.columns()`, decided by the action's row in
+# `task_states.py`), parameters `v_<column>`: one statement per set of columns.
+
+
+def _assignments(values: tuple[str, ...]) -> str:
+    unknown = set(values) - set(TaskRecord._fields)
+    if unknown:
+        raise ValueError(f"not columns of tasks: {sorted(unknown)}")
+    return ", ".join(f"{c} = :v_{c}" for c in values)
+
+
+@cache
+def update_by_key(values: tuple[str, ...]) -> Query:
+    """Set `values` on one task: what settling a dependent changes (`task_states.settle`: its flags, a
+    revoked lease, entering or leaving review)."""
+    sql = f'UPDATE tasks SET {_assignments(values)} WHERE workspace = :ws AND "key" = :key'
+    return Query(sql, name=f"update_by_key({', '.join(values)})")
+
+
+def with_event(update: str) -> str:
+    """PostgreSQL: `update` (an UPDATE ... RETURNING the task's columns) and the event of the change,
+    as ONE statement (`:ev_kind`, `:ev_actor`, `:ev_detail`, `:ev_at`; the attempt is the task's)."""
+    return (
+        f"WITH changed AS ({update}), logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) "
+        'SELECT workspace, "key", :ev_kind, :ev_actor, attempts, :ev_detail, :ev_at FROM changed) '
+        "SELECT * FROM changed"
+    )
+
+
+@cache
+def update_leased(values: tuple[str, ...], leaf_only: bool, logged: bool = False) -> Query:
+    """Set `values` on a claimed task only if the lease token matches (the fence); with `leaf_only`, only
+    if no task depends on it and it is not for review. `logged` (PostgreSQL): and record the change's
+    event in the same statement (see `with_event`; SQLite runs `insert_task_event` after it)."""
+    where = "workspace = :ws AND \"key\" = :key AND status = 'claimed' AND lease_token = :token"
+    where += " AND dependents = 0 AND review = FALSE" if leaf_only else ""
+    sql = f"UPDATE tasks SET {_assignments(values)} WHERE {where} RETURNING {TASK}"
+    name = f"update_leased({', '.join(values)}{'; logged' if logged else ''}; leaf_only={leaf_only})"
+    return Query(sql, postgresql=with_event(sql) if logged else None, row=TaskRecord, name=name)
+
+
+@cache
+def update_in_status(values: tuple[str, ...]) -> Query:
+    """Set `values` on a task whose status is one of `:statuses`."""
+    return _both(
+        lambda d: (
+            f'UPDATE tasks SET {_assignments(values)} WHERE workspace = :ws AND "key" = :key '
+            f"AND {in_array('status', 'statuses', d)} RETURNING {TASK}"
+        ),
+        row=TaskRecord,
+        name=f"update_in_status({', '.join(values)})",
+    )
+
+
+# -- listings --------------------------------------------------------------------------------------
+# Built: their filters are the caller's, and a full-text query's terms are PostgreSQL's parameters.
+
+
+@cache
+def task_page(by_status: bool, by_tag: bool, ready: bool | None = None, search: Shape | None = None) -> Query:
+    """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
+    dependency, which `pending` then leaves out); `by_tag`: with the tag `:tag`; `ready`: only tasks a
+    claim could take at `:now` (or, false, only the others)."""
+
+    def sql(dialect: str) -> str:
+        where = "workspace = :ws AND id > :after"
+        if ready is not None:
+            where += f" AND {'' if ready else 'NOT '}{CLAIMABLE}"
+        if by_tag:
+            where += " AND " + tagged(ONE_TAG)
+        if by_status:
+            shown = "(CASE WHEN status = 'pending' AND blocked THEN 'blocked' ELSE status END)"
+            where += " AND " + in_array(shown, "statuses", dialect)
+        if search is not None:  # full-text: the tasks whose text matches (service/search.py)
+            if dialect == "sqlite":
+                where += " AND id IN (SELECT rowid FROM tasks_fts WHERE tasks_fts MATCH :q)"
+            else:
+                where += f" AND {TASK_TEXT} @@ ({tsquery(search)})"
+        return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
+
+    name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
+    name += f" search {search}" if search is not None else ""
+    return _both(sql, row=TaskRecord, name=name)
 
 
 @cache
@@ -48,11 +317,9 @@ def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
 
 
 @cache
-def progress_search(shape: tuple[tuple[int, ...], int]) -> Query:
+def progress_search(shape: Shape) -> Query:
     """The progress entries matching a full-text query, best first (see `search.py`; SQLite's statement
     is one for every shape, PostgreSQL's has the query's terms as parameters)."""
-    from .search import PROGRESS_TEXT, tsquery
-
     cols = columns(ProgressRow, prefix="p.")
     sqlite = (
         f"SELECT {cols} FROM progress_fts JOIN progress AS p ON p.id = progress_fts.rowid "
@@ -64,3 +331,67 @@ def progress_search(shape: tuple[tuple[int, ...], int]) -> Query:
         f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
     )
     return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
+
+
+# -- the console's filtered reads ------------------------------------------------------------------
+# Built: a person picks the filters, and the table's sort column and direction (from `TABLE_SORTS`).
+
+#: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
+TABLE_SORTS = {"key": '"key"', "status": "status", "owner": "owner", "priority": "priority", "updated": "updated_at",
+               "created": "id"}  # fmt: skip
+#: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
+TABLE_STATUS = {
+    "blocked": "status = 'pending' AND blocked = TRUE",
+    "pending": "status = 'pending' AND blocked = FALSE",
+}
+
+
+@cache
+def task_table(status: str | None, owner: bool, tag: bool, sort: str, descending: bool, count: bool) -> Query:
+    """The console's task table (or, `count`, how many rows it has): `status` (one of `TABLE_STATUS`, else
+    `:status`), `:owner`, `:tag`, sorted by `TABLE_SORTS[sort]`."""
+    where = ["workspace = :ws"]
+    if status is not None:
+        where.append(TABLE_STATUS.get(status, "status = :status"))
+    if owner:
+        where.append("owner = :owner")
+
+    if tag:
+        where.append(tagged(ONE_TAG))
+    if count:
+        return Query(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", name="console_task_table_count")
+    order = f"{TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'}, id"
+    sql = f"SELECT {columns(TaskTableRow)} FROM tasks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
+    sql += " OFFSET :offset"
+    return Query(sql, row=TaskTableRow, name=f"console_task_table({status}, {owner}, {tag}, {sort}, {descending})")
+
+
+@cache
+def events_window(agent: bool, task_key: bool, since: bool) -> Query:
+    """Task events newest first up to `:until` (and from `:since`), by `:agent` and `:task_key` when asked."""
+    where = ["workspace = :ws", "created_at <= :until"]
+    where += [c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key),
+                              ("created_at >= :since", since)) if on]  # fmt: skip
+    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT :limit"
+    return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
+
+
+@cache
+def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool) -> Query:
+    """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
+    (`search.py`) the entries must match."""
+    where = ["workspace = :ws"]
+    where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
+                                          ("status", status)) if on]  # fmt: skip
+    if before:
+        where.append("seq < :before_seq")
+    head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "
+    tail = " ORDER BY seq DESC LIMIT :limit"
+    sqlite = head + " AND ".join(where) + tail
+    postgresql = None
+    if text is not None:
+        sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
+        postgresql = head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        sqlite += tail
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
+    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)

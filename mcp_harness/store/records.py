@@ -146,6 +146,27 @@ class ClaimedTask(TaskRecord):
     taken_from: str | None
 
 
+class PickedTask(Record):
+    """The task a claim takes on SQLite, as it was before the claim (`queries.claim_pick`)."""
+
+    __slots__ = ()
+
+    id: int
+    was_status: Status
+    was_owner: str | None
+    paths: str | None  #: JSON list of path patterns
+
+
+class PathCandidate(Record):
+    """A claimable task with paths, which the service judges against the live reservations."""
+
+    __slots__ = ()
+
+    id: int
+    key: str
+    paths: str  #: JSON list of path patterns
+
+
 class ReservationRow(Record):
     """A live reservation: the holding task, its owner, the pattern, and when the lease ends."""
 
@@ -206,6 +227,20 @@ class DependencyRow(Record):
     blocked: bool
 
 
+class DependentRow(Record):
+    """A task that depends on one of the tasks asked about."""
+
+    __slots__ = ()
+
+    task_key: str
+
+
+class TagRow(Record):
+    __slots__ = ()
+
+    tag: str
+
+
 class TaskCountRow(Record):
     __slots__ = ()
 
@@ -241,3 +276,193 @@ class TokenRow(Record):
     role: str
     created_at: float
     revoked_at: float | None
+
+
+# -- the console's and the metrics' reads (`sql/console.sql`) --------------------------------------
+
+
+class WorkspaceRow(Record):
+    __slots__ = ()
+
+    name: str
+
+
+class OpenDependencyRow(Record):
+    """A dependency of `task_key` that is not settled, and how many such dependencies it has (`n`)."""
+
+    __slots__ = ()
+
+    task_key: str
+    key: str
+    status: Status
+    blocked: bool
+    owner: str | None
+    n: int
+
+
+class CancelReasonRow(Record):
+    __slots__ = ()
+
+    task_key: str
+    detail: str | None  #: JSON object, with the `reason`
+
+
+class LinkedTaskRow(Record):
+    """A task as another task's page shows it (a dependency, a dependent): what its link says."""
+
+    __slots__ = ()
+
+    key: str
+    title: str
+    status: Status
+    blocked: bool
+    owner: str | None
+    kind: str
+    review: bool
+
+
+class GraphNodeRow(LinkedTaskRow):
+    __slots__ = ()
+
+    priority: int
+
+
+class HoldingDependencyRow(LinkedTaskRow):
+    """The dependency that holds a task back most directly, and whether it could be claimed."""
+
+    __slots__ = ()
+
+    ready: bool
+
+
+class HoldingBackRow(LinkedTaskRow):
+    """A task that others wait on, with what says how to unstick it."""
+
+    __slots__ = ()
+
+    dependents: int
+    ready: bool
+    lease_expires_at: float | None
+    updated_at: float
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+
+
+class TaskTableRow(Record):
+    """A row of the console's task table."""
+
+    __slots__ = ()
+
+    key: str
+    title: str
+    status: Status
+    blocked: bool
+    owner: str | None
+    priority: int
+    tags: str  #: JSON list
+    attempts: int
+    max_attempts: int
+    updated_at: float
+    kind: str
+    review: bool
+
+
+class EdgeRow(Record):
+    """A dependency edge: `task_key` depends on `dep_key`."""
+
+    __slots__ = ()
+
+    task_key: str
+    dep_key: str
+
+
+class SeenRow(Record):
+    __slots__ = ()
+
+    agent: str
+    at: float  #: the agent's last trace in the database
+
+
+class HeldRow(Record):
+    """A task held under a lease (expired or not)."""
+
+    __slots__ = ()
+
+    key: str
+    title: str
+    owner: str
+    attempts: int
+    max_attempts: int
+    lease_expires_at: float
+    updated_at: float
+
+
+class ContactRow(Record):
+    """An agent's last call, and what its last claim answered (`store.console.record_contact`)."""
+
+    __slots__ = ()
+
+    agent: str
+    seen_at: float
+    tool: str
+    claim_outcome: str | None
+    claim_at: float | None
+
+
+class SilentHolderRow(Record):
+    """A running lease whose holder went quiet (`seen_at`: its last call, None if never recorded)."""
+
+    __slots__ = ()
+
+    key: str
+    owner: str
+    lease_expires_at: float
+    seen_at: float | None
+
+
+class EventTimeRow(Record):
+    __slots__ = ()
+
+    task_key: str
+    kind: str
+    created_at: float
+
+
+class CreatedRow(Record):
+    __slots__ = ()
+
+    key: str
+    created_at: float
+
+
+class BucketRow(Record):
+    """How many tasks fall in time bucket `b`."""
+
+    __slots__ = ()
+
+    b: int
+    n: int
+
+
+class WorkspaceCountRow(Record):
+    __slots__ = ()
+
+    workspace: str
+    status: Status
+    blocked: bool
+    n: int
+
+
+class WorkspaceTallyRow(Record):
+    __slots__ = ()
+
+    workspace: str
+    n: int
+
+
+class WorkspaceSinceRow(Record):
+    __slots__ = ()
+
+    workspace: str
+    since: float

@@ -187,7 +187,7 @@ Index("ix_task_done", _tasks.c.workspace, _tasks.c.completed_at, _tasks.c.id,
 Index("ix_task_failed", _tasks.c.workspace, _tasks.c.updated_at, _tasks.c.id,
       sqlite_where=_failed, postgresql_where=_failed)  # fmt: skip
 #: claimed tasks on their last attempt, by expiry: list and restore probe it for a lease that ran out (to
-#: settle it), a seek whatever the workspace's size (`task_queries.TASK_COUNTS_RAN_OUT`)
+#: settle it), a seek whatever the workspace's size (`store/sql/tasks.sql`: `task_counts_ran_out`)
 _last = text("status = 'claimed' AND attempts >= max_attempts")
 Index("ix_task_last_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlite_where=_last, postgresql_where=_last)
 

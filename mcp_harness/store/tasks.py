@@ -2,7 +2,9 @@
 
 A claim is one `UPDATE ... WHERE id = (SELECT ... ORDER BY priority DESC, id LIMIT 1 [FOR UPDATE SKIP
 LOCKED]) RETURNING ...` statement. `ready` and `blocked` are kept current in the transaction that changes
-a dependency, so the claim scan only ever touches tasks that can run.
+a dependency, so the claim scan only ever touches tasks that can run. The statements are named queries
+(`sql/tasks.sql`), but for those whose shape a call chooses (its filters, the columns a change sets),
+which `queries.py` builds: the claim, the fenced updates, an empty claim's facts, the listing.
 """
 
 from __future__ import annotations
@@ -11,11 +13,25 @@ import json
 from typing import Any, NamedTuple
 
 from ..task_states import EXPIRED_ON_LAST_ATTEMPT, SHOWN, Effect, Status, TaskChange, dependency_flags, settle, shown
-from . import task_queries as q
+from . import named, queries
 from .common import ensure_workspace
 from .connection import Connection, array, fetch_row
-from .records import ClaimedTask, EmptyClaimFacts, RootRow, TaskCountRow, TaskEventRow, TaskRecord, WaitRow
+from .queries import PathMode as PathMode
+from .records import (
+    ClaimedTask,
+    EmptyClaimFacts,
+    PathCandidate,
+    RootRow,
+    TaskCountRow,
+    TaskEventRow,
+    TaskRecord,
+    WaitRow,
+)
 from .search import Terms, search_refused
+
+Q = named.load("tasks")
+#: the status of the row `task_counts_ran_out` adds when a lease ran out on its last attempt
+RAN_OUT = "ran_out"
 
 
 class Event(NamedTuple):
@@ -55,49 +71,49 @@ class Settled(NamedTuple):
 async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
     params = {"ws": workspace, "key": key, "ev_kind": event.kind, "ev_actor": event.actor, "ev_attempt": attempt,
               "ev_detail": event.detail, "ev_at": at}  # fmt: skip
-    await conn.execute(q.INSERT_TASK_EVENT, params)
+    await conn.execute(Q.insert_task_event, params)
 
 
 async def events(conn: Connection, workspace: str, key: str) -> list[TaskEventRow]:
     """A task's events, oldest first."""
-    return await conn.fetch_all(q.TASK_EVENTS, {"ws": workspace, "key": key})
+    return await conn.fetch_all(Q.task_events, {"ws": workspace, "key": key})
 
 
 async def recent_events(conn: Connection, workspace: str, key: str, limit: int) -> list[TaskEventRow]:
     """A task's newest `limit` events, newest first."""
-    return await conn.fetch_all(q.RECENT_TASK_EVENTS, {"ws": workspace, "key": key, "limit": limit})
+    return await conn.fetch_all(Q.recent_task_events, {"ws": workspace, "key": key, "limit": limit})
 
 
 async def last_event(conn: Connection, workspace: str, key: str, kind: str) -> TaskEventRow | None:
     """A task's newest event of `kind`, if any."""
-    return await conn.fetch_one(q.LAST_TASK_EVENT, {"ws": workspace, "key": key, "kind": kind})
+    return await conn.fetch_one(Q.last_task_event, {"ws": workspace, "key": key, "kind": kind})
 
 
 async def get(conn: Connection, workspace: str, key: str) -> TaskRecord | None:
-    return await conn.fetch_one(q.TASK_BY_KEY, {"ws": workspace, "key": key})
+    return await conn.fetch_one(Q.task_by_key, {"ws": workspace, "key": key})
 
 
 async def get_many(conn: Connection, workspace: str, keys: list[str]) -> dict[str, TaskRecord]:
     if not keys:
         return {}
-    rows = await conn.fetch_all(q.TASKS_BY_KEY, {"ws": workspace, "keys": array(conn.dialect, dict.fromkeys(keys))})
+    rows = await conn.fetch_all(Q.tasks_by_key, {"ws": workspace, "keys": array(conn.dialect, dict.fromkeys(keys))})
     return {row.key: row for row in rows}
 
 
 async def insert(conn: Connection, workspace: str, rows: list[dict[str, Any]]) -> None:
-    """Insert new tasks with their dependency edges and tags (rows: the columns of `q.INSERT_TASK`,
+    """Insert new tasks with their dependency edges and tags (rows: the columns of `Q.insert_task`,
     plus `_deps` and `_tags`). The workspace gets its row too: a workspace that holds only tasks is
     still listed, exported and imported."""
     if rows:
         await ensure_workspace(conn, workspace)
     for row in rows:
         dep_keys, tag_list = row.pop("_deps"), row.pop("_tags")
-        task_id = await conn.fetch_value(q.INSERT_TASK, row)
+        task_id = await conn.fetch_value(Q.insert_task, row)
         if dep_keys:
             edges = [{"ws": workspace, "task_key": row["key"], "dep_key": d} for d in dep_keys]
-            await conn.execute_many(q.INSERT_DEPENDENCY, edges)
+            await conn.execute_many(Q.insert_dependency, edges)
         if tag_list:
-            await conn.execute_many(q.INSERT_TAG, [{"ws": workspace, "tag": t, "task_id": task_id} for t in tag_list])
+            await conn.execute_many(Q.insert_tag, [{"ws": workspace, "tag": t, "task_id": task_id} for t in tag_list])
 
 
 async def refresh_statistics(conn: Connection) -> None:
@@ -106,19 +122,19 @@ async def refresh_statistics(conn: Connection) -> None:
     task plus a sort, instead of reading the first entry of `ix_task_claim`: O(n) per claim. SQLite
     plans by its indexes without statistics and needs nothing here."""
     if conn.dialect == "postgresql":
-        await conn.execute(q.ANALYZE_TASKS)
+        await conn.execute(Q.analyze_tasks)
 
 
 async def add_dependents(conn: Connection, workspace: str, counts: dict[str, int]) -> None:
     """Existing tasks gained `counts[key]` new dependents."""
     for key, n in counts.items():
-        await conn.execute(q.ADD_DEPENDENTS, {"ws": workspace, "key": key, "n": n})
+        await conn.execute(Q.add_dependents, {"ws": workspace, "key": key, "n": n})
 
 
 async def fail_expired_exhausted(conn: Connection, workspace: str, now: float) -> list[TaskRecord]:
     """Leases that ran out on their last attempt: the task fails. Returns the failed rows."""
     return await conn.fetch_all(
-        q.FAIL_EXPIRED_EXHAUSTED, {"ws": workspace, "now": now, "error": EXPIRED_ON_LAST_ATTEMPT}
+        Q.fail_expired_exhausted, {"ws": workspace, "now": now, "error": EXPIRED_ON_LAST_ATTEMPT}
     )
 
 
@@ -130,15 +146,15 @@ async def end_leases(
     (through another connection) is left alone."""
     params = {"ws": workspace, "agent": agent, "now": now}
     if tokens is None:
-        return await conn.fetch_all(q.END_LEASES, params)
+        return await conn.fetch_all(Q.end_leases, params)
     if isinstance(tokens, dict):
         ended = []
         for token, since in tokens.items():
-            row = await conn.fetch_one(q.END_LEASE_SINCE, {**params, "token": token, "since": since})
+            row = await conn.fetch_one(Q.end_lease_since, {**params, "token": token, "since": since})
             if row is not None:
                 ended.append(row)
         return ended
-    return await conn.fetch_all(q.END_LEASES_BY_TOKEN, {**params, "tokens": array(conn.dialect, tokens)})
+    return await conn.fetch_all(Q.end_leases_by_token, {**params, "tokens": array(conn.dialect, tokens)})
 
 
 def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, key: str | None) -> dict[str, Any]:
@@ -161,7 +177,7 @@ async def claimable_exists(
     """Whether a claim would get a task now (`without_paths`: a task without paths): a cheap read that
     waiting claims poll."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    query = q.claimable(bool(tags), task_key is not None, without_paths)
+    query = queries.claimable(bool(tags), task_key is not None, without_paths)
     return await conn.fetch_value(query, params) is not None
 
 
@@ -176,23 +192,23 @@ async def claim(
     lease_seconds: int,
     tags: list[str] | None,
     task_key: str | None,
-    paths: q.PathMode = "any",
+    paths: PathMode = "any",
     allowed: int | None = None,
 ) -> ClaimedTask | None:
     """Atomically take the best claimable task (or the named one) and record the claim event (its
     detail names the lease by `fingerprint`): ONE statement on PostgreSQL. `paths` says how tasks with
-    paths are taken (`task_queries.PathMode`; `allowed`: the one such task `allowed` may take)."""
+    paths are taken (`queries.PathMode`; `allowed`: the one such task `allowed` may take)."""
     params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
               "lease": lease_seconds, "fp": fingerprint}  # fmt: skip
     _filters(conn, params, tags, task_key)
     if paths == "allowed":
         params["allowed"] = -1 if allowed is None else allowed
     if conn.dialect == "postgresql":
-        return await conn.fetch_one(q.claim(bool(tags), task_key is not None, paths), params)
-    picked = await conn.fetch_one(q.claim_pick(bool(tags), task_key is not None, paths), params)
+        return await conn.fetch_one(queries.claim(bool(tags), task_key is not None, paths), params)
+    picked = await conn.fetch_one(queries.claim_pick(bool(tags), task_key is not None, paths), params)
     if picked is None or (paths == "first" and picked.paths is not None):
         return None
-    row = await fetch_row(conn, q.CLAIM_BY_ID, {**params, "id": picked.id})
+    row = await fetch_row(conn, Q.claim_by_id, {**params, "id": picked.id})
     taken_from = picked.was_owner if picked.was_status == "claimed" else None
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
@@ -202,10 +218,10 @@ async def claim(
 
 async def path_candidates(
     conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None, limit: int
-) -> list[Any]:
+) -> list[PathCandidate]:
     """The claimable tasks with paths that the filters match (id, key, paths), in claim order."""
     params = _filters(conn, {"ws": workspace, "now": now, "limit": limit}, tags, task_key)
-    return await conn.fetch_all(q.path_candidates(bool(tags), task_key is not None), params)
+    return await conn.fetch_all(queries.path_candidates(bool(tags), task_key is not None), params)
 
 
 def _values(change: TaskChange) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -231,11 +247,11 @@ async def update_leased(
     columns, values = _values(change)
     params = {"ws": workspace, "key": key, "token": token, **values}
     if event is None:
-        return await conn.fetch_one(q.update_leased(columns, leaf_only), params)
+        return await conn.fetch_one(queries.update_leased(columns, leaf_only), params)
     if conn.dialect == "postgresql":
         params.update(ev_kind=event.kind, ev_actor=event.actor, ev_detail=event.detail, ev_at=at)
-        return await conn.fetch_one(q.update_leased(columns, leaf_only, logged=True), params)
-    row = await conn.fetch_one(q.update_leased(columns, leaf_only), params)
+        return await conn.fetch_one(queries.update_leased(columns, leaf_only, logged=True), params)
+    row = await conn.fetch_one(queries.update_leased(columns, leaf_only), params)
     if row is not None:
         await record_event(conn, workspace, key, row.attempts, event, at)
     return row
@@ -247,7 +263,7 @@ async def update_where_status(
     """Apply `change` to a task only if its status is one of `statuses`; None if it is not."""
     columns, values = _values(change)
     params = {"ws": workspace, "key": key, "statuses": array(conn.dialect, sorted(str(s) for s in statuses)), **values}
-    return await conn.fetch_one(q.update_in_status(columns), params)
+    return await conn.fetch_one(queries.update_in_status(columns), params)
 
 
 async def propagate(conn: Connection, workspace: str, changed: list[str], at: float = 0.0) -> Settled:
@@ -259,13 +275,13 @@ async def propagate(conn: Connection, workspace: str, changed: list[str], at: fl
     settled = Settled.nothing()
     queue = list(changed)
     while queue:
-        found = await conn.fetch_all(q.DEPENDENTS_OF, {"ws": workspace, "keys": array(conn.dialect, queue)})
+        found = await conn.fetch_all(Q.dependents_of, {"ws": workspace, "keys": array(conn.dialect, queue)})
         dependents = list(dict.fromkeys(row.task_key for row in found))
         queue = []
         if not dependents:
             break
         if conn.dialect == "postgresql":  # take turns with other changes to these tasks' dependencies
-            await conn.execute(q.LOCK_TASKS, {"ws": workspace, "keys": dependents})
+            await conn.execute(Q.lock_tasks, {"ws": workspace, "keys": dependents})
         flags = await compute_flags(conn, workspace, dependents)
         current = await get_many(conn, workspace, dependents)
         for key, (deps_done, blocked) in flags.items():
@@ -274,7 +290,7 @@ async def propagate(conn: Connection, workspace: str, changed: list[str], at: fl
             if decided is not None:
                 effect, change = decided
                 columns, values = _values(change)
-                await conn.execute(q.update_by_key(columns), {"ws": workspace, "key": key, **values})
+                await conn.execute(queries.update_by_key(columns), {"ws": workspace, "key": key, **values})
                 settled.add(effect, row)
             if row.blocked != blocked:
                 queue.append(key)
@@ -285,7 +301,7 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
     """(every dependency settled, a dependency failed or is blocked) for each task (`dependency_flags`)."""
     found: dict[str, list[tuple[str, bool]]] = {key: [] for key in keys}
     params = {"ws": workspace, "keys": array(conn.dialect, keys)}
-    for dep in await conn.fetch_all(q.DEPENDENCIES_OF, params):
+    for dep in await conn.fetch_all(Q.dependencies_of, params):
         found[dep.task_key].append((dep.status, dep.blocked))
     return {key: dependency_flags(deps) for key, deps in found.items()}
 
@@ -293,14 +309,14 @@ async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> di
 async def counts(conn: Connection, workspace: str) -> dict[str, int]:
     """Tasks per status over the whole workspace; pending tasks with a failed dependency are `blocked`.
     Read from the counters the triggers keep (a few rows); every status found is counted, whatever it is."""
-    return _counted(await conn.fetch_all(q.TASK_COUNTS, {"ws": workspace}))
+    return _counted(await conn.fetch_all(Q.task_counts, {"ws": workspace}))
 
 
 async def counts_and_ran_out(conn: Connection, workspace: str, now: float) -> tuple[dict[str, int], bool]:
     """`counts`, and whether a task's lease ran out on its last attempt by `now` (then the caller settles
     it: `fail_expired_exhausted`). One statement: the probe is an index seek riding on the counts."""
-    rows = await conn.fetch_all(q.TASK_COUNTS_RAN_OUT, {"ws": workspace, "now": now})
-    counted = [row for row in rows if row.status != q.RAN_OUT]
+    rows = await conn.fetch_all(Q.task_counts_ran_out, {"ws": workspace, "now": now})
+    counted = [row for row in rows if row.status != RAN_OUT]
     return _counted(counted), len(counted) < len(rows)
 
 
@@ -317,13 +333,13 @@ async def why_nothing(
 ) -> EmptyClaimFacts:
     """How many tasks an empty claim's filters match, and how many of them are done."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await fetch_row(conn, q.why_nothing(bool(tags), task_key is not None), params)
+    return await fetch_row(conn, queries.why_nothing(bool(tags), task_key is not None), params)
 
 
 async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, task_key: str | None) -> list[WaitRow]:
     """The unfinished tasks the filters match, each with its dependencies that are not done."""
     params = _filters(conn, {"ws": workspace}, tags, task_key)
-    return await conn.fetch_all(q.waiting(bool(tags), task_key is not None), params)
+    return await conn.fetch_all(queries.waiting(bool(tags), task_key is not None), params)
 
 
 async def roots(conn: Connection, workspace: str, *, now: float, limit: int) -> list[RootRow]:
@@ -332,24 +348,25 @@ async def roots(conn: Connection, workspace: str, *, now: float, limit: int) -> 
     dependencies find, without reading the backlog."""
     params = {"ws": workspace, "now": now, "limit": limit}
     out: list[RootRow] = []
-    for query in (q.ROOTS_IN_BACKOFF, q.ROOTS_CLAIMABLE, q.ROOTS_CLAIMED, q.ROOTS_IN_REVIEW, q.ROOTS_FAILED):
+    for query in (Q.roots_in_backoff, Q.roots_claimable, Q.roots_claimed, Q.roots_in_review, Q.roots_failed):
         out.extend(await conn.fetch_all(query, params))
     return sorted(out, key=lambda r: r.id)
 
 
 async def waiting_by_key(conn: Connection, workspace: str, keys: list[str]) -> list[WaitRow]:
     """The unfinished ones among `keys`, as `waiting` returns them."""
-    return await conn.fetch_all(q.WAITING_BY_KEY, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    params = {"ws": workspace, "keys": array(conn.dialect, keys)}
+    return await conn.fetch_all(queries.waiting(False, False, by_keys=True), params)
 
 
 async def known_tags(conn: Connection, workspace: str, *, limit: int) -> list[str]:
     """The first `limit` tags the workspace's tasks have, in order."""
-    return [row[0] for row in await conn.fetch_all(q.KNOWN_TAGS, {"ws": workspace, "limit": limit})]
+    return [row.tag for row in await conn.fetch_all(Q.known_tags, {"ws": workspace, "limit": limit})]
 
 
 async def held_by(conn: Connection, workspace: str, agent: str) -> list[TaskRecord]:
     """Tasks this agent holds a lease on now (expired but not re-claimed included)."""
-    return await conn.fetch_all(q.HELD_BY, {"ws": workspace, "agent": agent})
+    return await conn.fetch_all(Q.held_by, {"ws": workspace, "agent": agent})
 
 
 async def page(
@@ -375,7 +392,7 @@ async def page(
         params.update(search.params(conn.dialect))
     shape = search.shape if search is not None else None
     try:
-        return await conn.fetch_all(q.task_page(bool(statuses), tag is not None, ready, shape), params)
+        return await conn.fetch_all(queries.task_page(bool(statuses), tag is not None, ready, shape), params)
     except Exception as exc:
         if search is None:
             raise
