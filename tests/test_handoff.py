@@ -377,10 +377,19 @@ async def test_a_reopen_says_the_result_it_replaces(db_url, workspace):
         got = await call(ann, "claim_task", task_key="b")
         await complete(ann, "b", got["lease"]["token"], result={"log": "r" * 500}, verification="v" * 500)
         await call(ann, "update_task", task_key="b", action="reopen", reason="wrong branch")
-        text = (await call(bob, "claim_task", task_key="b"))["task"]["context"]["notes"][0]["text"]
+        held = await call(bob, "claim_task", task_key="b")
+        text = held["task"]["context"]["notes"][0]["text"]
         assert len(text) <= 300, text
         assert text.startswith('ann reopened task b: wrong branch; it was done with result {"log":'), text
         assert "/ verification vvv" in text and text.endswith("…") and text.count("…") == 2, text
+
+        # a long reason fills the handoff's 300 characters; list_tasks(task_key=K) shows the note whole
+        await complete(bob, "b", held["lease"]["token"], result={"commit": "c0ffee"}, verification="ok")
+        await call(bob, "update_task", task_key="b", action="reopen", reason="r" * 400)
+        [row] = (await call(bob, "list_tasks", task_key="b"))["tasks"]
+        assert row["context"]["notes"][0]["text"] == (
+            f'bob reopened task b: {"r" * 400}; it was done with result {{"commit":"c0ffee"}} / verification ok'
+        )
 
 
 async def test_a_rejected_gate_dependency_carries_the_persons_comment(db_url, workspace):

@@ -48,6 +48,7 @@ def then(text: str, rest: str) -> str:
 
 #: a note's text in a handoff's `context` is cut here: a reopen says what it replaces within it
 NOTE_CHARS = 300
+MIN_ROOM = 60  #: what a reopen's note gives the result and verification it replaces, at least
 
 
 def _within(text: str, chars: int) -> str:
@@ -64,9 +65,9 @@ def _reopened(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     verification = d.get("verification")
     parts = [("with result ", result), ("verification ", verification)]
     labels = " / ".join(label for label, value in parts if value is not None)
-    room = NOTE_CHARS - len(head + then(d["reason"], f"it was done {labels}"))
-    if room < 40:  # a long reason: the event keeps them
-        return head + then(d["reason"], "it was done (its result and verification are in the task's events)")
+    # a long reason leaves no room: a short start still follows it, past the handoff's cut (list_tasks
+    # (task_key=K) shows notes whole), within what an import allows around a person's text
+    room = max(NOTE_CHARS - len(head + then(d["reason"], f"it was done {labels}")), MIN_ROOM)
     r, v = result or "", verification or ""
     v_room = min(len(v), max(room // 2, room - len(r)))
     said = [f"with result {_within(r, room - v_room)}" if result is not None else None,
