@@ -214,12 +214,12 @@ class ContextDependency(Result):
     #: `result`, `verification` or `comment` was cut
     cut: bool | None = Field(default=None, exclude_if=lambda v: not v)
     reason: str | None = Field(default=None, exclude_if=_absent)  #: why it was cancelled
-    #: the person's comment on approving it (a gate or a review task), cut to 300 characters as results are
+    #: the person's comment on approving or rejecting it (a gate or a review task), cut to 300 characters
     comment: str | None = Field(default=None, exclude_if=_absent)
 
 
-#: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its newest notes
-#: (newest first) and its dependencies.
+#: What the next holder of a task must know (at most 2,000 bytes of compact JSON): its notes (5, reasons
+#: and messages first, shown newest first) and its dependencies.
 class TaskContext(Result):
     notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
     dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)

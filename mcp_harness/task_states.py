@@ -111,6 +111,13 @@ class Effect(enum.Enum):
 
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
 EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
+#: a connection's end ended the lease on the last attempt (followed by ": " and why)
+ENDED_ON_LAST_ATTEMPT = "the lease ended on the last allowed attempt"
+
+
+def ran_out_on_last_attempt(last_error: str | None) -> bool:
+    """Whether a failed task's `last_error` says its lease expired, or ended, on the last attempt."""
+    return last_error == EXPIRED_ON_LAST_ATTEMPT or (last_error or "").startswith(ENDED_ON_LAST_ATTEMPT + ":")
 
 
 class _Keep(enum.Enum):
@@ -385,7 +392,10 @@ RULES: dict[Action, Rule] = {
         reports="revoked",
         # a person cancelled it: only a person revives it
         operator_from=frozenset({Status.CANCELLED}),
-        operator_instead="record_progress (task_key, status note) asking a person to reopen it, and why",
+        operator_instead=(
+            "message(action='send', to='operators', task_key={key!r}, body=...) asking a person (the operators' "
+            "inbox) to reopen it, and why"
+        ),
     ),  # fmt: skip
     Action.APPROVE: Rule(
         _IN_REVIEW,

@@ -70,8 +70,12 @@ def test_multi_session_log_tells_the_story(tmp_path):
     failed = [t for k, t in harness if k == "api" and "failed on attempt 1" in t]
     assert failed and "integration test timed out" in failed[0] and "will be retried in" in failed[0]
     taken = [t for k, t in harness if k == "docs" and "took over task docs (attempt 2)" in t]
-    assert taken and "the lease of ann expired" in taken[0]
-    assert ("schema", "tester reopened task schema: orders has no total column; the checkout needs it") in harness
+    assert taken and "the lease of ann ended: its connection ended" in taken[0]  # its session ended
+    reopened = [t for k, t in harness if k == "schema" and "reopened task schema" in t]
+    # the reopen's note says the reason and what it cleared (the result and verification it replaces)
+    assert reopened and reopened[0].startswith(
+        "tester reopened task schema: orders has no total column; the checkout needs it; it was done with result"
+    ), reopened
     for text in (failed[0], taken[0], "tester reopened task schema"):
         assert text in log, text  # the people's log shows the same, on one line
     texts = [text for _agent, _key, text in facts["log"]]  # oldest first

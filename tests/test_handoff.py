@@ -229,7 +229,9 @@ async def test_the_last_attempt_names_the_way_out_and_only_a_person_revives_a_ca
 
         await call(olga, "update_task", task_key="c", action="cancel", reason="not needed")
         err = await fail(ann, "update_task", task_key="c", action="reopen", reason="I want it")
-        assert err.code == "forbidden" and "record_progress" in err.text, err.text
+        # what to do instead reaches a person: the operators' inbox, about this task (trial item 5)
+        assert err.code == "forbidden" and "message(action='send', to='operators', task_key='c'" in err.text, err.text
+        assert "record_progress" not in err.text, err.text
         assert (await call(ann, "update_task", task_key="a", action="reopen", reason="finished"))["status"] == "pending"
         assert (await call(olga, "update_task", task_key="c", action="reopen", reason="needed"))["status"] == "pending"
 
@@ -315,3 +317,123 @@ async def test_status_says_a_lease_ended_with_its_connection_not_that_it_ran_out
         ended = text.index("ENDED (the holder's connection or session ended")
         assert "slept" in text[ran_out:ended] and "gone" not in text[ran_out:ended]
         assert "gone" in text[ended:] and "its connection ended (stdin closed)" in text[ended:]
+
+
+async def end_connection(url: str, workspace: str, agent: str) -> list[str]:
+    """`agent`'s connection ends (its stdin closed), as the stdio transport reports it."""
+    async with Harness.open(settings_for(url)) as h:
+        return await h.tasks.end_leases(Identity(workspace, agent), "its connection ended (stdin closed)")
+
+
+async def test_a_persons_instruction_outlasts_the_harness_notes_of_three_session_deaths(db_url, workspace):
+    """The trial (revision 3 handoff, item 1): a person's message about a task was pushed out of the next
+    holder's five notes by the connection-end and take-over notes of two or three session deaths. The
+    five shown are chosen by weight (reasons and messages, then agents' entries, then the harness's
+    other notes), newest first within a weight, and shown newest first."""
+    names = ["a1", "a2", "a3", "a4"]
+    async with connect(db_url, workspace, "carol", "operator") as carol:
+        await call(carol, "add_tasks", tasks=[{"key": "t", "title": "T", "max_attempts": 9}])
+        async with connect(db_url, workspace, names[0]) as first:
+            await call(first, "claim_task")
+            clock.advance(1)
+            await call(first, "record_progress", summary="schema drafted", task_key="t")
+        clock.advance(1)
+        said = await call(carol, "message", action="send", to="*", task_key="t", body="use the v2 endpoint")
+        for before, after in zip(names, names[1:], strict=False):
+            clock.advance(1)
+            assert await end_connection(db_url, workspace, before) == ["t"]
+            clock.advance(1)
+            async with connect(db_url, workspace, after) as nxt:
+                taken = await call(nxt, "claim_task", task_key="t")
+        notes = taken["task"]["context"]["notes"]
+        assert len(notes) == 5, notes
+        texts = [n["text"] for n in notes]
+        assert {"message": said["id"], "at": said["at"], "by": "carol", "text": "use the v2 endpoint"} in notes, texts
+        assert "schema drafted" in texts, texts
+        # the three newest harness notes fill the rest; newest first throughout
+        assert texts[0].startswith("a4 took over task t") and "the lease of a3 on task t ended" in texts[1], texts
+        assert texts[2].startswith("a3 took over task t"), texts
+        assert texts[3:] == ["use the v2 endpoint", "schema drafted"], texts
+        assert [n["at"] for n in notes] == sorted((n["at"] for n in notes), reverse=True)
+        async with connect(db_url, workspace, "a4") as holder:
+            assert (await call(holder, "list_tasks", task_key="t"))["tasks"][0]["context"]["notes"] == notes
+
+
+async def test_a_reopen_says_the_result_it_replaces(db_url, workspace):
+    """The trial (item 2): reopening a done task cleared its result and verification, and no note said
+    them, so the next holder knew nothing of the earlier commit. The reopen note says them, cut so the
+    note fits its 300 characters."""
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "bob") as bob:
+        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
+        got = await call(ann, "claim_task", task_key="a")
+        await complete(ann, "a", got["lease"]["token"], result={"commit": "bbe720c", "files": 3})
+        await call(ann, "update_task", task_key="a", action="reopen", reason="the tests were flaky.")
+        note = (await call(bob, "claim_task", task_key="a"))["task"]["context"]["notes"][0]
+        assert note["by"] == "ann" and note["text"] == (
+            'ann reopened task a: the tests were flaky. It was done with result {"commit":"bbe720c","files":3} '
+            "/ verification pytest -q passed"
+        ), note
+
+        got = await call(ann, "claim_task", task_key="b")
+        await complete(ann, "b", got["lease"]["token"], result={"log": "r" * 500}, verification="v" * 500)
+        await call(ann, "update_task", task_key="b", action="reopen", reason="wrong branch")
+        held = await call(bob, "claim_task", task_key="b")
+        text = held["task"]["context"]["notes"][0]["text"]
+        assert len(text) <= 300, text
+        assert text.startswith('ann reopened task b: wrong branch; it was done with result {"log":'), text
+        assert "/ verification vvv" in text and text.endswith("…") and text.count("…") == 2, text
+
+        # a long reason fills the handoff's 300 characters; list_tasks(task_key=K) shows the note whole
+        await complete(bob, "b", held["lease"]["token"], result={"commit": "c0ffee"}, verification="ok")
+        await call(bob, "update_task", task_key="b", action="reopen", reason="r" * 400)
+        [row] = (await call(bob, "list_tasks", task_key="b"))["tasks"]
+        assert row["context"]["notes"][0]["text"] == (
+            f'bob reopened task b: {"r" * 400}; it was done with result {{"commit":"c0ffee"}} / verification ok'
+        )
+
+
+async def test_a_rejected_gate_dependency_carries_the_persons_comment(db_url, workspace):
+    """The trial (item 3): `context.dependencies` showed a rejected gate as `failed` without the comment
+    that a claim's `waiting_on` carries; a rejected review task is pending again, with it too."""
+    async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
+        await call(ann, "add_tasks", tasks=[
+            {"key": "signoff", "title": "Sign-off", "kind": "gate"},
+            {"key": "design", "title": "Design", "review": True},
+            {"key": "release", "title": "Release", "depends_on": ["signoff", "design"]},
+        ])  # fmt: skip
+        got = await call(ann, "claim_task", task_key="design")
+        await complete(ann, "design", got["lease"]["token"])
+        long = "legal has not read it " + "x" * 400
+        await call(olga, "update_task", task_key="signoff", action="reject", comment=long)
+        await call(olga, "update_task", task_key="design", action="reject", comment="name the endpoints")
+        deps = (await call(ann, "list_tasks", task_key="release"))["tasks"][0]["context"]["dependencies"]
+        assert deps == [
+            {"key": "signoff", "status": "failed", "comment": long},  # whole: one task read on purpose
+            {"key": "design", "status": "pending", "comment": "name the endpoints"},
+        ], deps
+        async with Harness.open(settings_for(db_url)) as h, h.db.read() as conn:  # a handoff's cuts it to 300
+            from mcp_harness.store import tasks as store
+
+            bounded = await task_context(conn, workspace, await store.get(conn, workspace, "release"))
+        assert bounded is not None and bounded.dependencies is not None
+        gate = bounded.dependencies[0]
+        assert gate.comment == "legal has not read it " + "x" * 278 + "…" and gate.cut, gate
+
+
+async def test_a_connection_end_on_the_last_attempt_is_named_as_such(db_url, workspace):
+    """The trial (item 6): when a connection's end failed a task on its last attempt, its `last_error` and
+    a note said the lease expired, beside the note saying the connection ended. They say what happened."""
+    async with connect(db_url, workspace, "ann") as ann:
+        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A", "max_attempts": 1}])
+        got = await call(ann, "claim_task")
+        assert await end_connection(db_url, workspace, "ann") == ["a"]
+        [row] = (await call(ann, "list_tasks", task_key="a"))["tasks"]
+        why = "its connection ended (stdin closed)"
+        assert row["status"] == "failed" and row["last_error"] == f"the lease ended on the last allowed attempt: {why}"
+        texts = [n["text"] for n in row["context"]["notes"]]
+        assert texts[0] == f"task a failed: the lease of ann ended on its last attempt (1): {why}", texts
+        assert not any("expired" in text for text in texts), texts
+        err = await fail(ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
+                         verification="done")  # fmt: skip
+        assert err.code == "lease_lost" and f"ended on the last attempt, as {why}, and the task failed" in err.text
+        assert "action='reopen'" in err.text and "claim_task(task_key='a')" in err.text, err.text

@@ -108,7 +108,10 @@ async def test_reopen_revokes_dependent_leases_clears_and_logs(client, db_url, w
     assert [k for k, _a, _d in await events(db_url, workspace, "app")] == ["claim", "revoke"]
     retaken = await claim(client, task_key="lib")
     assert "last_error" not in retaken["task"]  # the next claimer is not shown the reason as an error
-    assert await harness_log(client, "lib") == ["agent-a reopened task lib: API changed"]
+    # the note says what the reopen cleared: the next holder reads it in its context
+    assert await harness_log(client, "lib") == [
+        'agent-a reopened task lib: API changed; it was done with result {"version":1} / verification tested'
+    ]
     assert await harness_log(client, "app") == [
         "the lease of agent-a on task app was revoked: its dependency lib was reopened by agent-a"
     ]

@@ -25,7 +25,7 @@ from ..store import Connection, Database, reservations
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
-from ..task_states import EXPIRED_ON_LAST_ATTEMPT, RULES, Action, Given, Outcome, Rule, Status, Who, completed
+from ..task_states import RULES, Action, Given, Outcome, Rule, Status, Who, completed, ran_out_on_last_attempt
 from . import task_paths
 from .base import Identity, ServiceBase
 from .task_events import event, lease_history, logged
@@ -128,7 +128,7 @@ class TaskActions(ServiceBase):
         if before.status in rule.operator_from and ident.role != "operator":
             raise Forbidden(
                 f"{args.action} of a {before.status} task is a person's decision (the 'operator' role); this "
-                f"connection has the {ident.role!r} role. Instead: {rule.operator_instead}"
+                f"connection has the {ident.role!r} role. Instead: {rule.operator_instead.format(key=key)}"
             )
         outcome = rule.change(before, given)
         ev = event(outcome.event, ident.agent, outcome.detail) if outcome.event else None
@@ -274,7 +274,7 @@ class TaskActions(ServiceBase):
             )
         why = f": {ended}" if ended else ""
         way_out = ""
-        if row.status == Status.FAILED and row.last_error == EXPIRED_ON_LAST_ATTEMPT:
+        if row.status == Status.FAILED and ran_out_on_last_attempt(row.last_error):
             way_out = (
                 f". If the work is finished: update_task(task_key={key!r}, action='reopen', reason=...), then "
                 f"claim_task(task_key={key!r}), then complete with the new lease_token"

@@ -5,9 +5,9 @@ task event each one tells, agents' progress entries about the task, and the mess
 person's answer to the previous holder reaches the next one) and its dependencies' status, result and
 verification, within `MAX_BYTES` of compact JSON; `full=True` answers it whole (the result and texts
 uncut, no byte bound: one task read on purpose). It costs a few bounded queries whatever the history:
-the newest `NOTES` progress entries and messages about the task and its newest events by index, and one
+the newest `CANDIDATES` progress entries and messages about the task and its newest events by index, and one
 read of its dependencies (plus one event read per cancelled dependency, for its reason, and per approved
-gate or review task, for the person's comment)."""
+gate or review task, for the person's comment; a rejected one carries its comment in its row)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from .base import iso
 from .task_events import HARNESS, KINDS, WITH_REASON
 
 NOTES = 5  #: notes at most, newest first
+#: candidates read from each source (progress entries, messages) to choose the `NOTES` shown from: a
+#: reason or a person's message older than a run of connection-end and take-over notes is still chosen
+CANDIDATES = 20
 TEXT_CHARS = 300  #: a note's text, a dependency's result (compact JSON) and verification are cut here
 MAX_BYTES = 2000  #: the context's compact JSON (UTF-8) at most
 CUT = "…"
@@ -54,23 +57,31 @@ def _message_text(row: MessageRow) -> str:
     return " ".join(row.subject.split()) + " | " + text if row.subject else text
 
 
+def _chosen(out: list[tuple[float, int, ContextNote]]) -> list[tuple[int, ContextNote]]:
+    """At most `NOTES` of the candidates, by weight (reasons and messages, then agents' entries, then the
+    harness's other notes), newest first within a weight; answered newest first."""
+    out.sort(key=lambda n: n[0], reverse=True)  # newest first (stable: each source is already)
+    kept = sorted(range(len(out)), key=lambda i: -out[i][1])[:NOTES]  # stable: newest first per weight
+    return [(out[i][1], out[i][2]) for i in sorted(kept)]
+
+
 async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, ContextNote]]:
-    """The newest notes about the task with their weight, newest first: progress entries and messages
-    naming it. A harness entry about a task event is dated as the event: that pairs it with its event,
-    which names who caused it."""
-    entries = await progress_store.recent(conn, workspace, task_key=key, limit=NOTES)
-    messages = await message_store.about_task(conn, workspace, key, limit=NOTES)
+    """The notes about the task shown with their weight, newest first: progress entries and messages
+    naming it, chosen from the newest `CANDIDATES` of each (`_chosen`). A harness entry about a task
+    event is dated as the event: that pairs it with its event, which names who caused it."""
+    entries = await progress_store.recent(conn, workspace, task_key=key, limit=CANDIDATES)
+    messages = await message_store.about_task(conn, workspace, key, limit=CANDIDATES)
     out = [
         (m.created_at, _REASON, ContextNote(message=m.message_id, at=iso(m.created_at), by=m.sender,
                                             text=_message_text(m)))
         for m in messages
     ]  # fmt: skip
     if not entries:
-        return [(weight, note) for _at, weight, note in out]
+        return _chosen(out)
     # (time, text) -> its event; time alone where the text cannot be told again
     events: dict[tuple[float, str | None], TaskEventRow] = {}
     if any(e.agent == HARNESS for e in entries):
-        for row in await store.recent_events(conn, workspace, key, 4 * NOTES):
+        for row in await store.recent_events(conn, workspace, key, 4 * CANDIDATES):
             says = KINDS[row.kind].says
             if says is not None:
                 try:
@@ -86,8 +97,7 @@ async def _notes(conn: Connection, workspace: str, key: str) -> list[tuple[int, 
             by, weight = (ev.actor, _REASON if ev.kind in WITH_REASON else _OTHER) if ev else (HARNESS, _OTHER)
         note = ContextNote(seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry))
         out.append((entry.created_at, weight, note))
-    out.sort(key=lambda n: n[0], reverse=True)  # newest first (stable: each list is already)
-    return [(weight, note) for _at, weight, note in out[:NOTES]]
+    return _chosen(out)
 
 
 def _result_of(raw: str | None, chars: int | None) -> tuple[Any, bool]:
@@ -146,6 +156,9 @@ async def task_context(conn: Connection, workspace: str, row: TaskRecord, *, ful
             ev = await store.last_event(conn, workspace, key, "cancel")
             reasons[key] = json.loads(ev.detail).get("reason") if ev is not None and ev.detail else None
     comments = await _approval_comments(conn, workspace, [deps[k] for k in keys if k in deps])
+    for dep in deps.values():  # a rejected gate or review says the person's comment (as a claim's `waiting_on`)
+        if dep.review_comment and dep.status in (Status.PENDING, Status.FAILED):
+            comments[dep.key] = dep.review_comment
     present = [deps[k] for k in keys if k in deps]
     if not notes and not present:
         return None

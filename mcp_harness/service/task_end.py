@@ -31,11 +31,14 @@ class LeaseEnder(ServiceBase):
         at = now()
         async with self.db.write() as conn:
             ended = await store.end_leases(conn, ident.workspace, ident.agent, at, tokens)
+            last = {}  # the tasks on their last attempt fail at once, by what happened
             for row in ended:
                 detail = {"reason": reason} | ({"last": True} if row.attempts >= row.max_attempts else {})
                 await logged(conn, ident.workspace, row.key, row.attempts, event("lease_end", ident.agent, detail), at)
+                if row.attempts >= row.max_attempts:
+                    last[row.key] = reason
             if ended:
-                await fail_exhausted(conn, ident.workspace, at)
+                await fail_exhausted(conn, ident.workspace, at, last)
         if ended:
             self.wakeup.notify(ident.workspace)
         return [row.key for row in ended]

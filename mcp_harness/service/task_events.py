@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..jsonvalue import dumps
 from ..store import Connection
 from ..store import tasks as store
 from ..store.records import TaskEventRow
+from ..task_states import ENDED_ON_LAST_ATTEMPT, Status, TaskChange
 from .base import Identity
 from .progress import append_entry
 
@@ -44,6 +46,35 @@ def then(text: str, rest: str) -> str:
     return f"{text}; {rest}"
 
 
+#: a note's text in a handoff's `context` is cut here: a reopen says what it replaces within it
+NOTE_CHARS = 300
+MIN_ROOM = 60  #: what a reopen's note gives the result and verification it replaces, at least
+
+
+def _within(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: max(chars - 1, 0)] + "…"
+
+
+def _reopened(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
+    """A reopen's note; of a done task it says the result and verification it replaces (the reopen
+    clears them), cut so the whole text fits `NOTE_CHARS` where the reason leaves room."""
+    head = f"{actor} reopened task {key}: "
+    if d.get("status") != "done" or (d.get("result") is None and d.get("verification") is None):
+        return head + d["reason"]
+    result = dumps(json.loads(d["result"])) if d.get("result") is not None else None
+    verification = d.get("verification")
+    parts = [("with result ", result), ("verification ", verification)]
+    labels = " / ".join(label for label, value in parts if value is not None)
+    # a long reason leaves no room: a short start still follows it, past the handoff's cut (list_tasks
+    # (task_key=K) shows notes whole), within what an import allows around a person's text
+    room = max(NOTE_CHARS - len(head + then(d["reason"], f"it was done {labels}")), MIN_ROOM)
+    r, v = result or "", verification or ""
+    v_room = min(len(v), max(room // 2, room - len(r)))
+    said = [f"with result {_within(r, room - v_room)}" if result is not None else None,
+            f"verification {_within(v, v_room)}" if verification is not None else None]  # fmt: skip
+    return head + then(d["reason"], "it was done " + " / ".join(x for x in said if x))
+
+
 def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     after = f"will be retried in {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
     return f"task {key} failed on attempt {attempt} ({actor}): " + then(d.get("error") or "no error given", after)
@@ -65,8 +96,15 @@ KINDS: dict[str, EventKind] = {
         status=lambda d: "note" if d.get("retry_in") is not None else "blocked",
     ),
     "expire": EventKind(
-        says=lambda k, a, n, d: f"task {k} failed: the lease of {a} expired on its last attempt ({n})",
-        ended="the lease expired on the last attempt and the task failed",
+        says=lambda k, a, n, d: (
+            f"task {k} failed: the lease of {a} "
+            + (
+                f"ended on its last attempt ({n}): {d['ended']}"
+                if d.get("ended")
+                else f"expired on its last attempt ({n})"
+            )
+        ),  # `ended`: why, when a connection's end did it
+        ended="the lease {how} and the task failed",
         status=lambda _d: "blocked",
     ),
     "release": EventKind(
@@ -87,7 +125,7 @@ KINDS: dict[str, EventKind] = {
         ended="it was revoked because a dependency was reopened ({dependency!r}, by agent {actor!r})",
     ),
     "reopen": EventKind(
-        says=lambda k, a, n, d: f"{a} reopened task {k}: {d['reason']}",
+        says=_reopened,
         ended="it was reopened by agent {actor!r} ({reason})",
     ),
     # review (issue 17): a completed review task, or a gate whose dependencies are done, waits for a person
@@ -111,7 +149,7 @@ KINDS: dict[str, EventKind] = {
             f"operator {a} released task {k} (held by {d['owner']})"
             + (": " + then(d["reason"], "it is pending again") if d.get("reason") else "; it is pending again")
         ),
-        ended="an operator ({actor!r}) released it",
+        ended="an operator ({actor!r}) released it{because}",
     ),
     "retry_now": EventKind(),
     # path reservations (issue 28): the holder reserved or dropped paths under its lease
@@ -158,7 +196,13 @@ async def logged(
 def how_it_ended(row: TaskEventRow) -> str:
     """The `lease_lost` phrase for the event that ended a lease."""
     detail = json.loads(row.detail) if row.detail else {}
-    return KINDS[row.kind].ended.format(actor=row.actor, attempt=row.attempt, **detail)
+    said = {
+        "because": f" ({detail['reason']})" if detail.get("reason") else "",
+        "how": f"ended on the last attempt, as {detail['ended']},"
+        if detail.get("ended")
+        else "expired on the last attempt",
+    }
+    return KINDS[row.kind].ended.format(actor=row.actor, attempt=row.attempt, **(said | detail))
 
 
 def lease_history(rows: list[TaskEventRow], token: str) -> str | None:
@@ -171,11 +215,20 @@ def lease_history(rows: list[TaskEventRow], token: str) -> str | None:
     return None
 
 
-async def fail_exhausted(conn: Connection, workspace: str, at: float) -> None:
+async def fail_exhausted(conn: Connection, workspace: str, at: float, ended: dict[str, str] | None = None) -> None:
     """Fail the tasks whose lease ran out on their last attempt (each with its `expire` event) and
-    settle what depends on them."""
-    failed = await store.fail_expired_exhausted(conn, workspace, at)
-    for dead in failed:
+    settle what depends on them. `ended`: task key -> why its lease ended at `at` (a connection's end):
+    its `last_error` and note say that rather than an expiry."""
+    failed = []
+    for key, why in (ended or {}).items():
+        change = TaskChange(status=Status.FAILED, ready=False, lease_token=None,
+                            last_error=f"{ENDED_ON_LAST_ATTEMPT}: {why}", updated_at=at)  # fmt: skip
+        row = await store.update_where_status(conn, workspace, key, frozenset({Status.CLAIMED}), change)
+        if row is not None:
+            failed.append(row)
+            await logged(conn, workspace, key, row.attempts, event("expire", row.owner or "?", {"ended": why}), at)
+    expired = await store.fail_expired_exhausted(conn, workspace, at)
+    for dead in expired:
         await logged(conn, workspace, dead.key, dead.attempts, event("expire", dead.owner or "?"), at)
-    if failed:
-        await store.propagate(conn, workspace, [dead.key for dead in failed], at)
+    if failed or expired:
+        await store.propagate(conn, workspace, [dead.key for dead in failed + expired], at)
