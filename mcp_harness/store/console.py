@@ -93,10 +93,6 @@ async def graph(
     return nodes, [(r.task_key, r.dep_key) for r in rows]
 
 
-async def count_tasks(conn: Connection, workspace: str) -> int:
-    return int(await conn.fetch_value(Q.count_tasks, {"ws": workspace}))
-
-
 async def timeline(
     conn: Connection,
     workspace: str,
