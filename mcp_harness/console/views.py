@@ -17,6 +17,7 @@ from ..service.task_events import KINDS as EVENT_KINDS
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
+from .shared import shared
 
 DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
 PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
@@ -75,6 +76,7 @@ async def home(console: Console, request: Request) -> Response:
 
 
 @page
+@shared
 async def needs(console: Console, request: Request) -> Response:
     """The "needs you" bar alone: what a page's bar re-fetches when something changes."""
     session, ident = await console.viewer(request)
@@ -83,6 +85,7 @@ async def needs(console: Console, request: Request) -> Response:
 
 
 @page
+@shared
 async def board(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     only = _text(request, "col")

@@ -368,7 +368,8 @@ def task_table(status: str | None, owner: bool, tag: bool, sort: str, descending
 
 @cache
 def events_window(agent: bool, task_key: bool, since: bool) -> Query:
-    """Task events newest first (by time; one task's by id) up to `:until` (and from `:since`), by `:agent` and `:task_key` when asked."""
+    """Task events newest first (by time; one task's by id) up to `:until` (and from `:since`), by `:agent`
+    and `:task_key` when asked."""
     # one task's: `+created_at` (no index on it) keeps SQLite, which has no statistics, on the task's index
     at = "+created_at" if task_key else "created_at"
     where = ["workspace = :ws", f"{at} <= :until"]
