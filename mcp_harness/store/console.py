@@ -122,7 +122,8 @@ async def timeline(
 
 async def last_seen(conn: Connection, workspace: str) -> dict[str, float]:
     """When each agent last did something the database keeps: a recent progress entry (of the newest
-    `RECENT_ENTRIES`), a checkpoint, or a change to a task it holds or held."""
+    `RECENT_ENTRIES`), a checkpoint, the end of its hold on a task among the newest task events, or a
+    change to a task it holds now."""
     rows = await conn.fetch_all(Q.last_seen, {"ws": workspace, "recent": RECENT_ENTRIES})
     return {r.agent: float(r.at) for r in rows}
 

@@ -183,9 +183,10 @@ LIMIT :limit
 -- name: last_seen
 -- row: SeenRow
 -- When each agent last did something the database keeps: a progress entry among the newest :recent,
--- a checkpoint, a task event of an agent's own (a claim, a completion...) among the newest :recent, or a
--- change to a task it holds now (a heartbeat). Bounded at any size: it never groups the workspace's
--- finished tasks (ix_task_event_time serves the newest events, ix_task_board the held tasks).
+-- a checkpoint, the end of its hold on a task (a completion, a failure, a release) among the newest
+-- :recent task events (ix_task_event_time), or a change to a task it holds now (a heartbeat; :recent of
+-- them at most, read from ix_task_board). Bounded at any size: it never groups the workspace's
+-- finished tasks, as grouping the owners of every task did.
 SELECT agent, max(at) AS at FROM (
     SELECT agent, max(created_at) AS at FROM progress WHERE workspace = :ws
         AND seq > (SELECT progress_seq FROM workspaces WHERE name = :ws) - :recent GROUP BY agent
@@ -195,7 +196,7 @@ SELECT agent, max(at) AS at FROM (
     SELECT actor AS agent, max(created_at) AS at FROM (
         SELECT actor, kind, created_at FROM task_events WHERE workspace = :ws
         ORDER BY created_at DESC, id DESC LIMIT :recent
-    ) AS recent WHERE kind IN ('claim', 'take_over', 'complete', 'fail', 'release', 'submit') GROUP BY actor
+    ) AS recent WHERE kind IN ('complete', 'submit', 'fail', 'release') GROUP BY actor
     UNION ALL
     SELECT owner AS agent, max(updated_at) AS at FROM (
         SELECT owner, updated_at FROM tasks WHERE workspace = :ws AND status = 'claimed' LIMIT :recent
