@@ -159,7 +159,7 @@ async def timeline(console: Console, request: Request) -> Response:
     items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
-    threads = [t.name for t in await console.harness.console.threads(ident)][:200]
+    threads = await console.harness.console.thread_names(ident)
     saved = await console.harness.console_links.for_entries(ident, data.entries) if show != "events" else {}
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,

@@ -184,7 +184,7 @@ LIMIT :limit
 -- row: SeenRow
 -- When each agent last did something the database keeps: a progress entry among the newest :recent,
 -- a checkpoint, the end of its hold on a task (a completion, a failure, a release) among the newest
--- :recent task events (ix_task_event_time), or a change to a task it holds now (a heartbeat; :recent of
+-- :events task events (ix_task_event_time), or a change to a task it holds now (a heartbeat; :recent of
 -- them at most, read from ix_task_board). Bounded at any size: it never groups the workspace's
 -- finished tasks, as grouping the owners of every task did.
 SELECT agent, max(at) AS at FROM (
@@ -195,7 +195,7 @@ SELECT agent, max(at) AS at FROM (
     UNION ALL
     SELECT actor AS agent, max(created_at) AS at FROM (
         SELECT actor, kind, created_at FROM task_events WHERE workspace = :ws
-        ORDER BY created_at DESC, id DESC LIMIT :recent
+        ORDER BY created_at DESC, id DESC LIMIT :events
     ) AS recent WHERE kind IN ('complete', 'submit', 'fail', 'release') GROUP BY actor
     UNION ALL
     SELECT owner AS agent, max(updated_at) AS at FROM (
