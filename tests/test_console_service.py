@@ -142,6 +142,14 @@ async def test_timeline_filters_search_and_pages(harness: Harness, workspace: st
         await tl(alice, status="finished")
 
 
+async def test_the_thread_filter_offers_the_first_threads_by_name(harness: Harness, workspace: str):
+    alice = Identity(workspace, "alice")
+    for name in ("zeta", "alpha", "mid"):
+        await harness.checkpoints.save(alice, state={"n": name}, thread=name)
+    assert await harness.console.thread_names(alice) == ["alpha", "mid", "zeta"]
+    assert await harness.console.thread_names(alice, limit=2) == ["alpha", "mid"]
+
+
 async def test_threads_states_and_diffs(harness: Harness, workspace: str):
     alice = Identity(workspace, "alice")
     await harness.checkpoints.save(alice, state={"a": 1, "list": [1, 2], "gone": True}, thread="t")

@@ -17,6 +17,7 @@ from ..service.task_events import KINDS as EVENT_KINDS
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
+from .shared import shared
 
 DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
 PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time
@@ -75,6 +76,7 @@ async def home(console: Console, request: Request) -> Response:
 
 
 @page
+@shared
 async def needs(console: Console, request: Request) -> Response:
     """The "needs you" bar alone: what a page's bar re-fetches when something changes."""
     session, ident = await console.viewer(request)
@@ -83,6 +85,7 @@ async def needs(console: Console, request: Request) -> Response:
 
 
 @page
+@shared
 async def board(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     only = _text(request, "col")
@@ -156,7 +159,7 @@ async def timeline(console: Console, request: Request) -> Response:
     items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
-    threads = [t.name for t in await console.harness.console.threads(ident)][:200]
+    threads = await console.harness.console.thread_names(ident)
     saved = await console.harness.console_links.for_entries(ident, data.entries) if show != "events" else {}
     return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
                           filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,

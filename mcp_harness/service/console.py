@@ -40,6 +40,7 @@ HELD_SHOWN = 500  #: held tasks the agents page lists
 STUCK_SCAN = 2000  #: tasks of each status the stuck page looks at
 STUCK_SHOWN = 25  #: blockers the stuck page lists
 PACE_EVENTS = 5000  #: task events the pace page reads (the newest)
+FILTER_EVENTS = 1000  #: task events whose actors the agent filter offers (the newest; contacts add the rest)
 BURN_BUCKETS = 40  #: points of the burn-up chart
 #: the status a task is in after an event of each kind (a failure or reject may also end it: see `_after`)
 AFTER_EVENT = {"claim": "claimed", "take_over": "claimed", "complete": "done", "submit": "in_review",
@@ -459,7 +460,7 @@ class ConsoleService(ServiceBase):
         async with self.db.read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             contacts = await store.contacts(conn, ident.workspace, AGENTS_SHOWN)
-            actors = await store.recent_actors(conn, ident.workspace, PACE_EVENTS)
+            actors = await store.recent_actors(conn, ident.workspace, FILTER_EVENTS)
         # every actor seen: agents, the people who acted (operators) and the harness itself (expiries)
         names = set(seen) | {c.agent for c in contacts} | set(actors)
         return sorted(names)[:AGENTS_SHOWN]
@@ -584,7 +585,7 @@ class ConsoleService(ServiceBase):
         check_int("limit", limit, 1, 2000)
         async with self.db.read() as conn:
             nodes, edges = await store.graph(conn, ident.workspace, limit, GRAPH_EDGES)
-            total = await store.count_tasks(conn, ident.workspace)
+            total = sum((await task_store.counts(conn, ident.workspace)).values())  # the counters: a few rows
         return Graph([_dependency(n) for n in nodes], edges, total)
 
     async def timeline(
@@ -638,6 +639,11 @@ class ConsoleService(ServiceBase):
             words = [w.lower() for w in re.findall(r"\w+", text)]
             shown_events = [e for e in shown_events if all(w in _event_text(e.event) for w in words)]
         return Timeline([progress_entry(r) for r in rows[:limit]], more, shown_events)
+
+    async def thread_names(self, ident: Identity, limit: int = 200) -> list[str]:
+        """The first `limit` threads by name (for the timeline's filter as choices): bounded at any size."""
+        async with self.db.read() as conn:
+            return await store.thread_names(conn, ident.workspace, limit)
 
     async def threads(self, ident: Identity) -> list[ThreadSummary]:
         async with self.db.read() as conn:

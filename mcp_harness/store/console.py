@@ -24,6 +24,7 @@ COLUMN = {status: Q[f"board_{status}"] for status in (S.PENDING, S.CLAIMED, S.IN
                                                        S.FAILED, S.DONE)}  # fmt: skip
 #: (workspace, agent) seen in this many newest progress entries count for "last seen"
 RECENT_ENTRIES = 5000
+RECENT_EVENTS = 1000  #: task events `last_seen` reads (the newest): who ended a hold lately
 MAX_ID = 2**62  #: above every id: the first page of a list paged by id
 
 
@@ -93,10 +94,6 @@ async def graph(
     return nodes, [(r.task_key, r.dep_key) for r in rows]
 
 
-async def count_tasks(conn: Connection, workspace: str) -> int:
-    return int(await conn.fetch_value(Q.count_tasks, {"ws": workspace}))
-
-
 async def timeline(
     conn: Connection,
     workspace: str,
@@ -126,8 +123,9 @@ async def timeline(
 
 async def last_seen(conn: Connection, workspace: str) -> dict[str, float]:
     """When each agent last did something the database keeps: a recent progress entry (of the newest
-    `RECENT_ENTRIES`), a checkpoint, or a change to a task it holds or held."""
-    rows = await conn.fetch_all(Q.last_seen, {"ws": workspace, "recent": RECENT_ENTRIES})
+    `RECENT_ENTRIES`), a checkpoint, the end of its hold on a task among the newest `RECENT_EVENTS` task events, or a
+    change to a task it holds now."""
+    rows = await conn.fetch_all(Q.last_seen, {"ws": workspace, "recent": RECENT_ENTRIES, "events": RECENT_EVENTS})
     return {r.agent: float(r.at) for r in rows}
 
 
@@ -263,6 +261,11 @@ async def oldest(conn: Connection, at: float) -> tuple[list[tuple[str, float]], 
     review = [(r.workspace, float(r.since)) for r in await conn.fetch_all(Q.oldest_in_review)]
     ready = [(r.workspace, float(r.since)) for r in await conn.fetch_all(Q.oldest_ready, {"now": at})]
     return review, ready
+
+
+async def thread_names(conn: Connection, workspace: str, limit: int) -> list[str]:
+    """The workspace's first `limit` threads by name."""
+    return [r.name for r in await conn.fetch_all(FILTERS.thread_names, {"ws": workspace, "limit": limit})]
 
 
 async def recent_actors(conn: Connection, workspace: str, limit: int) -> list[str]:

@@ -368,11 +368,17 @@ def task_table(status: str | None, owner: bool, tag: bool, sort: str, descending
 
 @cache
 def events_window(agent: bool, task_key: bool, since: bool) -> Query:
-    """Task events newest first up to `:until` (and from `:since`), by `:agent` and `:task_key` when asked."""
-    where = ["workspace = :ws", "created_at <= :until"]
+    """Task events newest first (by time; one task's by id) up to `:until` (and from `:since`), by `:agent`
+    and `:task_key` when asked."""
+    # one task's: `+created_at` (no index on it) keeps SQLite, which has no statistics, on the task's index
+    at = "+created_at" if task_key else "created_at"
+    where = ["workspace = :ws", f"{at} <= :until"]
     where += [c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key),
-                              ("created_at >= :since", since)) if on]  # fmt: skip
-    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT :limit"
+                              (f"{at} >= :since", since)) if on]  # fmt: skip
+    # newest first by time, the order ix_task_event_time (or, for an agent, ix_task_event_actor) holds them in,
+    # so the window is read, not sorted; one task's events are read from ix_task_event_task, in id order
+    order = "id DESC" if task_key else "created_at DESC, id DESC"
+    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
     return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
 
 

@@ -214,6 +214,7 @@ class TaskEvent(SQLModel, table=True):
     __table_args__ = (
         Index("ix_task_event_task", "workspace", "task_key", "id"),
         Index("ix_task_event_actor", "workspace", "actor", "created_at"),  # the console: what an agent held when
+        Index("ix_task_event_time", "workspace", "created_at", "id"),  # the console: the timeline's events
     )
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
     workspace: str
@@ -229,7 +230,7 @@ class TaskDep(SQLModel, table=True):
     """Edges of the dependency graph, indexed both ways."""
 
     __tablename__ = "task_deps"
-    __table_args__ = (Index("ix_task_dep_rev", "workspace", "dep_key"),)
+    __table_args__ = (Index("ix_task_dep_rev", "workspace", "dep_key", "task_key"),)  # dependents in key order
     workspace: str = Field(primary_key=True)
     task_key: str = Field(primary_key=True)
     dep_key: str = Field(primary_key=True)

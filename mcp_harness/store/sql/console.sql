@@ -127,19 +127,21 @@ ORDER BY task_key, id
 
 -- name: dependencies
 -- row: LinkedTaskRow
--- A page of the tasks :key depends on.
+-- A page of the tasks :key depends on, by key. Driven from task_deps (its primary key holds the task's
+-- edges in key order; CROSS JOIN keeps SQLite from starting at tasks, which walks the whole workspace),
+-- each edge's task then found by its key: a page costs its size, at any workspace size.
 SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review
-FROM tasks AS t JOIN task_deps AS d ON d.workspace = t.workspace AND d.dep_key = t."key"
-WHERE d.workspace = :ws AND d.task_key = :key
-ORDER BY t.id LIMIT :limit OFFSET :offset
+FROM task_deps AS d CROSS JOIN tasks AS t
+WHERE d.workspace = :ws AND d.task_key = :key AND t.workspace = d.workspace AND t."key" = d.dep_key
+ORDER BY d.dep_key LIMIT :limit OFFSET :offset
 
 -- name: dependents
 -- row: LinkedTaskRow
--- A page of the tasks that depend on :key.
+-- A page of the tasks that depend on :key, by key (ix_task_dep_rev holds them in that order).
 SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review
-FROM tasks AS t JOIN task_deps AS d ON d.workspace = t.workspace AND d.task_key = t."key"
-WHERE d.workspace = :ws AND d.dep_key = :key
-ORDER BY t.id LIMIT :limit OFFSET :offset
+FROM task_deps AS d CROSS JOIN tasks AS t
+WHERE d.workspace = :ws AND d.dep_key = :key AND t.workspace = d.workspace AND t."key" = d.task_key
+ORDER BY d.task_key LIMIT :limit OFFSET :offset
 
 -- name: count_dependencies
 SELECT count(*) FROM task_deps WHERE workspace = :ws AND task_key = :key
@@ -175,23 +177,30 @@ SELECT task_key, dep_key FROM task_deps
 WHERE workspace = :ws AND task_key = ANY(:keys) AND dep_key = ANY(:keys)
 LIMIT :limit
 
--- name: count_tasks
-SELECT count(*) FROM tasks WHERE workspace = :ws
-
 
 -- Agents: who was seen when, what they hold ---------------------------------------------------------
 
 -- name: last_seen
 -- row: SeenRow
 -- When each agent last did something the database keeps: a progress entry among the newest :recent,
--- a checkpoint, or a change to a task it holds or held.
+-- a checkpoint, the end of its hold on a task (a completion, a failure, a release) among the newest
+-- :events task events (ix_task_event_time), or a change to a task it holds now (a heartbeat; :recent of
+-- them at most, read from ix_task_board). Bounded at any size: it never groups the workspace's
+-- finished tasks, as grouping the owners of every task did.
 SELECT agent, max(at) AS at FROM (
     SELECT agent, max(created_at) AS at FROM progress WHERE workspace = :ws
         AND seq > (SELECT progress_seq FROM workspaces WHERE name = :ws) - :recent GROUP BY agent
     UNION ALL
     SELECT agent, max(created_at) AS at FROM checkpoints WHERE workspace = :ws GROUP BY agent
     UNION ALL
-    SELECT owner AS agent, max(updated_at) AS at FROM tasks WHERE workspace = :ws AND owner IS NOT NULL GROUP BY owner
+    SELECT actor AS agent, max(created_at) AS at FROM (
+        SELECT actor, kind, created_at FROM task_events WHERE workspace = :ws
+        ORDER BY created_at DESC, id DESC LIMIT :events
+    ) AS recent WHERE kind IN ('complete', 'submit', 'fail', 'release') GROUP BY actor
+    UNION ALL
+    SELECT owner AS agent, max(updated_at) AS at FROM (
+        SELECT owner, updated_at FROM tasks WHERE workspace = :ws AND status = 'claimed' LIMIT :recent
+    ) AS held WHERE owner IS NOT NULL GROUP BY owner
 ) AS seen GROUP BY agent
 
 -- name: claimed
