@@ -140,6 +140,47 @@ def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
         shot(page, target)
 
 
+def hide(page: Any, hidden: bool) -> None:
+    """Tell the page it went to the background (or came back), as a tab switch does."""
+    page.evaluate(
+        "h => { Object.defineProperty(document, 'hidden', {value: h, configurable: true});"
+        " Object.defineProperty(document, 'visibilityState', {value: h ? 'hidden' : 'visible', configurable: true});"
+        " document.dispatchEvent(new Event('visibilitychange')); }",
+        hidden,
+    )
+
+
+def test_a_hidden_tab_lets_go_of_its_stream_and_catches_up_when_shown(context: Any, tmp_path: Path):
+    """A browser opens at most 6 connections to a server and each open page's change stream holds one:
+    a tab in the background gives its stream back after a grace, so another tab can open its own (here
+    the server allows one stream per token, as 6 connections would), and when shown again it reconnects
+    and shows what changed meanwhile."""
+    db = str(tmp_path / "tabs.db")
+    in_thread(seed, db, "shop")
+    tok = token(db, "shop", "rita", "reader")
+    with shared_server(db, max_streams_per_token=1) as url:
+        first = context.new_page()
+        sign_in_with_token(first, url, tok)
+        first.wait_for_selector("#live-dot.on")
+        first.evaluate("document.body.setAttribute('data-stream-grace', '200')")
+        hide(first, True)
+        first.wait_for_selector("#live-dot:not(.on)", timeout=10_000)  # it let go of its stream
+        second = context.new_page()
+        second.goto(f"{url}/ui/board?w=shop")
+        second.wait_for_selector("#live-dot.on", timeout=10_000)  # the one stream the server allows
+        second.evaluate("document.body.setAttribute('data-stream-grace', '200')")
+        hide(second, True)
+        second.wait_for_selector("#live-dot:not(.on)", timeout=10_000)
+        got = agent_call(db, "shop", "carol", "claim_task", task_key="payments")  # a change while hidden
+        assert got["task"]["key"] == "payments"
+        hide(first, False)
+        first.wait_for_selector("#live-dot.on", timeout=10_000)  # back: the stream again
+        card = first.locator("section.column.s-claimed article.card[data-key=payments]")
+        card.wait_for(timeout=10_000)  # and what changed while it was hidden, without a reload
+        assert "carol" in card.inner_text()
+        shot(first, tmp_path / "caught-up.png")
+
+
 def test_a_claim_in_another_process_appears_without_a_reload(context: Any, team: tuple[str, str], tmp_path: Path):
     url, db = team
     ws = f"live-{secrets.token_hex(3)}"
