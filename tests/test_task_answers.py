@@ -5,12 +5,14 @@ replays that show the task as it stands now, the claim reasons that stop a wait 
 from __future__ import annotations
 
 import json
+import time
 from contextlib import asynccontextmanager
 
 import pytest
 from support import call, fail, mcp_client, run_cli, settings_for
 
 from mcp_harness import clock
+from mcp_harness.jsonvalue import iso
 from mcp_harness.server import create_server
 from mcp_harness.service import Identity
 
@@ -53,9 +55,9 @@ async def test_a_replayed_claim_shows_the_task_now_and_its_dead_lease_as_not_liv
 
 @pytest.mark.parametrize("end", ["release", "complete"])
 async def test_a_replayed_dead_lease_says_no_time_is_left(client, end):
-    """A lease that ended (released, completed) and is answered again: `live: false` with 0 seconds left,
-    its `expires_at` as it was stored; the stale copy said 900 s, time the caller does not have. The
-    same for a replayed heartbeat."""
+    """A lease that ended (released, completed) and is answered again: `live: false` with 0 seconds left
+    and an `expires_at` no later than the replay (it ended by then; the stored 900 s ahead read as time
+    left); the stale copy said 900 s, time the caller does not have. The same for a replayed heartbeat."""
     await call(client, "add_tasks", tasks=[t("a")])
     first = await call(client, "claim_task", task_key="a", idempotency_key="claim-a")
     token = first["lease"]["token"]
@@ -65,10 +67,15 @@ async def test_a_replayed_dead_lease_says_no_time_is_left(client, end):
     await call(client, "update_task", task_key="a", action=end, lease_token=token, **ending)
     again = await call(client, "claim_task", task_key="a", idempotency_key="claim-a")
     assert again["replayed"] is True and again["task"]["status"] == ("done" if end == "complete" else "pending")
-    assert again["lease"] == {**first["lease"], "expires_in_seconds": 0, "live": False}
+    replayed_at = iso(time.time())
+    assert again["lease"]["expires_at"] <= replayed_at < first["lease"]["expires_at"]  # ended by now
+    assert again["lease"] == {**first["lease"], "expires_in_seconds": 0, "live": False,
+                              "expires_at": again["lease"]["expires_at"]}  # fmt: skip
     beat_again = await call(client, "update_task", task_key="a", action="heartbeat", lease_token=token,
                             idempotency_key="b")  # fmt: skip
-    assert beat_again["lease"] == {**beat["lease"], "expires_in_seconds": 0, "live": False}
+    assert beat_again["lease"]["expires_at"] <= iso(time.time()) < beat["lease"]["expires_at"]
+    assert beat_again["lease"] == {**beat["lease"], "expires_in_seconds": 0, "live": False,
+                                   "expires_at": beat_again["lease"]["expires_at"]}  # fmt: skip
 
 
 async def test_a_replayed_claim_after_a_take_over_and_after_expiry(db_url, workspace):

@@ -53,12 +53,14 @@ def lease_of(row: TaskRecord, at: float) -> Lease | None:
 def lease_now(row: TaskRecord | None, stored: Lease, at: float) -> Lease:
     """A lease answered again (a replay) as it stands now: `live: false` once its token no longer holds
     the task or it has expired, never a dead lease shown as live. One that ended (released, completed,
-    taken over...) has no time left: 0 seconds, beside the `expires_at` it was answered with."""
+    taken over...) has no time left: 0 seconds, and an `expires_at` no later than now (it ended by then at
+    the latest; the time it was first answered with may still lie ahead, which reads as time left)."""
     if row is not None and row.status == Status.CLAIMED and row.lease_token == stored.token:
         lease = lease_of(row, at)
         if lease is not None:
             return lease.model_copy(update={"live": False}) if lease.expired else lease
-    return stored.model_copy(update={"live": False, "expires_in_seconds": 0, "expired": None})
+    ended = min(stored.expires_at, iso(at))  # ISO 8601 UTC to the second: text order is time order
+    return stored.model_copy(update={"live": False, "expires_in_seconds": 0, "expired": None, "expires_at": ended})
 
 
 V = TypeVar("V", bound=TaskView)
