@@ -78,7 +78,7 @@ async def test_a_connections_end_hands_its_task_on_at_once(db_url, workspace, en
     assert taken.task is not None and taken.lease.attempt == 2, taken
     notes = taken.task.context.notes
     why = "stdin closed" if end == "stdin" else end
-    assert notes[0].by == "bob" and "the lease of ann expired" in notes[0].text
+    assert notes[0].by == "bob" and f"the lease of ann ended: its connection ended ({why})" in notes[0].text, notes
     assert notes[1].by == "ann" and f"its connection ended ({why})" in notes[1].text, notes
 
 
