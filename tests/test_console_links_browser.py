@@ -87,20 +87,22 @@ def saves_and_reservations(db: str, leases: dict[str, str]) -> None:
             # bob claimed api-payments 27 minutes ago and noted the capture 25 minutes ago; he saved a
             # minute later, noted the idempotency keys 4 minutes ago and saved again 40 seconds after.
             at = now()
+            # the project's own saves on main (bob's, as it was built) go back an hour: far from every entry
+            await when("UPDATE checkpoints SET created_at = :t WHERE workspace = :ws AND thread = 'main'", at - 3600)
             await when("UPDATE task_events SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments' "
                        "AND kind = 'claim'", at - 1620)  # fmt: skip
             await when("UPDATE progress SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments'",
                        at - 1500)  # fmt: skip
             plan = {"goal": "payments", "done": ["capture against the sandbox"], "next": "idempotency keys"}
-            v1 = await h.checkpoints.save(bob, state=plan, label="capture works")
+            v1 = await h.checkpoints.save(bob, thread="payments", state=plan, label="capture works")
             await when(f"UPDATE checkpoints SET created_at = :t WHERE id = '{v1.checkpoint_id}'", at - 1440)
             noted = await h.progress.record(bob, summary="Idempotency keys stored per request; retries capture once",
                                             status="in_progress", task_key="api-payments")  # fmt: skip
             await when(f"UPDATE progress SET created_at = :t WHERE entry_id = '{noted.entry_id}'", at - 240)
             done = ["capture against the sandbox", "idempotency keys"]
-            v2 = await h.checkpoints.save(bob, mode="merge", state={"done": done, "next": "refunds"})
+            v2 = await h.checkpoints.save(bob, thread="payments", mode="merge", state={"done": done, "next": "refunds"})
             await when(f"UPDATE checkpoints SET created_at = :t WHERE id = '{v2.checkpoint_id}'", at - 200)
-            await when("UPDATE threads SET updated_at = :t WHERE workspace = :ws AND name = 'main'", at - 200)
+            await when("UPDATE threads SET updated_at = :t WHERE workspace = :ws AND name = 'payments'", at - 200)
             await h.checkpoints.save(carol, thread="emails", state={"templates": ["order-confirmed"], "sent": 0})
 
     anyio.run(main)
@@ -176,7 +178,7 @@ def shot(page: Any, name: str, width: int, tmp_path: Path, *, readme: bool = Fal
 
 
 def test_a_version_links_to_its_task_and_progress_entry_and_back(operator: Tab, tmp_path: Path):
-    page = operator.go(f"/thread?w={WS}&t=main")
+    page = operator.go(f"/thread?w={WS}&t=payments")
     rows = page.locator("table.versions tbody tr")
     assert rows.count() == 2
     v2, v1 = rows.nth(0).locator("td.saved-with"), rows.nth(1).locator("td.saved-with")
@@ -193,17 +195,17 @@ def test_a_version_links_to_its_task_and_progress_entry_and_back(operator: Tab, 
     panel.locator(".saved-task a.task-link").click()  # to the task, which lists its versions
     page.wait_for_url("**/ui/task?*key=api-payments*")
     saves = page.locator("section.saves-panel li")
-    assert saves.evaluate_all("items => items.map(i => i.dataset.checkpoint)") == ["main/2", "main/1"]
+    assert saves.evaluate_all("items => items.map(i => i.dataset.checkpoint)") == ["payments/2", "payments/1"]
     entry = page.locator("li.entry", has_text="Idempotency keys stored per request")
-    assert entry.locator("a.chip.saved").inner_text() == "main v2"
+    assert entry.locator("a.chip.saved").inner_text() == "payments v2"
     operator.fits()
     entry.locator("a.chip.saved").click()  # and back from the entry to the version saved with it
-    page.wait_for_url("**/ui/thread?*t=main*v=2*")
+    page.wait_for_url("**/ui/thread?*t=payments*v=2*")
     assert page.locator("table.versions tr.current").get_attribute("data-version") == "2"
 
     timeline = operator.go(f"/log?w={WS}&agent=bob")  # the timeline names the versions beside the entries
     assert timeline.locator("li.entry", has_text="Capture works against the sandbox").locator(
-        "a.chip.saved").inner_text() == "main v1"  # fmt: skip
+        "a.chip.saved").inner_text() == "payments v1"  # fmt: skip
     operator.fits()
 
     carol = operator.go(f"/thread?w={WS}&t=emails")  # no entry near: the task is the one carol held
@@ -215,16 +217,16 @@ def test_a_version_links_to_its_task_and_progress_entry_and_back(operator: Tab, 
 
 def test_an_operator_forks_a_thread_from_a_version(operator: Tab, tmp_path: Path):
     name = f"payments-retry-{operator.width}"
-    page = operator.go(f"/thread?w={WS}&t=main&v=1")
+    page = operator.go(f"/thread?w={WS}&t=payments&v=1")
     fork = page.locator("details.fork")
     fork.locator("summary").click()
     page.fill("#fork-name", name)
     operator.fits()
     shot(page, "fork", operator.width, tmp_path)
-    fork.get_by_role("button", name="Fork main v1").click()
+    fork.get_by_role("button", name="Fork payments v1").click()
     page.wait_for_url(f"**/ui/thread?*t={name}*forked=1*")
-    assert "its version 1 is the state of main v1" in page.locator("p.flash").inner_text()
-    assert "forked from main v1" in page.locator("section.state").inner_text()
+    assert "its version 1 is the state of payments v1" in page.locator("p.flash").inner_text()
+    assert "forked from payments v1" in page.locator("section.state").inner_text()
     operator.fits()
     shown = run_cli("show", name, "--db", operator.db, "--workspace", WS)  # another process reads the fork
     assert shown.returncode == 0, shown.stderr
@@ -234,10 +236,10 @@ def test_an_operator_forks_a_thread_from_a_version(operator: Tab, tmp_path: Path
 
     # A name that is taken, and one that is no name, are refused as any action's error is.
     for wanted, says in ((name, "already has 1 checkpoint"), ("not a name!", "thread")):
-        page = operator.go(f"/thread?w={WS}&t=main&v=1")
+        page = operator.go(f"/thread?w={WS}&t=payments&v=1")
         page.locator("details.fork summary").click()
         page.fill("#fork-name", wanted)
-        page.get_by_role("button", name="Fork main v1").click()
+        page.get_by_role("button", name="Fork payments v1").click()
         page.wait_for_load_state()
         assert page.locator("h1").inner_text() == "Not possible"
         assert says in page.locator("section.message p").first.inner_text()
@@ -250,7 +252,7 @@ def test_an_agent_sees_no_fork_form_and_forged_forks_are_refused(
     url, db = project
     agent = Tab(browser, url, db, width, "agent", "bob")
     try:
-        page = agent.go(f"/thread?w={WS}&t=main&v=1")
+        page = agent.go(f"/thread?w={WS}&t=payments&v=1")
         assert page.locator("section.saved-with-panel").count() == 1  # an agent sees the links...
         assert page.locator("details.fork").count() == 0 and page.locator("text=Fork from").count() == 0
         agent.fits()
@@ -261,7 +263,7 @@ def test_an_agent_sees_no_fork_form_and_forged_forks_are_refused(
         assert refused.status == 403 and "operator role" in refused.text()  # ...and may not fork
     finally:
         agent.close()
-    page = operator.go(f"/thread?w={WS}&t=main&v=1")
+    page = operator.go(f"/thread?w={WS}&t=payments&v=1")
     csrf = page.locator("details.fork input[name=csrf]").get_attribute("value")
     checkpoint = page.locator("details.fork input[name=checkpoint]").get_attribute("value")
     form = {"csrf": csrf, "w": WS, "checkpoint": checkpoint, "name": "forged"}
