@@ -164,6 +164,8 @@ class MessageWriter:
         return anyio.BrokenResourceError()
 
     async def aclose(self) -> None:
+        if not self._writable.is_set() and self._lost is None:  # the session ends with answers never taken
+            self.stopped_reading("answers were still waiting when the session ended")
         self._closed = True
 
     async def __aenter__(self) -> MessageWriter:
