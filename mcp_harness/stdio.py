@@ -127,6 +127,8 @@ class MessageWriter:
         self._writable.set()
 
     def lost(self, exc: BaseException | None) -> None:
+        if not self._writable.is_set():  # closed with answers the client never took: say so (once)
+            self.stopped_reading(f"{exc or 'stdout was closed'}; answers were still waiting")
         self._lost = exc or BrokenPipeError("stdout was closed")
         self.gone.set()
         self._writable.set()
