@@ -134,13 +134,14 @@ def _field(form: object, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _person(session: Session, form: object) -> Identity:
-    """The signed-in person acting in the form's workspace, as an operator (checked)."""
+def _person(session: Session, form: object, needs: str = "messages need") -> Identity:
+    """The signed-in person acting in the form's workspace, as an operator (checked; `needs` says what
+    needs the role, for the refusal)."""
     workspace = _field(form, "w")
     if not workspace:
         raise InvalidArgument("the form names no workspace")
     if not session.can_act:
-        raise Forbidden(f"messages need the operator role; this sign-in is a {session.role}")
+        raise Forbidden(f"{needs} the operator role; this sign-in is a {session.role}")
     if not session.may_see(workspace):
         raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
     return Identity(workspace=workspace, agent=session.agent, role="operator")
@@ -187,20 +188,17 @@ async def fork(console: Console, request: Request) -> Response:
     session = await console.session(request)
     form = await read_form(request)
     check_form(request, session, _field(form, "csrf"))
-    if not session.can_act:
-        raise Forbidden(f"forking a thread needs the operator role; this sign-in is a {session.role}")
-    workspace, source = _field(form, "w"), _field(form, "checkpoint")
-    if not workspace or not source:
+    who = _person(session, form, "forking a thread needs")
+    source = _field(form, "checkpoint")
+    if not source:
         raise InvalidArgument("the form names no checkpoint to fork")
-    if not session.may_see(workspace):
-        raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
     name = (_field(form, "name") or "").strip()
     if not name:
         raise InvalidArgument("a fork needs the new thread's name")
     nonce = _field(form, "nonce")
     saved = await console.harness.checkpoints.save(
-        Identity(workspace=workspace, agent=session.agent, role="operator"), thread=name, fork_from=source,
+        who, thread=name, fork_from=source,
         mode="merge", state={}, idempotency_key=f"console:fork:{nonce}" if nonce else None,
     )  # fmt: skip
     count_console_action("fork")
-    return RedirectResponse(console.url("/thread", w=workspace, t=saved.thread, forked=1), status_code=303)
+    return RedirectResponse(console.url("/thread", w=who.workspace, t=saved.thread, forked=1), status_code=303)
