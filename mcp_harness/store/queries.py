@@ -65,6 +65,12 @@ CLAIMABLE = (
     "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
     "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
 )
+#: `CLAIMABLE` in two parts, each with an index of its own (`_pick`): a pending task past its backoff (the
+#: `status` and `ready` terms as `ix_task_pending`'s columns name them, so that SQLite's planner picks it),
+#: and a claimed one whose lease ran out with attempts left (`ix_task_retry_lease`, its predicate spelled
+#: term for term)
+_PENDING = "status = 'pending' AND ready = TRUE AND available_at <= :now"
+_RAN_OUT = "status = 'claimed' AND attempts < max_attempts AND lease_expires_at <= :now AND ready = TRUE"
 
 
 def tagged(condition: str, alias: str = "") -> str:
@@ -106,16 +112,32 @@ _PICK = "id, status AS was_status, owner AS was_owner, paths"
 
 
 def _pick(
-    by_tags: bool, by_key: bool, dialect: str, *, select: str = "id", paths: _Paths = "any", limit: str = "1"
+    by_tags: bool,
+    by_key: bool,
+    dialect: str,
+    *,
+    select: str = "id",
+    paths: _Paths = "any",
+    limit: str = "1",
+    walk: bool = False,
 ) -> str:
-    """The best claimable tasks (`ix_task_claim`: ready tasks, highest priority first, then oldest)."""
+    """The best claimable tasks, highest priority first, then oldest: the best `limit` pending ones
+    (`ix_task_pending`, in claim order) and every claimed one whose lease ran out with attempts left (`ix_task_retry_lease`: few),
+    merged. Not one walk of `ix_task_claim`: the live claimed tasks are ready too, and usually first in
+    its order (they were claimed for their priority), so a walk reads every held task before the first
+    it may take. `walk`: that one walk all the same (PostgreSQL's claim, whose FOR UPDATE SKIP LOCKED
+    locks row by row as it walks, and may not lock the rows of a UNION)."""
     where = matching(by_tags, by_key, dialect)
     if paths == "allowed":
         where += " AND (paths IS NULL OR id = :allowed)"
-    where += f" AND {CLAIMABLE}"
     if paths in ("without", "with"):
         where += f" AND paths IS {'NOT ' if paths == 'with' else ''}NULL"
-    return f"SELECT {select} FROM tasks WHERE {where} ORDER BY priority DESC, id LIMIT {limit}"
+    order = f"ORDER BY priority DESC, id LIMIT {limit}"
+    if walk:
+        return f"SELECT {select} FROM tasks WHERE {where} AND {CLAIMABLE} {order}"
+    pending = f"SELECT id FROM (SELECT id FROM tasks WHERE {where} AND {_PENDING} {order}) AS best"
+    ran_out = f"SELECT id FROM tasks WHERE {where} AND {_RAN_OUT}"
+    return f"SELECT {select} FROM tasks WHERE id IN ({pending} UNION ALL {ran_out}) {order}"
 
 
 @cache
@@ -145,7 +167,8 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
     (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). What a claim sets is written
     here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose BEGIN IMMEDIATE keeps other
     writers out already: it runs `claim_pick`, `claim_by_id` and `insert_task_event` instead)."""
-    pick = _pick(by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any")
+    pick = _pick(by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any",
+                 walk=True)  # fmt: skip
     first = " AND pick.paths IS NULL" if paths == "first" else ""
     detail = (
         "CASE WHEN was_status = 'claimed' "

@@ -190,6 +190,14 @@ Index("ix_task_failed", _tasks.c.workspace, _tasks.c.updated_at, _tasks.c.id,
 #: settle it), a seek whatever the workspace's size (`store/sql/tasks.sql`: `task_counts_ran_out`)
 _last = text("status = 'claimed' AND attempts >= max_attempts")
 Index("ix_task_last_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlite_where=_last, postgresql_where=_last)
+#: a claim's two reads (`queries._pick`), so that it never walks the live claimed tasks: pending tasks in
+#: claim order (`status` and `ready` as columns too: SQLite's planner then prefers it to `ix_task_claim`),
+#: and claimed tasks with attempts left by expiry (with `ix_task_last_lease`: every claimed task, once)
+_pending, _retry = text("status = 'pending'"), text("status = 'claimed' AND attempts < max_attempts")
+Index("ix_task_pending", _tasks.c.workspace, _tasks.c.status, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id,
+      sqlite_where=_pending, postgresql_where=_pending)  # fmt: skip
+Index("ix_task_retry_lease", _tasks.c.workspace, _tasks.c.lease_expires_at,
+      sqlite_where=_retry, postgresql_where=_retry)  # fmt: skip
 
 
 class TaskCount(SQLModel, table=True):
