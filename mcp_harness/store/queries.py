@@ -58,19 +58,17 @@ def _both(build: Callable[[str], str], *, row: type[Record] | None = None, name:
 TASK = columns(TaskRecord)
 _EVENT_COLUMNS = "workspace, task_key, kind, actor, attempt, detail, created_at"
 
+#: a claim's condition in its two parts, each read by an index of its own (`_pick`): a pending task past
+#: its backoff (`ix_task_pending`), a claimed one whose lease ran out with attempts left
+#: (`ix_task_retry_lease`, whose predicate `RETRY_LEASE` is, term for term, so that SQLite takes it)
+#: claimed tasks with attempts left: `ix_task_retry_lease`'s predicate (`tables.py`)
+RETRY_LEASE = "status = 'claimed' AND attempts < max_attempts"
+_PENDING_DUE = "status = 'pending' AND available_at <= :now"
+_RAN_OUT = f"{RETRY_LEASE} AND lease_expires_at <= :now"
 #: the claim's condition on one row, the one place it is written (`task_states.claimable` is its twin
 #: in Python; the same text serves both dialects): open and runnable, pending past its backoff or
 #: claimed with a lease that ran out and attempts left
-CLAIMABLE = (
-    "(ready = TRUE AND ((status = 'pending' AND available_at <= :now) "
-    "OR (status = 'claimed' AND lease_expires_at <= :now AND attempts < max_attempts)))"
-)
-#: `CLAIMABLE` in two parts, each with an index of its own (`_pick`): a pending task past its backoff (the
-#: `status` and `ready` terms as `ix_task_pending`'s columns name them, so that SQLite's planner picks it),
-#: and a claimed one whose lease ran out with attempts left (`ix_task_retry_lease`, its predicate spelled
-#: term for term)
-_PENDING = "status = 'pending' AND ready = TRUE AND available_at <= :now"
-_RAN_OUT = "status = 'claimed' AND attempts < max_attempts AND lease_expires_at <= :now AND ready = TRUE"
+CLAIMABLE = f"(ready = TRUE AND (({_PENDING_DUE}) OR ({_RAN_OUT})))"
 
 
 def tagged(condition: str, alias: str = "") -> str:
@@ -122,11 +120,11 @@ def _pick(
     walk: bool = False,
 ) -> str:
     """The best claimable tasks, highest priority first, then oldest: the best `limit` pending ones
-    (`ix_task_pending`, in claim order) and every claimed one whose lease ran out with attempts left (`ix_task_retry_lease`: few),
-    merged. Not one walk of `ix_task_claim`: the live claimed tasks are ready too, and usually first in
-    its order (they were claimed for their priority), so a walk reads every held task before the first
-    it may take. `walk`: that one walk all the same (PostgreSQL's claim, whose FOR UPDATE SKIP LOCKED
-    locks row by row as it walks, and may not lock the rows of a UNION)."""
+    (`ix_task_pending`, in claim order) and every claimed one whose lease ran out with attempts left
+    (`ix_task_retry_lease`: few), merged. Not one walk of `ix_task_claim`: the live claimed tasks are
+    ready too, and usually first in its order (they were claimed for their priority), so such a walk
+    reads every held task before the first it may take. `walk`: that one walk all the same (PostgreSQL's
+    claim, whose FOR UPDATE SKIP LOCKED locks rows as it walks, and may not lock the rows of a UNION)."""
     where = matching(by_tags, by_key, dialect)
     if paths == "allowed":
         where += " AND (paths IS NULL OR id = :allowed)"
@@ -135,8 +133,8 @@ def _pick(
     order = f"ORDER BY priority DESC, id LIMIT {limit}"
     if walk:
         return f"SELECT {select} FROM tasks WHERE {where} AND {CLAIMABLE} {order}"
-    pending = f"SELECT id FROM (SELECT id FROM tasks WHERE {where} AND {_PENDING} {order}) AS best"
-    ran_out = f"SELECT id FROM tasks WHERE {where} AND {_RAN_OUT}"
+    pending = f"SELECT id FROM (SELECT id FROM tasks WHERE {where} AND ready = TRUE AND {_PENDING_DUE} {order}) AS best"
+    ran_out = f"SELECT id FROM tasks WHERE {where} AND ready = TRUE AND {_RAN_OUT}"
     return f"SELECT {select} FROM tasks WHERE id IN ({pending} UNION ALL {ran_out}) {order}"
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Table, Text
 from sqlmodel import Field, SQLModel
 
 from . import named
+from .queries import RETRY_LEASE
 
 metadata = SQLModel.metadata
 
@@ -193,7 +194,7 @@ Index("ix_task_last_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlit
 #: a claim's two reads (`queries._pick`), so that it never walks the live claimed tasks: pending tasks in
 #: claim order (`status` and `ready` as columns too: SQLite's planner then prefers it to `ix_task_claim`),
 #: and claimed tasks with attempts left by expiry (with `ix_task_last_lease`: every claimed task, once)
-_pending, _retry = text("status = 'pending'"), text("status = 'claimed' AND attempts < max_attempts")
+_pending, _retry = text("status = 'pending'"), text(RETRY_LEASE)
 Index("ix_task_pending", _tasks.c.workspace, _tasks.c.status, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id,
       sqlite_where=_pending, postgresql_where=_pending)  # fmt: skip
 Index("ix_task_retry_lease", _tasks.c.workspace, _tasks.c.lease_expires_at,
