@@ -120,3 +120,41 @@ def test_tasks_show_names_the_other_workspaces_once(seeded, tmp_path, monkeypatc
     assert main(["tasks", "show", "cart", "--db", str(seeded)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.count("has no data") == 1 and "this database holds: shop" in err, err
+
+
+@pytest.mark.slow  # runs git
+def test_a_linked_worktree_without_an_entry_uses_its_repositorys(seeded, tmp_path, monkeypatch, capsys):
+    """A person's commands in a linked worktree nobody ran `init` in (the project files not committed)
+    read the repository's workspace and database, from the main working tree's entry (a relative --db
+    there is the main tree's file); a worktree's own entry, when there is one, comes first."""
+    import shutil
+    import subprocess
+
+    repo = tmp_path / "shop"
+    repo.mkdir()
+    shutil.copy(seeded, repo / "h.db")
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                       capture_output=True)  # fmt: skip
+
+    git("init", "-q")
+    (repo / "README").write_text("shop\n")
+    git("add", "README")
+    git("commit", "-qm", "start")
+    (repo / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"harness": stdio("--db", "h.db", "--workspace", "shop")}})
+    )
+    git("worktree", "add", "-q", str(tmp_path / "wt2"))
+    (tmp_path / "wt2" / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "wt2" / "sub")
+    assert main(["tasks", "--json"]) == 0
+    assert [t["key"] for t in json.loads(capsys.readouterr().out)["tasks"]] == ["cart"]
+    # the worktree's own entry wins (here: another workspace, which holds nothing)
+    (tmp_path / "wt2" / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"harness": stdio("--db", str(repo / "h.db"), "--workspace", "other")}})
+    )
+    assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"] == []
+    # a folder outside any repository keeps the defaults
+    monkeypatch.chdir(tmp_path)
+    assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"] == []

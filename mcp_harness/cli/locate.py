@@ -4,7 +4,10 @@ When neither `--workspace` nor MCP_HARNESS_WORKSPACE is given, the project's `ha
 looked for from the current folder up to the git top level (`.mcp.json`, else `.cursor/mcp.json`,
 else `.vscode/mcp.json`): its `--workspace` becomes the command's, and its `--db` too when neither
 `--db` nor MCP_HARNESS_DB is given. An HTTP entry names no workspace: the defaults stay as they were.
-No git process is started: the top level is the nearest folder holding `.git`.
+In a linked worktree (`git worktree add`) that holds no entry, its repository's main working tree is
+looked in last: every worktree of a repository is one workspace (`init`), so a person's `status` or
+`msg list` in a worktree nobody ran `init` in still reads the team's. No git process is started: the
+top level is the nearest folder holding `.git`, and a worktree's `.git` file names the repository's.
 """
 
 from __future__ import annotations
@@ -62,14 +65,35 @@ def project_folders(start: Path) -> list[Path]:
 
 
 def find_entry(start: Path) -> ProjectEntry | None:
-    """The nearest `harness` entry's workspace and database; None when there is none, or when the
-    first one found names no workspace (an HTTP entry: the server decides)."""
-    for folder in project_folders(start):
+    """The nearest `harness` entry's workspace and database (in a linked worktree without one: its main
+    working tree's); None when there is none, or when the first one found names no workspace (an HTTP
+    entry: the server decides)."""
+    folders = project_folders(start)
+    main = main_worktree(folders[-1])
+    for folder in [*folders, *([main] if main is not None else [])]:
         for name, key in ENTRY_FILES:
             entry = _entry_in(folder / name, key)
             if entry is not None:
                 return _settings(entry, folder / name, folder)
     return None
+
+
+def main_worktree(top: Path) -> Path | None:
+    """When `top` is a linked worktree (its `.git` is a file, `gitdir: <repo>/.git/worktrees/<name>`,
+    whose `commondir` leads to `<repo>/.git`): the main working tree, `<repo>`; else None (also for a
+    bare repository's worktrees, which have no main working tree)."""
+    try:
+        first = (top / ".git").read_text(encoding="utf-8").splitlines()[0]
+    except (OSError, UnicodeDecodeError, IndexError):  # a folder (the main tree), absent, or unreadable
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    gitdir = (top / first[len("gitdir:") :].strip()).resolve()
+    try:
+        common = (gitdir / (gitdir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):  # not a worktree's git folder (a submodule's)
+        return None
+    return common.parent if common.name == ".git" and common.parent != top else None
 
 
 def _entry_in(path: Path, key: str) -> dict[str, Any] | None:
