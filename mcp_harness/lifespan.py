@@ -78,12 +78,17 @@ class ConnectionLeases:
         self.tokens: dict[str, float] = {}  #: token -> when this connection last took or renewed it
         self.why = "its connection ended (stdin closed)"
 
-    def saw(self, result: Any) -> None:
-        """Note the lease a tool result carries (a claim's, a heartbeat's)."""
+    def saw(self, result: Any, used: str | None = None) -> None:
+        """Note the lease a tool result carries (a claim's, a heartbeat's), and the time of a call that
+        used one of this connection's leases (`used`: its `lease_token`): a `reserve` changes the task
+        too, and a change after the time noted reads as another connection's renewal, which the end
+        leaves alone (`store.end_leases`)."""
         lease = getattr(result, "lease", None)
         token = getattr(lease, "token", None)
         if isinstance(token, str) and not getattr(result, "replayed", None):
             self.tokens[token] = clock.now()
+        if used is not None and used in self.tokens:
+            self.tokens[used] = clock.now()
 
     async def end(self, harness: Harness) -> None:
         """End them (at most `END_SECONDS`; on failure they run to their time)."""

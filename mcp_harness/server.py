@@ -223,7 +223,8 @@ class HarnessServer(MCPServer[Any]):
             if name in ("claim_task", "update_task"):  # why it is idle: the claim's answer, or the task it let go
                 await harness.contacts.touch(ident, name, result, getattr(args, "action", None))
             if self.state.leases is not None:
-                self.state.leases.saw(result)  # a lease this connection took or renewed ends with it
+                # a lease this connection took or renewed (or used since) ends with it
+                self.state.leases.saw(result, getattr(args, "lease_token", None))
             structured = result.model_dump(mode="json")
         except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes to the client raw
             return error_result(exc, name)

@@ -116,3 +116,28 @@ async def test_a_lease_ends_with_the_last_connection_that_took_or_renewed_it(db_
         proc.wait(timeout=30)
         got = await _claim_now(db_url, workspace, "bob")
         assert (got.task is None) is live, got
+
+
+async def test_a_lease_the_connection_reserved_under_still_ends_with_it(db_url, workspace):
+    """Calls that use the lease without renewing it (`reserve`, `unreserve`, a progress entry and a
+    message about the task) change the task; its end must not read them as another connection's
+    renewal: the lease and its reservations end with the connection (a fresh-eyes trial found them
+    held to their time)."""
+    await _plan(db_url, workspace)
+    proc, claimed = claim_in_process(db_url, workspace, "ann")
+    token = claimed["lease"]["token"]
+    calls = [("update_task", {"action": "reserve", "paths": ["src/api/", "docs/api.md"]}),
+             ("update_task", {"action": "unreserve", "paths": ["docs/api.md"]}),
+             ("record_progress", {"summary": "api half done", "task_key": "a"}),
+             ("message", {"action": "send", "to": "operators", "body": "is v2 frozen?", "task_key": "a"})]  # fmt: skip
+    for i, (tool, arguments) in enumerate(calls, start=2):
+        if tool == "update_task":
+            arguments = {"task_key": "a", "lease_token": token, **arguments}
+        answer = _call(proc, i, tool, **arguments)
+        assert not answer.get("isError"), answer
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    taken = await _claim_now(db_url, workspace, "bob")  # at once, and src/api/ is free again
+    assert taken.task is not None and taken.lease.attempt == 2, taken
+    assert any("its connection ended (stdin closed)" in note.text for note in taken.task.context.notes), taken
