@@ -67,7 +67,31 @@ def normalize(pattern: str) -> str:
         raise PatternError(f"{pattern!r}: use a path under the repository root without '.', '..' or '//'")
     if any(ord(ch) < 32 for ch in text):
         raise PatternError(f"{pattern!r}: control characters are not allowed in a path")
+    if any(_unclosed(part) for part in parts):
+        raise PatternError(
+            f"{pattern!r} has a '[' with no ']' after it in its name (git matches no file with it): close the "
+            "set, as in [abc] or [a-z], or write [[] for a literal ["
+        )
     return text
+
+
+def _unclosed(segment: str) -> bool:
+    """Whether a '[' of `segment` opens a set that no ']' closes (git's wildmatch: such a pattern matches
+    nothing). A ']' right after '[' (or after '[!' or '[^') belongs to the set."""
+    i = 0
+    while i < len(segment):
+        if segment[i] == "[":
+            j = i + 1
+            if j < len(segment) and segment[j] in "!^":
+                j += 1
+            if j < len(segment) and segment[j] == "]":
+                j += 1
+            close = segment.find("]", j)
+            if close < 0:
+                return True
+            i = close
+        i += 1
+    return False
 
 
 def normalize_all(patterns: Iterable[str]) -> list[str]:
@@ -103,9 +127,13 @@ def _prefix(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 @lru_cache(maxsize=4096)
 def _spec(pattern: str) -> Any:
+    import warnings
+
     import pathspec  # deferred: only a match needs it
 
-    return pathspec.GitIgnoreSpec.from_lines(["/" + pattern])  # anchored at the root (rule 0)
+    with warnings.catch_warnings():  # `[[]`, the documented literal '[', is a "possible nested set" to `re`
+        warnings.simplefilter("ignore", FutureWarning)
+        return pathspec.GitIgnoreSpec.from_lines(["/" + pattern])  # anchored at the root (rule 0)
 
 
 def matches(pattern: str, path: str) -> bool:

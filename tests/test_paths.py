@@ -103,6 +103,18 @@ def test_patterns_that_would_never_match_are_refused_saying_why(bad, what):
     assert normalize("a:b/c") == "a:b/c"  # a colon past the first character is a name's
 
 
+@pytest.mark.parametrize("bad", ["src/[a-", "x[", "a/[]", "a/[!]", "a/[a-z]/[b"])
+def test_a_set_that_is_never_closed_is_refused(bad):
+    """git matches no file with an unclosed '[' (a fresh-eyes trial reserved `src/[a-` and the guard let a
+    commit of that very file through): refused, saying how to write a set or a literal '['; the sets
+    that are closed, `]` first in one included, stay patterns that match."""
+    with pytest.raises(PatternError) as err:
+        normalize(bad)
+    assert "no ']'" in str(err.value) and "[[] for a literal [" in str(err.value)
+    for good, file in (("src/[[]a-", "src/[a-"), ("a/[]]", "a/]"), ("a/[!]]x", "a/bx"), ("a/[a-z]/b", "a/q/b")):
+        assert normalize(good) == good and matches(good, file), good
+
+
 # -- through the tools ------------------------------------------------------------------------------------
 def t(key: str, **kw) -> dict:
     return {"key": key, "title": f"task {key}", **kw}
