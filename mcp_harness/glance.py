@@ -33,6 +33,8 @@ _RESERVED = (
     "ON r.task_id = t.id AND r.lease_token = t.lease_token WHERE t.workspace = ? AND t.status = 'claimed' "
     "AND t.lease_expires_at > ? AND r.shared = FALSE ORDER BY t.lease_expires_at, r.pattern"
 )
+#: whether a workspace has a task at all (`uq_task_key`'s prefix: one seek)
+_ANY_TASK = "SELECT 1 FROM tasks WHERE workspace = ? LIMIT 1"
 #: unread messages for an agent (its name, and its agent's without the session suffix; `*` within the
 #: window) that came after a message id (store/sql/messages.sql holds the same rule)
 _MESSAGES = (
@@ -203,24 +205,33 @@ class Reserved:
     expires_at: float
 
 
+class Unchecked(Exception):
+    """Nothing could be reserved where the guard looked: the database file does not exist, or the
+    workspace holds no task in it (a wrong `--db` or `--workspace` would let every commit through)."""
+
+
 def reserved(db: str | None, workspace: str, at: float) -> list[Reserved]:
-    """The live exclusive path reservations of `workspace` at `at` (none in a SQLite file that does not
-    exist, or that no version with reservations has opened)."""
+    """The live exclusive path reservations of `workspace` at `at` (none in a database that no version
+    with reservations has opened). Raises `Unchecked` when the SQLite file does not exist or the
+    workspace has no task there, `Unreachable` when the database cannot be read."""
     path = sqlite_path(db)
     if path is not None:
         import sqlite3
 
         if not path.exists():
-            return []
+            raise Unchecked(f"no database at {path}")
         try:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_SECONDS)
             try:
                 known = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'task_reservations'").fetchone()
                 rows = conn.execute(_RESERVED, (workspace, at)).fetchall() if known else []
+                tasks = rows or (known and conn.execute(_ANY_TASK, (workspace,)).fetchone())
             finally:
                 conn.close()
         except sqlite3.Error as exc:
             raise Unreachable(f"cannot read {path}: {exc}") from None
+        if not tasks:
+            raise Unchecked(f"workspace {workspace!r} has no task in {path}")
         return [Reserved(r[0], r[1], r[2], float(r[3])) for r in rows]
     import asyncio
 
@@ -237,8 +248,11 @@ async def _reserved_postgres(dsn: str, workspace: str, at: float) -> list[Reserv
             rows = (
                 await conn.fetch(_RESERVED.replace("?", "$1", 1).replace("?", "$2", 1), workspace, at) if known else []
             )
+            tasks = rows or (known and await conn.fetchval(_ANY_TASK.replace("?", "$1"), workspace))
         finally:
             await conn.close()
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
+    if not tasks:
+        raise Unchecked(f"workspace {workspace!r} has no task in this PostgreSQL database")
     return [Reserved(r[0], r[1], r[2], float(r[3])) for r in rows]

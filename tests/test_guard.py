@@ -254,3 +254,35 @@ def test_an_unreadable_database_lets_the_commit_through(tmp_path):
     out = guard(root, "postgresql+asyncpg://nobody@127.0.0.1:1/none", "w", "bob")
     assert out.returncode == 0 and "not checked" in out.stderr
     assert run_cli("guard", "--bogus").returncode == 2
+
+
+@pytest.mark.slow
+async def test_a_guard_that_cannot_check_says_so_and_finds_the_project_itself(tmp_path, sqlite_url, workspace):
+    """Every way the guard used to pass a commit unsaid (a fresh-eyes trial): a database file that does not
+    exist, a workspace with no task in it; each is one stderr line and exit 0. Without --workspace it
+    reads the project's .mcp.json, as every command does; a file name's control characters are escaped."""
+    root = repo(tmp_path / "repo")
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
+        await call(a, "claim_task", task_key="api")
+    (root / "src").mkdir()
+    (root / "src" / "nl\nhere.js").write_text("x\n")
+    git(root, "add", ".")
+    missing = guard(root, str(tmp_path / "nowhere.db"), workspace, "bob")
+    assert missing.returncode == 0 and f"no database at {tmp_path / 'nowhere.db'}" in missing.stderr
+    assert "the commit is not checked" in missing.stderr and missing.stderr.count("\n") == 1
+    wrong = guard(root, sqlite_url, "nosuch", "bob")
+    assert wrong.returncode == 0 and "workspace 'nosuch' has no task in" in wrong.stderr
+    assert "the commit is not checked" in wrong.stderr
+    db = sqlite_url.split(":///", 1)[1]
+    entry = {"command": "mcp-harness", "args": ["serve", "--db", db, "--workspace", workspace]}
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"harness": entry}}))
+    env = subprocess_env(MCP_HARNESS_AGENT="bob", MCP_HARNESS_NO_SESSION="1")
+    env.pop("MCP_HARNESS_WORKSPACE", None)
+    env.pop("MCP_HARNESS_DB", None)
+    found = subprocess.run([sys.executable, "-m", "mcp_harness", "guard"], cwd=root, capture_output=True, text=True,
+                           env=env, timeout=60)  # fmt: skip
+    assert found.returncode == 1 and "'alice'" in found.stderr and "'api'" in found.stderr, found.stderr
+    assert "src/nl\\nhere.js" in found.stderr or "src/nl\\u000ahere.js" in found.stderr, found.stderr
+    helped = run_cli("guard", "--help")
+    assert helped.returncode == 0 and "--no-verify skips it" in helped.stdout and "project's .mcp.json" in helped.stdout

@@ -7,8 +7,11 @@ Runs on every commit, so it is kept lean like the per-prompt hook: the standard 
 query (`glance.reserved`) and `pathspec` for the matching; never the service. The staged paths come
 from `git diff --cached`, relative to the work tree's root (also in a linked worktree). The committer
 is `MCP_HARNESS_AGENT` (default `claude-code`), resolved to its session's identity as the hooks do
-(`identity.client_agent`); its own reservations never stop it. When the database cannot be read the
-guard says so on stderr and lets the commit through: it must never make a repository unusable."""
+(`identity.client_agent`); its own reservations never stop it. Without `--workspace` (or
+MCP_HARNESS_WORKSPACE) the project's `harness` entry names the workspace and database, as for every
+command (`locate.py`). When the database cannot be read, does not exist, or holds no task of the
+workspace, the guard says so on stderr and lets the commit through: it must never make a repository
+unusable, and never pass a commit unchecked without saying so."""
 
 from __future__ import annotations
 
@@ -21,6 +24,15 @@ from dataclasses import dataclass, field
 from .hook_call import DEFAULT_AGENT
 
 USAGE = "usage: mcp-harness guard [--db DB] [--workspace W] [--agent A] [--no-session]"
+HELP = (
+    "Refuses a commit that touches a path another agent's live lease reserves exclusively, naming the holder, "
+    "the task and the pattern (exit 1); git commit --no-verify skips it. `mcp-harness init --guard` installs it "
+    "as the repository's pre-commit and pre-merge-commit hooks.\n"
+    "  --db, --workspace  where agents reserve paths (default: MCP_HARNESS_DB / MCP_HARNESS_WORKSPACE, else "
+    "the project's .mcp.json entry)\n"
+    "  --agent            the committer (default: MCP_HARNESS_AGENT, else claude-code), as this session's "
+    "identity unless --no-session"
+)
 
 
 class GuardError(Exception):
@@ -30,7 +42,7 @@ class GuardError(Exception):
 def _parse(argv: list[str]) -> dict[str, str | bool | None]:
     opts: dict[str, str | bool | None] = {
         "db": os.environ.get("MCP_HARNESS_DB") or None,
-        "workspace": os.environ.get("MCP_HARNESS_WORKSPACE") or "default",
+        "workspace": os.environ.get("MCP_HARNESS_WORKSPACE") or None,  # else the project's, else `default`
         "agent": os.environ.get("MCP_HARNESS_AGENT") or DEFAULT_AGENT,
         "no_session": False,
     }
@@ -70,6 +82,12 @@ def _left(seconds: float) -> str:
 EXAMPLES = 3  #: paths shown per holder, task and pattern; the rest are counted
 
 
+def _shown(path: str) -> str:
+    """A file name on one line: what a terminal would act on (a newline, an escape sequence) or cannot
+    show (bytes that are not UTF-8) written as Python escapes (`nl\\nhere.js`, `\\udcff`)."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in path)
+
+
 @dataclass
 class Clash:
     """Staged paths one other agent's reservation (one task, one pattern) holds."""
@@ -81,7 +99,7 @@ class Clash:
     paths: list[str] = field(default_factory=list)
 
     def line(self, at: float) -> str:
-        shown = ", ".join(self.paths[:EXAMPLES])
+        shown = ", ".join(_shown(p) for p in self.paths[:EXAMPLES])
         what = shown if len(self.paths) == 1 else f"{len(self.paths)} files, e.g. {shown}"
         return (f"  reserved by agent {self.owner!r} (task {self.key!r}, pattern {self.pattern!r}) for "
                 f"{_left(self.expires_at - at)} more: {what}")  # fmt: skip
@@ -119,7 +137,7 @@ def advice(clashes: list[Clash]) -> str:
 
 def run(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
-        print(f"{USAGE}\n\n{__doc__.splitlines()[0]}")
+        print(f"{USAGE}\n\n{HELP}")
         return 0
     try:
         opts = _parse(argv)
@@ -129,6 +147,15 @@ def run(argv: list[str]) -> int:
         from .. import glance
         from ..identity import client_agent
 
+        if opts["workspace"] is None:  # the project's entry (`locate`): the hook `init` writes names both
+            from pathlib import Path
+
+            from .locate import find_entry
+
+            entry = find_entry(Path.cwd())
+            opts["workspace"] = entry.workspace if entry is not None else "default"
+            if entry is not None and opts["db"] is None:
+                opts["db"] = entry.db
         workspace = str(opts["workspace"])
         agent = client_agent(str(opts["agent"]), workspace, no_session=bool(opts["no_session"]))
         at = time.time()
@@ -136,6 +163,11 @@ def run(argv: list[str]) -> int:
             found = glance.reserved(opts["db"] and str(opts["db"]), workspace, at)  # type: ignore[arg-type]
         except glance.Unreachable as exc:
             print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
+            return 0
+        except glance.Unchecked as exc:  # a wrong --db or --workspace would let every commit through unsaid
+            print(f"mcp-harness guard: {exc}, so nothing is reserved there; the commit is not checked (the "
+                  "hook's --db and --workspace, or the project's .mcp.json, name where agents reserve paths)",
+                  file=sys.stderr)  # fmt: skip
             return 0
         clashes = check(files, found, agent)
     except GuardError as exc:
