@@ -158,3 +158,26 @@ def test_a_linked_worktree_without_an_entry_uses_its_repositorys(seeded, tmp_pat
     # a folder outside any repository keeps the defaults
     monkeypatch.chdir(tmp_path)
     assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"] == []
+
+
+def test_log_refuses_what_it_cannot_read_and_says_which_filter_found_nothing(seeded, capsys):
+    """A fresh-eyes trial got tracebacks from `log` (a --limit past what a database stores, a task or
+    thread that is not UTF-8) and "no progress recorded yet" beside entries that exist: each bad value is
+    one line naming what is allowed (exit 2), and an empty filter says which filter found nothing."""
+    db = ["--db", str(seeded), "--workspace", "shop"]
+    for bad, said in ((["--limit", "99999999999999999999"], "use a whole number from 1 to 9007199254740991"),
+                      (["--task", "\udcff"], "the argument '\\xff' is not valid UTF-8"),
+                      (["--thread", "a\udcfeb"], "the argument 'a\\xfeb' is not valid UTF-8"),
+                      (["--task", "bad name!"], "task 'bad name!' is not a valid name")):  # fmt: skip
+        try:
+            status = main(["log", *db, *bad])
+        except SystemExit as exc:  # argparse's refusal of a --limit
+            status = exc.code
+        err = capsys.readouterr().err
+        assert status == 2, (bad, status)
+        assert said in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert main(["log", *db, "--task", "nope"]) == 0
+    assert capsys.readouterr().out == "no progress entry matches task 'nope'\n"
+    assert main(["log", *db, "--query", "zzzz"]) == 0
+    assert capsys.readouterr().out == "no progress entry matches query 'zzzz'\n"
+    assert main(["log", *db]) == 0 and "catalogue page done" in capsys.readouterr().out

@@ -46,6 +46,13 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for word in sys.argv[1:] if argv is None else argv:  # bytes that are not UTF-8 arrive as lone surrogates
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = word.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            print(f"mcp-harness: the argument '{shown}' is not valid UTF-8: names and texts are UTF-8", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=os.environ.get(ENV_PREFIX + "LOG_LEVEL", "WARNING").upper(),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .. import __version__
+from ..config import MAX_INT
 from ..console import command as ui_command
 from ..task_states import SHOWN
 from .common import env
@@ -32,13 +33,13 @@ def port_number(text: str) -> int:
 
 
 def positive(text: str) -> int:
-    """A count for `--limit`: a whole number of at least 1."""
+    """A count for `--limit`: a whole number from 1 to 2**53 - 1 (what every backend stores)."""
     try:
         number = int(text)
     except ValueError:
         number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count: use a whole number of at least 1")
+    if not 1 <= number <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: use a whole number from 1 to {MAX_INT}")
     return number
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..config import check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import EVERY_FIELD, every_field
 from ..service import Harness, Identity
 from .common import identity, with_harness
-from .output import note, say, show
+from .output import clean, note, say, show
 from .tables import counts_line, progress_log, status_report, task_board
 
 
@@ -35,6 +36,12 @@ async def note_if_empty(h: Harness, ident: Identity) -> None:
 
 def cmd_log(args: argparse.Namespace) -> int:
     ident = identity(args)
+    if args.thread is not None:
+        check_name("thread", args.thread)
+    if args.task is not None:
+        check_name("task", args.task)
+    given = [("query", args.query)] if args.query is not None else [("thread", args.thread), ("task", args.task)]
+    filters = [f"{name} {value!r}" for name, value in given if value is not None]
 
     async def run(h: Harness) -> int:
         if args.query is not None:
@@ -46,6 +53,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             print(json.dumps(every_field(entries), indent=2))
         elif entries:
             show(progress_log(entries))
+        elif filters:  # entries may exist: say which filter found none
+            print(clean(f"no progress entry matches {' and '.join(filters)}", multiline=False))
         else:
             print("no progress recorded yet")
         if not entries:
