@@ -63,3 +63,23 @@ async def test_a_task_in_review_is_not_work_to_continue(sqlite_url, workspace):
     assert out.returncode == 0, out.stderr
     assert 'Yours, in review: api "Build the API" (a person decides; do not work on it)' in out.stdout
     assert "a task in review waits for a person" in out.stdout and "You hold" not in out.stdout
+
+
+async def test_brief_in_a_session_shows_that_sessions_tasks(sqlite_url, workspace):
+    """Run from an agent's session (MCP_HARNESS_SESSION set, as `msg` and the guard read it), the brief is
+    that session's agent's: its held task shows without --agent (a fresh-eyes trial saw none)."""
+    from support import subprocess_env
+
+    async with mcp_client(sqlite_url, workspace, agent="claude-code:cccccccc") as c:
+        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API"}])
+        await call(c, "claim_task", task_key="api")
+    db = sqlite_url.split("///", 1)[1]
+    env = subprocess_env(MCP_HARNESS_SESSION="cccccccc-1234")
+    env.pop("MCP_HARNESS_AGENT", None)
+    env.pop("MCP_HARNESS_NO_SESSION", None)
+    out = run_cli("brief", "--db", db, "--workspace", workspace, env=env)
+    assert 'You hold (agent claude-code:cccccccc): api "Build the API"' in out.stdout, out.stdout
+    alone = subprocess_env()
+    alone.pop("MCP_HARNESS_SESSION", None)
+    alone.pop("CLAUDE_CODE_SESSION_ID", None)
+    assert "You hold" not in run_cli("brief", "--db", db, "--workspace", workspace, env=alone).stdout

@@ -34,11 +34,12 @@ def cmd_brief(args: argparse.Namespace) -> int:
         say(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
         return 0
     from ..service import Identity
+    from .common import session_caller
     from .reading import other_workspaces
 
-    ident = Identity(
-        workspace=args.workspace or env("WORKSPACE", "default"), agent=args.agent or env("AGENT", "default")
-    )
+    workspace = args.workspace or env("WORKSPACE", "default")
+    # as `msg`: run in an agent's session, that session's agent (whose held tasks the brief shows)
+    ident = Identity(workspace=workspace, agent=args.agent or session_caller(workspace) or "default")
     missing = missing_db_file(db_setting(args))
     if missing is not None:  # a hook's brief must not create a database where none was meant to be
         print(

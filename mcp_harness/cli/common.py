@@ -56,24 +56,32 @@ def person(args: argparse.Namespace) -> Identity:
 
 def caller(args: argparse.Namespace) -> Identity:
     """Who runs a `msg` command. `--agent` names a person (an operator). Without it, a command run from an
-    agent's session (its shell: an ancestor process is a client whose stdio server recorded its identity,
-    or `MCP_HARNESS_AGENT` or a session variable is set) acts as that session's agent, resolved as the
-    hooks and the commit guard resolve it (`identity.client_agent`), so that a reply reaches the session;
+    agent's session acts as that session's agent (`session_caller`), so that a reply reaches the session;
     otherwise it is the person at the terminal (`person`: the login name)."""
-    from ..identity import Identity, client_agent, session_id, sessions_off
-    from ..sessions import recorded_agent
-    from .hook_call import DEFAULT_AGENT
+    from ..identity import Identity
 
     if getattr(args, "agent", None):
         return person(args)
     workspace = args.workspace or env("WORKSPACE", "default")
+    agent = session_caller(workspace)
+    return Identity(workspace=workspace, agent=agent) if agent is not None else person(args)
+
+
+def session_caller(workspace: str) -> str | None:
+    """The agent of the session a command runs in (its shell: an ancestor process is a client whose stdio
+    server recorded its identity, or `MCP_HARNESS_AGENT` or a session variable is set), resolved as the
+    hooks and the commit guard resolve it (`identity.client_agent`); None outside a session."""
+    from ..identity import client_agent, session_id, sessions_off
+    from ..sessions import recorded_agent
+    from .hook_call import DEFAULT_AGENT
+
     named = os.environ.get(ENV_PREFIX + "AGENT")
     recorded = None if sessions_off() else recorded_agent(workspace)
     if recorded is not None and not named:
-        return Identity(workspace=workspace, agent=recorded)
+        return recorded
     if named or session_id() is not None:
-        return Identity(workspace=workspace, agent=client_agent(named or DEFAULT_AGENT, workspace))
-    return person(args)
+        return client_agent(named or DEFAULT_AGENT, workspace)
+    return None
 
 
 def db_setting(args: argparse.Namespace) -> str | None:

@@ -159,7 +159,8 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     p = sub.add_parser("brief", parents=parents, help="the resume brief as text (for a person or a session-start hook)")
     p.add_argument("--thread", default="main")
-    p.add_argument("--agent", default=None, help="whose held tasks to show (env MCP_HARNESS_AGENT, default 'default')")
+    p.add_argument("--agent", default=None, help="whose held tasks to show (default: run in an agent's session, "
+                   "its agent, as `msg` resolves it; else MCP_HARNESS_AGENT, else 'default')")  # fmt: skip
     p.add_argument("--url", type=http_url, default=None,
                    help="ask a shared HTTP server (its /mcp URL), not the database")  # fmt: skip
     p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
