@@ -4,6 +4,7 @@ the official MCP client, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -168,6 +169,7 @@ async def test_reserve_and_unreserve_under_a_lease(db_url, workspace):
         err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"])
         assert err.code == "task_conflict" and "'alice'" in err.text and "'a'" in err.text and "docs/api.md" in err.text
         assert "reserve it shared" not in err.text, "alice holds docs/api.md exclusively: sharing would not help"
+        assert re.search(r"for \d+ s more;", err.text), err.text  # whole seconds, as a person reads them
         # a shared request that clashes with an exclusive reservation says so (not "reserve them shared")
         err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"],
                          shared=True)  # fmt: skip

@@ -10,6 +10,7 @@ revives an expired lease. A claim of a task without paths never touches them and
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -187,7 +188,9 @@ async def change(
         raise InvalidArgument(f"a lease holds at most {MAX_PATHS} path patterns; this would make {len(total)}")
     stop = await find_clashes(conn, workspace, agent, wanted, shared=shared, at=at, own_key=row.key)
     if stop:
-        more = f" (and {len(stop) - 1} more)" if len(stop) > 1 else ""
+        first = next((c for c in stop if not c.shared), stop[0])  # an exclusive one is the one to name
+        others = [f"{c.pattern!r} of {c.owner!r}" for c in stop if c is not first]
+        more = f" (also {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
         if shared:  # only exclusive reservations stop a shared one
             then = "a shared reservation waits only for exclusive ones: work on other paths, wait for that lease "
             then += "to end, or message the holder"
@@ -195,9 +198,9 @@ async def change(
             then = "others read it: reserve it shared if reading is enough, work on other paths, or message them"
         else:
             then = "work on other paths, or message the holder"
-        first = next((c for c in stop if not c.shared), stop[0])  # an exclusive one is the one to name
         raise TaskConflict(
-            f"cannot reserve{' shared' if shared else ''}: {first.says()} for {first.retry_after:g}s more{more}; {then}"
+            f"cannot reserve{' shared' if shared else ''}: {first.says()} for {math.ceil(first.retry_after)} s more"
+            f"{more}; {then}"
         )
     await held_paths.reserve(conn, workspace, row.id, token, dict.fromkeys(wanted, shared))
     return total
