@@ -61,7 +61,10 @@ def normalize(pattern: str) -> str:
     if text.startswith("!"):
         raise PatternError(f"{pattern!r}: negated patterns are not allowed in paths; list what to reserve")
     if text.startswith("#"):
-        raise PatternError(f"{pattern!r}: a pattern cannot start with '#' (gitignore reads it as a comment)")
+        raise PatternError(
+            f"{pattern!r}: a pattern cannot start with '#' (gitignore reads it as a comment); for a name "
+            "that starts with '#', write [#] (`[#]notes.md`)"
+        )
     parts = text.rstrip("/").split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise PatternError(f"{pattern!r}: use a path under the repository root without '.', '..' or '//'")
