@@ -54,7 +54,7 @@ MAX_WAITING_LINES = 64
 DRAIN_SECONDS = 90.0
 #: How long the last answers may take to reach a client that stopped reading, on the way out.
 CLOSE_TIMEOUT_SECONDS = 5.0
-#: How long answers wait for a client that stopped reading before that is logged.
+#: How long answers wait for a client that is not reading before that is noted (once) while serving.
 STALL_SECONDS = 30.0
 #: Refused lines logged one by one; after that only their count, at the end.
 LOGGED_REFUSALS = 5
@@ -104,7 +104,13 @@ class Outstanding:
 
 class MessageWriter:
     """stdout as the session's write stream: each message is written as it is sent, one line each (the
-    transport keeps the order of writes), waiting only while the client is not reading."""
+    transport keeps the order of writes), waiting only while the client is not reading.
+
+    Whether the client left answers untaken is decided once, at the connection's end (`ended`), from
+    what stdout still held when the client was given up on and what was dropped because stdout failed.
+    Not sooner: answers waiting when the session ends may still be taken while stdout closes (a client
+    may read only once it has closed stdin). Not from the kernel's buffers: what they took is the
+    client's to read whenever it likes."""
 
     def __init__(self, outstanding: Outstanding) -> None:
         self._outstanding = outstanding
@@ -112,7 +118,9 @@ class MessageWriter:
         self._writable = asyncio.Event()
         self._writable.set()
         self._lost: BaseException | None = None
-        self._closed = self._warned = False
+        self._failed: BaseException | None = None  # the error stdout was lost with, if any
+        self._dropped = 0  # answers not written because stdout was gone
+        self._closed = self._stalled = False
         self.gone = asyncio.Event()  #: set when stdout is closed (by either end)
 
     # -- transport events (`stdio_fds.Ends`) ----------------------------------------------------
@@ -127,17 +135,25 @@ class MessageWriter:
         self._writable.set()
 
     def lost(self, exc: BaseException | None) -> None:
-        if not self._writable.is_set():  # closed with answers the client never took: say so (once)
-            self.stopped_reading(f"{exc or 'stdout was closed'}; answers were still waiting")
+        # With an error, the transport dropped what it held: a write failed (EPIPE: the client closed
+        # stdout), or the client closed a socket with answers unread in it (ECONNRESET).
+        self._failed = self._failed or exc
         self._lost = exc or BrokenPipeError("stdout was closed")
         self.gone.set()
         self._writable.set()
 
-    def stopped_reading(self, why: str) -> None:
-        """Log, once per session, that the client is not taking its answers."""
-        if not self._warned:
-            self._warned = True
-            log.warning("the client stopped reading stdout (%s)", why)
+    def ended(self, unsent: int) -> None:
+        """The connection's end, with the bytes of answers stdout still held when the client was given
+        up on (`stdio_fds.wired`): the one place that says the client did not take its answers."""
+        if unsent:
+            why = f"{unsent} bytes of answers were not taken"
+        elif self._failed is not None:
+            why = f"stdout failed ({self._failed}): what it held was lost, {self._dropped} later answers dropped"
+        elif self._dropped:
+            why = f"stdout was closed; {self._dropped} answers dropped"
+        else:
+            return
+        log.warning("the client stopped reading stdout (%s)", why)
 
     # -- the SDK's WriteStream ------------------------------------------------------------------
 
@@ -151,23 +167,19 @@ class MessageWriter:
         if self._closed:
             raise anyio.ClosedResourceError
         if self._lost is not None or self._transport is None or self._transport.is_closing():
-            raise self._broken()
+            self._dropped += 1
+            raise anyio.BrokenResourceError
         self._transport.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
         while not self._writable.is_set():
             with anyio.move_on_after(STALL_SECONDS) as waited:
                 await self._writable.wait()
-            if waited.cancelled_caught:
-                self.stopped_reading(f"no answer taken for {STALL_SECONDS:.0f} s; answers wait until it reads")
+            if waited.cancelled_caught and not self._stalled:  # a notice while serving, not the verdict
+                self._stalled = True
+                log.warning("stdout: no answer taken for %.0f s; answers wait until the client reads", STALL_SECONDS)
         if self._lost is not None:
-            raise self._broken()
-
-    def _broken(self) -> anyio.BrokenResourceError:
-        self.stopped_reading(f"{self._lost or 'stdout is closing'}; answers are dropped until stdin ends")
-        return anyio.BrokenResourceError()
+            raise anyio.BrokenResourceError
 
     async def aclose(self) -> None:
-        if not self._writable.is_set() and self._lost is None:  # the session ends with answers never taken
-            self.stopped_reading("answers were still waiting when the session ended")
         self._closed = True
 
     async def __aenter__(self) -> MessageWriter:

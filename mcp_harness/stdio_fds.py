@@ -43,7 +43,7 @@ class Writer(Protocol):
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def lost(self, exc: BaseException | None) -> None: ...
-    def stopped_reading(self, why: str) -> None: ...
+    def ended(self, unsent: int) -> None: ...
 
 
 class Ends(asyncio.Protocol):
@@ -199,6 +199,9 @@ class ThreadWriter:
     def is_closing(self) -> bool:
         return self._closing
 
+    def get_write_buffer_size(self) -> int:
+        return self._waiting
+
     def close(self) -> None:
         """Write what is queued, then report the connection lost."""
         if not self._closing:
@@ -288,7 +291,8 @@ async def _connect_one(loop: asyncio.AbstractEventLoop, kind: str, fd: int, prot
 @asynccontextmanager
 async def wired(reader: Reader, writer: Writer, gone: asyncio.Event, close_timeout: float) -> AsyncIterator[None]:
     """Serve `reader` from stdin and `writer` to stdout until the block ends; then stop reading, let the
-    output drain (up to `close_timeout` seconds, until `gone` is set) and give the fds back."""
+    output drain (up to `close_timeout` seconds, until `gone` is set), tell the writer how many bytes
+    were not taken (`Writer.ended`) and give the fds back."""
     loop = asyncio.get_running_loop()
     kinds = (_kind(0), _kind(1))
     sys.stdout.flush()
@@ -306,8 +310,7 @@ async def wired(reader: Reader, writer: Writer, gone: asyncio.Event, close_timeo
         transports = await _connect(loop, kinds, wires, reader, writer)
         yield
     finally:
-        if not await _close(transports, gone, close_timeout):
-            writer.stopped_reading(f"the last answers were not taken within {close_timeout:.0f} s")
+        writer.ended(await _close(transports, gone, close_timeout))
         sys.stdout.flush()  # anything printed while serving belongs to stderr, not the wire
         for fd, private, was_blocking in zip((0, 1), wires, blocking, strict=True):
             with suppress(OSError):
@@ -319,18 +322,20 @@ async def wired(reader: Reader, writer: Writer, gone: asyncio.Event, close_timeo
                     os.close(private)
 
 
-async def _close(transports: tuple[Any, Any], gone: asyncio.Event, timeout: float) -> bool:
-    """Stop reading, write out what stdout still holds; False if the client did not take it in time."""
+async def _close(transports: tuple[Any, Any], gone: asyncio.Event, timeout: float) -> int:
+    """Stop reading, write out what stdout still holds; the bytes the client did not take in time (0:
+    all were written out, or stdout was lost before)."""
     reading, writing = transports
     if reading is not None and reading is not writing:
         reading.close()
     if writing is None:
-        return True
+        return 0
     writing.close()  # writes out what it still holds, then reports the connection lost
     with anyio.move_on_after(timeout, shield=True):
         await gone.wait()
     if gone.is_set():
-        return True
+        return 0
+    unsent = max(writing.get_write_buffer_size(), 1)
     if hasattr(writing, "abort"):
         writing.abort()
-    return False
+    return unsent

@@ -178,6 +178,20 @@ class Wire:
 
     _file_offset = 0
 
+    def unread(self) -> bytes:
+        """What stdout still holds that the client never read (after the server ended; no reader)."""
+        assert self._reader is None and self.stdout_kind not in ("file", "null")
+        os.set_blocking(self._out_fd, False)
+        held = bytearray()
+        while True:
+            try:
+                chunk = os.read(self._out_fd, 1 << 16)
+            except OSError:  # EAGAIN: nothing more; EIO: the terminal's other side has gone
+                return bytes(held)
+            if not chunk:
+                return bytes(held)
+            held += chunk
+
     def _take(self, line: bytes) -> None:
         try:
             message = json.loads(line)
