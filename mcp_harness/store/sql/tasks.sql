@@ -210,34 +210,28 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
 -- The roots of an empty claim's wait, without filters ---------------------------------------------
 -- The tasks at the root of every wait are open tasks with every dependency settled (`ready`), tasks
 -- in review (their dependencies are settled) and failed ones: the first few of each kind, in the order
--- the reasons show them (`ix_task_claim`, `ix_task_board`). `waits_for` is NULL: a root waits on nothing.
+-- the reasons show them (`ix_task_pending`, `ix_task_board`). `waits_for` is NULL: a root waits on nothing.
 
 -- name: roots_in_backoff
 -- row: RootRow
--- Open tasks with every dependency done, in their backoff. SQLite, planning without statistics, is kept
--- off the status index by a unary `+`, which would walk the backlog.
+-- Open tasks with every dependency done, in their backoff: the pending ones of `ix_task_pending` (not
+-- the claimed ones of `ix_task_claim`, which a wait on held tasks has many of), sorted.
 SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id
-FROM tasks WHERE workspace = :ws AND ready = TRUE AND +status = 'pending' AND available_at > :now
-ORDER BY available_at, id LIMIT :limit
-
--- name: roots_in_backoff [postgresql]
--- row: RootRow
-SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id
-FROM tasks WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at > :now
+FROM tasks WHERE workspace = :ws AND status = 'pending' AND ready = TRUE AND available_at > :now
 ORDER BY available_at, id LIMIT :limit
 
 -- name: roots_claimable
 -- row: RootRow
--- Open tasks with every dependency done, claimable now. SQLite: kept off the status and
--- creation-order indexes by unary `+`s, as above.
+-- Open tasks with every dependency done, claimable now, from `ix_task_pending` as above. SQLite is kept
+-- off the creation-order index by a unary `+`, which would walk the backlog.
 SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id
-FROM tasks WHERE workspace = :ws AND ready = TRUE AND +status = 'pending' AND available_at <= :now
+FROM tasks WHERE workspace = :ws AND status = 'pending' AND ready = TRUE AND available_at <= :now
 ORDER BY +id LIMIT :limit
 
 -- name: roots_claimable [postgresql]
 -- row: RootRow
 SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id
-FROM tasks WHERE workspace = :ws AND ready = TRUE AND status = 'pending' AND available_at <= :now
+FROM tasks WHERE workspace = :ws AND status = 'pending' AND ready = TRUE AND available_at <= :now
 ORDER BY id LIMIT :limit
 
 -- name: roots_claimed
