@@ -7,69 +7,32 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import Watched, in_thread, launched, require
 from support.console import XSS_TITLE, agent_call, log_json, seed, shared_server, tasks_json, token, ui_process
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("MCP_HARNESS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 VIEWPORT = {"width": 1440, "height": 900}
-
-if not shutil.which(CHROMIUM):
-    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run `fn` (which may start an event loop of its own) beside Playwright's loop."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(timeout=300)
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+sync_api = require()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        launched.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
     """A browser context whose pages must never break the Content-Security-Policy (checked at the end)."""
-    ctx = browser.new_context(viewport=VIEWPORT)
-    violations: list[str] = []
-    ctx.on("console", lambda m: violations.append(f"{m.page.url if m.page else ''}: {m.text}")
-           if "Content Security Policy" in m.text else None)  # fmt: skip
-    # The browser's own report of each violation too (a console line can be lost while a page unloads).
-    ctx.expose_function("cspViolation", lambda text: violations.append(text))
-    ctx.add_init_script(
-        "document.addEventListener('securitypolicyviolation', e => window.cspViolation("
-        "`${e.documentURI}: ${e.violatedDirective} ${e.sourceFile}:${e.lineNumber} ${e.sample}`))"
-    )
-    yield ctx
-    ctx.close()
-    assert violations == []
+    watched = Watched(browser, VIEWPORT["width"], VIEWPORT["height"])
+    yield watched.ctx
+    watched.close()
 
 
 def shot(page: Any, path: Path) -> None:

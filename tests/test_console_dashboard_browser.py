@@ -7,45 +7,34 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import Watched, in_thread, launched, require
 from support.console import shared_server, token
 from support.console_project import build
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("MCP_HARNESS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 WIDTHS = {"wide": 1400, "narrow": 400}
 WS = "webshop"
-
-if not shutil.which(CHROMIUM):
-    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+require()
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Iterator[tuple[str, str]]:
     db = str(tmp_path_factory.mktemp("project") / "harness.db")
-    thread = threading.Thread(target=build, args=(db, WS))  # beside Playwright's event loop
-    thread.start()
-    thread.join(timeout=300)
+    in_thread(build, db, WS)  # beside Playwright's event loop
     with shared_server(db) as url:
         yield url, db
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        launched.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture(params=list(WIDTHS))
@@ -53,14 +42,8 @@ def page(request: pytest.FixtureRequest, browser: Any, project: tuple[str, str])
     """A signed-in operator's page at one width; no page may break the Content-Security-Policy."""
     url, db = project
     width = WIDTHS[request.param]
-    ctx = browser.new_context(viewport={"width": width, "height": 900})
-    violations: list[str] = []
-    ctx.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    ctx.expose_function("cspViolation", lambda text: violations.append(text))
-    ctx.add_init_script(
-        "document.addEventListener('securitypolicyviolation', e => window.cspViolation("
-        "`${e.documentURI}: ${e.violatedDirective} ${e.sourceFile}:${e.lineNumber} ${e.sample}`))"
-    )
+    watched = Watched(browser, width)
+    ctx = watched.ctx
     tab = ctx.new_page()
     tab.goto(f"{url}/ui/")
     tab.fill("#token", token(db, WS, "olga", "operator"))
@@ -70,8 +53,7 @@ def page(request: pytest.FixtureRequest, browser: Any, project: tuple[str, str])
     tab.base = url
     tab.suffix = request.param
     yield tab
-    ctx.close()
-    assert violations == []
+    watched.close()
 
 
 def shot(page: Any, name: str, tmp_path: Path) -> None:

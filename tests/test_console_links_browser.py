@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from support import run_cli, settings_for
+from support.browser import Watched, in_thread, launched, require
 from support.console import shared_server, token
 from support.console_project import DONE_ORDER, build
 
@@ -27,34 +26,10 @@ from mcp_harness.store.connection import Query
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("MCP_HARNESS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 WIDTHS = {"wide": 1400, "narrow": 400}
 WS = "webshop"
 BOB_PATHS = ["src/payments/**", "migrations/0007_payments.sql", "tests/payments/**"]
-
-if not shutil.which(CHROMIUM):
-    pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
-
-
-def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run `fn` (which starts an event loop of its own) beside Playwright's loop."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(timeout=300)
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
+require()
 
 
 def saves_and_reservations(db: str, leases: dict[str, str]) -> None:
@@ -119,10 +94,8 @@ def project(tmp_path_factory) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield launched
-        launched.close()
+    with launched() as chromium:
+        yield chromium
 
 
 class Tab:
@@ -130,15 +103,8 @@ class Tab:
 
     def __init__(self, browser: Any, url: str, db: str, width: int, role: str, agent: str) -> None:
         self.url, self.db, self.width = url, db, width
-        self.ctx = browser.new_context(viewport={"width": width, "height": 900})
-        self.violations: list[str] = []
-        self.ctx.on("console", lambda m: self.violations.append(m.text)
-                    if "Content Security Policy" in m.text else None)  # fmt: skip
-        self.ctx.expose_function("cspViolation", lambda text: self.violations.append(text))
-        self.ctx.add_init_script(
-            "document.addEventListener('securitypolicyviolation', e => window.cspViolation("
-            "`${e.documentURI}: ${e.violatedDirective} ${e.sourceFile}:${e.lineNumber} ${e.sample}`))"
-        )
+        self.watched = Watched(browser, width)
+        self.ctx = self.watched.ctx
         self.page = self.ctx.new_page()
         self.page.goto(f"{url}/ui/")
         self.page.fill("#token", token(db, WS, agent, role))
@@ -154,8 +120,7 @@ class Tab:
         assert self.page.evaluate("document.documentElement.scrollWidth") <= self.width
 
     def close(self) -> None:
-        self.ctx.close()
-        assert self.violations == []
+        self.watched.close()
 
 
 @pytest.fixture(params=list(WIDTHS))
