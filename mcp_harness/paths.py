@@ -63,7 +63,7 @@ def normalize(pattern: str) -> str:
     if text.startswith("#"):
         raise PatternError(
             f"{pattern!r}: a pattern cannot start with '#' (gitignore reads it as a comment); for a name "
-            "that starts with '#', write [#] (`[#]notes.md`)"
+            f"that starts with '#', write [#]: {'[#]' + text[1:]!r}"
         )
     parts = text.rstrip("/").split("/")
     if any(part in ("", ".", "..") for part in parts):

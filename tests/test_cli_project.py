@@ -180,4 +180,6 @@ def test_log_refuses_what_it_cannot_read_and_says_which_filter_found_nothing(see
     assert capsys.readouterr().out == "no progress entry matches task 'nope'\n"
     assert main(["log", *db, "--query", "zzzz"]) == 0
     assert capsys.readouterr().out == "no progress entry matches query 'zzzz'\n"
+    assert main(["log", *db, "--query", "catalogue", "--task", "cart"]) == 2  # a search reads the whole log
+    assert "does not combine with --task or --thread" in capsys.readouterr().err
     assert main(["log", *db]) == 0 and "catalogue page done" in capsys.readouterr().out

@@ -112,6 +112,9 @@ def test_a_set_that_is_never_closed_is_refused(bad):
     with pytest.raises(PatternError) as err:
         normalize(bad)
     assert "no ']'" in str(err.value) and "[[] for a literal [" in str(err.value)
+    with pytest.raises(PatternError) as err:
+        normalize("#notes.md")
+    assert "write [#]: '[#]notes.md'" in str(err.value) and matches("[#]notes.md", "#notes.md")
     for good, file in (("src/[[]a-", "src/[a-"), ("a/[]]", "a/]"), ("a/[!]]x", "a/bx"), ("a/[a-z]/b", "a/q/b")):
         assert normalize(good) == good and matches(good, file), good
 

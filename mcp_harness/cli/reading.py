@@ -36,6 +36,11 @@ async def note_if_empty(h: Harness, ident: Identity) -> None:
 
 def cmd_log(args: argparse.Namespace) -> int:
     ident = identity(args)
+    if args.query is not None and (args.thread is not None or args.task is not None):
+        raise InvalidArgument(
+            "--query searches the whole log, best matches first; it does not combine with "
+            "--task or --thread (drop them, or drop --query to read one task's or thread's entries)"
+        )
     if args.thread is not None:
         check_name("thread", args.thread)
     if args.task is not None:
