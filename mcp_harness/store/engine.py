@@ -151,9 +151,9 @@ class Database:
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[Connection]:
-        """For work that is ONE statement (atomic by itself): on PostgreSQL it runs in autocommit on a
-        pooled connection, without BEGIN/COMMIT (two round trips fewer); on SQLite it is a write
-        transaction like any other."""
+        """For work that is ONE write statement (atomic by itself), and reads that need no snapshot with
+        it: on PostgreSQL each runs in autocommit on one pooled connection, without BEGIN/COMMIT (two
+        round trips fewer); on SQLite it is a write transaction like any other."""
         if self.is_sqlite:
             async with self.write() as conn:
                 yield conn
