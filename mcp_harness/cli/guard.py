@@ -147,15 +147,12 @@ def run(argv: list[str]) -> int:
         from .. import glance
         from ..identity import client_agent
 
-        if opts["workspace"] is None:  # the project's entry (`locate`): the hook `init` writes names both
-            from pathlib import Path
+        if opts["workspace"] is None:  # the project's entry, as for every command (the hook names both)
+            from .locate import project_defaults
 
-            from .locate import find_entry
-
-            entry = find_entry(Path.cwd())
-            opts["workspace"] = entry.workspace if entry is not None else "default"
-            if entry is not None and opts["db"] is None:
-                opts["db"] = entry.db
+            db = opts["db"]
+            named, opts["db"] = project_defaults(db if isinstance(db, str) else None)
+            opts["workspace"] = named or "default"
         workspace = str(opts["workspace"])
         agent = client_agent(str(opts["agent"]), workspace, no_session=bool(opts["no_session"]))
         at = time.time()

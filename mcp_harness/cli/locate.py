@@ -40,17 +40,28 @@ def apply_project_defaults(args: argparse.Namespace) -> None:
     """Fill `args.workspace` (and `args.db`) from the project's entry, where the person gave neither."""
     if args.command in NOT_PROJECT_AWARE or getattr(args, "workspace", "") is not None:
         return
+    workspace, db = project_defaults(getattr(args, "db", None))
+    if workspace is not None:
+        args.workspace = workspace
+        if hasattr(args, "db"):
+            args.db = db
+
+
+def project_defaults(db: str | None) -> tuple[str | None, str | None]:
+    """The workspace and database a command without `--workspace` uses: the project's entry's (found from
+    the current folder), its database only where neither `db` (the command's `--db`) nor MCP_HARNESS_DB
+    is given. (None, `db`) when MCP_HARNESS_WORKSPACE is set or no entry names a workspace."""
     if os.environ.get(ENV_PREFIX + "WORKSPACE"):
-        return
+        return None, db
     try:
         entry = find_entry(Path.cwd())
     except OSError:  # the current folder was removed, or cannot be read
-        return
+        return None, db
     if entry is None:
-        return
-    args.workspace = entry.workspace
-    if getattr(args, "db", "") is None and not os.environ.get(ENV_PREFIX + "DB") and entry.db:
-        args.db = entry.db
+        return None, db
+    if db is None and not os.environ.get(ENV_PREFIX + "DB") and entry.db:
+        return entry.workspace, entry.db
+    return entry.workspace, db
 
 
 def project_folders(start: Path) -> list[Path]:
