@@ -120,6 +120,7 @@ class TaskClaimer(ServiceBase):
         at = now()
         async with self.db.single() as conn:
             row = await _take(conn, ident, at, lease_seconds, tags, task_key)
+            context = None
             if row is not None and row.taken_from is None:  # what the new holder must know: a few bounded
                 context = await task_context(conn, ident.workspace, row)  # reads, on the same connection
         if row is None:

@@ -58,11 +58,11 @@ def _both(build: Callable[[str], str], *, row: type[Record] | None = None, name:
 TASK = columns(TaskRecord)
 _EVENT_COLUMNS = "workspace, task_key, kind, actor, attempt, detail, created_at"
 
+#: claimed tasks with attempts left: `ix_task_retry_lease`'s predicate (`tables.py` declares the index)
+RETRY_LEASE = "status = 'claimed' AND attempts < max_attempts"
 #: a claim's condition in its two parts, each read by an index of its own (`_pick`): a pending task past
 #: its backoff (`ix_task_pending`), a claimed one whose lease ran out with attempts left
-#: (`ix_task_retry_lease`, whose predicate `RETRY_LEASE` is, term for term, so that SQLite takes it)
-#: claimed tasks with attempts left: `ix_task_retry_lease`'s predicate (`tables.py`)
-RETRY_LEASE = "status = 'claimed' AND attempts < max_attempts"
+#: (`ix_task_retry_lease`: `RETRY_LEASE` spelled term for term, so that SQLite takes the partial index)
 _PENDING_DUE = "status = 'pending' AND available_at <= :now"
 _RAN_OUT = f"{RETRY_LEASE} AND lease_expires_at <= :now"
 #: the claim's condition on one row, the one place it is written (`task_states.claimable` is its twin
