@@ -85,3 +85,20 @@ async def test_the_body_reader_marks_only_unpaired_surrogates_and_passes_the_res
         assert (await post(untouched[:20], untouched[20:]))[1] == untouched
     big = call % (b'{"tag": "x\\ud8ac", "pad": "' + b"p" * 2000 + b'"}')  # over the limit: passed on as it came
     assert (await post(big[:600], big[600:1200], big[1200:]))[1] == big
+
+
+def test_pyproject_caps_each_dependency_at_the_first_release_sdk_py_was_not_checked_against():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    caps = {}
+    for requirement in project["dependencies"]:
+        found = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*(.*)", requirement)
+        name, spec = found.groups()  # type: ignore[union-attr]
+        caps[name.lower()] = spec
+    for distribution, lowest, beyond in checked_against():
+        low, high = ".".join(map(str, lowest)), ".".join(map(str, beyond))
+        assert caps[distribution] == f">={low},<{high}", (
+            f"pyproject.toml should require {distribution}>={low},<{high}, the releases sdk.py names"
+        )
