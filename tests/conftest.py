@@ -104,3 +104,15 @@ async def harness(db_url: str) -> AsyncIterator[Harness]:
 async def client(db_url: str, workspace: str) -> AsyncIterator[Client]:
     async with mcp_client(db_url, workspace) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def claude_binary() -> Path:
+    """The pinned real Claude Code binary (`MCP_HARNESS_TEST_CLAUDE`, else installed once with npm);
+    the test is skipped, saying why, where it cannot be had."""
+    from support import claude_code
+
+    try:
+        return claude_code.locate()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
