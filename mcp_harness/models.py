@@ -275,6 +275,7 @@ class FullTaskRow(TaskView):
 
     ready: bool  #: claimable now
     context: TaskContext | None = Field(default=None, exclude_if=_absent)  #: whole: notes, dependencies uncut
+    added_by: str | None = None  #: who added the task (absent for tasks added before it was recorded)
 
 
 class UpdateTaskResult(Replayable):
@@ -526,3 +527,54 @@ class ListTasksResult(Result):
     tasks: list[TaskRow | FullTaskRow]  #: rows; with task_key, that task's every field
     counts: LeanCounts
     next_cursor: str | None
+
+
+# -- the session runner (people's views: the CLI and the console) -----------------------------------
+
+#: how a runner's session ended (`mcp_harness/runner/outcomes.py` decides which)
+SessionOutcome = Literal[
+    "completed",
+    "in_review",
+    "released",
+    "failed",
+    "no_progress",
+    "max_turns",
+    "stalled",
+    "timed_out",
+    "crashed",
+    "rate_limited",
+    "setup_error",
+    "stopped",
+]
+
+
+class SessionRecord(Result):
+    """One agent session a runner started: its task, identity, how it went and how it ended."""
+
+    id: str  #: the session's UUID
+    runner: str
+    slot: int  #: counts from 1
+    agent: str
+    task_key: str | None
+    kind: Literal["work", "initializer"]
+    started_at: str
+    ended_at: str | None = None
+    outcome: SessionOutcome | None = None  #: None while it runs
+    exit_code: int | None = None
+    turns: int | None = None
+    cost_usd: float | None = None  #: as the agent reported it; None when unknown
+    last_tool: str | None = None
+    last_words: str | None = None
+    transcript: str | None = None  #: the stream's file
+    stop_requested_by: str | None = None
+
+
+class RunnerRecord(Result):
+    """A live `mcp-harness run` process."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: str
+    seen_at: str
+    waiting: str | None = None  #: what it waits on, when nothing is claimable

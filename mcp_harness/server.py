@@ -3,12 +3,11 @@ themselves are listed in `mcp_tools`, resources and prompts in `resources`."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -22,7 +21,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, Tool
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from . import __version__
+from . import __version__, signals
 from .arguments import UNPAIRED_SURROGATE, validation_message
 from .config import Settings
 from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound, Unavailable
@@ -232,31 +231,16 @@ class HarnessServer(MCPServer[Any]):
         return CallToolResult(content=[TextContent(type="text", text=dumps(structured))], structured_content=structured)
 
 
-@contextmanager
-def _signals(signalled: anyio.Event, leases: ConnectionLeases | None) -> Iterator[None]:
+def _signals(signalled: anyio.Event, leases: ConnectionLeases | None) -> AbstractContextManager[None]:
     """SIGTERM, SIGINT and SIGHUP end the connection as a closed stdin does (`HarnessServer._end_on_signal`:
     its leases end, then the database closes before the process exits)."""
-    loop = asyncio.get_running_loop()
-    installed = []
 
-    def stop(name: str) -> None:
+    def stop(sig: signal.Signals) -> None:
         if leases is not None:
-            leases.why = f"its connection ended ({name})"
+            leases.why = f"its connection ended ({sig.name})"
         signalled.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
-        if sig is None:
-            continue
-        try:
-            loop.add_signal_handler(sig, stop, sig.name)
-        except (NotImplementedError, RuntimeError, ValueError):  # not on this platform or thread
-            continue
-        installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    return signals.handled(stop)
 
 
 def error_result(exc: BaseException, tool: str) -> CallToolResult:

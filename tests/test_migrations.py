@@ -330,12 +330,12 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     counters = sorted((ws, status, bool(blocked), n) for _id, ws, status, blocked, n in after.pop("task_counts"))
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
-    kept["tasks"] = [(*row, False, "work", None, None) for row in kept["tasks"]]  # migration 11: paths
+    kept["tasks"] = [(*row, False, "work", None, None, None) for row in kept["tasks"]]  # 11: paths, 17: added_by
     search = {name: after.pop(name) for name in list(after) if "_fts" in name}  # migration 10 (SQLite)
     assert sorted(search.get("progress_fts", [("a note", None), ("did things", None)])) == [
         ("a note", None), ("did things", None)
     ]  # fmt: skip
-    # migration 8: console sessions; 9: messages; 11: path reservations; 12: agent contacts
+    # migration 8: console sessions; 9: messages; 11: path reservations; 12: agent contacts; 17: the runner's
     assert after == {
         **kept,
         "task_events": [],
@@ -344,6 +344,8 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
         "message_acks": [],
         "task_reservations": [],
         "agent_contacts": [],
+        "runners": [],
+        "agent_sessions": [],
     }
     counts = listing.counts.model_dump()
     assert counts == {**dict.fromkeys(counts, 0), "pending": 1, "claimed": 1, "done": 1}

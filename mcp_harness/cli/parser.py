@@ -9,6 +9,7 @@ from typing import NoReturn
 from .. import __version__
 from ..config import MAX_INT
 from ..console import command as ui_command
+from ..runner import command as runner_command
 from ..task_states import SHOWN
 from .common import env
 
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _clients(sub)
     _tokens_and_schemas(sub, common, ws)
     ui_command.add_parser(sub, [common, ws])  # `mcp-harness ui`, the operator console
+    runner_command.add_parser(sub, [common, ws])  # `mcp-harness run` and `sessions`, the session runner
     return parser
 
 

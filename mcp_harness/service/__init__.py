@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .console_links import ConsoleLinks
     from .console_sessions import ConsoleSessionService
     from .maintenance import MaintenanceService
+    from .runs import RunService
 
 __all__ = ["Harness", "Identity", "iso"]
 
@@ -68,6 +69,13 @@ class Harness:
         from .console_sessions import ConsoleSessionService
 
         return ConsoleSessionService(self.db, self.settings)
+
+    @cached_property
+    def runs(self) -> RunService:
+        """The session runner's records (runners and their agent sessions): loaded on first use."""
+        from .runs import RunService
+
+        return RunService(self.db, self.settings)
 
     @cached_property
     def maintenance(self) -> MaintenanceService:

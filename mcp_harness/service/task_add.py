@@ -154,6 +154,7 @@ def _new_rows(
                 "review": spec.review,
                 "kind": spec.kind,
                 "paths": dumps(spec.paths) if spec.paths else None,
+                "added_by": ident.agent,
                 "created_at": at,
                 "updated_at": at,
                 "_deps": list(dict.fromkeys(spec.depends_on)),

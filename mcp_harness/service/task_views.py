@@ -107,9 +107,11 @@ def task_detail(row: TaskRecord, at: float, held: dict[str, bool] | None = None)
     return task_view(row, at, TaskDetail, lease=lease_of(row, at), held_paths=exclusive, shared_paths=shared)
 
 
-def full_row(row: TaskRecord, at: float, context: TaskContext | None = None) -> FullTaskRow:
-    """`list_tasks(task_key=K)`: every field of the task, with its whole `context`."""
-    return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context)
+def full_row(
+    row: TaskRecord, at: float, context: TaskContext | None = None, added_by: str | None = None
+) -> FullTaskRow:
+    """`list_tasks(task_key=K)`: every field of the task, with its whole `context` and who added it."""
+    return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context, added_by=added_by)
 
 
 def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: Any) -> UpdateTaskResult:

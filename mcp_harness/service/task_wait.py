@@ -60,6 +60,15 @@ class Wakeup:
             waited[0] += anyio.current_time() - started
         return gone is None or not gone.is_set()
 
+    async def wait_for_change(self, workspace: str, timeout: float) -> bool:
+        """Sleep until anything changes in `workspace` (a task, the log, a checkpoint: this process's
+        change or another's commit, through the change feed) or `timeout` passes. True when it changed."""
+        feed = changes.feed(self.db)
+        seen = feed.version_of(workspace)
+        local = self._changed.setdefault(workspace, anyio.Event())
+        version = await feed.wait(seen, timeout, workspace=workspace, also=local)
+        return version != seen or local.is_set()
+
 
 async def _relay(source: anyio.Event, target: anyio.Event) -> None:
     await source.wait()

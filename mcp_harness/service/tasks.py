@@ -192,8 +192,10 @@ class TaskService(ServiceBase):
                 if row is None:
                     raise NotFound(f"no task with key {key!r} in this workspace")
                 context = await task_context(conn, ident.workspace, row, full=True)
+                added_by = await store.added_by(conn, ident.workspace, key)
                 counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)
-            listed = ListTasksResult(tasks=[full_row(row, at, context)], counts=task_counts(counts), next_cursor=None)
+            full = full_row(row, at, context, added_by)
+            listed = ListTasksResult(tasks=[full], counts=task_counts(counts), next_cursor=None)
             return listed, ran_out
 
         return await self.looking(ident.workspace, read)

@@ -466,3 +466,47 @@ class WorkspaceSinceRow(Record):
 
     workspace: str
     since: float
+
+
+# -- the session runner (`sql/runs.sql`) ------------------------------------------------------------
+
+
+class RunnerRow(Record):
+    """A runner process: where it runs, when it was last seen, what it waits on."""
+
+    __slots__ = ()
+
+    id: str
+    workspace: str
+    host: str
+    pid: int
+    started_at: float
+    seen_at: float
+    ended_at: float | None
+    waiting: str | None
+
+
+class AgentSessionRow(Record):
+    """One agent session a runner started (see `tables.AgentSession`)."""
+
+    __slots__ = ()
+
+    id: str
+    workspace: str
+    runner: str
+    slot: int
+    agent: str
+    task_key: str | None
+    kind: str
+    started_at: float
+    seen_at: float
+    ended_at: float | None
+    outcome: str | None
+    exit_code: int | None
+    turns: int | None
+    cost_usd: float | None
+    last_tool: str | None
+    last_words: str | None
+    transcript: str | None
+    stop_requested_at: float | None
+    stop_requested_by: str | None

@@ -173,6 +173,7 @@ class Task(SQLModel, table=True):
     review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
     #: JSON list of path patterns a claim reserves (NULL: none); see `paths.py`
     paths: str | None = Field(default=None, sa_type=Text)
+    added_by: str | None = None  #: the agent (or person) whose add_tasks created it
 
 
 _tasks = table_of(Task)
@@ -387,3 +388,50 @@ class AgentContact(SQLModel, table=True):
     tool: str
     claim_outcome: str | None = None
     claim_at: float | None = None
+
+
+class Runner(SQLModel, table=True):
+    """A `mcp-harness run` process: where it runs, when it was last seen (it renews `seen_at` while it
+    lives) and what it waits on when nothing is claimable."""
+
+    __tablename__ = "runners"
+    __table_args__ = (Index("ix_runner_workspace", "workspace", "started_at"),)
+    id: str = Field(primary_key=True)
+    workspace: str
+    host: str
+    pid: int
+    started_at: float
+    seen_at: float
+    ended_at: float | None = None
+    waiting: str | None = None  #: what it waits on (a claim's reason), or None while it works
+
+
+class AgentSession(SQLModel, table=True):
+    """One headless agent session a runner started for one task: written before the agent starts, kept
+    up to date while it runs (turns, cost, last tool call), closed with its outcome. A person may ask
+    for it to stop (`stop_requested_at`); its runner sees the request and stops it."""
+
+    __tablename__ = "agent_sessions"
+    __table_args__ = (
+        Index("ix_agent_session_started", "workspace", "started_at"),
+        Index("ix_agent_session_task", "workspace", "task_key"),
+    )
+    id: str = Field(primary_key=True)  #: the session's UUID (Claude Code's --session-id)
+    workspace: str
+    runner: str
+    slot: int
+    agent: str
+    task_key: str | None = None
+    kind: str  #: `work` (one task) or `initializer` (plans the work from a spec)
+    started_at: float
+    seen_at: float
+    ended_at: float | None = None
+    outcome: str | None = None
+    exit_code: int | None = None
+    turns: int | None = None
+    cost_usd: float | None = None
+    last_tool: str | None = None
+    last_words: str | None = Field(default=None, sa_type=Text)
+    transcript: str | None = None  #: the stream's file, under the data folder
+    stop_requested_at: float | None = None
+    stop_requested_by: str | None = None

@@ -397,3 +397,8 @@ async def page(
         if search is None:
             raise
         raise search_refused(exc) from None
+
+
+async def added_by(conn: Connection, workspace: str, key: str) -> str | None:
+    """The agent (or person) whose add_tasks created the task."""
+    return await conn.fetch_value(Q.added_by, {"ws": workspace, "key": key})

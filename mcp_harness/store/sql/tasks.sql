@@ -31,10 +31,10 @@ FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys)
 -- A new task (its attempts start at 0); returns its id, which its tags name.
 INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts,
     dependents, content_hash, status, ready, blocked, attempts, available_at, created_at, updated_at, review, kind,
-    paths)
+    paths, added_by)
 VALUES (:workspace, :key, :title, :description, :steps, :priority, :depends_on, :tags, :max_attempts,
     :dependents, :content_hash, :status, :ready, :blocked, 0, :available_at, :created_at, :updated_at, :review,
-    :kind, :paths)
+    :kind, :paths, :added_by)
 RETURNING id
 
 -- name: insert_dependency
@@ -248,3 +248,7 @@ FROM tasks WHERE workspace = :ws AND status = 'in_review' ORDER BY id LIMIT :lim
 -- row: RootRow
 SELECT "key", status, owner, ready, available_at, lease_expires_at, review_comment, NULL AS waits_for, id
 FROM tasks WHERE workspace = :ws AND status = 'failed' ORDER BY id LIMIT :limit
+
+-- name: added_by
+-- Who added a task (NULL for tasks added before this was recorded).
+SELECT added_by FROM tasks WHERE workspace = :ws AND "key" = :key
