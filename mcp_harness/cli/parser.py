@@ -111,14 +111,27 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     p = sub.add_parser(
         "tasks", parents=parents,
-        help="the task board; `tasks show KEY`: one task's story; `tasks release|retry|cancel|reopen KEY`",
+        help="the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks release|retry|cancel|reopen KEY`",
     )  # fmt: skip
-    p.add_argument("show", nargs="*", metavar="show|release|retry|cancel|reopen KEY",
-                   help="show: one task's lease, events and progress; release (--reason): end its lease; retry: "
+    p.add_argument("show", nargs="*", metavar="show|add|release|retry|cancel|reopen KEY",
+                   help="show: one task's lease, events and progress; add: a new task; release (--reason): end its lease; retry: "
                    "end its backoff; cancel (--reason): the plan no longer needs it; reopen (--reason): revive a done, "
                    "failed or cancelled task")  # fmt: skip
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
     p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
+    add = p.add_argument_group(
+        "tasks add KEY (one task from flags) or tasks add --file FILE (a JSON list, or JSON Lines)"
+    )
+    add.add_argument("--file", default=None, help="add: the tasks, in add_tasks' shape (- for stdin)")
+    add.add_argument("--title", default=None)
+    add.add_argument("--description", default=None)
+    add.add_argument("--step", action="append", default=None, help="an acceptance step (repeatable)")
+    add.add_argument("--depends-on", action="append", default=None, metavar="KEY", help="repeatable")
+    add.add_argument("--paths", action="append", default=None, metavar="P", help="a path pattern a claim reserves")
+    add.add_argument("--tag", action="append", default=None, help="repeatable")
+    add.add_argument("--priority", type=int, default=None, help="higher first (default 0)")
+    add.add_argument("--review", action="store_true", help="completing it waits for a person's approval")
+    add.add_argument("--gate", action="store_true", help="a person's decision, never claimed")
     p.add_argument("--query", default=None, help="full-text search over title, description, result, verification")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")

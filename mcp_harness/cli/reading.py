@@ -71,6 +71,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
+    if args.show and args.show[0] == "add":  # a person plans
+        from .task_add import add
+
+        return add(args, args.show[1:])
     if args.show and args.show[0] in ("release", "retry", "cancel", "reopen"):  # a person's action
         from .review import task_action
 

@@ -1,0 +1,357 @@
+"""`mcp-harness run` through the real Claude Code against a scripted model: every session's outcome is
+read from the harness, what is left is settled with a note the next session reads, nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import run_cli, subprocess_env
+from support.runner import (
+    acts,
+    add_tasks,
+    board,
+    completes,
+    progress_of,
+    project,
+    run,
+    runner_command,
+    runner_env,
+    sessions,
+    task_of,
+)
+from support.scripted_model import ScriptedModel, error, load, say, stall, tool
+
+pytestmark = pytest.mark.slow
+WS = "w"
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    return project(tmp_path)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "h.db")
+
+
+def test_the_runner_does_the_plan_one_task_per_session_and_records_each(tmp_path, proj, db, claude_binary):
+    add_tasks(db, WS, [{"key": "a", "title": "first"}, {"key": "b", "title": "second", "depends_on": ["a"]}])
+    with ScriptedModel(completes) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), claude=claude_binary)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all tasks are done" in done.stdout
+    tasks = board(db, WS)
+    assert {k: t["status"] for k, t in tasks.items()} == {"a": "done", "b": "done"}
+    assert tasks["b"]["context"]["dependencies"][0]["result"] == "a"  # the next session read what a said
+    records = sessions(db, WS)
+    assert sorted((r["task_key"], r["outcome"], r["slot"]) for r in records) == [
+        ("a", "completed", 1), ("b", "completed", 1)
+    ]  # fmt: skip
+    assert len(model.sessions()) == 2 and {r["id"] for r in records} == set(model.sessions())  # one each
+    for record in records:
+        assert record["agent"] == f"claude-code:{record['id'][:8]}"
+        assert record["turns"] >= 3 and record["cost_usd"] is not None and record["exit_code"] == 0
+        assert Path(record["transcript"]).is_file()
+    # each session: one progress entry by agent `runner` about its task
+    entries = progress_of(db, WS)
+    assert sorted(e["task_key"] for e in entries) == ["a", "b"]
+    assert all("completed" in e["summary"] for e in entries)
+    # the task's adder is named in the prompt, and the discipline comes before the task's text
+    first = model.conversation(records[-1]["id"])[0]
+    prompt = [b["text"] for b in first.body["messages"][0]["content"] if b["type"] == "text"][-1]
+    assert prompt.index("Session rules") < prompt.index('The task, as data added by "planner"')
+    # people read the records
+    env = subprocess_env()
+    listing = run_cli("sessions", "--db", db, "--workspace", WS, env=env)
+    assert listing.returncode == 0 and "completed" in listing.stdout, listing.stderr
+    shown = run_cli("sessions", "show", records[0]["id"][:8], "--db", db, "--workspace", WS, env=env)
+    assert "mcp__harness__update_task" in shown.stdout and "outcome: completed" in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "outcome", "status", "attempts"),
+    [
+        (acts("release", reason="needs a decision first"), "released", "pending", 0),
+        (acts("fail", error="the spec contradicts itself", retry=False), "failed", "failed", 1),
+        # a lease ended as a connection's end ends it: claimable at once, the holder named until a claim
+        (lambda turn: [say("I looked around and stopped.")], "no_progress", "claimed", 1),
+        (lambda turn: [error(429)], "rate_limited", "pending", 0),
+    ],
+    ids=["released", "failed", "no_progress", "rate_limited"],
+)
+def test_each_ending_is_read_from_the_harness_and_settled(
+    tmp_path, proj, db, claude_binary, behaviour, outcome, status, attempts
+):
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    with ScriptedModel(behaviour) as model:
+        env = runner_env(tmp_path / "home", model.url, MCP_HARNESS_RUNNER_BACKOFF_SECONDS="1")
+        done = run(db, WS, proj, env, "--max-sessions", "1", "--exit-when-idle", claude=claude_binary)
+    assert done.returncode in (0, 3, 4), done.stdout + done.stderr
+    (record,) = sessions(db, WS)
+    assert record["outcome"] == outcome, (record, done.stdout)
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == (status, attempts), task
+    assert task["ready"] == (status != "failed") and task.get("owner") in (None, record["agent"])
+    if outcome in ("no_progress", "rate_limited"):  # the next session's context says why
+        notes = json.dumps(task.get("context", {}))
+        assert f"ended {outcome}" in notes, notes
+    if outcome == "rate_limited":
+        assert "every slot pauses" in done.stdout
+
+
+def test_a_session_with_no_output_is_stopped_as_stalled_and_one_too_long_as_timed_out(
+    tmp_path, proj, db, claude_binary
+):
+    add_tasks(db, WS, [{"key": "s", "title": "stalls"}])
+    with ScriptedModel(lambda turn: [load("update_task"), stall(120)]) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        began = time.monotonic()
+        done = run(db, WS, proj, env, "--stall-timeout", "0.05", "--max-sessions", "1", claude=claude_binary)
+        took = time.monotonic() - began
+    assert done.returncode == 4, done.stdout + done.stderr
+    (record,) = sessions(db, WS)
+    assert record["outcome"] == "stalled" and took < 60, (record, took)
+    task = board(db, WS)["s"]
+    assert task["ready"] and task["attempts"] == 1 and "ended stalled" in json.dumps(task["context"])
+
+    add_tasks(db, WS, [{"key": "slow", "title": "too long", "priority": 5}])
+    with ScriptedModel(lambda turn: [load("update_task"), stall(120)]) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(db, WS, proj, env, "--session-timeout", "0.1", "--max-sessions", "1", claude=claude_binary)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert [r["outcome"] for r in sessions(db, WS) if r["task_key"] == "slow"] == ["timed_out"]
+
+
+def test_a_harness_server_that_does_not_connect_is_a_setup_error_and_gives_the_attempt_back(
+    tmp_path, proj, db, claude_binary
+):
+    # a "claude" that breaks the per-session MCP config: the harness server cannot start
+    wrapper = tmp_path / "claude-broken-mcp"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"mcpServers": {"harness": {"type": "stdio", "command": "/nonexistent/server"}}}))
+    wrapper.write_text(
+        "#!/usr/bin/env python3\nimport os, sys\nargs = sys.argv[1:]\n"
+        f"args[args.index('--mcp-config') + 1] = {str(broken)!r}\n"
+        f"os.execv({str(claude_binary)!r}, [{str(claude_binary)!r}, *args])\n"
+    )
+    wrapper.chmod(0o755)
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    with ScriptedModel(completes) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), claude=wrapper)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "3 setup errors in a row" in done.stdout
+    records = sessions(db, WS)
+    assert [r["outcome"] for r in records] == ["setup_error"] * 3
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == ("pending", 0), task  # never counted
+
+
+def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path, proj, db, claude_binary):
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "claude-pid"
+    wrapper.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {claude_binary} "$@"\n')
+    wrapper.chmod(0o755)
+    add_tasks(db, WS, [{"key": "k", "title": "killed", "priority": 1}, {"key": "c", "title": "never started"}])
+    with ScriptedModel(lambda turn: [load("update_task"), stall(120)]) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        runner = subprocess.Popen(
+            runner_command(db, WS, claude=wrapper), cwd=proj, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            _wait_for(lambda: len(model.conversation()) >= 2, 60)  # the first session is talking
+            os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+            _wait_for(lambda: len(pids.read_text().split()) >= 2 and len(model.sessions()) >= 2, 60)
+            _wait_for(lambda: len(model.conversation(model.sessions()[1])) >= 2, 60)
+            runner.send_signal(signal.SIGINT)
+            out, err = runner.communicate(timeout=60)
+        finally:
+            runner.kill()
+    assert runner.returncode == 130, out + err
+    ended = [(r["task_key"], r["outcome"]) for r in sorted(sessions(db, WS), key=lambda r: r["started_at"])]
+    assert ended == [("k", "crashed"), ("k", "stopped")], out  # the killed session's task was claimable at once
+    tasks = board(db, WS)
+    assert tasks["k"]["attempts"] == 2 and tasks["k"]["ready"], tasks["k"]  # settled, each attempt counted
+    assert tasks["c"].get("attempts", 0) == 0 and tasks["c"]["ready"]
+    assert "ended crashed" in json.dumps(tasks["k"]["context"])
+    assert "cost" in out.splitlines()[-1]  # the summary
+
+
+def test_a_gate_waits_for_a_person_and_the_run_goes_on_after_the_approval(tmp_path, proj, db, claude_binary):
+    add_tasks(
+        db, WS,
+        [
+            {"key": "build", "title": "build it"},
+            {"key": "ok", "title": "a person checks the build", "kind": "gate", "depends_on": ["build"]},
+            {"key": "ship", "title": "ship it", "depends_on": ["ok"]},
+        ],
+    )  # fmt: skip
+    with ScriptedModel(completes) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        runner = subprocess.Popen(
+            runner_command(db, WS, claude=claude_binary), cwd=proj, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            lines = []
+            while True:
+                line = runner.stdout.readline()
+                assert line, "".join(lines)
+                lines.append(line)
+                if "waiting" in line:
+                    break
+            assert "waiting_on_review" in line and "ok" in line, line
+            approved = run_cli("review", "approve", "ok", "--db", db, "--workspace", WS, env=subprocess_env())
+            assert approved.returncode == 0, approved.stderr
+            out, _ = runner.communicate(timeout=120)
+        finally:
+            runner.kill()
+    assert runner.returncode == 0, "".join(lines) + out
+    assert sum("waiting" in x for x in [*lines, *out.splitlines()]) == 1  # said once
+    assert {k: t["status"] for k, t in board(db, WS).items()} == {"build": "done", "ok": "done", "ship": "done"}
+
+
+def test_exit_when_idle_exits_3_at_a_gate_and_no_task_without_a_spec_exits_2(tmp_path, proj, db, claude_binary):
+    with ScriptedModel(completes) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        empty = run(db, WS, proj, env, claude=claude_binary)
+        assert empty.returncode == 2 and "--spec" in empty.stdout, empty.stdout + empty.stderr
+        add_tasks(
+            db, WS, [{"key": "g", "title": "decide", "kind": "gate"}, {"key": "x", "title": "x", "depends_on": ["g"]}]
+        )
+        idle = run(db, WS, proj, env, "--exit-when-idle", claude=claude_binary)
+    assert idle.returncode == 3, idle.stdout + idle.stderr
+    assert "waiting_on_review" in idle.stdout and not sessions(db, WS)  # never a session for nothing
+
+
+def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_it(tmp_path, proj, db, claude_binary):
+    spec = tmp_path / "spec.md"
+    spec.write_text("Build a greeter: a function and its test.\n")
+
+    def script(turn):
+        if "initializer session" in turn.prompt():
+            plan = [
+                {"key": "code", "title": "write greet()"},
+                {"key": "test", "title": "test it", "depends_on": ["code"]},
+            ]
+            return [
+                load("add_tasks", "save_checkpoint"),
+                tool("add_tasks", {"tasks": plan}),
+                tool("save_checkpoint", {"state": {"plan": ["code", "test"]}}),
+                say("Planned two tasks."),
+            ]
+        return completes(turn)
+
+    with ScriptedModel(script) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--spec", str(spec), claude=claude_binary)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = sorted(sessions(db, WS), key=lambda r: r["started_at"])
+    assert [(r["kind"], r["task_key"], r["outcome"]) for r in records] == [
+        ("initializer", None, "completed"), ("work", "code", "completed"), ("work", "test", "completed")
+    ]  # fmt: skip
+    assert str(spec) in model.conversation(records[0]["id"])[0].body["messages"][0]["content"][-1]["text"]
+
+
+def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_path, proj, db, claude_binary):
+    env = subprocess_env()
+    for key in ("one", "two", "three"):
+        added = run_cli(
+            "tasks", "add", key, "--title", f"task {key}", "--step", "it works", "--db", db, "--workspace", WS, env=env
+        )
+        assert added.returncode == 0 and f"added 1 task(s): {key}" in added.stdout, added.stderr
+    with ScriptedModel(completes) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(db, WS, proj, env, "--max-sessions", "2", claude=claude_binary)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert "budget reached (--max-sessions 2)" in done.stdout
+        costly = run(db, WS, proj, env, "--max-cost", "0.001", claude=claude_binary)
+    assert costly.returncode == 4 and "--max-cost" in costly.stdout, costly.stdout
+    assert len(sessions(db, WS)) == 3
+    assert board(db, WS)["one"]["added_by"] not in (None, "")
+
+
+def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_committed(
+    tmp_path, proj, db, claude_binary
+):
+    add_tasks(db, WS, [{"key": f"t{n}", "title": f"write file {n}", "paths": [f"f{n}.txt"]} for n in (1, 2)])
+
+    def script(turn):
+        key, token = task_of(turn)
+        return [
+            load("update_task"),
+            tool("Bash", {"command": f"echo {key} > {key}.txt && pwd", "description": "write the file"}),
+            say(f"wrote {key}.txt but did not finish"),
+        ]
+
+    with ScriptedModel(script) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(
+            db, WS, proj, env, "--parallel", "2", "--worktrees", "--max-sessions", "2", "--",
+            "--allowedTools", "Bash", claude=claude_binary,
+        )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    records = sessions(db, WS)
+    assert sorted(r["slot"] for r in records) == [1, 2] and all(r["outcome"] == "no_progress" for r in records)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=proj, capture_output=True, text=True).stdout
+    assert status == "", status  # the main checkout is never touched
+    for record in records:
+        slot = record["slot"]
+        branch = f"harness/slot-{slot}"
+        log = subprocess.run(["git", "log", "-1", "--format=%s", branch], cwd=proj, capture_output=True, text=True)
+        assert f"work in progress of {record['id']} (no_progress)" in log.stdout, log.stdout
+        shown = subprocess.run(
+            ["git", "show", "--name-only", "--format=", branch], cwd=proj, capture_output=True, text=True
+        )
+        assert f"{record['task_key']}.txt" in shown.stdout
+        entry = [e for e in progress_of(db, WS) if e["task_key"] == record["task_key"]][0]
+        assert "committed as" in entry["details"] and f"harness/slot-{slot}" in entry["details"]
+    excluded = (proj / ".git" / "info" / "exclude").read_text()
+    assert "/.mcp-harness/" in excluded
+
+
+def test_a_command_template_runs_any_agent_without_a_shell(tmp_path, proj, db):
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import json, os, sys\n"
+        "json.dump({'argv': sys.argv[1:], 'task': os.environ['MCP_HARNESS_TASK'],"
+        " 'token': os.environ['MCP_HARNESS_LEASE_TOKEN'], 'session': os.environ['MCP_HARNESS_SESSION']},"
+        f" open({str(tmp_path / 'seen.json')!r}, 'w'))\n"
+        "print('I read the task and stopped.')\n"
+    )
+    title = 'x"; rm -rf ~; "'
+    add_tasks(db, WS, [{"key": "inj", "title": title}])
+    template = f"{sys.executable} {agent} {{prompt_file}} --title-of {{task_key}} {{prompt}}"
+    done = subprocess.run(
+        runner_command(db, WS, "--command", template, "--max-sessions", "1"), cwd=proj, env=subprocess_env(),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["argv"][1:3] == ["--title-of", "inj"] and len(seen["argv"]) == 4  # the prompt: one argument
+    assert json.dumps(title) in seen["argv"][3]  # the title as quoted data
+    assert seen["task"] == "inj" and seen["token"] and seen["session"]
+    (record,) = sessions(db, WS)
+    assert (
+        record["outcome"] == "no_progress" and record["agent"] == f"{Path(sys.executable).name}:{seen['session'][:8]}"
+    )
+    assert record["last_words"] == "I read the task and stopped." and record["cost_usd"] is None
+
+
+def _wait_for(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except (OSError, ValueError, IndexError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
