@@ -114,9 +114,9 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         help="the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks release|retry|cancel|reopen KEY`",
     )  # fmt: skip
     p.add_argument("show", nargs="*", metavar="show|add|release|retry|cancel|reopen KEY",
-                   help="show: one task's lease, events and progress; add: a new task; release (--reason): end its lease; retry: "
-                   "end its backoff; cancel (--reason): the plan no longer needs it; reopen (--reason): revive a done, "
-                   "failed or cancelled task")  # fmt: skip
+                   help="show: one task's lease, events and progress; add: a new task; release (--reason): end "
+                   "its lease; retry: end its backoff; cancel (--reason): the plan no longer needs it; reopen "
+                   "(--reason): revive a done, failed or cancelled task")  # fmt: skip
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
     p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
     add = p.add_argument_group(
