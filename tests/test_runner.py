@@ -24,6 +24,7 @@ from support.runner import (
     runner_command,
     runner_env,
     sessions,
+    story,
     task_of,
 )
 from support.scripted_model import ScriptedModel, error, load, say, stall, tool
@@ -355,3 +356,41 @@ def _wait_for(condition, seconds: float) -> None:
             pass
         time.sleep(0.1)
     raise AssertionError("timed out waiting")
+
+
+def test_two_runners_on_one_postgresql_database_never_run_a_task_twice(tmp_path, proj, postgres_url, claude_binary):
+    workspace = f"two-{os.getpid()}"
+    keys = [f"t{n}" for n in range(6)]
+    add_tasks(postgres_url, workspace, [{"key": k, "title": f"task {k}"} for k in keys])
+    with ScriptedModel(completes) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        runners = [
+            subprocess.Popen(
+                runner_command(postgres_url, workspace, claude=claude_binary), cwd=proj, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            for _ in range(2)
+        ]
+        try:
+            outs = [r.communicate(timeout=240)[0] for r in runners]
+        finally:
+            for r in runners:
+                r.kill()
+    assert [r.returncode for r in runners] == [0, 0], outs
+    records = sessions(postgres_url, workspace)
+    assert sorted(r["task_key"] for r in records) == keys  # one session per task, none twice
+    assert {r["outcome"] for r in records} == {"completed"}
+    assert len({r["runner"] for r in records}) == 2, outs  # both runners worked
+    for key in keys:
+        completes_of = [e for e in story(postgres_url, workspace, key)["events"] if e["kind"] == "complete"]
+        assert len(completes_of) == 1, (key, completes_of)
+
+
+def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
+    add_tasks(db, WS, [{"key": "a", "title": "first"}])
+    done = subprocess.run(
+        runner_command(db, WS, "--dry-run", "--claude", "/bin/true"), cwd=proj, env=subprocess_env(),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and "1 task(s) ready now: a" in done.stdout, done.stdout + done.stderr
+    assert not sessions(db, WS) and board(db, WS)["a"]["status"] == "pending"
