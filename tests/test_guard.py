@@ -54,6 +54,14 @@ def test_check_names_holder_task_and_pattern():
     assert "'src/api/'" in line and "10m" in line
 
 
+def test_a_folder_pattern_holds_the_plain_path_of_its_name():
+    at = time.time()
+    held = [Reserved("deps", "alice", "vendor/lib/", at + 600), Reserved("ui", "alice", "assets/**", at + 600)]
+    clashes = check(["vendor/lib", "assets", "vendor/library", "assetsx", "vendor/lib/a.c"], held, "bob")
+    assert {c.pattern: c.paths for c in clashes} == {"vendor/lib/": ["vendor/lib", "vendor/lib/a.c"],
+                                                     "assets/**": ["assets"]}  # fmt: skip
+
+
 def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
     at = time.time()
     held = [Reserved("api", "alice", "src/api/**", at + 600), Reserved("web", "carol", "web/", at + 90),
@@ -72,6 +80,46 @@ def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
     one = advice(clashes[:1])
     assert 'message(action="send", to="alice"' in one and "mcp-harness msg send --to alice BODY" in one
     assert "--no-verify" in one and "git merge --abort" in one
+
+
+@pytest.mark.slow
+async def test_a_folder_pattern_holds_a_submodule_or_a_symlink_of_its_name(tmp_path, db_url, workspace):
+    """git stages a submodule and a symlink as one plain path (`vendor/lib`, `assets`), never as a folder:
+    a folder pattern (`vendor/lib/`, `assets/`) holds that path as well as what is below it."""
+    root = repo(tmp_path / "repo")
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "deps", "title": "deps", "paths": ["vendor/lib/", "assets/"]}])
+        await call(a, "claim_task")
+    head = git(root, "rev-parse", "HEAD").strip()
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/lib")  # what `submodule add` stages
+    (root / "elsewhere").mkdir()
+    os.symlink("elsewhere", root / "assets")
+    git(root, "add", "assets")
+    assert set(git(root, "diff", "--cached", "--name-only").split()) == {"vendor/lib", "assets"}
+    refused = guard(root, db_url, workspace, "bob")
+    assert refused.returncode == 1, refused.stderr
+    assert "pattern 'vendor/lib/'" in refused.stderr and "pattern 'assets/'" in refused.stderr, refused.stderr
+
+
+@pytest.mark.slow
+async def test_a_hostile_pattern_does_not_hold_up_a_commit(tmp_path, sqlite_url, workspace):
+    """A pattern a backtracking match takes minutes on, against a long staged name: decided at once."""
+    root = repo(tmp_path / "repo")
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "t", "title": "t", "paths": ["src/tests/*?*?*?*?*?*?*?*?*?*Z",
+                                                                               "*a*a*a*a*a*a*a*a*b"]}])  # fmt: skip
+        await call(a, "claim_task")
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "src" / "tests" / ("a" * 120)).write_text("x\n")
+    (root / ("a" * 200)).write_text("x\n")
+    git(root, "add", ".")
+    started = time.perf_counter()
+    passed = guard(root, sqlite_url, workspace, "bob")
+    assert passed.returncode == 0 and time.perf_counter() - started < 10, passed.stderr
+    (root / "src" / "tests" / ("a" * 120 + "Z")).write_text("x\n")
+    git(root, "add", ".")
+    refused = guard(root, sqlite_url, workspace, "bob")
+    assert refused.returncode == 1 and "Z" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow
