@@ -249,8 +249,8 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
     assert other.returncode == 0, other.stderr
     assert other.stdout.count("a commit guard with other settings is there: kept; `mcp-harness init --guard "
                               "--force` replaces it") == 2, other.stdout  # fmt: skip
-    assert f"old: exec mcp-harness guard --db {sqlite_url} --workspace {workspace}" in other.stdout
-    assert "new: exec mcp-harness guard --workspace wt3" in other.stdout
+    assert f"old: guard --db {sqlite_url} --workspace {workspace}" in other.stdout
+    assert "new: guard --workspace wt3" in other.stdout
     assert {name: path.read_text() for name, path in hooks.items()} == installed
     dry = _init(tree, env, "--guard", "--workspace", "wt3", "--force", "--dry-run")
     assert dry.stdout.count("commit guard would be replaced") == 2 and hooks["pre-commit"].read_text() == installed[
@@ -258,6 +258,54 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
     forced = _init(tree, env, "--guard", "--workspace", "wt3", "--force")
     assert forced.stdout.count("commit guard replaced") == 2, forced.stdout
     assert all("--workspace wt3" in path.read_text() for path in hooks.values())
+
+
+@pytest.mark.slow
+async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_url, workspace):
+    """git clients, IDEs and CI shells run hooks with a PATH of their own: the hook runs this install by
+    its full path; with that gone too it says so in one line and lets the commit through (it refused
+    every commit with `exec: mcp-harness: not found`). An earlier hook with the same settings is updated."""
+    import shutil
+
+    root = repo(tmp_path / "repo")
+    out = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
+                "--no-instructions")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
+        await call(a, "claim_task")
+    bare = {**_git_env(), "MCP_HARNESS_NO_SESSION": "1", "MCP_HARNESS_AGENT": "bob", "PATH": "/usr/bin:/bin"}
+    assert shutil.which("mcp-harness", path=bare["PATH"]) is None
+
+    def commit(*files: str) -> subprocess.CompletedProcess:
+        for name in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(name + "\n")
+        git(root, "add", *files)
+        done = subprocess.run(["git", "commit", "-qm", "c"], cwd=root, capture_output=True, text=True, env=bare,
+                              timeout=60)  # fmt: skip
+        if done.returncode:
+            git(root, "reset", "-q")
+        return done
+
+    refused = commit("src/x.py")
+    assert refused.returncode == 1 and "'alice'" in refused.stderr and "not found" not in refused.stderr, refused
+    assert commit("free.txt").returncode == 0
+    hook = root / ".git" / "hooks" / "pre-commit"
+    text = hook.read_text()
+    hook.write_text("\n".join("run=/nowhere/mcp-harness" if line.startswith("run=") else line
+                              for line in text.splitlines()) + "\n")  # fmt: skip
+    unchecked = commit("src/y.py")
+    assert unchecked.returncode == 0, unchecked.stderr
+    assert unchecked.stderr.count("\n") == 1 and "cannot run /nowhere/mcp-harness" in unchecked.stderr
+    assert "the commit is not checked" in unchecked.stderr
+    hook.write_text(
+        f"#!/bin/sh\n# mcp-harness:guard\nexec mcp-harness guard --db {sqlite_url} --workspace {workspace}\n"
+    )
+    again = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
+                  "--no-instructions")  # fmt: skip
+    assert "pre-commit: commit guard updated" in again.stdout and "other settings" not in again.stdout, again.stdout
+    assert hook.read_text() == text
 
 
 @pytest.mark.slow
@@ -302,6 +350,37 @@ def test_an_unreadable_database_lets_the_commit_through(tmp_path):
     out = guard(root, "postgresql+asyncpg://nobody@127.0.0.1:1/none", "w", "bob")
     assert out.returncode == 0 and "not checked" in out.stderr
     assert run_cli("guard", "--bogus").returncode == 2
+
+
+@pytest.mark.slow
+async def test_a_lock_on_the_reservations_lets_the_commit_through_within_seconds(tmp_path, postgres_url, workspace):
+    """Another PostgreSQL connection holds a lock on the reservations (a migration, a stuck transaction):
+    the guard says it cannot check, in one line, within a few seconds, and lets the commit through (it
+    waited as long as the lock was held)."""
+    import asyncpg
+
+    root = repo(tmp_path / "repo")
+    async with mcp_client(postgres_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
+        await call(a, "claim_task")
+    (root / "src").mkdir()
+    (root / "src" / "x.py").write_text("x\n")
+    git(root, "add", ".")
+    holder = await asyncpg.connect(postgres_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        locked = holder.transaction()
+        await locked.start()
+        await holder.execute("LOCK TABLE task_reservations IN ACCESS EXCLUSIVE MODE")
+        started = time.perf_counter()
+        unchecked = guard(root, postgres_url, workspace, "bob")
+        took = time.perf_counter() - started
+        await locked.rollback()
+    finally:
+        await holder.close()
+    assert unchecked.returncode == 0 and took < 10, (took, unchecked.stderr)
+    assert unchecked.stderr.count("\n") == 1 and "did not answer within 3 s" in unchecked.stderr, unchecked.stderr
+    assert "the commit is not checked" in unchecked.stderr
+    assert guard(root, postgres_url, workspace, "bob").returncode == 1  # the lock gone: checked, and refused
 
 
 @pytest.mark.slow
