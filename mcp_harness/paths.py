@@ -141,7 +141,7 @@ CharClass = tuple[Interval, ...]  #: sorted disjoint code point ranges, never '/
 _SLASH = ord("/")
 _ANY: CharClass = ((0, _SLASH - 1), (_SLASH + 1, 0x10FFFF))
 #: how many symbol pairs one `overlap` may compare before it answers "overlap" (a pair of hostile
-#: patterns, wildcards on both sides; real ones compare a few dozen)
+#: patterns, wildcards on both sides; real ones compare a few hundred at most)
 WORK_LIMIT = 2_000
 
 

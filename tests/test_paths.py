@@ -121,6 +121,17 @@ def test_overlap_is_exact(a, b, expected):
     assert overlap(a, b) is expected and overlap(b, a) is expected
 
 
+def test_a_comparison_past_the_work_limit_overlaps(monkeypatch):
+    """When unsure, they overlap: a pair whose comparison runs past the limit is called overlapping."""
+    from mcp_harness import paths
+
+    assert not overlap("src/*/x.py", "src/*/y.py")
+    overlap.cache_clear()
+    monkeypatch.setattr(paths, "WORK_LIMIT", 1)
+    assert overlap("src/*/x.py", "src/*/y.py")
+    overlap.cache_clear()
+
+
 def test_overlap_is_exact_for_short_patterns():
     """Every pair of short patterns (at most two segments of a small alphabet) overlaps exactly when some
     path of up to three names of one or two characters is named by both (where a pair has such a path,
