@@ -19,6 +19,10 @@ from typing import Any
 #: the transitions a session must hear of when another hand made them on a task it held
 NEWS_KINDS = ("take_over", "revoke", "operator_release", "reject", "approve", "cancel", "reopen", "expire")
 CONNECT_SECONDS = 3.0
+#: how long one query may wait (a lock another connection holds, a server that stops answering): past
+#: it the read fails as `Unreachable`, so a hook or the commit guard never hangs (SQLite waits as long
+#: for a write lock, `CONNECT_SECONDS`)
+QUERY_SECONDS = 3.0
 LIMIT = 20
 
 _NEWS = (
@@ -126,7 +130,7 @@ async def _read_postgres(dsn: str, workspace: str, agent: str, after: int | None
 
     numbered = _NEWS.replace("?", "{}").format("$1", "$2", "$3")
     try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS)
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS, command_timeout=QUERY_SECONDS)
         try:
             last = await conn.fetchval(_LAST)
             rows = await conn.fetch(numbered, after, workspace, agent) if after is not None else []
@@ -174,7 +178,7 @@ async def _messages_postgres(dsn: str, params: tuple[Any, ...], wanted: bool) ->
     for i in range(1, len(params) + 1):
         numbered = numbered.replace("?", f"${i}", 1)
     try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS)
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS, command_timeout=QUERY_SECONDS)
         try:
             last = await conn.fetchval(_LAST_MESSAGE)
             rows = await conn.fetch(numbered, *params) if wanted else []
@@ -242,7 +246,7 @@ async def _reserved_postgres(dsn: str, workspace: str, at: float) -> list[Reserv
     import asyncpg
 
     try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS)
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_SECONDS, command_timeout=QUERY_SECONDS)
         try:
             known = await conn.fetchval("SELECT to_regclass('task_reservations') IS NOT NULL")
             rows = (
@@ -251,7 +255,12 @@ async def _reserved_postgres(dsn: str, workspace: str, at: float) -> list[Reserv
             tasks = rows or (known and await conn.fetchval(_ANY_TASK.replace("?", "$1"), workspace))
         finally:
             await conn.close()
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+    except TimeoutError:
+        raise Unreachable(
+            f"the PostgreSQL database did not answer within {QUERY_SECONDS:g} s (another connection may hold a "
+            "lock on the reservations)"
+        ) from None
+    except (OSError, asyncpg.PostgresError) as exc:
         raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
     if not tasks:
         raise Unchecked(f"workspace {workspace!r} has no task in this PostgreSQL database")

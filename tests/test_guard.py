@@ -54,6 +54,14 @@ def test_check_names_holder_task_and_pattern():
     assert "'src/api/'" in line and "10m" in line
 
 
+def test_a_folder_pattern_holds_the_plain_path_of_its_name():
+    at = time.time()
+    held = [Reserved("deps", "alice", "vendor/lib/", at + 600), Reserved("ui", "alice", "assets/**", at + 600)]
+    clashes = check(["vendor/lib", "assets", "vendor/library", "assetsx", "vendor/lib/a.c"], held, "bob")
+    assert {c.pattern: c.paths for c in clashes} == {"vendor/lib/": ["vendor/lib", "vendor/lib/a.c"],
+                                                     "assets/**": ["assets"]}  # fmt: skip
+
+
 def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
     at = time.time()
     held = [Reserved("api", "alice", "src/api/**", at + 600), Reserved("web", "carol", "web/", at + 90),
@@ -72,6 +80,46 @@ def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
     one = advice(clashes[:1])
     assert 'message(action="send", to="alice"' in one and "mcp-harness msg send --to alice BODY" in one
     assert "--no-verify" in one and "git merge --abort" in one
+
+
+@pytest.mark.slow
+async def test_a_folder_pattern_holds_a_submodule_or_a_symlink_of_its_name(tmp_path, db_url, workspace):
+    """git stages a submodule and a symlink as one plain path (`vendor/lib`, `assets`), never as a folder:
+    a folder pattern (`vendor/lib/`, `assets/`) holds that path as well as what is below it."""
+    root = repo(tmp_path / "repo")
+    async with mcp_client(db_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "deps", "title": "deps", "paths": ["vendor/lib/", "assets/"]}])
+        await call(a, "claim_task")
+    head = git(root, "rev-parse", "HEAD").strip()
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/lib")  # what `submodule add` stages
+    (root / "elsewhere").mkdir()
+    os.symlink("elsewhere", root / "assets")
+    git(root, "add", "assets")
+    assert set(git(root, "diff", "--cached", "--name-only").split()) == {"vendor/lib", "assets"}
+    refused = guard(root, db_url, workspace, "bob")
+    assert refused.returncode == 1, refused.stderr
+    assert "pattern 'vendor/lib/'" in refused.stderr and "pattern 'assets/'" in refused.stderr, refused.stderr
+
+
+@pytest.mark.slow
+async def test_a_hostile_pattern_does_not_hold_up_a_commit(tmp_path, sqlite_url, workspace):
+    """A pattern a backtracking match takes minutes on, against a long staged name: decided at once."""
+    root = repo(tmp_path / "repo")
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "t", "title": "t", "paths": ["src/tests/*?*?*?*?*?*?*?*?*?*Z",
+                                                                               "*a*a*a*a*a*a*a*a*b"]}])  # fmt: skip
+        await call(a, "claim_task")
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "src" / "tests" / ("a" * 120)).write_text("x\n")
+    (root / ("a" * 200)).write_text("x\n")
+    git(root, "add", ".")
+    started = time.perf_counter()
+    passed = guard(root, sqlite_url, workspace, "bob")
+    assert passed.returncode == 0 and time.perf_counter() - started < 10, passed.stderr
+    (root / "src" / "tests" / ("a" * 120 + "Z")).write_text("x\n")
+    git(root, "add", ".")
+    refused = guard(root, sqlite_url, workspace, "bob")
+    assert refused.returncode == 1 and "Z" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow
@@ -201,8 +249,8 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
     assert other.returncode == 0, other.stderr
     assert other.stdout.count("a commit guard with other settings is there: kept; `mcp-harness init --guard "
                               "--force` replaces it") == 2, other.stdout  # fmt: skip
-    assert f"old: exec mcp-harness guard --db {sqlite_url} --workspace {workspace}" in other.stdout
-    assert "new: exec mcp-harness guard --workspace wt3" in other.stdout
+    assert f"old: guard --db {sqlite_url} --workspace {workspace}" in other.stdout
+    assert "new: guard --workspace wt3" in other.stdout
     assert {name: path.read_text() for name, path in hooks.items()} == installed
     dry = _init(tree, env, "--guard", "--workspace", "wt3", "--force", "--dry-run")
     assert dry.stdout.count("commit guard would be replaced") == 2 and hooks["pre-commit"].read_text() == installed[
@@ -210,6 +258,54 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
     forced = _init(tree, env, "--guard", "--workspace", "wt3", "--force")
     assert forced.stdout.count("commit guard replaced") == 2, forced.stdout
     assert all("--workspace wt3" in path.read_text() for path in hooks.values())
+
+
+@pytest.mark.slow
+async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_url, workspace):
+    """git clients, IDEs and CI shells run hooks with a PATH of their own: the hook runs this install by
+    its full path; with that gone too it says so in one line and lets the commit through (it refused
+    every commit with `exec: mcp-harness: not found`). An earlier hook with the same settings is updated."""
+    import shutil
+
+    root = repo(tmp_path / "repo")
+    out = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
+                "--no-instructions")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    async with mcp_client(sqlite_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
+        await call(a, "claim_task")
+    bare = {**_git_env(), "MCP_HARNESS_NO_SESSION": "1", "MCP_HARNESS_AGENT": "bob", "PATH": "/usr/bin:/bin"}
+    assert shutil.which("mcp-harness", path=bare["PATH"]) is None
+
+    def commit(*files: str) -> subprocess.CompletedProcess:
+        for name in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(name + "\n")
+        git(root, "add", *files)
+        done = subprocess.run(["git", "commit", "-qm", "c"], cwd=root, capture_output=True, text=True, env=bare,
+                              timeout=60)  # fmt: skip
+        if done.returncode:
+            git(root, "reset", "-q")
+        return done
+
+    refused = commit("src/x.py")
+    assert refused.returncode == 1 and "'alice'" in refused.stderr and "not found" not in refused.stderr, refused
+    assert commit("free.txt").returncode == 0
+    hook = root / ".git" / "hooks" / "pre-commit"
+    text = hook.read_text()
+    hook.write_text("\n".join("run=/nowhere/mcp-harness" if line.startswith("run=") else line
+                              for line in text.splitlines()) + "\n")  # fmt: skip
+    unchecked = commit("src/y.py")
+    assert unchecked.returncode == 0, unchecked.stderr
+    assert unchecked.stderr.count("\n") == 1 and "cannot run /nowhere/mcp-harness" in unchecked.stderr
+    assert "the commit is not checked" in unchecked.stderr
+    hook.write_text(
+        f"#!/bin/sh\n# mcp-harness:guard\nexec mcp-harness guard --db {sqlite_url} --workspace {workspace}\n"
+    )
+    again = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
+                  "--no-instructions")  # fmt: skip
+    assert "pre-commit: commit guard updated" in again.stdout and "other settings" not in again.stdout, again.stdout
+    assert hook.read_text() == text
 
 
 @pytest.mark.slow
@@ -254,6 +350,37 @@ def test_an_unreadable_database_lets_the_commit_through(tmp_path):
     out = guard(root, "postgresql+asyncpg://nobody@127.0.0.1:1/none", "w", "bob")
     assert out.returncode == 0 and "not checked" in out.stderr
     assert run_cli("guard", "--bogus").returncode == 2
+
+
+@pytest.mark.slow
+async def test_a_lock_on_the_reservations_lets_the_commit_through_within_seconds(tmp_path, postgres_url, workspace):
+    """Another PostgreSQL connection holds a lock on the reservations (a migration, a stuck transaction):
+    the guard says it cannot check, in one line, within a few seconds, and lets the commit through (it
+    waited as long as the lock was held)."""
+    import asyncpg
+
+    root = repo(tmp_path / "repo")
+    async with mcp_client(postgres_url, workspace, "alice") as a:
+        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
+        await call(a, "claim_task")
+    (root / "src").mkdir()
+    (root / "src" / "x.py").write_text("x\n")
+    git(root, "add", ".")
+    holder = await asyncpg.connect(postgres_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        locked = holder.transaction()
+        await locked.start()
+        await holder.execute("LOCK TABLE task_reservations IN ACCESS EXCLUSIVE MODE")
+        started = time.perf_counter()
+        unchecked = guard(root, postgres_url, workspace, "bob")
+        took = time.perf_counter() - started
+        await locked.rollback()
+    finally:
+        await holder.close()
+    assert unchecked.returncode == 0 and took < 10, (took, unchecked.stderr)
+    assert unchecked.stderr.count("\n") == 1 and "did not answer within 3 s" in unchecked.stderr, unchecked.stderr
+    assert "the commit is not checked" in unchecked.stderr
+    assert guard(root, postgres_url, workspace, "bob").returncode == 1  # the lock gone: checked, and refused
 
 
 @pytest.mark.slow

@@ -73,6 +73,142 @@ def test_the_rule_never_calls_overlapping_patterns_disjoint(a, b, slash_a, slash
         assert overlap(pa, pb) and overlap(pb, pa), (pa, pb)
 
 
+#: patterns a regular expression with backtracking takes seconds to minutes on (32, 14 and 300 characters)
+HOSTILE = ["src/tests/*?*?*?*?*?*?*?*?*?*Z", "*a*a*a*a*a*a*b", "*?" * 149 + "Z", "src/" + "?*" * 148]
+
+
+def test_hostile_patterns_are_decided_at_once():
+    """Against a long name, against each other and against ordinary patterns: each decision takes well
+    under a second (a backtracking match took 1.9 s for a 40-character name, and grows exponentially)."""
+    import time
+
+    long_names = ["src/tests/" + "a" * 200, "a" * 250, "src/" + "ab" * 120 + "/x.py", "src/tests/" + "Z" * 80 + "Q"]
+    others = [*HOSTILE, *long_names, "src/", "src/tests/*.py", "**/*Z", "**/a*a*a*a*a*a*c"]
+    for a in HOSTILE:
+        for b in others:
+            started = time.perf_counter()
+            overlap(a, b)
+            overlap.cache_clear()
+            assert time.perf_counter() - started < 0.5, (a, b)
+        for name in long_names:
+            started = time.perf_counter()
+            matches(a, name)
+            assert time.perf_counter() - started < 0.5, (a, name)
+    assert not overlap(HOSTILE[0], "src/tests/" + "a" * 200) and overlap(HOSTILE[0], "src/tests/" + "a" * 200 + "Z")
+    assert matches(HOSTILE[1], "xaaaaaab/c.py") and not matches(HOSTILE[1], "a" * 250)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("src/*/x.py", "src/a/*.py", True),  # src/a/x.py
+        ("src/*/x.py", "src/*/y.py", False),
+        ("src/*/x.py", "src/a/y.py", False),
+        ("src/**/x.py", "src/a/*/y.py", True),  # src/a/b/y.py/x.py: a folder named y.py holds everything below
+        ("*.py", "*.md", False),  # one top-level name cannot end in both
+        ("**/*.py", "**/*.md", True),  # a.py/b.md
+        ("src/a*", "src/*b", True),
+        ("src/a?", "src/?b?", False),  # two characters against three
+        ("src/[ab]x", "src/[bc]x", True),
+        ("src/[ab]x", "src/[!ab]x", False),
+        ("src/[a-c]", "src/[d-f]", False),
+        ("docs/**", "docs", True),
+        ("src/api/", "src/api", True),
+    ],
+)
+def test_overlap_is_exact(a, b, expected):
+    """Two patterns overlap exactly when some path is named by both: disjoint ones are told apart too."""
+    assert overlap(a, b) is expected and overlap(b, a) is expected
+
+
+def test_a_comparison_past_the_work_limit_overlaps(monkeypatch):
+    """When unsure, they overlap: a pair whose comparison runs past the limit is called overlapping."""
+    from mcp_harness import paths
+
+    assert not overlap("src/*/x.py", "src/*/y.py")
+    overlap.cache_clear()
+    monkeypatch.setattr(paths, "WORK_LIMIT", 1)
+    assert overlap("src/*/x.py", "src/*/y.py")
+    overlap.cache_clear()
+
+
+def test_overlap_is_exact_for_short_patterns():
+    """Every pair of short patterns (at most two segments of a small alphabet) overlaps exactly when some
+    path of up to three names of one or two characters is named by both (where a pair has such a path,
+    it has one that short): no pair is called overlapping without one."""
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    segments = ["a", "b", "ab", "*", "a*", "*b", "?", "??", "[ab]", "[!a]", "**", "*a*", "b?", "[!ab]*"]
+    patterns = sorted({"/".join(rng.choice(segments) for _ in range(rng.randint(1, 2))) for _ in range(70)})
+    names = ["".join(c) for size in (1, 2) for c in itertools.product("abc", repeat=size)]
+    files = ["/".join(c) for depth in (1, 2, 3) for c in itertools.product(names, repeat=depth)]
+    named = {p: {f for f in files if matches(p, f)} for p in patterns}
+    wrong = [(a, b) for a in patterns for b in patterns if overlap(a, b) is not bool(named[a] & named[b])]
+    assert not wrong, wrong[:5]
+
+
+_NAMES = st.text(alphabet="abxy.", min_size=1, max_size=5)
+
+
+@st.composite
+def _paths_and_patterns(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A path and two patterns that both name it (each segment kept, or made a wildcard that matches it,
+    or stars and `**` put in), and sometimes a deeper path below it."""
+    names = draw(st.lists(_NAMES, min_size=1, max_size=4))
+
+    def pattern() -> str:
+        out: list[str] = []
+        for name in names:
+            if draw(st.booleans()) and draw(st.booleans()):
+                out.append("**")
+            way = draw(st.sampled_from(["keep", "star", "some", "set"]))
+            if way == "star":
+                out.append("*")
+            elif way == "some":  # some characters become `?`, some runs `*`
+                out.append("".join(draw(st.sampled_from([c, "?", "*" + c, c + "*"])) for c in name))
+            elif way == "set":
+                out.append("".join(f"[{c}z]" if draw(st.booleans()) else c for c in name))
+            else:
+                out.append(name)
+        cut = draw(st.integers(1, len(out)))  # a pattern for a folder above the path names it too
+        return "/".join(out[:cut]) + ("/" if draw(st.booleans()) else "")
+
+    path = "/".join(names) + "".join("/" + n for n in draw(st.lists(_NAMES, max_size=2)))
+    return path, pattern(), pattern()
+
+
+@settings(max_examples=600, deadline=None)
+@given(_paths_and_patterns())
+def test_patterns_that_name_one_path_overlap(case):
+    """Property: two patterns that both name one path (`src/*/x.py` and `src/a/*.py`, for `src/a/x.py`)
+    overlap, whichever is asked first."""
+    path, a, b = case
+    assert matches(a, path) and matches(b, path), case
+    assert overlap(a, b) and overlap(b, a), case
+
+
+_REF_SEGMENTS = st.sampled_from(["src", "a", "ab", "a.py", "*", "*.py", "a*", "*b", "?", "??", "[ab]", "[!a]*", "**"])
+_REF_FILES = st.lists(st.sampled_from(["src", "a", "ab", "a.py", "b", "ba", "x.py", "abb"]), min_size=1, max_size=5)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_REF_SEGMENTS, min_size=1, max_size=4), st.booleans(), st.lists(_REF_FILES, min_size=1, max_size=20))
+def test_matching_is_gitignores(segments, slash, files):
+    """Property: a pattern names what gitignore's matching (pathspec, anchored at the root) says it
+    does, the path itself read as a folder too (a folder pattern also names a submodule or a symlink of
+    that name, and `x/**` the folder `x`)."""
+    import pathspec
+
+    pattern = "/".join(segments) + "/" * slash
+    spec = pathspec.GitIgnoreSpec.from_lines(["/" + pattern])
+    for path in ("/".join(f) for f in files):
+        expected = spec.match_file(path) or spec.match_file(path + "/")
+        assert matches(pattern, path) is expected, (pattern, path)
+        assert matcher(pattern)(path) is expected, (pattern, path)
+
+
 @pytest.mark.parametrize("bad", ["", "  ", "!src/a", "#x", "../up", "src/../x", "a//b", "a" * 301])
 def test_bad_patterns_are_refused(bad):
     with pytest.raises(PatternError):
@@ -145,6 +281,33 @@ async def test_a_claim_passes_over_reserved_paths_and_says_who_holds_them(db_url
         assert own["task"]["key"] == "api-tests"
         rows = {r["key"]: r for r in (await call(a, "list_tasks"))["tasks"]}
         assert rows["api"]["paths"] == ["src/api/"] and rows["docs"]["paths"] == ["docs/"]
+
+
+async def test_hostile_patterns_do_not_hold_up_claims_and_reserves(db_url, workspace):
+    """Patterns a backtracking match takes minutes on (held by one agent, claimed and reserved by another,
+    against each other and against long plain names): each call answers in a few seconds at most."""
+    import time
+
+    plain = ["src/tests/" + "a" * 60, "a" * 80]
+    async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
+        await call(a, "add_tasks", tasks=[t("held", paths=[*plain, *HOSTILE[2:]])])
+        await call(a, "claim_task", task_key="held")
+        await call(b, "add_tasks", tasks=[t("hostile", paths=HOSTILE[:2])])
+        started = time.perf_counter()
+        got = await call(b, "claim_task", task_key="hostile")
+        assert time.perf_counter() - started < 5
+        assert got["task"]["key"] == "hostile"  # no path is named by both (none of alice's ends in b or Z)
+        lease = got["lease"]["token"]
+        wanted = {"*?" * 140 + "Z": False, "src/tests/*?*?*?*?*?*?*?*?*?*a": False, "src/" + "*?" * 140: False,
+                  "*a" * 40 + "*b": True, "docs/*?*?*?*?*?*?*?*?*?*Z": True}  # fmt: skip
+        for pattern, free in wanted.items():
+            started = time.perf_counter()
+            args = {"task_key": "hostile", "action": "reserve", "lease_token": lease, "paths": [pattern]}
+            if free:
+                assert pattern in (await call(b, "update_task", **args))["held_paths"]
+            else:
+                assert (await fail(b, "update_task", **args)).code == "task_conflict", pattern
+            assert time.perf_counter() - started < 5, pattern
 
 
 async def test_a_reservation_ends_with_its_lease(db_url, workspace):

@@ -4,7 +4,7 @@ each with a count and a few of the paths (`--no-verify` is the escape, as with e
 --guard` installs it as the `pre-commit` and `pre-merge-commit` hooks (`guard_hook.py`).
 
 Runs on every commit, so it is kept lean like the per-prompt hook: the standard library, one read-only
-query (`glance.reserved`) and `pathspec` for the matching; never the service. The staged paths come
+query (`glance.reserved`) and `paths.matcher` for the matching; never the service. The staged paths come
 from `git diff --cached`, relative to the work tree's root (also in a linked worktree). The committer
 is `MCP_HARNESS_AGENT` (default `claude-code`), resolved to its session's identity as the hooks do
 (`identity.client_agent`); its own reservations never stop it. Without `--workspace` (or

@@ -33,8 +33,11 @@ def hook_path(root: Path, name: str = "pre-commit") -> Path | None:
 
 
 def script(command: str, db: str | None, workspace: str, name: str = "pre-commit") -> str:
+    """The hook: `command` (this install's full path: git clients, IDEs and CI shells often run hooks
+    without the PATH `init` ran with), else `mcp-harness` on the hook's PATH, else one line on stderr
+    and the commit goes through unchecked (a hook that cannot run must not refuse every commit)."""
     where = [*(["--db", db] if db else []), "--workspace", workspace]
-    guard = shlex.join([*shlex.split(command), "guard", *where])
+    program, *rest = [command] if Path(command).exists() else shlex.split(command)  # a path, or `python -m ...`
     what = "a merge commit" if name == "pre-merge-commit" else "a commit"
     verb = "merge" if name == "pre-merge-commit" else "commit"
     return (
@@ -42,13 +45,25 @@ def script(command: str, db: str | None, workspace: str, name: str = "pre-commit
         f"# Refuses {what} touching paths another agent's live lease reserves; git {verb} --no-verify skips it.\n"
         f'before="$(dirname "$0")/{name}{SUFFIX}"\n'
         'if [ -x "$before" ]; then "$before" "$@" || exit $?; fi\n'
-        f"exec {guard}\n"
+        f"run={shlex.quote(program)}\n"
+        f'if [ -x "$run" ]; then\n  exec "$run" {shlex.join([*rest, "guard", *where])}\nfi\n'
+        "if command -v mcp-harness >/dev/null 2>&1; then\n"
+        f"  exec {shlex.join(['mcp-harness', 'guard', *where])}\nfi\n"
+        f'echo "mcp-harness guard: cannot run $run, and mcp-harness is not on this PATH; the {verb} is not '
+        'checked (run mcp-harness init --guard again where it is installed)" >&2\n'
+        "exit 0\n"
     )
 
 
 def _command(text: str) -> str:
-    """The line of a guard hook that says what it runs (its settings)."""
-    return next((line for line in text.splitlines() if line.startswith("exec ")), "(no command)")
+    """What a guard hook runs, as its settings (`guard --db DB --workspace W`): the program may differ
+    (a full path, or the name of an earlier version's hook) without the settings differing."""
+    line = next((line.strip() for line in text.splitlines() if line.strip().startswith("exec ")), "")
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = []
+    return shlex.join(words[words.index("guard", 2) :]) if "guard" in words[2:] else "(no command)"
 
 
 def install(root: Path, command: str, db: str | None, workspace: str, *, dry_run: bool, force: bool) -> list[str]:

@@ -203,7 +203,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.remove:
             said = guard_hook.remove(root, dry_run=args.dry_run)
         else:
-            said = guard_hook.install(root, launcher()[0], args.db, workspace, dry_run=args.dry_run,
+            said = guard_hook.install(root, command_path(), args.db, workspace, dry_run=args.dry_run,
                                       force=args.force)  # fmt: skip
         for line in said:
             print(f"  {line}")

@@ -1,6 +1,6 @@
 """Path reservations (issue 28): a claim of a task with `paths` reserves them, exclusively, for the
 lease's life; the holder may reserve more (exclusive or shared) or drop some. A reservation is live
-while its lease is; whether two patterns may name one file is `paths.overlap` (conservative).
+while its lease is; whether two patterns may name one file is `paths.overlap` (exact; unsure: overlap).
 
 Every change of a workspace's reservations happens under one lock (`store.reservations.lock`;
 SQLite's BEGIN IMMEDIATE does the same): a claim of a task with paths, `reserve`, and a heartbeat that
