@@ -366,8 +366,12 @@ def test_two_runners_on_one_postgresql_database_never_run_a_task_twice(tmp_path,
         env = runner_env(tmp_path / "home", model.url)
         runners = [
             subprocess.Popen(
-                runner_command(postgres_url, workspace, claude=claude_binary), cwd=proj, env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                runner_command(postgres_url, workspace, claude=claude_binary),
+                cwd=proj,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )  # fmt: skip
             for _ in range(2)
         ]
@@ -394,3 +398,42 @@ def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
     )  # fmt: skip
     assert done.returncode == 0 and "1 task(s) ready now: a" in done.stdout, done.stdout + done.stderr
     assert not sessions(db, WS) and board(db, WS)["a"]["status"] == "pending"
+
+
+def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_session(tmp_path, proj, db, claude_binary):
+    pids = tmp_path / "pids"
+    wrapper = tmp_path / "claude-pid"
+    wrapper.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {claude_binary} "$@"\n')
+    wrapper.chmod(0o755)
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    first: list[str] = []
+
+    def script(turn):
+        if not first or first[0] == turn.session:
+            first.append(turn.session)
+            return [load("update_task"), stall(300)]
+        return completes(turn)
+
+    with ScriptedModel(script) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        dead = subprocess.Popen(runner_command(db, WS, claude=wrapper), cwd=proj, env=env, stdout=subprocess.DEVNULL)
+        try:
+            _wait_for(lambda: len(model.conversation()) >= 2, 60)
+            dead.kill()  # the runner dies; its session's process lives on, hung
+            dead.wait()
+            began = time.monotonic()
+            survivor = run(db, WS, proj, env, "--max-sessions", "1", claude=wrapper, timeout=180)
+            took = time.monotonic() - began
+        finally:
+            dead.kill()
+            for pid in pids.read_text().split():
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+    assert survivor.returncode == 4, survivor.stdout + survivor.stderr
+    assert "of a dead runner settled (crashed)" in survivor.stdout
+    ended = [(r["task_key"], r["outcome"]) for r in sorted(sessions(db, WS), key=lambda r: r["started_at"])]
+    assert ended == [("t", "crashed"), ("t", "completed")], survivor.stdout
+    assert took < 120  # the dead runner's lease did not have to run out
+    assert board(db, WS)["t"]["status"] == "done"

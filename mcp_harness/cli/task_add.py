@@ -34,7 +34,7 @@ def read_tasks(path: str) -> list[Any]:
                 continue
             try:
                 lines.append(json.loads(line))
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise InvalidArgument(
                     f"--file {path}: line {number} is not JSON ({exc.msg}); give a JSON list of tasks or one "
                     "JSON object per line"

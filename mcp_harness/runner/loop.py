@@ -253,7 +253,7 @@ class Runner:
                 self._say_waiting(self._waits_on(claim))
                 if self.options.exit_when_idle:
                     return EXIT_IDLE
-            await self._wait_for_change(ident, claim)
+            await self._wait_for_change(claim)
         return EXIT_DONE
 
     async def _no_tasks(self) -> bool:
@@ -287,8 +287,9 @@ class Runner:
             self.waiting = text
             self.display.say(text)
 
-    async def _wait_for_change(self, ident: Identity, claim: ClaimTaskResult) -> None:
-        """Sleep until a claim may succeed, a session ends, or the runner is told to stop."""
+    async def _wait_for_change(self, claim: ClaimTaskResult) -> None:
+        """Sleep until the workspace changes (the change feed: any process's commit), the clock may have
+        made work claimable (the claim's `retry_after`), a session ends, or the runner is told to stop."""
         remaining = min(WAIT_SECONDS, claim.retry_after + 0.5) if claim.retry_after else WAIT_SECONDS
         ended = self.ended
         async with anyio.create_task_group() as race:
@@ -299,7 +300,7 @@ class Runner:
 
             race.start_soon(first, ended.wait)
             race.start_soon(first, self.stop_event.wait)
-            race.start_soon(first, lambda: self.h.tasks.wakeup.wait_for_work(ident, self.options.tags, None, remaining))
+            race.start_soon(first, lambda: self.h.tasks.wakeup.wait_for_change(self.workspace, remaining))
 
     async def _breaker_wait(self) -> bool:
         """Sessions in a row made no progress: start nothing until a person acts (any change to the

@@ -60,13 +60,14 @@ class Wakeup:
             waited[0] += anyio.current_time() - started
         return gone is None or not gone.is_set()
 
-    async def wait_for_change(self, workspace: str, timeout: float) -> bool:
+    async def wait_for_change(self, workspace: str, timeout: float, *, within: float = 0.5) -> bool:
         """Sleep until anything changes in `workspace` (a task, the log, a checkpoint: this process's
-        change or another's commit, through the change feed) or `timeout` passes. True when it changed."""
+        change or another's commit, through the change feed, heard `within` seconds) or `timeout` passes.
+        True when it changed."""
         feed = changes.feed(self.db)
         seen = feed.version_of(workspace)
         local = self._changed.setdefault(workspace, anyio.Event())
-        version = await feed.wait(seen, timeout, workspace=workspace, also=local)
+        version = await feed.wait(seen, timeout, workspace=workspace, also=local, interval=within)
         return version != seen or local.is_set()
 
 

@@ -83,6 +83,8 @@ class ChangeFeed:
         self._is_sqlite = not url.startswith("postgresql")
         self._versions: dict[str, int] = {}  #: workspace -> grows with each change seen there
         self._watched: Counter[str] = Counter()  #: workspaces someone waits on now, and how many wait
+        #: how often the waiters now want SQLite looked at (the watcher looks as often as the most eager)
+        self._intervals: Counter[float] = Counter()
         self._prints: dict[str, str | None] = {}  #: workspace -> its last fingerprint
         self.claim_waits = 0  #: times a claim waited for work (`wait_until` calls), for metrics
         self._event = anyio.Event()  #: set (and replaced) whenever a version moves
@@ -110,10 +112,16 @@ class ChangeFeed:
         """A NOTIFY: some transaction of this database committed a write; the watcher looks which."""
         self._signal.set()
 
-    async def wait(self, seen: int, timeout: float, *, workspace: str, also: anyio.Event | None = None) -> int:
+    async def wait(
+        self, seen: int, timeout: float, *, workspace: str, also: anyio.Event | None = None,
+        interval: float = SQLITE_INTERVAL,
+    ) -> int:  # fmt: skip
         """Wait until the workspace's version moves past `seen` (a commit there by any process), `also`
-        is set, or `timeout` seconds pass; returns the workspace's version then."""
+        is set, or `timeout` seconds pass; returns the workspace's version then. `interval`: how soon
+        after a commit a SQLite waiter must hear of it (a waiter that can wait longer, such as an idle
+        runner, asks for a longer one and costs less CPU)."""
         self._watched[workspace] += 1
+        self._intervals[interval] += 1
         try:
             with anyio.move_on_after(timeout):
                 while self.version_of(workspace) == seen and not (also is not None and also.is_set()):
@@ -134,6 +142,9 @@ class ChangeFeed:
             self._watched[workspace] -= 1
             if self._watched[workspace] <= 0:
                 del self._watched[workspace]
+            self._intervals[interval] -= 1
+            if self._intervals[interval] <= 0:
+                del self._intervals[interval]
         return self.version_of(workspace)
 
     async def wait_until(
@@ -164,8 +175,9 @@ class ChangeFeed:
                 if self._sqlite_changed():
                     self._compare({ws: self._sqlite_print(ws) for ws in list(self._watched)})
                 if not self._done(workspace, seen, also):
-                    with anyio.move_on_after(SQLITE_INTERVAL):
-                        await (also.wait() if also is not None else anyio.sleep(SQLITE_INTERVAL))
+                    pause = min(self._intervals, default=SQLITE_INTERVAL)
+                    with anyio.move_on_after(pause):
+                        await (also.wait() if also is not None else anyio.sleep(pause))
             return
         while not self._done(workspace, seen, also):
             try:
