@@ -437,3 +437,19 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
     assert ended == [("t", "crashed"), ("t", "completed")], survivor.stdout
     assert took < 120  # the dead runner's lease did not have to run out
     assert board(db, WS)["t"]["status"] == "done"
+
+
+def test_a_session_that_cannot_be_set_up_gives_its_task_back(tmp_path, db):
+    bare = tmp_path / "fresh"
+    bare.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=bare, check=True)  # no first commit: no worktree can be made
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    done = subprocess.run(
+        runner_command(db, WS, "--parallel", "2", "--worktrees", "--claude", "/bin/true"), cwd=bare,
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "could not start a session on t: --worktrees needs a repository with a first commit" in done.stdout
+    assert "Traceback" not in done.stderr
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == ("pending", 0)

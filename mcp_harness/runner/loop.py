@@ -351,7 +351,13 @@ class Runner:
             task = claim.task.model_dump(mode="json")
             last = lease.attempt >= claim.task.max_attempts
             text = prompt.task_prompt(task, lease.token, added_by, attempt=lease.attempt, last=last)
-            await self._session(slot, session, ident, claim, text, kind="work")
+            try:
+                await self._session(slot, session, ident, claim, text, kind="work")
+            except (HarnessError, OSError) as exc:  # the session could not be set up: the task goes back
+                why = exc.message if isinstance(exc, HarnessError) else (exc.strerror or str(exc))
+                self.display.say(f"slot {slot}: could not start a session on {key}: {why}")
+                self.tally.add("setup_error", None)
+                await self._settle(ident, key, lease.token, "setup_error", f"runner: could not start a session: {why}")
         finally:
             self.free_slots.append(slot)
             self._wake()
