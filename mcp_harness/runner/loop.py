@@ -428,10 +428,15 @@ class Runner:
                 return  # the task left this lease (completed, released, revoked): nothing left to keep
 
     async def _report(self, session: str, seen: Observed, shown: Any) -> None:
-        """Keep the session's record up to date (turns, cost, last tool) while it runs."""
+        """Keep the slot's line current (every second) and the session's record (turns, cost, last tool)
+        up to date (every 5 s) while it runs."""
+        ticks = 0
         while True:
-            await anyio.sleep(5)
+            await anyio.sleep(1)
             shown()
+            ticks += 1
+            if ticks % 5:
+                continue
             try:
                 await self.h.runs.session_seen(session, seen.turns, seen.cost_usd, seen.last_tool)
             except HarnessError:
