@@ -84,7 +84,8 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                  "last_error": optional(text(text_limit + HARNESS_TEXT)), "result": optional(STRING),
                  "verification": optional(text(text_limit)), "created_at": TIME, "updated_at": TIME,
                  "completed_at": optional(TIME), "review": FLAG, "kind": one_of("work", "gate"),
-                 "review_comment": optional(text(text_limit)), "paths": optional(STRING)},
+                 "review_comment": optional(text(text_limit)), "paths": optional(STRING),
+                 "added_by": optional(name())},
         "task_dep": {"workspace": ws, "task_key": name(), "dep_key": name()},
         "task_tag": {"workspace": ws, "tag": text(64, 1), "task_key": name()},
         "task_event": {"workspace": ws, "task_key": name(), "kind": one_of(*EVENT_KINDS), "actor": name(),
@@ -101,7 +102,7 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
 
 #: columns added after the first export format, and what an export made before them means
 LATER_FIELDS: dict[str, dict[str, Any]] = {
-    "task": {"review": False, "kind": "work", "review_comment": None, "paths": None}
+    "task": {"review": False, "kind": "work", "review_comment": None, "paths": None, "added_by": None}
 }
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
