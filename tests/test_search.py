@@ -121,3 +121,28 @@ def test_the_query_language_is_parsed_once_for_both_backends():
     assert terms.groups == [[("api", False)], [("rate limit", False), ("quota", False)], [("cach", True)]]
     assert terms.excluded == [("legacy", False)]
     assert terms.fts5() == '("api" AND ("rate limit" OR "quota") AND "cach"*) NOT ("legacy")'
+
+
+def test_repeated_terms_count_once():
+    """A term given twice is looked for once: `w* OR w* ...` is one prefix, a group repeated is one group."""
+    assert search_terms(" OR ".join(["work*"] * 32)).fts5() == '"work"*'
+    assert search_terms(" ".join(["work*"] * 12)).fts5() == '"work"*'
+    terms = search_terms("api api rate OR quota quota OR rate -old -old")
+    assert terms.groups == [[("api", False)], [("rate", False), ("quota", False)]]
+    assert terms.excluded == [("old", False)]
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        (" OR ".join(["w*"] * 32), "at least 3 letters before the *"),
+        ("wo* OR work", "got wo*"),
+        (" ".join(f"word{i}" for i in range(17)), "17 different terms, over the limit of 16"),
+        ("abc* abd* abe* abf* abg*", "5 prefixes (word*), over the limit of 4"),
+    ],
+)
+async def test_a_query_that_would_walk_the_index_is_refused_saying_what_is_allowed(client, query, words):
+    got = await fail(client, "restore_state", query=query)
+    assert got.code == "invalid_argument" and words in got.text, got.text
+    got = await fail(client, "list_tasks", query=query)
+    assert got.code == "invalid_argument" and words in got.text, got.text
