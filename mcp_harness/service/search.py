@@ -14,14 +14,18 @@ most `MAX_PREFIXES` prefixes of at least `MIN_PREFIX` letters each."""
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 
 from ..errors import InvalidArgument
+from ..store import Connection, Database
 from ..store.search import Term, Terms
 
 _TOKEN = re.compile(r'\s*(?:(-?)"([^"]*)"|(\S+))')
 MAX_TERMS = 16
 MAX_PREFIXES = 4
 MIN_PREFIX = 3
+#: how long the reads of one search may take together before they are stopped
+TIME_LIMIT_SECONDS = 5.0
 
 
 def search_terms(query: str) -> Terms:
@@ -52,6 +56,12 @@ def search_terms(query: str) -> Terms:
             f"the search query has {len(prefixes)} prefixes (word*), over the limit of {MAX_PREFIXES}"
         )
     return terms
+
+
+def reading(db: Database, terms: Terms | None) -> AbstractAsyncContextManager[Connection]:
+    """The read transaction of a listing: with a full-text query, one that is time-limited and never
+    holds up the server's other work (`Database.search_read`), else a plain read."""
+    return db.search_read(TIME_LIMIT_SECONDS) if terms is not None else db.read()
 
 
 def _merged(terms: Terms) -> Terms:

@@ -7,7 +7,10 @@ import os
 import random
 import sqlite3
 import time
+from functools import partial
 from typing import Any
+
+import anyio
 
 from .connection import NO_PARAMS, Dialect, Params, Query
 from .urls import sqlite_path
@@ -116,19 +119,92 @@ class SqliteConnection:
         self._db.execute(sql)
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
-        cursor = self._db.execute(query.sqlite, params)
-        first = cursor.fetchone()
-        if first is None:
-            return []
-        make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
-        rows = [make(first)]
-        rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
-        return rows
+        return _fetch_all(self._db, query, params)
 
     async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
 
     async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
-        rows = self._db.execute(query.sqlite, params).fetchall()
-        return rows[0][0] if rows else None
+        return _fetch_value(self._db, query, params)
+
+
+def _fetch_all(db: sqlite3.Connection, query: Query, params: Params) -> list[Any]:
+    cursor = db.execute(query.sqlite, params)
+    first = cursor.fetchone()
+    if first is None:
+        return []
+    make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
+    rows = [make(first)]
+    rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
+    return rows
+
+
+def _fetch_value(db: sqlite3.Connection, query: Query, params: Params) -> Any:
+    rows = db.execute(query.sqlite, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _execute(db: sqlite3.Connection, sql: str, params: Params) -> int:
+    return db.execute(sql, params).rowcount
+
+
+class Deadline:
+    """When the statements of a connection must stop (`time.monotonic()`); SQLite asks between steps
+    of the statement it runs (a progress handler) and stops it with "interrupted" once it has passed."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = float("inf")
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+
+#: how many virtual-machine steps SQLite takes between two looks at the deadline (well under a millisecond)
+DEADLINE_STEPS = 5_000
+
+
+def connect_searcher(url: str) -> tuple[sqlite3.Connection, Deadline]:
+    """A read connection for searches, whose statements stop when its `Deadline` passes."""
+    conn = connect(url, writer=False)
+    deadline = Deadline()
+    conn.set_progress_handler(deadline.passed, DEADLINE_STEPS)
+    return conn, deadline
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's answer to a statement stopped at its deadline."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+
+class ThreadedSqliteConnection:
+    """`Connection` over one sqlite3 connection whose statements run on a worker thread: the event loop
+    goes on while one runs (sqlite3 lets go of the interpreter while SQLite works). For reads that may
+    take long, such as a full-text search; never for writes, whose transaction must not yield."""
+
+    dialect: Dialect = "sqlite"
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
+        return await anyio.to_thread.run_sync(_execute, self._db, query.sqlite, params)
+
+    async def execute_many(self, query: Query, rows: Any) -> None:
+        await anyio.to_thread.run_sync(self._db.executemany, query.sqlite, rows)
+
+    async def execute_script(self, sql: str) -> None:
+        await anyio.to_thread.run_sync(partial(self._db.execute, sql))
+
+    async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
+        return await anyio.to_thread.run_sync(_fetch_all, self._db, query, params)
+
+    async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
+        rows = await self.fetch_all(query, params)
+        return rows[0] if rows else None
+
+    async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
+        return await anyio.to_thread.run_sync(_fetch_value, self._db, query, params)
