@@ -15,6 +15,7 @@ from mcp_harness.errors import InvalidArgument
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service import search as search_rules
 from mcp_harness.service.search import search_terms
+from mcp_harness.store import progress as progress_store
 from mcp_harness.store.connection import Query
 
 pytestmark = pytest.mark.anyio
@@ -245,3 +246,25 @@ async def test_a_search_past_its_time_limit_is_stopped(client, harness, workspac
         await harness.console.timeline(Identity(workspace, "agent-a"), text="worked")
     monkeypatch.setattr(search_rules, "TIME_LIMIT_SECONDS", 5.0)
     assert len((await call(client, "restore_state", query="worked", progress_limit=3))["recent_progress"]) == 3
+
+
+@pytest.mark.parametrize("scoped", [1000, 1], ids=["small workspace", "big workspace"])
+async def test_the_ranking_depends_on_the_workspace_own_entries_alone(harness, workspace, monkeypatch, scoped):
+    """One workspace's order of matches never moves when another writes: the ranking reveals nothing of
+    another workspace's words (SQLite's shared index would rank by the statistics of every workspace).
+    SQLite ranks a small workspace's entries apart, and a big one's newest matches: both ways here."""
+    monkeypatch.setattr(progress_store, "SCOPED_ENTRIES", scoped)
+    mine, other = Identity(workspace, "a"), Identity(workspace + "-other", "b")
+    await harness.progress.record(mine, summary="the beta release notes")
+    await harness.progress.record(mine, summary="the alpha release notes")
+
+    async def order() -> list[str]:
+        return [e.summary for e in (await harness.restore(mine, query="alpha OR beta")).recent_progress]
+
+    before = await order()
+    for i in range(20):
+        await harness.progress.record(other, summary=f"alpha build {i}")
+    assert await order() == before
+    for i in range(40):
+        await harness.progress.record(other, summary=f"beta build {i}")
+    assert await order() == before

@@ -191,20 +191,23 @@ class Database:
                 db, deadline = self._searchers.pop()
             else:
                 db, deadline = await anyio.to_thread.run_sync(connect_searcher, self.url)
+                # the tables a search ranks in, made once (made in a read transaction, the rollback ending
+                # it would take them away again)
+                await anyio.to_thread.run_sync(db.execute, SEARCH.progress_rank_table.sqlite)
             reusable = False
             try:
                 deadline.at = time.monotonic() + seconds
-                await anyio.to_thread.run_sync(db.execute, "BEGIN")
                 try:
-                    yield ThreadedSqliteConnection(db)
+                    yield ThreadedSqliteConnection(db, begin=True)
                 except Exception as exc:
                     if interrupted(exc):
                         raise over_time_limit(seconds) from None
                     raise
                 finally:
                     deadline.at = float("inf")
-                    with anyio.CancelScope(shield=True):  # a cancelled search still ends its read
-                        await anyio.to_thread.run_sync(partial(end_transaction, db, commit=False))
+                    if db.in_transaction:  # a statement ran (a BEGIN that failed left none)
+                        with anyio.CancelScope(shield=True):  # a cancelled search still ends its read
+                            await anyio.to_thread.run_sync(partial(end_transaction, db, commit=False))
                     reusable = True
             finally:
                 if reusable:

@@ -337,21 +337,27 @@ def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
     return Query(sql, row=ProgressRow, name=f"recent_progress({by_thread}, {by_task}, {paged})")
 
 
+#: SQLite: the entries of the temporary table `search_run.sql` fills that match, best first (by bm25
+#: over that table's rows alone)
+PROGRESS_RANKED = Query(
+    f"SELECT {columns(ProgressRow, prefix='p.')} FROM temp.progress_rank AS r JOIN progress AS p ON p.id = r.rowid "
+    "WHERE progress_rank MATCH :q ORDER BY bm25(progress_rank), p.seq DESC LIMIT :limit",
+    row=ProgressRow,
+    name="progress_ranked",
+)
+
+
 @cache
 def progress_search(shape: Shape) -> Query:
-    """The progress entries matching a full-text query, best first (see `search.py`; SQLite's statement
-    is one for every shape, PostgreSQL's has the query's terms as parameters)."""
+    """PostgreSQL: the progress entries matching a full-text query, best first (see `search.py`; the
+    query's terms are parameters). SQLite ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
     cols = columns(ProgressRow, prefix="p.")
-    sqlite = (
-        f"SELECT {cols} FROM progress_fts JOIN progress AS p ON p.id = progress_fts.rowid "
-        "WHERE progress_fts MATCH :q AND p.workspace = :ws ORDER BY bm25(progress_fts), p.seq DESC LIMIT :limit"
-    )
     text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
     postgresql = (
         f"SELECT {cols} FROM progress AS p, (SELECT {tsquery(shape)} AS q) AS s "
         f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
     )
-    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
+    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
 
 
 # -- the console's filtered reads ------------------------------------------------------------------

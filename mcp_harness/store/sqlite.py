@@ -7,7 +7,6 @@ import os
 import random
 import sqlite3
 import time
-from functools import partial
 from typing import Any
 
 import anyio
@@ -169,6 +168,7 @@ DEADLINE_STEPS = 5_000
 def connect_searcher(url: str) -> tuple[sqlite3.Connection, Deadline]:
     """A read connection for searches, whose statements stop when its `Deadline` passes."""
     conn = connect(url, writer=False)
+    conn.execute("PRAGMA temp_store = MEMORY")  # the temporary tables searches rank in (`search_run.sql`)
     deadline = Deadline()
     conn.set_progress_handler(deadline.passed, DEADLINE_STEPS)
     return conn, deadline
@@ -182,29 +182,48 @@ def interrupted(exc: BaseException) -> bool:
 class ThreadedSqliteConnection:
     """`Connection` over one sqlite3 connection whose statements run on a worker thread: the event loop
     goes on while one runs (sqlite3 lets go of the interpreter while SQLite works). For reads that may
-    take long, such as a full-text search; never for writes, whose transaction must not yield."""
+    take long, such as a full-text search; never for writes, whose transaction must not yield. With
+    `begin`, the read transaction is begun with the first statement, in the same trip to the thread."""
 
     dialect: Dialect = "sqlite"
-    __slots__ = ("_db",)
+    __slots__ = ("_db", "_begin")
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, *, begin: bool = False) -> None:
         self._db = db
+        self._begin = begin
+
+    async def _run(self, work: Any, *args: Any) -> Any:
+        begin, self._begin = self._begin, False
+        return await anyio.to_thread.run_sync(_begun if begin else _now, self._db, work, *args)
 
     async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
-        return await anyio.to_thread.run_sync(_execute, self._db, query.sqlite, params)
+        return await self._run(_execute, query.sqlite, params)
 
     async def execute_many(self, query: Query, rows: Any) -> None:
-        await anyio.to_thread.run_sync(self._db.executemany, query.sqlite, rows)
+        await self._run(_execute_many, query.sqlite, rows)
 
     async def execute_script(self, sql: str) -> None:
-        await anyio.to_thread.run_sync(partial(self._db.execute, sql))
+        await self._run(_execute, sql, NO_PARAMS)
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
-        return await anyio.to_thread.run_sync(_fetch_all, self._db, query, params)
+        return await self._run(_fetch_all, query, params)
 
     async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
 
     async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
-        return await anyio.to_thread.run_sync(_fetch_value, self._db, query, params)
+        return await self._run(_fetch_value, query, params)
+
+
+def _now(db: sqlite3.Connection, work: Any, *args: Any) -> Any:
+    return work(db, *args)
+
+
+def _begun(db: sqlite3.Connection, work: Any, *args: Any) -> Any:
+    db.execute("BEGIN")
+    return work(db, *args)
+
+
+def _execute_many(db: sqlite3.Connection, sql: str, rows: Any) -> None:
+    db.executemany(sql, rows)
