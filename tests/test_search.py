@@ -15,6 +15,7 @@ from mcp_harness.errors import InvalidArgument
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service import search as search_rules
 from mcp_harness.service.search import search_terms
+from mcp_harness.store import console as console_store
 from mcp_harness.store import progress as progress_store
 from mcp_harness.store.connection import Query
 
@@ -268,3 +269,29 @@ async def test_the_ranking_depends_on_the_workspace_own_entries_alone(harness, w
     for i in range(40):
         await harness.progress.record(other, summary=f"beta build {i}")
     assert await order() == before
+
+
+async def test_a_small_workspace_is_searched_apart_from_the_shared_index(harness, workspace):
+    """PostgreSQL: a prepared statement's generic plan (the one it settles on after a few runs) took the
+    text condition to the GIN index shared by every workspace, and a phrase of common words in a 3-entry
+    workspace walked all 50,000 matches of another; a small workspace's entries are read apart."""
+    if harness.db.is_sqlite:
+        pytest.skip("SQLite's small workspaces are ranked in a table of their own (the ranking test)")
+    await _fill(harness, workspace + "-big")
+    async with harness.db.single() as conn:
+        await conn.execute(Query("ANALYZE progress"))  # as autovacuum would: the planner knows the big one
+    me = Identity(workspace, "a")
+    for summary in ("we worked on it", "wax on", "a gadget"):
+        await harness.progress.record(me, summary=summary)
+    phrase = search_terms('"worked on the widget" OR "with the usual care"')
+    for name, search in {
+        "restore_state": lambda conn: progress_store.search(conn, workspace, phrase, limit=5),
+        "timeline": lambda conn: console_store.timeline(conn, workspace, agent=None, task_key=None, thread=None,
+                                                        status=None, text=phrase, before_seq=None, limit=51),
+    }.items():  # fmt: skip
+        async with harness.db.read() as conn:
+            await conn.execute(Query("SET LOCAL plan_cache_mode = force_generic_plan"))
+            started = time.perf_counter()
+            assert await search(conn) == []
+            took = time.perf_counter() - started
+        assert took < 0.25, f"{name}: {took:.2f} s in a 3-entry workspace"

@@ -57,11 +57,17 @@ async def search(conn: Connection, workspace: str, terms: Terms, *, limit: int) 
     params = {"ws": workspace, "limit": limit, "n": RANKED_MATCHES, **terms.params(conn.dialect)}
     try:
         if conn.dialect != "sqlite":
-            return await conn.fetch_all(progress_search(terms.shape), params)
+            return await conn.fetch_all(progress_search(terms.shape, await scoped(conn, workspace)), params)
         await conn.execute(S.progress_rank_table)
         await conn.execute(S.progress_rank_clear)
-        count = await conn.fetch_value(S.workspace_entries_upto, {"ws": workspace, "n": SCOPED_ENTRIES + 1})
-        await conn.execute(S.progress_rank_workspace if count <= SCOPED_ENTRIES else S.progress_rank_matches, params)
+        small = await scoped(conn, workspace)
+        await conn.execute(S.progress_rank_workspace if small else S.progress_rank_matches, params)
         return await conn.fetch_all(PROGRESS_RANKED, params)
     except Exception as exc:
         raise search_refused(exc) from None
+
+
+async def scoped(conn: Connection, workspace: str) -> bool:
+    """Whether the workspace is small enough to be searched in its own entries alone (`SCOPED_ENTRIES`)."""
+    count = await conn.fetch_value(S.workspace_entries_upto, {"ws": workspace, "n": SCOPED_ENTRIES + 1})
+    return int(count) <= SCOPED_ENTRIES

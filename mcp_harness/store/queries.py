@@ -347,17 +347,25 @@ PROGRESS_RANKED = Query(
 )
 
 
+#: PostgreSQL: a small workspace's entries read apart (MATERIALIZED: the planner cannot take the text
+#: condition to the shared GIN index, which a generic plan of a prepared statement did for a 3-entry
+#: workspace, walking every workspace's matches)
+SCOPED_PROGRESS = "(WITH scope AS MATERIALIZED (SELECT * FROM progress WHERE workspace = :ws) SELECT * FROM scope)"
+
+
 @cache
-def progress_search(shape: Shape) -> Query:
+def progress_search(shape: Shape, scoped: bool = False) -> Query:
     """PostgreSQL: the progress entries matching a full-text query, best first (see `search.py`; the
-    query's terms are parameters). SQLite ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
+    query's terms are parameters); `scoped`: a small workspace, read apart (`SCOPED_PROGRESS`). SQLite
+    ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
     cols = columns(ProgressRow, prefix="p.")
     text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
+    source = SCOPED_PROGRESS if scoped else "progress"
     postgresql = (
-        f"SELECT {cols} FROM progress AS p, (SELECT {tsquery(shape)} AS q) AS s "
+        f"SELECT {cols} FROM {source} AS p, (SELECT {tsquery(shape)} AS q) AS s "
         f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
     )
-    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
+    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape}, {scoped})")
 
 
 # -- the console's filtered reads ------------------------------------------------------------------
@@ -410,9 +418,12 @@ def events_window(agent: bool, task_key: bool, since: bool) -> Query:
 
 
 @cache
-def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool) -> Query:
+def timeline(
+    agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool, scoped: bool = False
+) -> Query:
     """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
-    (`search.py`) the entries must match."""
+    (`search.py`) the entries must match; `scoped` (PostgreSQL, with `text`): a small workspace, read
+    apart (`SCOPED_PROGRESS`)."""
     where = ["workspace = :ws"]
     where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
                                           ("status", status)) if on]  # fmt: skip
@@ -424,7 +435,8 @@ def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shap
     postgresql = None
     if text is not None:
         sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
-        postgresql = head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        pg_head = head.replace("FROM progress", f"FROM {SCOPED_PROGRESS} AS p") if scoped else head
+        postgresql = pg_head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
         sqlite += tail
-    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before}, {scoped})"
     return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)

@@ -15,9 +15,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS temp.progress_rank USING fts5(summary, detail
 -- name: progress_rank_clear [sqlite]
 DELETE FROM temp.progress_rank
 
--- name: workspace_entries_upto [sqlite]
--- How many entries the workspace has, counted up to `:n` (a bounded walk of its index).
-SELECT count(*) FROM (SELECT 1 FROM progress WHERE workspace = :ws LIMIT :n)
+-- name: workspace_entries_upto
+-- How many entries the workspace has, counted up to `:n` (a bounded walk of its index): a small workspace
+-- is searched in its own entries alone, on both backends.
+SELECT count(*) FROM (SELECT 1 FROM progress WHERE workspace = :ws LIMIT :n) AS w
 
 -- name: progress_rank_workspace [sqlite]
 -- A small workspace: all its entries (its search never reads the shared index).
