@@ -17,6 +17,7 @@ from mcp_harness.service import search as search_rules
 from mcp_harness.service.search import search_terms
 from mcp_harness.store import console as console_store
 from mcp_harness.store import progress as progress_store
+from mcp_harness.store import tasks as tasks_store
 from mcp_harness.store.connection import Query
 
 pytestmark = pytest.mark.anyio
@@ -169,6 +170,18 @@ _FILL = Query(
     "'wor' || i || ' wro' || i || ' with the usual care', i FROM generate_series(1, :n) AS i",
 )
 _WORKSPACE = Query("INSERT INTO workspaces (name, progress_seq, created_at) VALUES (:ws, :n, 0)")
+#: tasks with the same words
+_FILL_TASKS = Query(
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :n) "
+    'INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, '
+    "dependents, content_hash, status, ready, blocked, available_at, created_at, updated_at, attempts, review, kind) "
+    "SELECT :ws, 't' || i, 'worked on the widget ' || i, 'with the usual care', '[]', 0, '[]', '[]', 3, 0, 'h' || i, "
+    "'pending', TRUE, FALSE, 0, i, i, 0, FALSE, 'work' FROM n",
+    postgresql='INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, '
+    "max_attempts, dependents, content_hash, status, ready, blocked, available_at, created_at, updated_at, attempts, "
+    "review, kind) SELECT :ws, 't' || i, 'worked on the widget ' || i, 'with the usual care', '[]', 0, '[]', '[]', 3, "
+    "0, 'h' || i, 'pending', TRUE, FALSE, 0, i, i, 0, FALSE, 'work' FROM generate_series(1, :n) AS i",
+)
 BIG = 50_000
 
 
@@ -274,17 +287,22 @@ async def test_the_ranking_depends_on_the_workspace_own_entries_alone(harness, w
 async def test_a_small_workspace_is_searched_apart_from_the_shared_index(harness, workspace):
     """PostgreSQL: a prepared statement's generic plan (the one it settles on after a few runs) took the
     text condition to the GIN index shared by every workspace, and a phrase of common words in a 3-entry
-    workspace walked all 50,000 matches of another; a small workspace's entries are read apart."""
+    workspace walked all 50,000 matches of another; a small workspace's entries and tasks are read apart."""
     if harness.db.is_sqlite:
         pytest.skip("SQLite's small workspaces are ranked in a table of their own (the ranking test)")
     await _fill(harness, workspace + "-big")
+    async with harness.db.write() as conn:
+        await conn.execute(_FILL_TASKS, {"ws": workspace + "-big", "n": BIG // 5})
     async with harness.db.single() as conn:
-        await conn.execute(Query("ANALYZE progress"))  # as autovacuum would: the planner knows the big one
+        await conn.execute(Query("ANALYZE progress"))
+        await conn.execute(Query("ANALYZE tasks"))  # as autovacuum would: the planner knows the big one
     me = Identity(workspace, "a")
     for summary in ("we worked on it", "wax on", "a gadget"):
         await harness.progress.record(me, summary=summary)
     phrase = search_terms('"worked on the widget" OR "with the usual care"')
     for name, search in {
+        "list_tasks": lambda conn: tasks_store.page(conn, workspace, statuses=None, tag=None, limit=51, after_id=0,
+                                                    search=phrase),
         "restore_state": lambda conn: progress_store.search(conn, workspace, phrase, limit=5),
         "timeline": lambda conn: console_store.timeline(conn, workspace, agent=None, task_key=None, thread=None,
                                                         status=None, text=phrase, before_seq=None, limit=51),

@@ -299,11 +299,18 @@ def update_in_status(values: tuple[str, ...]) -> Query:
 # Built: their filters are the caller's, and a full-text query's terms are PostgreSQL's parameters.
 
 
+#: PostgreSQL: a small workspace's tasks read apart (see `SCOPED_PROGRESS`)
+SCOPED_TASKS = "(WITH scope AS MATERIALIZED (SELECT * FROM tasks WHERE workspace = :ws) SELECT * FROM scope) AS t"
+
+
 @cache
-def task_page(by_status: bool, by_tag: bool, ready: bool | None = None, search: Shape | None = None) -> Query:
+def task_page(
+    by_status: bool, by_tag: bool, ready: bool | None = None, search: Shape | None = None, scoped: bool = False
+) -> Query:
     """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
     dependency, which `pending` then leaves out); `by_tag`: with the tag `:tag`; `ready`: only tasks a
-    claim could take at `:now` (or, false, only the others)."""
+    claim could take at `:now` (or, false, only the others); `scoped` (PostgreSQL, with `search`): a
+    small workspace's tasks read apart (as `SCOPED_PROGRESS` does for entries)."""
 
     def sql(dialect: str) -> str:
         where = "workspace = :ws AND id > :after"
@@ -319,10 +326,11 @@ def task_page(by_status: bool, by_tag: bool, ready: bool | None = None, search: 
                 where += " AND id IN (SELECT rowid FROM tasks_fts WHERE tasks_fts MATCH :q)"
             else:
                 where += f" AND {TASK_TEXT} @@ ({tsquery(search)})"
-        return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
+        source = SCOPED_TASKS if scoped and search is not None and dialect != "sqlite" else "tasks"
+        return f"SELECT {TASK} FROM {source} WHERE {where} ORDER BY id LIMIT :limit"
 
     name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
-    name += f" search {search}" if search is not None else ""
+    name += f" search {search}{' scoped' if scoped else ''}" if search is not None else ""
     return _both(sql, row=TaskRecord, name=name)
 
 

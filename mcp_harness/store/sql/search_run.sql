@@ -20,6 +20,10 @@ DELETE FROM temp.progress_rank
 -- is searched in its own entries alone, on both backends.
 SELECT count(*) FROM (SELECT 1 FROM progress WHERE workspace = :ws LIMIT :n) AS w
 
+-- name: workspace_tasks_upto
+-- How many tasks the workspace has, counted up to `:n` (PostgreSQL searches a small one's tasks apart).
+SELECT count(*) FROM (SELECT 1 FROM tasks WHERE workspace = :ws LIMIT :n) AS w
+
 -- name: progress_rank_workspace [sqlite]
 -- A small workspace: all its entries (its search never reads the shared index).
 INSERT INTO temp.progress_rank (rowid, summary, details) SELECT id, summary, details FROM progress WHERE workspace = :ws
