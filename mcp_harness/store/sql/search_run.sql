@@ -30,7 +30,10 @@ INSERT INTO temp.progress_rank (rowid, summary, details) SELECT id, summary, det
 
 -- name: progress_rank_matches [sqlite]
 -- A big one: its `:n` matches written last, found in the shared index, read newest first from it (CROSS
--- JOIN: the index drives; in rowid order it needs no sort and stops at the `:n`th of the workspace's).
+-- JOIN: the index drives; in rowid order it needs no sort and stops at the `:n`th of the workspace's);
+-- copied in rowid order (FTS5 writes out what it holds whenever a rowid comes before the last one).
 INSERT INTO temp.progress_rank (rowid, summary, details)
-SELECT p.id, p.summary, p.details FROM progress_fts CROSS JOIN progress AS p ON p.id = progress_fts.rowid
-WHERE progress_fts MATCH :q AND p.workspace = :ws ORDER BY progress_fts.rowid DESC LIMIT :n
+SELECT id, summary, details FROM (
+    SELECT p.id, p.summary, p.details FROM progress_fts CROSS JOIN progress AS p ON p.id = progress_fts.rowid
+    WHERE progress_fts MATCH :q AND p.workspace = :ws ORDER BY progress_fts.rowid DESC LIMIT :n
+) ORDER BY id
