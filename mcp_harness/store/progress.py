@@ -13,8 +13,10 @@ from .search import Terms, search_refused
 
 Q = named.load("progress")
 S = named.load("search_run")
-#: a workspace of at most this many entries is searched in its own entries alone
+#: a workspace of at most this many entries is searched in its own entries alone (PostgreSQL: `PG_SCOPED`,
+#: where it costs a to_tsvector of each entry)
 SCOPED_ENTRIES = 1000
+PG_SCOPED = 200
 #: in a bigger one, how many of its newest matches are ranked
 RANKED_MATCHES = 1000
 
@@ -69,5 +71,6 @@ async def search(conn: Connection, workspace: str, terms: Terms, *, limit: int) 
 
 async def scoped(conn: Connection, workspace: str) -> bool:
     """Whether the workspace is small enough to be searched in its own entries alone (`SCOPED_ENTRIES`)."""
-    count = await conn.fetch_value(S.workspace_entries_upto, {"ws": workspace, "n": SCOPED_ENTRIES + 1})
-    return int(count) <= SCOPED_ENTRIES
+    most = SCOPED_ENTRIES if conn.dialect == "sqlite" else PG_SCOPED
+    count = await conn.fetch_value(S.workspace_entries_upto, {"ws": workspace, "n": most + 1})
+    return int(count) <= most

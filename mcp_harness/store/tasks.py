@@ -31,8 +31,8 @@ from .search import Terms, search_refused
 
 Q = named.load("tasks")
 SEARCH = named.load("search_run")
-#: PostgreSQL: a workspace of at most this many tasks is searched in its own tasks alone
-SCOPED_TASKS = 1000
+#: PostgreSQL: a workspace of at most this many tasks is searched in its own tasks alone (a to_tsvector of each)
+SCOPED_TASKS = 200
 #: the status of the row `task_counts_ran_out` adds when a lease ran out on its last attempt
 RAN_OUT = "ran_out"
 
