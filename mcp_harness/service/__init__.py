@@ -20,7 +20,7 @@ from .messages import inbox as read_inbox
 from .overview import workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
-from .search import search_terms
+from .search import reading, search_terms
 from .tasks import TaskService
 from .tokens import TokenService
 
@@ -104,13 +104,14 @@ class Harness:
         its last attempt is settled first (the task fails: `TaskService.looking`)."""
         args = RestoreStateArgs.of(args, fields)
 
+        terms = search_terms(args.query) if args.query is not None else None
+
         async def read() -> tuple[RestoreStateResult, bool]:
-            async with self.db.read() as conn:
+            async with reading(self.db, terms) as conn:
                 meta, state, missing = await self.checkpoints.load(conn, ident, args)
                 # One log per workspace (revision 2): the newest entries of every thread, each naming its
                 # thread; with a query, the best full-text matches instead.
-                if args.query is not None:
-                    terms = search_terms(args.query)
+                if terms is not None:
                     rows = await progress_store.search(conn, ident.workspace, terms, limit=args.progress_limit)
                 else:
                     rows = await progress_store.recent(conn, ident.workspace, limit=args.progress_limit)

@@ -26,7 +26,7 @@ from .jsondiff import Change, diff
 from .messages import OPERATORS
 from .messages import since as message_since
 from .progress import progress_entry
-from .search import search_terms
+from .search import reading, search_terms
 from .task_events import HARNESS, KINDS
 from .task_views import status_of, task_counts, task_detail, task_event
 
@@ -617,7 +617,7 @@ class ConsoleService(ServiceBase):
             raise InvalidArgument("search text must be at most 200 characters")
         terms = search_terms(text) if text else None
         check_int("limit", limit, 1, 500)
-        async with self.db.read() as conn:
+        async with reading(self.db, terms) as conn:
             rows = await store.timeline(
                 conn, ident.workspace, agent=agent, task_key=task_key, thread=thread, status=status,
                 text=terms, before_seq=before_seq, limit=limit + 1,

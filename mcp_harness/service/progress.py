@@ -15,7 +15,7 @@ from ..store import tasks as task_store
 from ..store.common import now
 from ..store.records import ProgressRow
 from .base import Identity, ServiceBase, iso, new_id
-from .search import search_terms
+from .search import reading, search_terms
 
 
 def progress_entry(row: ProgressRow) -> ProgressEntry:
@@ -133,6 +133,6 @@ class ProgressService(ServiceBase):
         if len(query) > 500:
             raise InvalidArgument(f"the search query is {len(query)} characters, over the limit of 500")
         terms = search_terms(query)
-        async with self.db.read() as conn:
+        async with reading(self.db, terms) as conn:
             rows = await store.search(conn, ident.workspace, terms, limit=limit)
         return [progress_entry(r) for r in rows]

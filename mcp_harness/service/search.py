@@ -5,17 +5,27 @@ A query is words (all must match), `"quoted phrases"`, `OR` between two terms (e
 `-word` or `NOT word` (must not match) and `word*` (a prefix; on PostgreSQL the word's stem); `AND`
 between words says what they mean already and is passed over. The operators are the upper-case words
 (`and`, `or`, `not` are words to look for). Words are stemmed (English), case and accents aside.
-Punctuation inside a word splits it (`store.py` finds "store py")."""
+Punctuation inside a word splits it (`store.py` finds "store py").
+
+A term given twice counts once (`a OR a` is `a`; a group repeated is one group). So that no query can
+make the engine walk most of its index, a query has at most `MAX_TERMS` different terms, of which at
+most `MAX_PREFIXES` prefixes of at least `MIN_PREFIX` letters each."""
 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 
 from ..errors import InvalidArgument
-from ..store.search import Terms
+from ..store import Connection, Database
+from ..store.search import Term, Terms
 
 _TOKEN = re.compile(r'\s*(?:(-?)"([^"]*)"|(\S+))')
-MAX_TERMS = 32
+MAX_TERMS = 16
+MAX_PREFIXES = 4
+MIN_PREFIX = 3
+#: how long the reads of one search may take together before they are stopped
+TIME_LIMIT_SECONDS = 5.0
 
 
 def search_terms(query: str) -> Terms:
@@ -26,11 +36,45 @@ def search_terms(query: str) -> Terms:
     terms = _parse(query, operators=True)
     if not terms.groups and not terms.excluded:
         terms = _parse(query, operators=False)
-    if len(terms.excluded) + sum(map(len, terms.groups)) > MAX_TERMS:
-        raise InvalidArgument(f"the search query has more than {MAX_TERMS} terms")
     if not terms.groups:
         raise InvalidArgument('the search query has no word to look for (words, "phrases", OR, -word to exclude)')
+    terms = _merged(terms)
+    every = {t for g in terms.groups for t in g} | set(terms.excluded)
+    if len(every) > MAX_TERMS:
+        raise InvalidArgument(
+            f"the search query has {len(every)} different terms, over the limit of {MAX_TERMS} "
+            "(a word, phrase or prefix given twice counts once)"
+        )
+    prefixes = sorted(t[0] for t in every if t[1])
+    short = [p for p in prefixes if len(p) < MIN_PREFIX]
+    if short:
+        raise InvalidArgument(
+            f"a prefix needs at least {MIN_PREFIX} letters before the * (like migr*), got {short[0]}*"
+        )
+    if len(prefixes) > MAX_PREFIXES:
+        raise InvalidArgument(
+            f"the search query has {len(prefixes)} prefixes (word*), over the limit of {MAX_PREFIXES}"
+        )
     return terms
+
+
+def reading(db: Database, terms: Terms | None) -> AbstractAsyncContextManager[Connection]:
+    """The read transaction of a listing: with a full-text query, one that is time-limited and never
+    holds up the server's other work (`Database.search_read`), else a plain read."""
+    return db.search_read(TIME_LIMIT_SECONDS) if terms is not None else db.read()
+
+
+def _merged(terms: Terms) -> Terms:
+    """`terms` with each term once: alternatives of a group, groups (as sets of alternatives) and
+    exclusions; first occurrences keep their place."""
+    groups: list[list[Term]] = []
+    seen: set[frozenset[Term]] = set()
+    for group in terms.groups:
+        unique = list(dict.fromkeys(group))
+        if frozenset(unique) not in seen:
+            seen.add(frozenset(unique))
+            groups.append(unique)
+    return Terms(groups, list(dict.fromkeys(terms.excluded)))
 
 
 def _parse(query: str, *, operators: bool) -> Terms:

@@ -34,7 +34,7 @@ from ..task_states import SETTLED, SHOWN
 from .base import Identity, ServiceBase
 from .messages import message
 from .progress import progress_entry
-from .search import search_terms
+from .search import reading, search_terms
 from .task_actions import Answer, TaskActions
 from .task_add import TaskAdder
 from .task_claim import TaskClaimer
@@ -158,7 +158,7 @@ class TaskService(ServiceBase):
 
         async def read() -> tuple[ListTasksResult, bool]:
             at = now()
-            async with self.db.read() as conn:
+            async with reading(self.db, terms) as conn:
                 rows = await store.page(
                     conn,
                     ident.workspace,
@@ -207,7 +207,7 @@ class TaskService(ServiceBase):
         at, after = now(), 0
         out: builtins.list[TaskDetail] = []
         terms = search_terms(query) if query is not None else None
-        async with self.db.read() as conn:
+        async with reading(self.db, terms) as conn:
             while True:
                 rows = await store.page(
                     conn,

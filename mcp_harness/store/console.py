@@ -10,7 +10,7 @@ from typing import Any
 
 from ..task_states import BLOCKED
 from ..task_states import Status as S
-from . import named, queries
+from . import named, progress, queries
 from .connection import Connection, array
 from .queries import TABLE_SORTS as TABLE_SORTS
 from .queries import TABLE_STATUS
@@ -111,9 +111,10 @@ async def timeline(
                               "status": status, "before_seq": before_seq, "limit": limit}  # fmt: skip
     if text is not None:
         params.update(text.params(conn.dialect))
-    query = queries.timeline(*(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
-                           text.shape if text is not None else None, before_seq is not None)  # fmt: skip
     try:
+        small = text is not None and conn.dialect != "sqlite" and await progress.scoped(conn, workspace)
+        query = queries.timeline(*(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
+                               text.shape if text is not None else None, before_seq is not None, small)  # fmt: skip
         return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
     except Exception as exc:
         if text is None:

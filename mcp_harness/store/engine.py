@@ -29,8 +29,10 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -43,13 +45,28 @@ from .connection import Connection, StorageError
 from .errors import connect_refused, wrap_errors
 from .migrations import migrate
 from .postgres import PgConnection, driver_pool
-from .sqlite import SQLITE_BUSY_TIMEOUT_MS, SqliteConnection, connect, create_private, end_transaction, is_busy
+from .search import over_time_limit
+from .sqlite import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    Deadline,
+    SqliteConnection,
+    ThreadedSqliteConnection,
+    connect,
+    connect_searcher,
+    create_private,
+    end_transaction,
+    interrupted,
+    is_busy,
+)
 from .urls import display, sqlite_path
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 Q = named.load("health")
+SEARCH = named.load("search_run")
+#: how many searches run at once on SQLite (each on a worker thread and a connection of its own)
+SQLITE_SEARCHERS = 4
 
 
 class Database:
@@ -67,6 +84,8 @@ class Database:
         self._read_lock = anyio.Lock(fast_acquire=True)
         self._writer: sqlite3.Connection | None = None  # SQLite: made on first use, as is the reader
         self._reader: sqlite3.Connection | None = None
+        self._searchers: list[tuple[sqlite3.Connection, Deadline]] = []  # SQLite: idle search connections
+        self._search_slots = anyio.Semaphore(SQLITE_SEARCHERS, fast_acquire=True)
         self._pool: Any = None  # PostgreSQL: the process's one asyncpg pool, made on first use
         self._pool_lock = anyio.Lock()
         self._cold: AsyncEngine | None = None  # SQLAlchemy, made by the first cold path (`cold.py`)
@@ -97,10 +116,11 @@ class Database:
         return display(self.url)
 
     async def close(self) -> None:
-        for conn in (self._writer, self._reader):
+        for conn in (self._writer, self._reader, *(c for c, _ in self._searchers)):
             if conn is not None:
                 conn.close()
         self._writer = self._reader = None
+        self._searchers.clear()
         # Shielded: a server stopped by a signal closes while its tasks are being cancelled, and a
         # cancelled close leaves connections behind.
         with anyio.CancelScope(shield=True):
@@ -148,6 +168,52 @@ class Database:
                 yield SqliteConnection(conn)
             finally:
                 end_transaction(conn, commit=False)  # nothing to keep: end the read snapshot
+
+    @asynccontextmanager
+    async def search_read(self, seconds: float) -> AsyncIterator[Connection]:
+        """A read transaction that runs a full-text search, which the query's words may make long: its
+        statements together are stopped after `seconds` (`over_time_limit` says so), and on SQLite they
+        run on a worker thread, on a connection of their own, so neither the event loop nor the other
+        reads wait for them (on PostgreSQL the driver awaits the server without holding the loop)."""
+        if not self.is_sqlite:
+            async with wrap_errors(), self._pg_transaction() as driver:
+                conn = PgConnection(driver)
+                await conn.fetch_value(SEARCH.search_time_limit, {"ms": str(max(1, round(seconds * 1000)))})
+                try:
+                    yield conn
+                except Exception as exc:
+                    if getattr(exc, "sqlstate", None) == "57014":  # query_canceled: the time limit
+                        raise over_time_limit(seconds) from None
+                    raise
+            return
+        async with wrap_errors(), self._search_slots:
+            if self._searchers:
+                db, deadline = self._searchers.pop()
+            else:
+                db, deadline = await anyio.to_thread.run_sync(connect_searcher, self.url)
+                # the tables a search ranks in, made once (made in a read transaction, the rollback ending
+                # it would take them away again)
+                await anyio.to_thread.run_sync(db.execute, SEARCH.progress_rank_table.sqlite)
+            reusable = False
+            try:
+                deadline.at = time.monotonic() + seconds
+                try:
+                    yield ThreadedSqliteConnection(db, begin=True)
+                except Exception as exc:
+                    if interrupted(exc):
+                        raise over_time_limit(seconds) from None
+                    raise
+                finally:
+                    deadline.at = float("inf")
+                    if db.in_transaction:  # a statement ran (a BEGIN that failed left none)
+                        with anyio.CancelScope(shield=True):  # a cancelled search still ends its read
+                            await anyio.to_thread.run_sync(partial(end_transaction, db, commit=False))
+                    reusable = True
+            finally:
+                if reusable:
+                    self._searchers.append((db, deadline))
+                else:
+                    db.close()  # in whatever state it was left: never handed out again
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[Connection]:

@@ -7,11 +7,18 @@ from typing import Any
 from . import named
 from .common import next_progress_seq
 from .connection import Connection
-from .queries import progress_search, recent_progress
+from .queries import PROGRESS_RANKED, progress_search, recent_progress
 from .records import ProgressRow
 from .search import Terms, search_refused
 
 Q = named.load("progress")
+S = named.load("search_run")
+#: a workspace of at most this many entries is searched in its own entries alone (PostgreSQL: `PG_SCOPED`,
+#: where it costs a to_tsvector of each entry)
+SCOPED_ENTRIES = 1000
+PG_SCOPED = 200
+#: in a bigger one, how many of its newest matches are ranked
+RANKED_MATCHES = 1000
 
 
 async def append(conn: Connection, row: dict[str, Any]) -> int:
@@ -44,12 +51,26 @@ async def count(conn: Connection, workspace: str) -> int:
 
 
 async def search(conn: Connection, workspace: str, terms: Terms, *, limit: int) -> list[ProgressRow]:
-    """The entries that best match `terms`, best first (SQLite: bm25; PostgreSQL: ts_rank), newest first
-    among equals."""
+    """The entries that best match `terms`, best first, newest first among equals; the order depends on
+    the workspace's own entries alone. SQLite: bm25 over the workspace's entries (up to `SCOPED_ENTRIES`;
+    past that, over its newest `RANKED_MATCHES` matches); PostgreSQL: ts_rank (of each entry alone)."""
     if limit == 0:
         return []
-    params = {"ws": workspace, "limit": limit, **terms.params(conn.dialect)}
+    params = {"ws": workspace, "limit": limit, "n": RANKED_MATCHES, **terms.params(conn.dialect)}
     try:
-        return await conn.fetch_all(progress_search(terms.shape), params)
+        if conn.dialect != "sqlite":
+            return await conn.fetch_all(progress_search(terms.shape, await scoped(conn, workspace)), params)
+        await conn.execute(S.progress_rank_table)
+        await conn.execute(S.progress_rank_clear)
+        small = await scoped(conn, workspace)
+        await conn.execute(S.progress_rank_workspace if small else S.progress_rank_matches, params)
+        return await conn.fetch_all(PROGRESS_RANKED, params)
     except Exception as exc:
         raise search_refused(exc) from None
+
+
+async def scoped(conn: Connection, workspace: str) -> bool:
+    """Whether the workspace is small enough to be searched in its own entries alone (`SCOPED_ENTRIES`)."""
+    most = SCOPED_ENTRIES if conn.dialect == "sqlite" else PG_SCOPED
+    count = await conn.fetch_value(S.workspace_entries_upto, {"ws": workspace, "n": most + 1})
+    return int(count) <= most

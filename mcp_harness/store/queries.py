@@ -299,11 +299,18 @@ def update_in_status(values: tuple[str, ...]) -> Query:
 # Built: their filters are the caller's, and a full-text query's terms are PostgreSQL's parameters.
 
 
+#: PostgreSQL: a small workspace's tasks read apart (see `SCOPED_PROGRESS`)
+SCOPED_TASKS = "(WITH scope AS MATERIALIZED (SELECT * FROM tasks WHERE workspace = :ws) SELECT * FROM scope) AS t"
+
+
 @cache
-def task_page(by_status: bool, by_tag: bool, ready: bool | None = None, search: Shape | None = None) -> Query:
+def task_page(
+    by_status: bool, by_tag: bool, ready: bool | None = None, search: Shape | None = None, scoped: bool = False
+) -> Query:
     """Tasks in creation order after `:after`; `:statuses` may name `blocked` (pending with a failed
     dependency, which `pending` then leaves out); `by_tag`: with the tag `:tag`; `ready`: only tasks a
-    claim could take at `:now` (or, false, only the others)."""
+    claim could take at `:now` (or, false, only the others); `scoped` (PostgreSQL, with `search`): a
+    small workspace's tasks read apart (as `SCOPED_PROGRESS` does for entries)."""
 
     def sql(dialect: str) -> str:
         where = "workspace = :ws AND id > :after"
@@ -319,10 +326,11 @@ def task_page(by_status: bool, by_tag: bool, ready: bool | None = None, search: 
                 where += " AND id IN (SELECT rowid FROM tasks_fts WHERE tasks_fts MATCH :q)"
             else:
                 where += f" AND {TASK_TEXT} @@ ({tsquery(search)})"
-        return f"SELECT {TASK} FROM tasks WHERE {where} ORDER BY id LIMIT :limit"
+        source = SCOPED_TASKS if scoped and search is not None and dialect != "sqlite" else "tasks"
+        return f"SELECT {TASK} FROM {source} WHERE {where} ORDER BY id LIMIT :limit"
 
     name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
-    name += f" search {search}" if search is not None else ""
+    name += f" search {search}{' scoped' if scoped else ''}" if search is not None else ""
     return _both(sql, row=TaskRecord, name=name)
 
 
@@ -337,21 +345,35 @@ def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
     return Query(sql, row=ProgressRow, name=f"recent_progress({by_thread}, {by_task}, {paged})")
 
 
+#: SQLite: the entries of the temporary table `search_run.sql` fills that match, best first (by bm25
+#: over that table's rows alone)
+PROGRESS_RANKED = Query(
+    f"SELECT {columns(ProgressRow, prefix='p.')} FROM temp.progress_rank AS r JOIN progress AS p ON p.id = r.rowid "
+    "WHERE progress_rank MATCH :q ORDER BY bm25(progress_rank), p.seq DESC LIMIT :limit",
+    row=ProgressRow,
+    name="progress_ranked",
+)
+
+
+#: PostgreSQL: a small workspace's entries read apart (MATERIALIZED: the planner cannot take the text
+#: condition to the shared GIN index, which a generic plan of a prepared statement did for a 3-entry
+#: workspace, walking every workspace's matches)
+SCOPED_PROGRESS = "(WITH scope AS MATERIALIZED (SELECT * FROM progress WHERE workspace = :ws) SELECT * FROM scope)"
+
+
 @cache
-def progress_search(shape: Shape) -> Query:
-    """The progress entries matching a full-text query, best first (see `search.py`; SQLite's statement
-    is one for every shape, PostgreSQL's has the query's terms as parameters)."""
+def progress_search(shape: Shape, scoped: bool = False) -> Query:
+    """PostgreSQL: the progress entries matching a full-text query, best first (see `search.py`; the
+    query's terms are parameters); `scoped`: a small workspace, read apart (`SCOPED_PROGRESS`). SQLite
+    ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
     cols = columns(ProgressRow, prefix="p.")
-    sqlite = (
-        f"SELECT {cols} FROM progress_fts JOIN progress AS p ON p.id = progress_fts.rowid "
-        "WHERE progress_fts MATCH :q AND p.workspace = :ws ORDER BY bm25(progress_fts), p.seq DESC LIMIT :limit"
-    )
     text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
+    source = SCOPED_PROGRESS if scoped else "progress"
     postgresql = (
-        f"SELECT {cols} FROM progress AS p, (SELECT {tsquery(shape)} AS q) AS s "
+        f"SELECT {cols} FROM {source} AS p, (SELECT {tsquery(shape)} AS q) AS s "
         f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
     )
-    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape})")
+    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape}, {scoped})")
 
 
 # -- the console's filtered reads ------------------------------------------------------------------
@@ -404,9 +426,12 @@ def events_window(agent: bool, task_key: bool, since: bool) -> Query:
 
 
 @cache
-def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool) -> Query:
+def timeline(
+    agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool, scoped: bool = False
+) -> Query:
     """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
-    (`search.py`) the entries must match."""
+    (`search.py`) the entries must match; `scoped` (PostgreSQL, with `text`): a small workspace, read
+    apart (`SCOPED_PROGRESS`)."""
     where = ["workspace = :ws"]
     where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
                                           ("status", status)) if on]  # fmt: skip
@@ -418,7 +443,8 @@ def timeline(agent: bool, task_key: bool, thread: bool, status: bool, text: Shap
     postgresql = None
     if text is not None:
         sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
-        postgresql = head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        pg_head = head.replace("FROM progress", f"FROM {SCOPED_PROGRESS} AS p") if scoped else head
+        postgresql = pg_head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
         sqlite += tail
-    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before})"
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before}, {scoped})"
     return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)

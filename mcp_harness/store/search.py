@@ -79,6 +79,14 @@ def tsquery(shape: tuple[tuple[int, ...], int]) -> str:
     return out
 
 
+def over_time_limit(seconds: float) -> InvalidArgument:
+    """What a search stopped at its time limit raises."""
+    return InvalidArgument(
+        f"the search ran past its time limit of {seconds:g} s and was stopped: narrow it (longer prefixes, "
+        "fewer alternatives, rarer words)"
+    )
+
+
 def search_refused(exc: Exception) -> Exception:
     """What a failed search raises: `invalid_argument` for a query the full-text engine refused (the
     query's terms are quoted, so this is a backstop), else the error itself."""

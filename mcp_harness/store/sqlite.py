@@ -9,6 +9,8 @@ import sqlite3
 import time
 from typing import Any
 
+import anyio
+
 from .connection import NO_PARAMS, Dialect, Params, Query
 from .urls import sqlite_path
 
@@ -116,19 +118,112 @@ class SqliteConnection:
         self._db.execute(sql)
 
     async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
-        cursor = self._db.execute(query.sqlite, params)
-        first = cursor.fetchone()
-        if first is None:
-            return []
-        make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
-        rows = [make(first)]
-        rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
-        return rows
+        return _fetch_all(self._db, query, params)
 
     async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
         rows = await self.fetch_all(query, params)
         return rows[0] if rows else None
 
     async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
-        rows = self._db.execute(query.sqlite, params).fetchall()
-        return rows[0][0] if rows else None
+        return _fetch_value(self._db, query, params)
+
+
+def _fetch_all(db: sqlite3.Connection, query: Query, params: Params) -> list[Any]:
+    cursor = db.execute(query.sqlite, params)
+    first = cursor.fetchone()
+    if first is None:
+        return []
+    make = query.maker("sqlite", lambda: [d[0] for d in cursor.description])
+    rows = [make(first)]
+    rows.extend(map(make, cursor))  # every row: a statement left unfinished would hold its lock
+    return rows
+
+
+def _fetch_value(db: sqlite3.Connection, query: Query, params: Params) -> Any:
+    rows = db.execute(query.sqlite, params).fetchall()
+    return rows[0][0] if rows else None
+
+
+def _execute(db: sqlite3.Connection, sql: str, params: Params) -> int:
+    return db.execute(sql, params).rowcount
+
+
+class Deadline:
+    """When the statements of a connection must stop (`time.monotonic()`); SQLite asks between steps
+    of the statement it runs (a progress handler) and stops it with "interrupted" once it has passed."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = float("inf")
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+
+#: how many virtual-machine steps SQLite takes between two looks at the deadline (well under a millisecond)
+DEADLINE_STEPS = 5_000
+
+
+def connect_searcher(url: str) -> tuple[sqlite3.Connection, Deadline]:
+    """A read connection for searches, whose statements stop when its `Deadline` passes."""
+    conn = connect(url, writer=False)
+    conn.execute("PRAGMA temp_store = MEMORY")  # the temporary tables searches rank in (`search_run.sql`)
+    deadline = Deadline()
+    conn.set_progress_handler(deadline.passed, DEADLINE_STEPS)
+    return conn, deadline
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's answer to a statement stopped at its deadline."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
+
+
+class ThreadedSqliteConnection:
+    """`Connection` over one sqlite3 connection whose statements run on a worker thread: the event loop
+    goes on while one runs (sqlite3 lets go of the interpreter while SQLite works). For reads that may
+    take long, such as a full-text search; never for writes, whose transaction must not yield. With
+    `begin`, the read transaction is begun with the first statement, in the same trip to the thread."""
+
+    dialect: Dialect = "sqlite"
+    __slots__ = ("_db", "_begin")
+
+    def __init__(self, db: sqlite3.Connection, *, begin: bool = False) -> None:
+        self._db = db
+        self._begin = begin
+
+    async def _run(self, work: Any, *args: Any) -> Any:
+        begin, self._begin = self._begin, False
+        return await anyio.to_thread.run_sync(_begun if begin else _now, self._db, work, *args)
+
+    async def execute(self, query: Query, params: Params = NO_PARAMS) -> int:
+        return await self._run(_execute, query.sqlite, params)
+
+    async def execute_many(self, query: Query, rows: Any) -> None:
+        await self._run(_execute_many, query.sqlite, rows)
+
+    async def execute_script(self, sql: str) -> None:
+        await self._run(_execute, sql, NO_PARAMS)
+
+    async def fetch_all(self, query: Query, params: Params = NO_PARAMS) -> list[Any]:
+        return await self._run(_fetch_all, query, params)
+
+    async def fetch_one(self, query: Query, params: Params = NO_PARAMS) -> Any | None:
+        rows = await self.fetch_all(query, params)
+        return rows[0] if rows else None
+
+    async def fetch_value(self, query: Query, params: Params = NO_PARAMS) -> Any:
+        return await self._run(_fetch_value, query, params)
+
+
+def _now(db: sqlite3.Connection, work: Any, *args: Any) -> Any:
+    return work(db, *args)
+
+
+def _begun(db: sqlite3.Connection, work: Any, *args: Any) -> Any:
+    db.execute("BEGIN")
+    return work(db, *args)
+
+
+def _execute_many(db: sqlite3.Connection, sql: str, rows: Any) -> None:
+    db.executemany(sql, rows)

@@ -30,6 +30,9 @@ from .records import (
 from .search import Terms, search_refused
 
 Q = named.load("tasks")
+SEARCH = named.load("search_run")
+#: PostgreSQL: a workspace of at most this many tasks is searched in its own tasks alone (a to_tsvector of each)
+SCOPED_TASKS = 200
 #: the status of the row `task_counts_ran_out` adds when a lease ran out on its last attempt
 RAN_OUT = "ran_out"
 
@@ -392,7 +395,11 @@ async def page(
         params.update(search.params(conn.dialect))
     shape = search.shape if search is not None else None
     try:
-        return await conn.fetch_all(queries.task_page(bool(statuses), tag is not None, ready, shape), params)
+        small = False
+        if search is not None and conn.dialect != "sqlite":
+            count = await conn.fetch_value(SEARCH.workspace_tasks_upto, {"ws": workspace, "n": SCOPED_TASKS + 1})
+            small = int(count) <= SCOPED_TASKS
+        return await conn.fetch_all(queries.task_page(bool(statuses), tag is not None, ready, shape, small), params)
     except Exception as exc:
         if search is None:
             raise
