@@ -58,6 +58,16 @@ def sessions_off(environ: Mapping[str, str] | None = None) -> bool:
     return environ.get(NO_SESSION_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+KEEP_LEASES_VARIABLE = "MCP_HARNESS_KEEP_LEASES"
+
+
+def leases_kept(environ: Mapping[str, str] | None = None) -> bool:
+    """`MCP_HARNESS_KEEP_LEASES=1` (or true/yes): a session's leases outlive its connection and its end
+    (a runner's sessions: the runner ends them itself, saying how the session went)."""
+    environ = os.environ if environ is None else environ
+    return environ.get(KEEP_LEASES_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def session_agent(agent: str, session: str | None) -> str:
     """`agent:<first 8 characters of session>`, or `agent` when there is no session. Characters a name
     cannot hold are dropped from the suffix; a long agent name is cut so the whole stays a valid name."""

@@ -156,10 +156,7 @@ def test_a_harness_server_that_does_not_connect_is_a_setup_error_and_gives_the_a
 
 
 def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path, proj, db, claude_binary):
-    pids = tmp_path / "pids"
-    wrapper = tmp_path / "claude-pid"
-    wrapper.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {claude_binary} "$@"\n')
-    wrapper.chmod(0o755)
+    pids, wrapper = pid_wrapper(tmp_path, claude_binary)
     add_tasks(db, WS, [{"key": "k", "title": "killed", "priority": 1}, {"key": "c", "title": "never started"}])
     with ScriptedModel(lambda turn: [load("update_task"), stall(120)]) as model:
         env = runner_env(tmp_path / "home", model.url)
@@ -346,6 +343,14 @@ def test_a_command_template_runs_any_agent_without_a_shell(tmp_path, proj, db):
     assert record["last_words"] == "I read the task and stopped." and record["cost_usd"] is None
 
 
+def pid_wrapper(tmp_path: Path, claude_binary: Path) -> tuple[Path, Path]:
+    """A `claude` that writes its pid (the session's process group) to a file, then is the real one."""
+    pids, wrapper = tmp_path / "pids", tmp_path / "claude-pid"
+    wrapper.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {claude_binary} "$@"\n')
+    wrapper.chmod(0o755)
+    return pids, wrapper
+
+
 def _wait_for(condition, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -401,10 +406,7 @@ def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
 
 
 def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_session(tmp_path, proj, db, claude_binary):
-    pids = tmp_path / "pids"
-    wrapper = tmp_path / "claude-pid"
-    wrapper.write_text(f'#!/bin/sh\necho $$ >> {pids}\nexec {claude_binary} "$@"\n')
-    wrapper.chmod(0o755)
+    pids, wrapper = pid_wrapper(tmp_path, claude_binary)
     add_tasks(db, WS, [{"key": "t", "title": "the task"}])
     first: list[str] = []
 
@@ -433,6 +435,10 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
                     pass
     assert survivor.returncode == 4, survivor.stdout + survivor.stderr
     assert "of a dead runner settled (crashed)" in survivor.stdout
+    orphan = int(pids.read_text().split()[0])
+    assert not Path(f"/proc/{orphan}").exists() or "Z" in Path(f"/proc/{orphan}/stat").read_text().split()[2], (
+        "the dead runner's session still runs beside the survivor's"
+    )
     ended = [(r["task_key"], r["outcome"]) for r in sorted(sessions(db, WS), key=lambda r: r["started_at"])]
     assert ended == [("t", "crashed"), ("t", "completed")], survivor.stdout
     assert took < 120  # the dead runner's lease did not have to run out
@@ -453,3 +459,59 @@ def test_a_session_that_cannot_be_set_up_gives_its_task_back(tmp_path, db):
     assert "Traceback" not in done.stderr
     task = board(db, WS)["t"]
     assert (task["status"], task["attempts"]) == ("pending", 0)
+
+
+def test_parallel_slots_with_exit_when_idle_wait_for_their_own_sessions(tmp_path, proj, db, claude_binary):
+    add_tasks(db, WS, [{"key": "a", "title": "first"}, {"key": "b", "title": "then", "depends_on": ["a"]}])
+    with ScriptedModel(completes) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(db, WS, proj, env, "--parallel", "2", "--exit-when-idle", claude=claude_binary)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "waiting" not in done.stdout  # its own claim is nothing to wait on
+    assert {k: t["status"] for k, t in board(db, WS).items()} == {"a": "done", "b": "done"}
+
+
+def test_a_review_task_completed_is_in_review_and_extra_claims_go_back(tmp_path, proj, db, claude_binary):
+    add_tasks(
+        db, WS,
+        [{"key": "r", "title": "needs a look", "review": True, "priority": 5}, {"key": "x", "title": "another"}],
+    )  # fmt: skip
+
+    def script(turn):
+        key, token = task_of(turn)
+        if key == "r":
+            return [load("claim_task"), tool("claim_task", {"task_key": "x"}), *completes(turn)[1:]]
+        return completes(turn)
+
+    with ScriptedModel(script) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(db, WS, proj, env, "--max-sessions", "1", claude=claude_binary)
+    assert done.returncode == 4, done.stdout + done.stderr
+    (record,) = sessions(db, WS)
+    assert record["outcome"] == "in_review", record
+    assert "had claimed x too: given back" in done.stdout
+    x = board(db, WS)["x"]
+    assert (x["status"], x.get("attempts", 0), x["ready"]) == ("pending", 0, True), x
+
+
+def test_a_429_that_a_retry_got_past_is_not_a_rate_limit(tmp_path, proj, db, claude_binary):
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    with ScriptedModel(lambda turn: [error(429, **{"retry-after": "0"}), say("Only talking.")]) as model:
+        env = runner_env(tmp_path / "home", model.url, CLAUDE_CODE_MAX_RETRIES="1")
+        done = run(db, WS, proj, env, "--max-sessions", "1", claude=claude_binary)
+    (record,) = sessions(db, WS)
+    assert record["outcome"] == "no_progress", (record, done.stdout)
+    assert "rate limited" not in done.stdout
+
+
+def test_in_a_project_set_up_by_init_the_runner_says_why_a_lease_ended(tmp_path, proj, db, claude_binary):
+    subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "init", "--db", db, "--workspace", WS], cwd=proj, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    with ScriptedModel(lambda turn: [say("I only looked.")]) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--max-sessions", "1", claude=claude_binary)
+    assert done.returncode == 4, done.stdout + done.stderr
+    ends = [e["detail"]["reason"] for e in story(db, WS, "t")["events"] if e["kind"] == "lease_end"]
+    assert len(ends) == 1 and ends[0].startswith("runner: session") and "ended no_progress" in ends[0], ends

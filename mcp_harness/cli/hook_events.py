@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..identity import leases_kept
 from .hook_call import HookCall, start_mark
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ async def _session_end(harness: Harness, ident: Identity, call: HookCall) -> Non
     reason = _word(call.data.get("reason"), "other")
     if reason == "clear":
         return  # /clear: the session's server goes on (and keeps its identity): its leases stay
+    if leases_kept():
+        return  # its leases outlive it (a runner's session: the runner ends them, saying how it went)
     await harness.tasks.end_leases(ident, f"its session ended ({reason})")
 
 

@@ -10,13 +10,11 @@ import sys
 from ..config import Settings
 from .common import identity
 
-TRUE = ("1", "true", "yes", "on")
-
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(args.db)
     if args.transport == "stdio":
-        from ..identity import Identity, stdio_agent
+        from ..identity import Identity, leases_kept, stdio_agent
         from ..server import create_server
         from ..sessions import forget, record
 
@@ -24,7 +22,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # one identity per session (contract revision 3): A:<session> when the client names a session
         agent = stdio_agent(ident.agent, no_session=args.no_session)
         ident = Identity(workspace=ident.workspace, agent=agent, role=ident.role)
-        keep = args.keep_leases or os.environ.get("MCP_HARNESS_KEEP_LEASES", "").strip().lower() in TRUE
+        keep = args.keep_leases or leases_kept()
         server = create_server(settings, ident, end_leases=not keep)
         if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
             print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "

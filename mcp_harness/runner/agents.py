@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..identity import KEEP_LEASES_VARIABLE
 
 SERVER_NAME = "harness"  #: the MCP server's name in each session's config (tools `mcp__harness__*`)
 LAST_WORDS = 300  #: characters of a session's last words kept in its record and notes
 #: what Claude Code prints when a usage limit stops it ("... limit reached ... resets 3pm")
 LIMIT_TEXT = re.compile(r"\blimit\b.*\bresets?\b", re.IGNORECASE | re.DOTALL)
+#: the session's own server and hooks leave its leases to the runner, which ends them with its note
+RUNNER_OWNS_THE_LEASE = {KEEP_LEASES_VARIABLE: "1"}
 PLACEHOLDERS = ("prompt", "prompt_file", "session", "task_key", "mcp_config", "workdir")
 
 
@@ -54,10 +57,16 @@ class Observed:
     last_words: str = ""
     last_tool: str | None = None
     result: dict[str, Any] | None = None  #: the final `result` event
-    rate_limited: bool = False
+    rate_limited: bool = False  #: the API refused the session for a limit (a final answer said so)
+    retrying: bool = False  #: Claude Code is retrying a 429/529 and no answer came since
     reset_at: float | None = None  #: when a rate limit resets, if the API said
     harness_calls: int = 0
     lines: int = 0
+
+    @property
+    def limited(self) -> bool:
+        """A usage or rate limit ended the session: said so, or a retry of one was never answered."""
+        return self.rate_limited or (self.retrying and not (self.result and not self.result.get("is_error")))
 
     def words(self) -> str:
         text = " ".join(self.last_words.split())
@@ -83,7 +92,8 @@ def harness_command(db_url: str, workspace: str, agent_base: str) -> list[str]:
 def mcp_config(db_url: str, workspace: str, agent_base: str, session: str) -> dict[str, Any]:
     """The per-session MCP configuration: this harness's stdio server, as the session's own identity."""
     command = harness_command(db_url, workspace, agent_base)
-    server = {"type": "stdio", "command": command[0], "args": command[1:], "env": {"MCP_HARNESS_SESSION": session}}
+    env = {"MCP_HARNESS_SESSION": session, **RUNNER_OWNS_THE_LEASE}
+    server = {"type": "stdio", "command": command[0], "args": command[1:], "env": env}
     return {"mcpServers": {SERVER_NAME: server}}
 
 
@@ -104,7 +114,7 @@ class ClaudeCode:
             "--allowedTools", f"mcp__{SERVER_NAME}", *self.extra,
         ]  # fmt: skip
         env = dict(os.environ)
-        env.update(MCP_CONNECTION_NONBLOCKING="0", MCP_CONNECT_TIMEOUT_MS="30000")
+        env.update(MCP_CONNECTION_NONBLOCKING="0", MCP_CONNECT_TIMEOUT_MS="30000", **RUNNER_OWNS_THE_LEASE)
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", "2")
         env.pop("CLAUDECODE", None)  # a runner started from inside a Claude Code session starts fresh ones
         return Launch(argv, env, plan.workdir)
@@ -125,6 +135,7 @@ class ClaudeCode:
             seen.server_status = status
             seen.connected = status == "connected"
         elif kind == "assistant":
+            seen.retrying = False  # a retried request was answered after all
             seen.turns += 1
             for block in (event.get("message") or {}).get("content") or []:
                 if not isinstance(block, dict):
@@ -137,7 +148,7 @@ class ClaudeCode:
                         seen.harness_calls += 1
         elif kind == "system" and subtype == "api_retry":
             if event.get("error_status") in (429, 529):
-                seen.rate_limited = True
+                seen.retrying = True
         elif kind == "rate_limit_event":
             info = event.get("rate_limit_info") or event
             if info.get("status") == "rejected":
@@ -189,7 +200,7 @@ class CommandAgent:
         }  # fmt: skip
         argv = [re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], word) for word in self.words]
         env = dict(os.environ)
-        env.update(MCP_HARNESS_SESSION=plan.session, MCP_HARNESS_TASK=plan.task_key or "")
+        env.update(MCP_HARNESS_SESSION=plan.session, MCP_HARNESS_TASK=plan.task_key or "", **RUNNER_OWNS_THE_LEASE)
         env["MCP_HARNESS_LEASE_TOKEN"] = plan.lease_token or ""
         return Launch([*argv, *self.extra], env, plan.workdir)
 
@@ -210,6 +221,11 @@ def choose(claude: str | None, command: str | None, extra: list[str]) -> ClaudeC
     import shutil
 
     binary = claude or os.environ.get("MCP_HARNESS_CLAUDE") or shutil.which("claude")
+    if binary and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        found = shutil.which(binary)
+        if found is None:
+            raise InvalidArgument(f"Claude Code's binary {binary!r} is not an executable file: check --claude")
+        binary = found
     if not binary:
         raise InvalidArgument(
             "Claude Code's `claude` is not on PATH: install it (npm install -g @anthropic-ai/claude-code), "

@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.worktrees and args.parallel < 2:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
-    if args.spec is not None and not args.spec.is_file():
-        raise InvalidArgument(f"--spec {args.spec}: no such file")
+    if args.spec is not None:
+        _readable_spec(args.spec)
     agent = agents.choose(args.claude, args.command, _extra(args))
     here = Path.cwd()
     root = top_level(here)
@@ -127,6 +127,20 @@ def run(args: argparse.Namespace) -> int:
             return await runner.run()
 
     return anyio.run(main)
+
+
+def _readable_spec(spec: Path) -> None:
+    """The spec an initializer reads: a text file this user can read."""
+    if spec.is_dir():
+        raise InvalidArgument(f"--spec {spec}: a folder, not a file: give the spec's file")
+    try:
+        spec.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidArgument(f"--spec {spec}: no such file") from None
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"--spec {spec}: not UTF-8 text: the initializer reads it as a document") from None
+    except OSError as exc:
+        raise InvalidArgument(f"--spec {spec}: cannot be read ({exc.strerror})") from None
 
 
 async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> int:

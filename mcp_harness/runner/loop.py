@@ -37,6 +37,8 @@ NO_PROGRESS_IN_A_ROW = 5
 BACKOFF_FIRST = float(os.environ.get("MCP_HARNESS_RUNNER_BACKOFF_SECONDS") or 30)  #: after a rate limit
 BACKOFF_MOST = 30 * 60.0
 
+#: claim reasons that end by themselves (a backoff's end): `--exit-when-idle` waits for them
+RESOLVES_BY_ITSELF = frozenset({"backoff"})
 EXIT_DONE, EXIT_NO_TASKS, EXIT_IDLE, EXIT_BUDGET, EXIT_BREAKER = 0, 2, 3, 4, 5
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -120,6 +122,8 @@ class Runner:
         self.controls: dict[str, process.Control] = {}  #: running sessions by id
         self.free_slots = list(range(options.parallel, 0, -1))
         self.ended = anyio.Event()  #: set (and replaced) whenever a session ends
+        self.changes = 0  #: changes seen in the workspace so far (`_watch`)
+        self.changed = anyio.Event()  #: set (and replaced) at each
         self.stopping: signal.Signals | None = None
         self.paused_until = 0.0  #: monotonic: no session starts before (a rate limit)
         self.backoff = BACKOFF_FIRST
@@ -136,8 +140,9 @@ class Runner:
             with signals.handled(self._on_signal, (signal.SIGINT, signal.SIGTERM)):
                 async with anyio.create_task_group() as group:
                     group.start_soon(self._keep_alive)
+                    group.start_soon(self.h.tasks.wakeup.watch_changes, self.workspace, self._on_change)
                     code = await self._dispatch(group)
-                    while self.controls:  # let running sessions finish (a budget, a breaker) or stop them
+                    while self._busy():  # let running sessions finish (a budget, a breaker) or stop them
                         await self._session_end()
                     group.cancel_scope.cancel()
         finally:
@@ -155,8 +160,8 @@ class Runner:
         self.stop_event.set()
         if again and sig == signal.SIGINT:
             self.display.say("second Ctrl-C: stopping every session now")
-        else:
-            self.display.say(f"{sig.name}: starting nothing more, stopping the sessions (Ctrl-C again: at once)")
+        elif not again:
+            self.display.say(f"{sig.name}: starting nothing more, stopping the sessions (a second Ctrl-C: at once)")
         for control in self.controls.values():
             control.request("stopped", at_once=again)
         self._wake()
@@ -164,6 +169,15 @@ class Runner:
     def _wake(self) -> None:
         self.ended.set()
         self.ended = anyio.Event()
+
+    def _on_change(self) -> None:
+        self.changes += 1
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    def _busy(self) -> bool:
+        """Whether a session runs (or is starting: its slot is taken before its process starts)."""
+        return len(self.free_slots) < self.options.parallel
 
     async def _session_end(self) -> None:
         ended = self.ended
@@ -240,20 +254,21 @@ class Runner:
             if not self.free_slots:
                 await self._session_end()
                 continue
+            mark = self.changes
             claim, ident, session = await self._claim()
             if claim.task is not None and claim.lease is not None:
                 self.waiting = None
                 group.start_soon(self._run_session, self.free_slots.pop(), session, ident, claim)
                 continue
             reason = claim.reason or "none_pending"
-            if not self.controls:
+            if not self._busy():
                 if reason == "all_done":
                     self.display.say("all tasks are done")
                     return EXIT_DONE
                 self._say_waiting(self._waits_on(claim))
-                if self.options.exit_when_idle:
+                if self.options.exit_when_idle and reason not in RESOLVES_BY_ITSELF:
                     return EXIT_IDLE
-            await self._wait_for_change(claim)
+            await self._wait_for_change(claim, mark)
         return EXIT_DONE
 
     async def _no_tasks(self) -> bool:
@@ -287,20 +302,26 @@ class Runner:
             self.waiting = text
             self.display.say(text)
 
-    async def _wait_for_change(self, claim: ClaimTaskResult) -> None:
-        """Sleep until the workspace changes (the change feed: any process's commit), the clock may have
-        made work claimable (the claim's `retry_after`), a session ends, or the runner is told to stop."""
+    async def _wait_for_change(self, claim: ClaimTaskResult, mark: int) -> None:
+        """Sleep until the workspace changed since `mark` (taken before the claim, so a change between the
+        claim and this wait is not missed), the clock may have made work claimable (the claim's
+        `retry_after`), a session ends, or the runner is told to stop."""
+        if self.changes != mark:
+            return
         remaining = min(WAIT_SECONDS, claim.retry_after + 0.5) if claim.retry_after else WAIT_SECONDS
-        ended = self.ended
-        async with anyio.create_task_group() as race:
+        await self._first_of(self.ended, self.changed, self.stop_event, timeout=remaining)
 
-            async def first(waiter: Any) -> None:
-                await waiter()
-                race.cancel_scope.cancel()
+    @staticmethod
+    async def _first_of(*events: anyio.Event, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as race:
 
-            race.start_soon(first, ended.wait)
-            race.start_soon(first, self.stop_event.wait)
-            race.start_soon(first, lambda: self.h.tasks.wakeup.wait_for_change(self.workspace, remaining))
+                async def first(event: anyio.Event) -> None:
+                    await event.wait()
+                    race.cancel_scope.cancel()
+
+                for event in events:
+                    race.start_soon(first, event)
 
     async def _breaker_wait(self) -> bool:
         """Sessions in a row made no progress: start nothing until a person acts (any change to the
@@ -309,27 +330,17 @@ class Runner:
             f"{NO_PROGRESS_IN_A_ROW} sessions in a row ended without progress: starting no more until a person "
             "acts (read `mcp-harness sessions` and the log, then change the tasks or write a note)"
         )
-        while self.controls:
+        while self._busy():
             await self._session_end()
         if self.options.exit_when_idle:
             return True
-        while self.stopping is None:
-            async with anyio.create_task_group() as race:
-
-                async def change() -> None:
-                    if await self.h.tasks.wakeup.wait_for_change(self.workspace, WAIT_SECONDS):
-                        self.tally.no_progress = 0
-                        self.display.say("a person acted: starting sessions again")
-                    race.cancel_scope.cancel()
-
-                async def stop() -> None:
-                    await self.stop_event.wait()
-                    race.cancel_scope.cancel()
-
-                race.start_soon(change)
-                race.start_soon(stop)
-            if self.tally.no_progress == 0:
-                return False
+        await anyio.sleep(1)  # the feed hears of the sessions' own last writes within a second: not a person's
+        mark = self.changes
+        while self.stopping is None and self.changes == mark:
+            await self._first_of(self.changed, self.stop_event, timeout=WAIT_SECONDS)
+        if self.stopping is None:
+            self.tally.no_progress = 0
+            self.display.say("the workspace changed: starting sessions again")
         return False
 
     # -- one session ------------------------------------------------------------------------------
@@ -470,6 +481,7 @@ class Runner:
             note += f"; its last words: {words}"
         if key is not None and token is not None and status == "claimed":
             await self._settle(ident, key, token, outcome, note)
+        await self._give_back_others(ident, key, session)
         saved = None
         if self.options.worktrees:
             try:
@@ -513,11 +525,26 @@ class Runner:
         for ev in story.events:
             if ev.actor == ident.agent and ev.kind in outcomes.ACTED:
                 action = ev.kind
+            elif ev.actor == ident.agent and ev.kind == "submit":  # a review task's complete
+                action = "complete"
         status: str | None = story.task.status
         held = status == "claimed" and story.task.owner == ident.agent and story.task.lease is not None
         if status == "claimed" and not held:
             status = "taken"  # another agent holds it now (a lease that ran out was taken over)
         return action, status
+
+    async def _give_back_others(self, ident: Identity, key: str | None, session: str) -> None:
+        """Tasks the session claimed besides its own (against its rules) go back, no attempt counted."""
+        listed = await self.h.tasks.list(ident, status="claimed", limit=200)
+        operator = Identity(self.workspace, RUNNER_AGENT, role="operator")
+        for row in listed.tasks:
+            if row.owner == ident.agent and row.key != key:
+                why = f"runner: session {session[:8]} claimed {row.key} besides its own task {key}; given back"
+                try:
+                    await self.h.tasks.operator_release(operator, row.key, why)
+                except HarnessError:
+                    continue  # ended meanwhile
+                self.display.say(f"session {session[:8]} had claimed {row.key} too: given back")
 
     async def _settle(self, ident: Identity, key: str, token: str, outcome: SessionOutcome, note: str) -> None:
         """End the lease of a task still held: given back (no attempt counted) after a rate limit or a

@@ -45,7 +45,7 @@ def outcome(end: Ending) -> SessionOutcome:
         return ACTED[end.action]
     if end.stop is not None:
         return end.stop
-    if end.seen.rate_limited:
+    if end.seen.limited:
         return "rate_limited"
     result = end.seen.result
     if result is not None and result.get("subtype") == "error_max_turns":

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,25 @@ GRACE = float(os.environ.get("MCP_HARNESS_RUNNER_STOP_GRACE") or 5)
 TRANSCRIPT_BYTES = 4 * 1024 * 1024  #: a transcript keeps the stream's first 4 MiB, then says it was cut
 LINE_BYTES = 8 * 1024 * 1024  #: a longer line is cut (the stream's events are far smaller)
 TICK = 0.25  #: how often the watchdog looks
+#: On Linux an agent is started through this, so it gets SIGTERM when the runner dies (kill -9, a lost
+#: machine) instead of working on as an orphan beside the session a surviving runner starts on its
+#: task: the parent-death signal is set, then the agent replaces this process (and keeps it).
+DIE_WITH_RUNNER = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"  # PR_SET_PDEATHSIG
+    "os.getppid() == int(sys.argv[1]) or sys.exit(143)\n"  # the runner died before that: stop here
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as exc:\n"
+    "    sys.exit(f'the agent could not start: {sys.argv[2]}: {exc.strerror}')\n"
+)
+
+
+def tied_to_this_process(argv: list[str]) -> list[str]:
+    """`argv` started so that it ends with this process (Linux), else as it is."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-S", "-c", DIE_WITH_RUNNER, str(os.getpid()), *argv]
 
 
 class Transcript:
@@ -105,7 +125,7 @@ async def run(
     errors: collections.deque[str] = collections.deque(maxlen=20)
     try:
         process = await anyio.open_process(
-            launch.argv, stdin=subprocess.DEVNULL, cwd=launch.cwd, env=launch.env, start_new_session=True
+            tied_to_this_process(launch.argv), stdin=subprocess.DEVNULL, cwd=launch.cwd, env=launch.env, start_new_session=True
         )
     except OSError as exc:
         return Ended(None, "setup_error", f"the agent could not start: {exc.strerror or exc}")
@@ -187,6 +207,8 @@ async def run(
                 readers.cancel_scope.cancel()
             group.cancel_scope.cancel()
         code = process.returncode
+    if not seen.started and not seen.lines and any("the agent could not start" in e for e in errors):
+        control.request("setup_error")
     if _signal_group(process.pid, signal.SIGTERM):  # children left behind (a server, a shell) end too
         await anyio.sleep(0)
     return Ended(code, control.stop, "\n".join(errors))

@@ -4,6 +4,8 @@ the clock by a cheap read-only poll."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 
 from ..config import Settings
@@ -60,15 +62,18 @@ class Wakeup:
             waited[0] += anyio.current_time() - started
         return gone is None or not gone.is_set()
 
-    async def wait_for_change(self, workspace: str, timeout: float, *, within: float = 0.5) -> bool:
-        """Sleep until anything changes in `workspace` (a task, the log, a checkpoint: this process's
-        change or another's commit, through the change feed, heard `within` seconds) or `timeout` passes.
-        True when it changed."""
+    async def watch_changes(self, workspace: str, changed: Callable[[], None], *, within: float = 0.5) -> None:
+        """Call `changed()` after every change in `workspace` (a task, the log, a checkpoint: this process's
+        own at once, another process's commit through the change feed within `within` seconds), until
+        cancelled. Watching all along, no change between two looks of the caller goes unseen."""
         feed = changes.feed(self.db)
         seen = feed.version_of(workspace)
-        local = self._changed.setdefault(workspace, anyio.Event())
-        version = await feed.wait(seen, timeout, workspace=workspace, also=local, interval=within)
-        return version != seen or local.is_set()
+        while True:
+            local = self._changed.setdefault(workspace, anyio.Event())
+            version = await feed.wait(seen, 3600.0, workspace=workspace, also=local, interval=within)
+            if version != seen or local.is_set():
+                seen = version
+                changed()
 
 
 async def _relay(source: anyio.Event, target: anyio.Event) -> None:
