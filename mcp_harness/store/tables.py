@@ -173,6 +173,9 @@ class Task(SQLModel, table=True):
     review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
     #: JSON list of path patterns a claim reserves (NULL: none); see `paths.py`
     paths: str | None = Field(default=None, sa_type=Text)
+    #: the stdio server process that took or last renewed the lease (`sessions.this_process`; NULL: over
+    #: HTTP, or a server keeping its leases to their time): a lease whose process is gone ends at a look
+    lease_process: str | None = None
 
 
 _tasks = table_of(Task)

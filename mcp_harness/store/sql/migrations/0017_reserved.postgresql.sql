@@ -1,0 +1,2 @@
+-- 17: held for another change under way at the same time; that change's files replace these
+-- Nothing to do: the number is kept so the lease-process migration can keep its own.
