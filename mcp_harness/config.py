@@ -192,7 +192,8 @@ class Settings:
     pool_size: int = 5  #: PostgreSQL connections per server process (DB_POOL_SIZE)
     poll_interval_seconds: float = 0.2  #: how often a waiting claim looks for new work (POLL_INTERVAL_SECONDS)
     header_timeout_seconds: float = 10.0  #: HTTP: seconds to send a request's headers (HEADER_TIMEOUT_SECONDS)
-    silent_after_seconds: float = 120.0  #: console: a holder with no call this long is silent (SILENT_AFTER)
+    #: console: a holder with no call this long is silent (SILENT_AFTER; unset: more than half its lease)
+    silent_after_seconds: float | None = None
     max_streams_per_token: int = 100  #: console event streams one sign-in may hold open (MAX_STREAMS_PER_TOKEN)
     #: the bearer credential of a scraper that sees every workspace on /metrics (METRICS_TOKEN)
     metrics_token: str | None = field(default=None, repr=False)
@@ -208,7 +209,9 @@ class Settings:
             pool_size=_env_int("DB_POOL_SIZE", cls.pool_size),
             poll_interval_seconds=_env_float("POLL_INTERVAL_SECONDS", cls.poll_interval_seconds),
             header_timeout_seconds=_positive("HEADER_TIMEOUT_SECONDS", cls.header_timeout_seconds),
-            silent_after_seconds=_positive("SILENT_AFTER", cls.silent_after_seconds),
+            silent_after_seconds=_positive("SILENT_AFTER", 1.0)
+            if os.environ.get(ENV_PREFIX + "SILENT_AFTER")
+            else None,
             max_streams_per_token=_env_int("MAX_STREAMS_PER_TOKEN", cls.max_streams_per_token),
             metrics_token=_metrics_token(),
         )

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .config import check_name
@@ -37,6 +37,9 @@ class Identity:
     workspace: str
     agent: str
     role: Role = "agent"
+    #: a stdio server ending its leases with it: its process (`sessions.this_process`), recorded with the
+    #: leases it takes or renews, so a lease whose process is gone ends at the next look
+    process: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_name("workspace", self.workspace)

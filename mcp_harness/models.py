@@ -484,6 +484,18 @@ class WaitingOn(Result):
 
     #: paths_reserved: the holder's patterns that clash
     paths: list[str] | None = Field(default=None, exclude_if=_absent)
+    #: held by an agent: whole seconds since that agent's last call (when known)
+    silent_seconds: int | None = Field(default=None, exclude_if=_absent)
+    #: held by an agent: whether the process that took or renewed its lease still runs (null: unknown)
+    alive: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _held(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """`alive` (null included) only on an entry an agent holds."""
+        out = handler(self)
+        if self.owner is None or self.status != "claimed":
+            out.pop("alive", None)
+        return out
 
 
 #: what the task in a claim leaves out: its lease says it (the holder is the caller, the attempt, when)

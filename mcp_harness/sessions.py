@@ -67,6 +67,44 @@ def process_key(pid: int) -> str | None:
     return f"{pid}-{fields[19]}" if fields else None
 
 
+def machine() -> str | None:
+    """This machine as its processes see it: host name, boot and pid namespace (two containers of one
+    host share the boot but not the namespace, so a pid is only compared where it means the same
+    process). None where /proc cannot be read."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        space = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except (OSError, ValueError):
+        return None
+    import socket  # only here: the hooks' quick path imports this module
+
+    return f"{socket.gethostname()}~{boot[:8]}~{space}"
+
+
+def this_process() -> str | None:
+    """`MACHINE/PID-STARTTIME` for this process: what a stdio server records with the leases it takes or
+    renews (`alive` reads it back). None where /proc cannot be read."""
+    where, key = machine(), process_key(os.getpid())
+    return f"{where}/{key}" if where and key else None
+
+
+def alive(recorded: str | None) -> bool | None:
+    """Whether the process `this_process` recorded still runs: None when it cannot be known (nothing
+    recorded, another machine, no /proc here)."""
+    if not recorded or "/" not in recorded:
+        return None
+    where, _, key = recorded.rpartition("/")
+    if where != machine():
+        return None
+    pid, _, _start = key.partition("-")
+    return pid.isdigit() and process_key(int(pid)) == key
+
+
+def recorded_pid(recorded: str) -> str:
+    """The pid part of a recorded process (for a note)."""
+    return recorded.rpartition("/")[2].partition("-")[0]
+
+
 def parent_of(pid: int) -> int | None:
     fields = _stat(pid)
     return int(fields[1]) if fields and fields[1].isdigit() and int(fields[1]) > 0 else None

@@ -148,6 +148,7 @@ class TaskChange:
     completed_at: float | None | _Keep = KEEP
     review_comment: str | None | _Keep = KEEP
     updated_at: float | _Keep = KEEP
+    lease_process: str | None | _Keep = KEEP  #: the stdio server process that took or renewed the lease
 
     def columns(self) -> dict[str, Any]:
         """The columns it sets, by name (for the store)."""
@@ -213,6 +214,7 @@ class Given:
     paths: tuple[str, ...] = ()  #: path patterns (reserve, unreserve), normalized
     shared: bool = False  #: reserve: held back only by exclusive reservations
     deps_done: bool = True  #: every dependency settled (read for the rows that say `reads_dependencies`)
+    process: str | None = None  #: the caller's stdio server process (None: over HTTP), for a renewal
     backoff_base: float = 1.0
     backoff_cap: float = 300.0
 
@@ -262,7 +264,9 @@ class Rule:
 # -- the changes ------------------------------------------------------------------------------------
 def _heartbeat(t: Task, g: Given) -> Outcome:
     seconds = g.lease_seconds or t.lease_seconds
-    return Outcome(TaskChange(lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at))
+    change = TaskChange(lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at,
+                        lease_process=g.process)  # fmt: skip
+    return Outcome(change)
 
 
 def completed(g: Given) -> Outcome:

@@ -533,4 +533,4 @@ async def test_paths_reserved_lists_every_clashing_pattern_of_a_holder(db_url, w
         assert got["reason"] == "paths_reserved"
         (holder,) = got["waiting_on"]
         assert holder == {"key": "a", "status": "claimed", "owner": "alice", "retry_after": got["retry_after"],
-                          "paths": ["src/x.py", "src/y.py"]}  # fmt: skip
+                          "paths": ["src/x.py", "src/y.py"], "silent_seconds": 0, "alive": None}  # fmt: skip

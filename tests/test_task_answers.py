@@ -126,7 +126,8 @@ async def test_waiting_on_other_work_instead_of_a_wait_loop(client):
     held = await call(client, "claim_task", tags=["frontend"])
     assert held["reason"] == "all_claimed" and 59 < held["retry_after"] <= 60
     assert held["waiting_on"] == [{"key": "api", "status": "claimed", "owner": "agent-a",
-                                   "retry_after": held["retry_after"], "mine": True}]  # fmt: skip
+                                   "retry_after": held["retry_after"], "mine": True,
+                                   "silent_seconds": 0, "alive": None}]  # fmt: skip
     # a lease that ran out, outside the call's tags, is nobody's: other work again
     clock.advance(61)
     assert (await call(client, "claim_task", tags=["frontend"]))["reason"] == "waiting_on_other_work"

@@ -16,13 +16,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio":
         from ..identity import Identity, leases_kept, stdio_agent
         from ..server import create_server
-        from ..sessions import forget, record
+        from ..sessions import forget, record, this_process
 
         ident = identity(args, with_agent=True)
         # one identity per session (contract revision 3): A:<session> when the client names a session
         agent = stdio_agent(ident.agent, no_session=args.no_session)
         ident = Identity(workspace=ident.workspace, agent=agent, role=ident.role)
         keep = args.keep_leases or leases_kept()
+        if not keep:  # its leases also end when the process is gone without a word (SIGKILL)
+            ident = Identity(workspace=ident.workspace, agent=ident.agent, role=ident.role, process=this_process())
         server = create_server(settings, ident, end_leases=not keep)
         if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
             print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "

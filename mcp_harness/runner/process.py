@@ -125,7 +125,11 @@ async def run(
     errors: collections.deque[str] = collections.deque(maxlen=20)
     try:
         process = await anyio.open_process(
-            tied_to_this_process(launch.argv), stdin=subprocess.DEVNULL, cwd=launch.cwd, env=launch.env, start_new_session=True
+            tied_to_this_process(launch.argv),
+            stdin=subprocess.DEVNULL,
+            cwd=launch.cwd,
+            env=launch.env,
+            start_new_session=True,
         )
     except OSError as exc:
         return Ended(None, "setup_error", f"the agent could not start: {exc.strerror or exc}")

@@ -12,6 +12,7 @@ from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
+from ..sessions import alive
 from ..store import changes, console_paths, reservations
 from ..store import checkpoints as checkpoint_store
 from ..store import console as store
@@ -37,6 +38,17 @@ WAITS_SHOWN = 4  #: dependencies a board card names (then "and N more"): a card 
 DEPS_PAGE = 100  #: dependencies and dependents a task page lists at a time
 EVENTS_PAGE = 100  #: task events a task page shows at a time
 HELD_SHOWN = 500  #: held tasks the agents page lists
+
+
+async def silent_holders(conn: Any, workspace: str, at: float, after: float | None) -> list[Any]:
+    """The running leases whose holder is silent: its process is gone (a stdio server's, on this
+    machine), or it has made no call for more than half the lease (`after` seconds when set: the
+    console's setting), so a working agent that thinks for a few minutes between calls is not accused."""
+    quiet = at - after if after is not None else None
+    rows = await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN)
+    return [r for r in rows if r.quiet or alive(r.lease_process) is False]
+
+
 STUCK_SCAN = 2000  #: tasks of each status the stuck page looks at
 STUCK_SHOWN = 25  #: blockers the stuck page lists
 PACE_EVENTS = 5000  #: task events the pace page reads (the newest)
@@ -194,7 +206,7 @@ class Agents:
     agents: list[AgentRow]
     overdue: list[Card]  #: leases past their time that nobody has taken over yet
     silent: list[Card] = field(default_factory=list)  #: leases still running whose holder went quiet
-    silent_after: float = 120.0  #: seconds without a call that make a holder silent
+    silent_after: float | None = None  #: seconds without a call that make a holder silent (None: half its lease)
 
 
 @dataclass(frozen=True)
@@ -330,8 +342,7 @@ class ConsoleService(ServiceBase):
             counts = await task_store.counts(conn, workspace)
             gates = await store.gates_in_review(conn, workspace)
             overdue = await store.expired_leases(conn, workspace, at)
-            quiet = at - self.settings.silent_after_seconds
-            silent = len(await store.silent_holders(conn, workspace, at, quiet, HELD_SHOWN))
+            silent = len(await silent_holders(conn, workspace, at, self.settings.silent_after_seconds))
             messages = await message_store.count_open_to(conn, workspace, OPERATORS, message_since())
         return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
                      failed=counts.get("failed", 0), blocked=counts.get("blocked", 0),
@@ -342,13 +353,12 @@ class ConsoleService(ServiceBase):
         reopen, a silent or overdue holder to release, a review or gate to decide, or a ready task
         nobody claims."""
         at = now()
-        quiet = self.settings.silent_after_seconds
         ws = ident.workspace
         async with self.db.read() as conn:
             rows = []
             for status in ("failed", "claimed", "in_review", "pending"):
                 rows += await store.holding_back(conn, ws, status, STUCK_SCAN, STUCK_SHOWN)
-            silent = {r.key for r in await store.silent_holders(conn, ws, at, at - quiet, HELD_SHOWN)}
+            silent = {r.key for r in await silent_holders(conn, ws, at, self.settings.silent_after_seconds)}
             seen = await store.contacts(conn, ws, AGENTS_SHOWN)
             rows = [r for r in rows if r.status != "pending" or r.ready]  # a pending task that waits is no root
             rows.sort(key=lambda r: -r.dependents)
@@ -497,7 +507,10 @@ class ConsoleService(ServiceBase):
         quiet = at - last
         ends = row.lease_expires_at
         expired = ends is not None and ends <= at
-        silent = quiet >= self.settings.silent_after_seconds or (ends is not None and expired and last < ends)
+        after = self.settings.silent_after_seconds
+        silent = (quiet >= after if after is not None else quiet > (row.lease_seconds or 0) / 2) or (
+            ends is not None and expired and last < ends
+        )
         return Holder(row.owner, quiet if silent else None, expired)
 
     async def board(self, ident: Identity, *, per_column: int = 50, only: str | None = None, offset: int = 0) -> Board:
@@ -515,8 +528,9 @@ class ConsoleService(ServiceBase):
             open_deps = await store.open_dependencies(conn, ident.workspace, waiting, WAITS_SHOWN)
             cancelled = [r.key for r in rows.get("cancelled", [])]
             reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
-            quiet = at - self.settings.silent_after_seconds
-            silent = {r.key: r for r in await store.silent_holders(conn, ident.workspace, at, quiet, HELD_SHOWN)}
+            silent = {
+                r.key: r for r in await silent_holders(conn, ident.workspace, at, self.settings.silent_after_seconds)
+            }
             held = await console_paths.held_by_tasks(conn, ident.workspace, [r.id for r in rows.get("claimed", [])], at)
         waits: dict[str, list[Dependency]] = {}
         totals: dict[str, int] = {}
@@ -677,7 +691,7 @@ class ConsoleService(ServiceBase):
             seen = await store.last_seen(conn, ident.workspace)
             contacts = {c.agent: c for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
             held = await store.claimed(conn, ident.workspace, HELD_SHOWN)
-            silent_rows = await store.silent_holders(conn, ident.workspace, at, at - quiet, HELD_SHOWN)
+            silent_rows = await silent_holders(conn, ident.workspace, at, self.settings.silent_after_seconds)
             reserved: dict[str, dict[str, bool]] = {}
             for res in await reservations.live(conn, ident.workspace, at):  # few: claimed tasks' leases only
                 reserved.setdefault(res.key, {})[res.pattern] = bool(res.shared)

@@ -5,7 +5,7 @@ console's "who is alive", why each idle one is idle, and its silent-holder flags
 Cheap on the hot path: a server remembers per agent when it last wrote the agent's row and writes it
 again only after `WRITE_EVERY` seconds (or when a claim's answer changes), in a transaction of its
 own. The row can lag the agent's latest call by `WRITE_EVERY` seconds, far below the silence that
-gets a holder flagged (`MCP_HARNESS_SILENT_AFTER`, 120 s by default). A failed write never fails the
+gets a holder flagged (more than half its lease, or `MCP_HARNESS_SILENT_AFTER`). A failed write never fails the
 agent's call."""
 
 from __future__ import annotations

@@ -100,8 +100,9 @@ class TaskActions(ServiceBase):
         instead = f"; without it, {RULES[Action.RELEASE].instead}" if args.action == Action.RELEASE.value else ""
         return InvalidArgument(f"{args.action} needs the lease_token that claim_task returned{instead}")
 
-    def _given(self, args: UpdateTaskArgs, at: float) -> Given:
+    def _given(self, args: UpdateTaskArgs, at: float, ident: Identity | None = None) -> Given:
         return Given(
+            process=ident.process if ident is not None else None,
             at=at, lease_token=args.lease_token, lease_seconds=args.lease_seconds,
             result=dumps(args.result) if args.result is not None else None, verification=args.verification,
             error=args.error, retry=args.retry, reason=args.reason, comment=args.comment,
@@ -117,7 +118,7 @@ class TaskActions(ServiceBase):
         outcome (for the same call again, a retry that changes nothing, the outcome of its first time)."""
         ws, key, rule = ident.workspace, args.task_key, RULES[action]
         before = await self._current(conn, ws, key)
-        given = self._given(args, at)
+        given = self._given(args, at, ident)
         if rule.repeat is not None and rule.repeat(before, given):
             # the same call again (a retry): nothing to do, and the same answer as the first time
             return before, rule.change(before, given)

@@ -19,9 +19,10 @@ from ..store.records import ClaimedTask
 from ..store.tasks import PathMode
 from .base import Identity, ServiceBase
 from .task_context import task_context
+from .task_end import LeaseEnder
 from .task_events import event, fail_exhausted, fingerprint, logged
 from .task_paths import claim_reserving, reserved_answer
-from .task_reasons import why_nothing
+from .task_reasons import why_nothing, with_holders
 from .task_views import lease_now, lease_of, status_of, task_view
 from .task_wait import Wakeup
 
@@ -42,6 +43,7 @@ async def _take(
     return await store.claim(
         conn, ident.workspace, agent=ident.agent, token=token, fingerprint=fingerprint(token), now=at,
         lease_seconds=lease_seconds, tags=tags, task_key=task_key, paths=paths, allowed=allowed,
+        process=ident.process,
     )  # fmt: skip
 
 
@@ -63,9 +65,10 @@ async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at
 class TaskClaimer(ServiceBase):
     """Claims tasks (the claim_task tool), waiting on the shared `Wakeup` when none is there."""
 
-    def __init__(self, db: Database, settings: Settings, wakeup: Wakeup) -> None:
+    def __init__(self, db: Database, settings: Settings, wakeup: Wakeup, ending: LeaseEnder) -> None:
         super().__init__(db, settings)
         self.wakeup = wakeup
+        self.ending = ending  #: ends the leases of dead processes before a claim that found nothing decides
         #: workspace -> expired leases this process's claims took over (for the metrics)
         self.taken_over: dict[str, int] = {}
 
@@ -97,6 +100,8 @@ class TaskClaimer(ServiceBase):
                 taken = await self._claim_single(ident, lease_seconds, tags, task_key)
                 if taken is not None:
                     return taken
+            # nothing was free: a lease whose stdio server process is gone ends now, and the claim takes it
+            await self.ending.end_dead(ident.workspace)
             result = await self.exactly_once(
                 ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None, replay=replay
             )
@@ -164,4 +169,4 @@ class TaskClaimer(ServiceBase):
                 )
         await fail_exhausted(conn, ident.workspace, at)
         why = await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)
-        return reserved_answer(clashes, why) if clashes else why
+        return await with_holders(conn, ident.workspace, reserved_answer(clashes, why) if clashes else why, at)

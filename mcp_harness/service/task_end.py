@@ -1,4 +1,6 @@
 """A session's (or a connection's) end: its live leases end as if they had expired at that moment.
+So do the leases of a stdio server whose process is gone without a word (killed): the next look (a
+claim that finds nothing, a list, a restore) ends them (`LeaseEnder.end_dead`).
 
 The attempt stays counted and the owner stays until a claim takes the task over (the take-over note
 names the previous holder); on the last attempt the task fails at once. Each ended lease is a
@@ -8,6 +10,7 @@ names the previous holder); on the last attempt the task fails at once. Each end
 from __future__ import annotations
 
 from ..config import Settings
+from ..sessions import alive, recorded_pid
 from ..store import Database
 from ..store import tasks as store
 from ..store.common import now
@@ -42,3 +45,33 @@ class LeaseEnder(ServiceBase):
         if ended:
             self.wakeup.notify(ident.workspace)
         return [row.key for row in ended]
+
+    async def end_dead(self, workspace: str) -> list[str]:
+        """End the live leases of `workspace` whose stdio server process is gone from this machine (its
+        pid no longer runs with the start time recorded), each as its connection's end would, with the
+        note; a lease renewed through another process since is left alone. The keys whose lease ended.
+        One read when no lease was taken through a stdio server; the write only for a dead one."""
+        at = now()
+        async with self.db.read() as conn:
+            leases = await store.leases_with_process(conn, workspace, at)
+        dead = [row for row in leases if alive(row.lease_process) is False]
+        if not dead:
+            return []
+        ended = []
+        async with self.db.write() as conn:
+            last = {}
+            for lease in dead:
+                row = await store.end_lease_of_process(conn, workspace, lease.lease_token, lease.lease_process, at)
+                if row is None:
+                    continue
+                reason = f"its process ended (pid {recorded_pid(lease.lease_process)} is gone)"
+                detail = {"reason": reason} | ({"last": True} if row.attempts >= row.max_attempts else {})
+                await logged(conn, workspace, row.key, row.attempts, event("lease_end", lease.owner, detail), at)
+                if row.attempts >= row.max_attempts:
+                    last[row.key] = reason
+                ended.append(row.key)
+            if ended:
+                await fail_exhausted(conn, workspace, at, last)
+        if ended:
+            self.wakeup.notify(workspace)
+        return ended

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..models import ClaimReason, ClaimTaskResult, WaitingOn
+from ..sessions import alive
 from ..store import Connection
 from ..store import tasks as store
 from ..store.records import WaitRow
@@ -189,3 +190,21 @@ def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskR
     times = [h.retry_after for h in holders if h.retry_after is not None]
     return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=holders,
                            retry_after=min(times) if times else None)  # fmt: skip
+
+
+async def with_holders(conn: Connection, workspace: str, why: ClaimTaskResult, at: float) -> ClaimTaskResult:
+    """`why` with each `waiting_on` entry an agent holds carrying `silent_seconds` (since that agent's
+    last call) and `alive` (whether the process that took or renewed the lease runs: null over HTTP)."""
+    held = [w.key for w in why.waiting_on or [] if w.owner is not None and w.status == "claimed"]
+    if not held:
+        return why
+    facts = await store.holder_facts(conn, workspace, held)
+
+    def told(w: WaitingOn) -> WaitingOn:
+        fact = facts.get(w.key)
+        if w.key not in held or fact is None:
+            return w
+        silent = int(max(0.0, at - fact.seen_at)) if fact.seen_at is not None else None
+        return w.model_copy(update={"silent_seconds": silent, "alive": alive(fact.lease_process)})
+
+    return why.model_copy(update={"waiting_on": [told(w) for w in why.waiting_on or []]})

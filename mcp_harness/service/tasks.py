@@ -65,9 +65,9 @@ class TaskService(ServiceBase):
         super().__init__(db, settings)
         self.wakeup = Wakeup(db, settings)
         self.adding = TaskAdder(db, settings, self.wakeup)
-        self.claiming = TaskClaimer(db, settings, self.wakeup)
-        self.actions = TaskActions(db, settings, self.wakeup)
         self.ending = LeaseEnder(db, settings, self.wakeup)
+        self.claiming = TaskClaimer(db, settings, self.wakeup, self.ending)
+        self.actions = TaskActions(db, settings, self.wakeup)
 
     @property
     def taken_over(self) -> dict[str, int]:
@@ -98,6 +98,14 @@ class TaskService(ServiceBase):
         """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
         return await self.ending.end_leases(ident, reason, tokens=tokens)
 
+    async def end_dead(self, workspace: str) -> list[str]:
+        """End the leases whose stdio server process is gone (a look does it first); never fails the look."""
+        try:
+            return await self.ending.end_dead(workspace)
+        except Unavailable as exc:  # a read-only (or busy) database: a later look ends them
+            log.warning("the leases of a process that is gone are left for a later look: %s", exc.message)
+            return []
+
     async def settle_ran_out(self, workspace: str) -> None:
         """Fail the tasks whose lease ran out on their last attempt, each with its event and note, and
         settle what depends on them: what a claim does when it finds nothing, here for a list or a restore
@@ -110,7 +118,9 @@ class TaskService(ServiceBase):
         """Run `read`, a read that answers what it read and whether it found a lease that ran out on its
         last attempt (`store.counts_and_ran_out`); when it found one, settle it and read again, so a list
         or a restore never shows such a task as held. The write happens only then (rarely); where it cannot
-        be made (a read-only database) the look answers what it read, and a later look settles it."""
+        be made (a read-only database) the look answers what it read, and a later look settles it. First,
+        the leases of stdio servers whose process is gone end (`LeaseEnder.end_dead`)."""
+        await self.end_dead(workspace)
         got, ran_out = await read()
         if ran_out:
             try:

@@ -50,7 +50,7 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("segment", segments, ()),
     ("checkpoint", checkpoints, ()),
     ("progress", progress, ("id",)),
-    ("task", tasks, ("id",)),
+    ("task", tasks, ("id", "lease_process")),  # a process of this machine: nothing elsewhere
     ("task_dep", table_of(TaskDep), ()),
     ("task_event", table_of(TaskEvent), ("id",)),
     ("state_schema", table_of(StateSchema), ()),

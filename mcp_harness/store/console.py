@@ -169,9 +169,11 @@ async def contacts(conn: Connection, workspace: str, limit: int) -> list:
     return await conn.fetch_all(Q.contacts, {"ws": workspace, "limit": limit})
 
 
-async def silent_holders(conn: Connection, workspace: str, at: float, quiet_since: float, limit: int) -> list:
-    """Leases still running whose holder has made no call since `quiet_since`, nor changed the task (a
-    heartbeat does): key, owner, lease_expires_at, seen_at (None: never heard from by a server that
+async def silent_holders(conn: Connection, workspace: str, at: float, quiet_since: float | None, limit: int) -> list:
+    """Leases still running whose holder has made no call since `quiet_since` (None: for more than half
+    the lease), nor changed the
+    task (a heartbeat does), `quiet`, and those taken through a stdio server (its `lease_process`, which
+    the caller checks): key, owner, lease_expires_at, seen_at (None: never heard from by a server that
     records contacts)."""
     params = {"ws": workspace, "now": at, "quiet": quiet_since, "limit": limit}
     return await conn.fetch_all(Q.silent_holders, params)

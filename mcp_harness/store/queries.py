@@ -175,7 +175,7 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
     )
     sets = (
         "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
-        "lease_seconds = :lease, attempts = t.attempts + 1, updated_at = :now"
+        "lease_seconds = :lease, attempts = t.attempts + 1, updated_at = :now, lease_process = :process"
     )
     sql = (
         f"WITH pick AS ({pick} FOR UPDATE SKIP LOCKED), "
@@ -245,8 +245,12 @@ def waiting(by_tags: bool, by_key: bool, by_keys: bool = False) -> Query:
 # `task_states.py`), parameters `v_<column>`: one statement per set of columns.
 
 
+#: task columns a change may set that `TaskRecord` does not read back (only their own queries read them)
+UNREAD_TASK_COLUMNS = frozenset({"lease_process"})
+
+
 def _assignments(values: tuple[str, ...]) -> str:
-    unknown = set(values) - set(TaskRecord._fields)
+    unknown = set(values) - set(TaskRecord._fields) - UNREAD_TASK_COLUMNS
     if unknown:
         raise ValueError(f"not columns of tasks: {sorted(unknown)}")
     return ", ".join(f"{c} = :v_{c}" for c in values)

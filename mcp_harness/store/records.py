@@ -208,6 +208,27 @@ class WaitRow(Record):
     waits_for: str | None  #: JSON list of keys of dependencies that are not done
 
 
+class LeaseProcessRow(Record):
+    """A live lease taken or renewed through a stdio server, with the process it recorded."""
+
+    __slots__ = ()
+
+    key: str
+    owner: str
+    lease_token: str
+    lease_process: str
+
+
+class HolderFactsRow(Record):
+    """What the reasons of an empty claim tell of a task's holder: its lease's process, its last call."""
+
+    __slots__ = ()
+
+    key: str
+    lease_process: str | None
+    seen_at: float | None
+
+
 class RootRow(WaitRow):
     """A task at the root of a wait, read directly (its `waits_for` is None), with its id: roots are
     judged in creation order, as the walk finds them."""
@@ -411,7 +432,8 @@ class ContactRow(Record):
 
 
 class SilentHolderRow(Record):
-    """A running lease whose holder went quiet (`seen_at`: its last call, None if never recorded)."""
+    """A running lease whose holder went quiet (`seen_at`: its last call, None if never recorded), or
+    one taken or renewed through a stdio server (`lease_process`), silent if that process is gone."""
 
     __slots__ = ()
 
@@ -419,6 +441,8 @@ class SilentHolderRow(Record):
     owner: str
     lease_expires_at: float
     seen_at: float | None
+    lease_process: str | None
+    quiet: int  #: 1: no call for more than half the lease
 
 
 class EventTimeRow(Record):

@@ -174,6 +174,9 @@ class Task(SQLModel, table=True):
     #: JSON list of path patterns a claim reserves (NULL: none); see `paths.py`
     paths: str | None = Field(default=None, sa_type=Text)
     added_by: str | None = None  #: the agent (or person) whose add_tasks created it
+    #: the stdio server process that took or last renewed the lease (`sessions.this_process`; NULL: over
+    #: HTTP, or a server keeping its leases to their time): a lease whose process is gone ends at a look
+    lease_process: str | None = None
 
 
 _tasks = table_of(Task)

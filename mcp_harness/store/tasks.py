@@ -20,6 +20,8 @@ from .queries import PathMode as PathMode
 from .records import (
     ClaimedTask,
     EmptyClaimFacts,
+    HolderFactsRow,
+    LeaseProcessRow,
     PathCandidate,
     RootRow,
     TaskCountRow,
@@ -160,6 +162,27 @@ async def end_leases(
     return await conn.fetch_all(Q.end_leases_by_token, {**params, "tokens": array(conn.dialect, tokens)})
 
 
+async def leases_with_process(conn: Connection, workspace: str, now: float) -> list[LeaseProcessRow]:
+    """The live leases taken or last renewed through a stdio server, with the process it recorded."""
+    return await conn.fetch_all(Q.leases_with_process, {"ws": workspace, "now": now})
+
+
+async def end_lease_of_process(
+    conn: Connection, workspace: str, token: str, process: str, now: float
+) -> TaskRecord | None:
+    """The lease `token` runs out now, if `process` still is the one that took or last renewed it."""
+    params = {"ws": workspace, "token": token, "process": process, "now": now}
+    return await conn.fetch_one(Q.end_lease_of_process, params)
+
+
+async def holder_facts(conn: Connection, workspace: str, keys: list[str]) -> dict[str, HolderFactsRow]:
+    """For each of `keys`: its lease's recorded process and when its owner last made a call."""
+    if not keys:
+        return {}
+    rows = await conn.fetch_all(Q.holder_facts, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    return {row.key: row for row in rows}
+
+
 def _filters(conn: Connection, params: dict[str, Any], tags: list[str] | None, key: str | None) -> dict[str, Any]:
     if tags:
         params["tags"] = array(conn.dialect, tags)
@@ -197,12 +220,14 @@ async def claim(
     task_key: str | None,
     paths: PathMode = "any",
     allowed: int | None = None,
+    process: str | None = None,
 ) -> ClaimedTask | None:
     """Atomically take the best claimable task (or the named one) and record the claim event (its
     detail names the lease by `fingerprint`): ONE statement on PostgreSQL. `paths` says how tasks with
-    paths are taken (`queries.PathMode`; `allowed`: the one such task `allowed` may take)."""
+    paths are taken (`queries.PathMode`; `allowed`: the one such task `allowed` may take). `process`: the
+    stdio server process taking it (`sessions.this_process`), recorded with the lease."""
     params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
-              "lease": lease_seconds, "fp": fingerprint}  # fmt: skip
+              "lease": lease_seconds, "fp": fingerprint, "process": process}  # fmt: skip
     _filters(conn, params, tags, task_key)
     if paths == "allowed":
         params["allowed"] = -1 if allowed is None else allowed

@@ -224,13 +224,20 @@ WHERE workspace = :ws ORDER BY seen_at DESC LIMIT :limit
 
 -- name: silent_holders
 -- row: SilentHolderRow
--- Leases still running whose holder has made no call since :quiet, nor changed the task (a heartbeat
--- does); `seen_at` is NULL for a holder never heard from by a server that records contacts.
-SELECT t."key", t.owner, t.lease_expires_at, c.seen_at
-FROM tasks AS t LEFT JOIN agent_contacts AS c ON c.workspace = t.workspace AND c.agent = t.owner
-WHERE t.workspace = :ws AND t.ready = TRUE AND t.status = 'claimed' AND t.lease_expires_at > :now
-    AND t.updated_at < :quiet AND (c.seen_at IS NULL OR c.seen_at < :quiet)
-ORDER BY t.lease_expires_at LIMIT :limit
+-- Leases still running whose holder has made no call since :quiet (NULL: for more than half the lease),
+-- nor changed the task (a heartbeat does), `quiet`; and those taken or renewed through a stdio server, whose process
+-- the service checks (`lease_process`). `seen_at` is NULL for a holder never heard from by a server
+-- that records contacts.
+SELECT "key", owner, lease_expires_at, seen_at, lease_process, quiet FROM (
+    SELECT t."key", t.owner, t.lease_expires_at, c.seen_at, t.lease_process,
+        CASE WHEN t.updated_at < COALESCE(CAST(:quiet AS DOUBLE PRECISION), :now - t.lease_seconds * 0.5)
+            AND (c.seen_at IS NULL OR c.seen_at < COALESCE(CAST(:quiet AS DOUBLE PRECISION), :now - t.lease_seconds * 0.5))
+            THEN 1 ELSE 0 END AS quiet
+    FROM tasks AS t LEFT JOIN agent_contacts AS c ON c.workspace = t.workspace AND c.agent = t.owner
+    WHERE t.workspace = :ws AND t.ready = TRUE AND t.status = 'claimed' AND t.lease_expires_at > :now
+) AS held
+WHERE quiet = 1 OR lease_process IS NOT NULL
+ORDER BY lease_expires_at LIMIT :limit
 
 
 -- What needs a person, and what holds work back -----------------------------------------------------

@@ -141,6 +141,37 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
           review_comment, paths
 
 
+-- name: leases_with_process
+-- row: LeaseProcessRow
+-- Live leases taken or last renewed through a stdio server, with the process it recorded.
+SELECT "key", owner, lease_token, lease_process FROM tasks
+WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at > :now AND lease_process IS NOT NULL
+
+-- name: end_lease_of_process
+-- row: TaskRecord
+-- One lease whose process is gone runs out now, unless it was renewed (or taken) through another since.
+UPDATE tasks SET lease_expires_at = :now, updated_at = :now
+WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at > :now AND lease_token = :token
+    AND lease_process = :process
+RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
+          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
+          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
+          review_comment, paths
+
+-- name: holder_facts
+-- row: HolderFactsRow
+-- Of the tasks :keys, the process recorded with each one's lease and when its owner last made a call.
+SELECT t."key", t.lease_process, c.seen_at
+FROM tasks AS t LEFT JOIN agent_contacts AS c ON c.workspace = t.workspace AND c.agent = t.owner
+WHERE t.workspace = :ws AND t."key" IN (SELECT value FROM json_each(:keys))
+
+-- name: holder_facts [postgresql]
+-- row: HolderFactsRow
+SELECT t."key", t.lease_process, c.seen_at
+FROM tasks AS t LEFT JOIN agent_contacts AS c ON c.workspace = t.workspace AND c.agent = t.owner
+WHERE t.workspace = :ws AND t."key" = ANY(:keys)
+
+
 -- Dependencies ------------------------------------------------------------------------------------
 
 -- name: dependents_of
@@ -199,7 +230,7 @@ WHERE workspace = :ws AND task_key = :key AND kind = :kind ORDER BY id DESC LIMI
 -- row: TaskRecord
 -- What a claim sets (once per dialect: PostgreSQL's is in `queries.claim`).
 UPDATE tasks SET status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires,
-    lease_seconds = :lease, attempts = attempts + 1, updated_at = :now
+    lease_seconds = :lease, attempts = attempts + 1, updated_at = :now, lease_process = :process
 WHERE id = :id
 RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
           content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,

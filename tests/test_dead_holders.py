@@ -1,0 +1,63 @@
+"""A lease taken through a stdio server whose process is gone (killed without a word) ends at the next
+look, as a connection's end ends it; `waiting_on` says how long a holder has been silent and whether its
+process still runs."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from support import settings_for
+from test_connection_leases import _claim_now, _plan, claim_in_process
+
+from mcp_harness.service import Harness, Identity
+from mcp_harness.sessions import machine, this_process
+
+pytestmark = pytest.mark.anyio
+
+GONE = 2**22 + 7  # above the default pid_max: never a running process
+
+
+async def test_a_lease_whose_process_is_gone_ends_at_the_next_claim(db_url, workspace):
+    await _plan(db_url, workspace)
+    async with Harness.open(settings_for(db_url)) as h:
+        dead = Identity(workspace, "ann", process=f"{machine()}/{GONE}-1")
+        assert (await h.tasks.claim(dead, task_key="a", lease_seconds=3600)).task is not None
+        taken = await h.tasks.claim(Identity(workspace, "bob"))
+        assert taken.task is not None and taken.task.key == "a" and taken.lease.attempt == 2, taken
+        texts = [n.text for n in taken.task.context.notes]
+        assert any(f"its process ended (pid {GONE} is gone)" in t for t in texts), texts
+
+
+async def test_a_list_ends_it_too_and_a_live_process_keeps_its_lease(db_url, workspace):
+    await _plan(db_url, workspace)
+    async with Harness.open(settings_for(db_url)) as h:
+        await h.tasks.add(Identity(workspace, "planner"), tasks=[{"key": "b", "title": "B"}])
+        await h.tasks.claim(Identity(workspace, "ann", process=f"{machine()}/{GONE}-1"), task_key="a")
+        await h.tasks.claim(Identity(workspace, "cy", process=this_process()), task_key="b")
+        listed = await h.tasks.list(Identity(workspace, "bob"), status="claimed")
+        rows = {t.key: t for t in listed.tasks}
+        assert rows["b"].owner == "cy"  # alive: untouched
+        got = await h.tasks.claim(Identity(workspace, "bob"), task_key="a")
+        assert got.task is not None  # the list ended ann's lease: claimable now
+        nothing = await h.tasks.claim(Identity(workspace, "dee"))
+        assert nothing.reason == "all_claimed", nothing
+        by_key = {w.key: w for w in nothing.waiting_on or []}
+        assert by_key["b"].alive is True and by_key["a"].alive is None  # bob claimed in-process: unknown
+        shown = nothing.model_dump(mode="json")["waiting_on"]
+        assert all("alive" in w for w in shown), shown
+
+
+@pytest.mark.slow
+async def test_a_sigkilled_holder_hands_its_task_on_at_once(db_url, workspace):
+    await _plan(db_url, workspace)
+    proc, _ = claim_in_process(db_url, workspace, "ann")
+    held = await _claim_now(db_url, workspace, "bob")
+    assert held.task is None and held.reason == "all_claimed"
+    (entry,) = held.waiting_on or []
+    assert entry.owner == "ann" and entry.alive is True and entry.silent_seconds is not None, entry
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    taken = await _claim_now(db_url, workspace, "bob")  # at once, not after the hour-long lease
+    assert taken.task is not None and taken.lease.attempt == 2, taken
+    assert any("its process ended" in n.text for n in taken.task.context.notes), taken.task.context
