@@ -31,6 +31,10 @@ async def test_records_equal_what_sqlalchemy_reads(db_url, workspace):
         async with h.db.cold_read() as conn:
             stmt = select(tasks).where(tasks.c.workspace == workspace).order_by(tasks.c.id)
             slow = [dict(r) for r in (await conn.execute(stmt)).mappings()]
+    # columns a task record leaves out on purpose: read on their own where they are needed
+    apart = {"added_by", "lease_process"}
+    assert set(slow[0]) - set(fast[0]._asdict()) == apart
+    slow = [{k: v for k, v in row.items() if k not in apart} for row in slow]
     assert [r._asdict() for r in fast] == slow and len(fast) == 2
     assert fast[0].ready is True and fast[0].blocked is False  # booleans, not SQLite's 0/1
     assert [type(v) for v in fast[0]] == [type(v) for v in slow[0].values()]
