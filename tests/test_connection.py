@@ -143,7 +143,7 @@ def test_parameters_are_numbered_once_for_asyncpg():
     assert numbered(sql) == ("SELECT $1, $2, 'x:y', c::text FROM t WHERE d = $1 AND e = ':b'", ("a", "b"))
     claim = queries.claim(True, True)
     assert ":" not in claim.postgresql.replace("::", "") and "$" not in claim.sqlite
-    assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp"}
+    assert set(claim.pg_names) == {"ws", "now", "agent", "token", "expires", "lease", "tags", "key", "fp", "process"}
 
 
 async def test_one_pool_serves_every_path_on_postgresql(db_url, workspace):
