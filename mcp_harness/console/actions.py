@@ -1,7 +1,7 @@
 """What the console's forms do: sign in (a one-time code or a bearer token), sign out, the operator's
-actions on a task (`ACTIONS`), messages, and a fork of a thread from one of its versions. Every POST must
-come from the console's own origin with the session's CSRF token; actions need the `operator` role
-and act under the person's name."""
+actions on a task (`ACTIONS`), messages, a fork of a thread from one of its versions, and a stop asked
+of a runner's session. Every POST must come from the console's own origin with the session's CSRF
+token; actions need the `operator` role and act under the person's name."""
 
 from __future__ import annotations
 
@@ -125,7 +125,23 @@ async def act(console: Console, request: Request) -> Response:
     return RedirectResponse(console.url("/task", w=workspace, key=key, done=action.done), status_code=303)
 
 
-for _name in (*ACTIONS, "fork"):  # the metrics: every action's series at 0 from the start
+@page
+async def stop_session(console: Console, request: Request) -> Response:
+    """POST /sessions/stop: an operator asks a running session to stop; its runner stops it within
+    seconds (its outcome is then `stopped`)."""
+    session = await console.session(request)
+    form = await read_form(request)
+    check_form(request, session, _field(form, "csrf"))
+    who = _person(session, form, "stopping a session needs")
+    session_id = _field(form, "id")
+    if not session_id:
+        raise InvalidArgument("the form names no session")
+    await console.harness.runs.request_stop(who, session_id)
+    count_console_action("stop_session")
+    return RedirectResponse(console.url("/sessions", w=who.workspace, stopped=1), status_code=303)
+
+
+for _name in (*ACTIONS, "fork", "stop_session"):  # the metrics: every action's series at 0 from the start
     CONSOLE_ACTIONS.labels(_name)
 
 

@@ -83,7 +83,7 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.globals.update(url=self.url, static=self.static, live_attrs=live_attrs, labels=LABELS)
-        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty, duration=_span)
+        self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty, duration=_span, lasted=lasted, usd=usd)
 
     def url(self, path: str, **params: Any) -> str:
         query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
@@ -207,10 +207,13 @@ def page(fn: Handler) -> Handler:
     return handle
 
 
-def live_attrs(request: Request) -> Markup:
-    """The attributes of a page's live part: htmx re-fetches the page (its `live` block) on `change`."""
+def live_attrs(request: Request, every: int | None = None) -> Markup:
+    """The attributes of a page's live part: htmx re-fetches the page (its `live` block) on `change`,
+    and also `every` so many seconds for a page that shows what the change feed does not follow (a
+    running session's turns and cost)."""
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return Markup('id="live" hx-get="{}" hx-trigger="sse:change" hx-swap="outerHTML"').format(path)
+    trigger = "sse:change" + (f", every {int(every)}s" if every else "")
+    return Markup('id="live" hx-get="{}" hx-trigger="{}" hx-swap="outerHTML"').format(path, trigger)
 
 
 def ago(iso: str | None) -> str:
@@ -226,6 +229,16 @@ def left(iso: str | None) -> str:
         return ""
     seconds = _ts(iso) - time.time()
     return f"{_span(seconds)} left" if seconds >= 0 else f"overdue {_span(-seconds)}"
+
+
+def lasted(start: str, end: str | None) -> str:
+    """How long from `start` to `end` (to now while `end` is None): `4m 12s`."""
+    return _span(max(0.0, (_ts(end) if end else time.time()) - _ts(start)))
+
+
+def usd(cost: float | None) -> str:
+    """A cost as the agent reported it; `unknown` when it reported none (never shown as 0)."""
+    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def when(iso: str | None) -> str:

@@ -58,6 +58,8 @@ def build(console: Console, allowed_hosts: list[str]) -> ASGIApp:
         Route("/inbox", bind(views.inbox)),
         Route("/messages/send", bind(actions.send_message), methods=["POST"]),
         Route("/messages/ack", bind(actions.ack_message), methods=["POST"]),
+        Route("/sessions", bind(views.sessions)),
+        Route("/sessions/stop", bind(actions.stop_session), methods=["POST"]),
         Route("/needs", bind(views.needs)),
         Route("/stuck", bind(views.stuck)),
         Route("/pace", bind(views.pace)),

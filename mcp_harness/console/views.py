@@ -25,6 +25,7 @@ COLUMN_PAGE = 200  #: cards on one page of a single column
 PICKER_NEEDS = 200  #: workspaces the picker shows "needs you" counts for
 HIGHEST = 2**63 - 1  #: the largest number a page parameter may be (a 64-bit column holds it)
 LONGEST = 1000  #: characters a text parameter may have
+FINISHED_SHOWN = 100  #: ended sessions on the Sessions page, the newest first
 
 
 def _int(request: Request, name: str, low: int = 1) -> int | None:
@@ -277,3 +278,19 @@ async def inbox(console: Console, request: Request) -> Response:
     return console.render(request, "inbox.html", session=session, workspace=ident.workspace, inbox=data,
                           title="Inbox", tab="inbox", show_all=show_all, nonce=secrets.token_urlsafe(12),
                           sent=request.query_params.get("sent") == "1")  # fmt: skip
+
+
+@page
+async def sessions(console: Console, request: Request) -> Response:
+    """The runner's sessions: those running now (with a stop button for an operator), the newest ended
+    ones with their outcome, the live runners and what each waits on, and the outcomes so far."""
+    session, ident = await console.viewer(request)
+    runs = console.harness.runs
+    listed = await runs.list(ident)
+    running = await runs.list(ident, live=True)
+    ended = [s for s in listed if s.ended_at is not None][:FINISHED_SHOWN]
+    outcomes = await runs.outcomes(ident)
+    return console.render(request, "sessions.html", session=session, workspace=ident.workspace, running=running,
+                          ended=ended, runners=await runs.live_runners(ident), outcomes=outcomes,
+                          stopped=request.query_params.get("stopped") == "1",
+                          title="Sessions", tab="sessions")  # fmt: skip

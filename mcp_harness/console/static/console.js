@@ -21,6 +21,9 @@
       el.classList.toggle("overdue", left < 0);
       el.classList.toggle("soon", left >= 0 && left < 60);
     });
+    document.querySelectorAll("time.elapsed").forEach(function (el) {
+      el.textContent = span(Math.max(0, (now - Date.parse(el.getAttribute("datetime"))) / 1000));
+    });
     document.querySelectorAll("time.ago").forEach(function (el) {
       var ago = (now - Date.parse(el.getAttribute("datetime"))) / 1000;
       el.textContent = span(Math.max(0, ago)) + " ago";
