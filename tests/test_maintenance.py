@@ -43,6 +43,17 @@ def comparable(lines: list[str]) -> list[str]:
 
 async def test_export_import_round_trips_exactly(db_url, workspace, tmp_path):
     await populate(db_url, workspace)
+    async with Harness.open(settings_for(db_url)) as h:  # a runner's records travel with the workspace
+        await h.runs.register(workspace, f"run_{workspace}", "host-a", 4242)
+        session = f"s-{workspace}"
+        await h.runs.start_session(
+            workspace, session, runner=f"run_{workspace}", slot=1, agent=f"claude-code:{workspace[-8:]}",
+            task_key="t1", kind="work", transcript="/data/transcripts/x.jsonl",
+        )  # fmt: skip
+        await h.runs.end_session(
+            session, "completed", exit_code=0, turns=4, cost=0.02, last_tool="mcp__harness__update_task",
+            last_words="Finished t1.",
+        )  # fmt: skip
     first = await export_text(db_url, workspace)
     header = json.loads(first[0])
     assert header["format"] == "mcp-harness-export" and header["workspaces"] == [workspace]
@@ -50,6 +61,7 @@ async def test_export_import_round_trips_exactly(db_url, workspace, tmp_path):
     async with Harness.open(settings_for(target)) as h:
         counts = await h.maintenance.import_lines(first)
     assert counts["checkpoint"] == 3 and counts["task"] == 2 and counts["progress"] == 1
+    assert counts["runner"] == 1 and counts["agent_session"] == 1
     assert comparable(await export_text(target, workspace)) == comparable(first)
     async with mcp_client(target, workspace, agent="coder") as c:
         brief = await call(c, "restore_state", label="start")

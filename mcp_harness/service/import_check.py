@@ -119,6 +119,12 @@ class ImportChecker:
 
     # -- each kind -------------------------------------------------------------------------------
 
+    def _runner(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("runner", r["id"]), f"runner {r['id']!r}")
+
+    def _agent_session(self, ws: str, r: dict[str, Any]) -> None:
+        self._unique(("agent_session", r["id"]), f"session {r['id']!r}")
+
     def _thread(self, ws: str, r: dict[str, Any]) -> None:
         self._unique(("thread", ws, r["name"]), f"thread {r['name']!r}")
         self.threads[(ws, r["name"])] = (self._number, r["latest_version"], r["latest_id"])

@@ -8,10 +8,11 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
 from ..errors import InvalidArgument
+from ..models import SessionOutcome
 from ..task_states import Status
 from .task_events import KINDS as EVENT_KINDS
 
@@ -51,6 +52,9 @@ def one_of(*values: str) -> Check:
 
 ANY: Check = (lambda _v: True, "")  # checked with the tool's own model (tasks: TaskSpec)
 STRING: Check = (lambda v: isinstance(v, str), "a string")
+COST: Check = (lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0, "a cost (dollars, 0 or more)")
+#: the outcome words a session record may hold
+OUTCOMES = get_args(SessionOutcome)
 TIME: Check = (lambda v: type(v) in (int, float) and math.isfinite(v), "a time (seconds, a number)")
 FLAG: Check = (lambda v: type(v) is bool, "true or false")
 HASH: Check = (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{32}", v) is not None, "a value hash")
@@ -97,6 +101,15 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                     "reply_to": optional(name()), "created_at": TIME, "acked_at": optional(TIME),
                     "acked_by": optional(name())},
         "message_ack": {"workspace": ws, "message_id": name(), "agent": name(), "acked_at": TIME},
+        "runner": {"id": name(), "workspace": ws, "host": text(255, 1), "pid": integer(0), "started_at": TIME,
+                   "seen_at": TIME, "ended_at": optional(TIME), "waiting": optional(text(text_limit))},
+        "agent_session": {"id": name(), "workspace": ws, "runner": name(), "slot": integer(1), "agent": name(),
+                          "task_key": optional(name()), "kind": one_of("work", "initializer"), "started_at": TIME,
+                          "seen_at": TIME, "ended_at": optional(TIME), "outcome": optional(one_of(*OUTCOMES)),
+                          "exit_code": optional(integer(-255, 255)), "turns": optional(integer(0)),
+                          "cost_usd": optional(COST), "last_tool": optional(text(200)),
+                          "last_words": optional(text(1000)), "transcript": optional(text(4096)),
+                          "stop_requested_at": optional(TIME), "stop_requested_by": optional(name())},
     }  # fmt: skip
 
 

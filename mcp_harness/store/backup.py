@@ -16,11 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..errors import InvalidArgument
 from . import named
 from .tables import (
+    AgentSession,
     Blob,
     Checkpoint,
     Message,
     MessageAck,
     Progress,
+    Runner,
     Segment,
     StateSchema,
     Task,
@@ -56,6 +58,8 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("state_schema", table_of(StateSchema), ()),
     ("message", table_of(Message), ("id",)),
     ("message_ack", table_of(MessageAck), ()),
+    ("runner", table_of(Runner), ()),
+    ("agent_session", table_of(AgentSession), ()),
 ]
 KINDS = {kind: (table, skip) for kind, table, skip in EXPORTED}
 
