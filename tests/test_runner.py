@@ -207,6 +207,12 @@ def test_a_gate_waits_for_a_person_and_the_run_goes_on_after_the_approval(tmp_pa
                 if "waiting" in line:
                     break
             assert "waiting_on_review" in line and "ok" in line, line
+            time.sleep(1)  # the runner's row says what it waits on within a moment of saying so
+            status = run_cli("status", "--json", "--db", db, "--workspace", WS, env=subprocess_env())
+            (live,) = json.loads(status.stdout)["runners"]  # people see the live runner and its wait
+            assert live["pid"] == runner.pid and "waiting_on_review" in (live["waiting"] or ""), live
+            text = run_cli("status", "--db", db, "--workspace", WS, env=subprocess_env()).stdout
+            assert f"runner {live['id']}" in text, text
             approved = run_cli("review", "approve", "ok", "--db", db, "--workspace", WS, env=subprocess_env())
             assert approved.returncode == 0, approved.stderr
             out, _ = runner.communicate(timeout=120)

@@ -111,6 +111,19 @@ def status_report(report: dict[str, Any]) -> list[Any]:
                                *([lease.get("ended") or ""] * why), when(lease["last_progress_at"]),
                                *([", ".join(paths)] * held))  # fmt: skip
             out.append(leases)
+    for runner in report.get("runners", []):
+        waits = f", {runner['waiting']}" if runner.get("waiting") else ""
+        since = when(runner["started_at"])
+        out.append(f"runner {runner['id']} on {runner['host']} (pid {runner['pid']}, since {since}){waits}")
+    if report.get("running_sessions"):
+        out.append("running sessions:")
+        running = table("SESSION", "SLOT", "TASK", "AGENT", "STARTED (UTC)", "TURNS", "COST", "LAST TOOL")
+        for r in report["running_sessions"]:
+            cost = f"${r['cost_usd']:.4f}" if r.get("cost_usd") is not None else "unknown"
+            turns = str(r["turns"]) if r.get("turns") is not None else "unknown"
+            running.add_row(r["id"][:8], str(r["slot"]), r["task_key"] or r["kind"], r["agent"], when(r["started_at"]),
+                            turns, cost, r.get("last_tool") or "")  # fmt: skip
+        out.append(running)
     if report["largest_checkpoints"]:
         out.append("largest checkpoints:")
         largest = table("THREAD", "VERSION", "SIZE", "LABEL")

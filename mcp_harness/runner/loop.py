@@ -129,6 +129,7 @@ class Runner:
         self.backoff = BACKOFF_FIRST
         self.waiting: str | None = None  #: what the runner waits on, said once
         self.stop_event = anyio.Event()
+        self.report_now = anyio.Event()  #: the runner's row should say something new (what it waits on)
 
     # -- the whole run ----------------------------------------------------------------------------
 
@@ -197,7 +198,8 @@ class Runner:
                 await self._settle_orphans()
             except HarnessError as exc:
                 self.display.say(f"could not renew the runner's record: {exc.message}")
-            await anyio.sleep(RUNNER_SEEN_SECONDS / 2)
+            await self._first_of(self.report_now, timeout=RUNNER_SEEN_SECONDS / 2)
+            self.report_now = anyio.Event()
 
     async def _settle_orphans(self) -> None:
         """Sessions of runners that died: their records close as `crashed`, their leases end."""
@@ -301,6 +303,7 @@ class Runner:
         if text != self.waiting:
             self.waiting = text
             self.display.say(text)
+            self.report_now.set()
 
     async def _wait_for_change(self, claim: ClaimTaskResult, mark: int) -> None:
         """Sleep until the workspace changed since `mark` (taken before the claim, so a change between the

@@ -144,7 +144,10 @@ class Harness:
 
     async def status(self, ident: Identity) -> dict[str, Any]:
         """What a person supervising agents needs at a glance (see `overview`)."""
-        return await workspace_status(self.db, self.tasks, ident)
+        report = await workspace_status(self.db, self.tasks, ident)
+        report["runners"] = [r.model_dump(mode="json") for r in await self.runs.live_runners(ident)]
+        report["running_sessions"] = [s.model_dump(mode="json") for s in await self.runs.list(ident, live=True)]
+        return report
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers."""
