@@ -68,7 +68,7 @@ def test_each_client_file_is_written_and_merged_once(project):
     before = snapshot(project)
     again = init(project)
     assert again.returncode == 0 and snapshot(project) == before  # idempotent: nothing changes
-    assert again.stdout.count("unchanged") == 6  # three servers, the hooks, the instructions, the import
+    assert again.stdout.count("unchanged") == 7  # 3 servers, the hooks, the permission, the instructions, the import
 
 
 def test_an_existing_different_entry_is_kept_unless_force(project):
@@ -86,7 +86,8 @@ def test_an_existing_different_entry_is_kept_unless_force(project):
     assert forced.returncode == 0 and "replaced server 'harness'" in forced.stdout
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["args"] == [
         "serve", "--workspace", "shop", "--agent", "claude-code"]  # fmt: skip
-    assert not (project / ".claude").exists() and not (project / "AGENTS.md").exists()
+    assert not (project / "AGENTS.md").exists()  # without hooks, Claude Code's settings hold the permission only
+    assert read(project / ".claude" / "settings.json") == {"permissions": {"allow": ["mcp__harness"]}}
 
 
 def test_claude_desktop_merges_into_the_users_config_after_a_backup(project):

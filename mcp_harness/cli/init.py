@@ -1,8 +1,9 @@
 """`mcp-harness init`: set a project up for its MCP clients in one command.
 
 Run inside a project: writes each client's project-scoped configuration (merged with what is there),
-Claude Code's SessionStart hook (the brief as the session's opening context) and a marked section
-of AGENTS.md (or CLAUDE.md) with the session loop. Idempotent: a second run changes nothing.
+Claude Code's lifecycle hooks (the brief as the session's opening context) and its permission to call
+the server's tools, and a marked section of AGENTS.md (or CLAUDE.md) with the session loop.
+Idempotent: a second run changes nothing.
 Claude Desktop has no project file: its entry is merged into the user's configuration, after a backup.
 """
 
@@ -13,6 +14,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .clients import (
@@ -30,14 +32,17 @@ from .init_choices import check_root, choose_workspace, project_db, project_root
 from .project import (
     HOOK_EVENTS,
     Change,
+    in_turn,
     instructions,
     merge_hooks,
     merge_import,
     merge_instructions,
+    merge_permission,
     merge_server,
     remove_hooks,
     remove_import,
     remove_instructions,
+    remove_permission,
     remove_server,
 )
 
@@ -62,9 +67,13 @@ def plan(args: argparse.Namespace, root: Path, workspace: str) -> tuple[list[Cha
     changes, notes = [], [resolves]
     for client in dict.fromkeys(clients):
         changes.append(_server_change(args, root, client, workspace, command))
-    if "claude-code" in clients and not args.no_hooks:
-        path = root / ".claude" / "settings.json"
-        changes.append(merge_hooks(path, _read(path), hook_commands(args, command, workspace), force=args.force))
+    if "claude-code" in clients:  # its settings: the lifecycle hooks, and the permission to call the tools
+        path, hooks = root / ".claude" / "settings.json", hook_commands(args, command, workspace)
+        steps: list[Callable[[str | None], Change]] = []
+        if not args.no_hooks:
+            steps.append(lambda text: merge_hooks(path, text, hooks, force=args.force))
+        steps.append(lambda text: merge_permission(path, text, SERVER_NAME))
+        changes.append(in_turn(path, _read(path), steps))
     if not args.no_instructions and set(clients) != {"claude-desktop"}:  # Desktop reads no project file
         claude = root / "CLAUDE.md"
         old_home = claude.exists() and "<!-- mcp-harness:begin -->" in claude.read_text(encoding="utf-8")
@@ -100,7 +109,8 @@ def removal(root: Path) -> list[Change]:
             changes.append(remove_server(path, _read(path), key, SERVER_NAME))
     settings = root / ".claude" / "settings.json"
     if settings.exists():
-        changes.append(remove_hooks(settings, _read(settings)))
+        steps = (lambda text: remove_hooks(settings, text), lambda text: remove_permission(settings, text, SERVER_NAME))
+        changes.append(in_turn(settings, _read(settings), steps))
     if (root / "AGENTS.md").exists():
         changes.append(remove_instructions(root / "AGENTS.md", _read(root / "AGENTS.md")))
     if (root / "CLAUDE.md").exists():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,64 @@ def remove_hooks(path: Path, text: str | None) -> Change:
     if not hooks:
         del data["hooks"]
     return Change(path, dump_json(data) if data else "", f"removed {removed} mcp-harness hooks")
+
+
+def in_turn(path: Path, text: str | None, steps: Iterable[Callable[[str | None], Change]]) -> Change:
+    """Several changes to one file as one: each step works on the text the one before left, and the
+    person reads every step's line."""
+    said, changed = [], False
+    for step in steps:
+        change = step(text)
+        said.append(change.what)
+        if change.text is not None:
+            text, changed = change.text, True
+    return Change(path, text if changed else None, "; ".join(said))
+
+
+def permission(server: str) -> str:
+    """Claude Code's permission rule that allows every tool of one MCP server."""
+    return f"mcp__{server}"
+
+
+def merge_permission(path: Path, text: str | None, server: str) -> Change:
+    """Allow the server's tools in Claude Code's settings (`permissions.allow`), keeping every other rule:
+    without it a headless session (`claude -p`) is refused each call, since nobody is there to approve it."""
+    data = load_json(path, text)
+    rules = data.setdefault("permissions", {})
+    if not isinstance(rules, dict):
+        raise InvalidArgument(f"{path}: 'permissions' is not a JSON object: fix it (nothing was written)")
+    allow = rules.setdefault("allow", [])
+    if not isinstance(allow, list):
+        raise InvalidArgument(f"{path}: 'permissions.allow' is not a list: fix it (nothing was written)")
+    rule = permission(server)
+    denied = isinstance(rules.get("deny"), list) and rule in rules["deny"]
+    note = f" (but 'permissions.deny' also lists {rule}, and a deny wins: remove it there to use the tools)"
+    if rule in allow:
+        return Change(path, None, f"the {server!r} tools are already allowed ({rule}) (unchanged)" + (note * denied))
+    allow.append(rule)
+    said = (
+        f"allowed the {server!r} tools (permissions.allow: {rule}), so headless sessions may call them "
+        f"once Claude Code trusts the project (one interactive `claude` here, or `--allowedTools {rule}`)"
+    )
+    return Change(path, dump_json(data), said + (note * denied))
+
+
+def remove_permission(path: Path, text: str | None, server: str) -> Change:
+    """Take the server's rule out of `permissions.allow` (and what only held it)."""
+    if text is None:
+        return Change(path, None, "no such file (nothing to remove)")
+    data = load_json(path, text)
+    rules, rule = data.get("permissions"), permission(server)
+    allow = rules.get("allow") if isinstance(rules, dict) else None
+    if not isinstance(allow, list) or rule not in allow:
+        return Change(path, None, f"no {rule} permission (unchanged)")
+    assert isinstance(rules, dict)  # `allow` came from it
+    allow[:] = [r for r in allow if r != rule]
+    if not allow:
+        del rules["allow"]
+    if not rules:
+        del data["permissions"]
+    return Change(path, dump_json(data) if data else "", f"removed the permission {rule}")
 
 
 def remove_server(path: Path, text: str | None, key: str, name: str) -> Change:

@@ -91,6 +91,17 @@ def environment(home: Path, model_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def trust(home: Path, *projects: Path) -> None:
+    """Mark `projects` as trusted in the private HOME, as a person's first interactive run does (its trust
+    dialog): Claude Code ignores a project's `permissions.allow` until then."""
+    path = home / ".claude.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    for project in projects:
+        data.setdefault("projects", {}).setdefault(str(project.resolve()), {})["hasTrustDialogAccepted"] = True
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
 @dataclass
 class Run:
     """One finished `claude -p` run: its exit code, its stream-json events and its stderr."""
