@@ -17,7 +17,7 @@ import hmac
 import time
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -35,8 +35,11 @@ from starlette.responses import PlainTextResponse, Response
 
 from . import __version__
 from .errors import HarnessError
+from .models import SessionOutcome
 from .task_states import SHOWN
 from .waits import claim_waited
+
+OUTCOMES = get_args(SessionOutcome)  #: every series of `mcp_harness_sessions`, at 0 until one ends so
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake, not at a server's start
     from .service import Harness
@@ -144,6 +147,7 @@ class _DatabaseFigures:
         self.taken_over: dict[str, int] = {}
         self.oldest_review: list[tuple[str, float]] = []
         self.oldest_ready: list[tuple[str, float]] = []
+        self.sessions: list[tuple[str, str, int, float | None]] = []  #: workspace, outcome, count, cost
 
     def fill(self, workspaces: list[str]) -> None:
         """Every series of each of `workspaces` at 0 where the database has no figure: an alert on a
@@ -155,6 +159,8 @@ class _DatabaseFigures:
             have = dict(getattr(self, name))
             setattr(self, name, [(w, have.get(w, 0)) for w in workspaces])
         self.taken_over = {w: self.taken_over.get(w, 0) for w in workspaces}
+        ended = {(w, o): (n, c) for w, o, n, c in self.sessions}
+        self.sessions = [(w, o, *ended.get((w, o), (0, None))) for w in workspaces for o in OUTCOMES]
 
     def collect(self) -> Any:
         for name, what, rows in (
@@ -187,6 +193,23 @@ class _DatabaseFigures:
         for workspace, n in sorted(self.taken_over.items()):
             taken.add_metric([workspace], n)
         yield taken
+        sessions = GaugeMetricFamily(
+            "mcp_harness_sessions", "The runner's ended agent sessions by outcome, per workspace",
+            labels=["workspace", "outcome"],
+        )  # fmt: skip
+        cost = GaugeMetricFamily(
+            "mcp_harness_sessions_cost_usd",
+            "The costs the runner's ended sessions reported (one that reported none adds nothing), per workspace",
+            labels=["workspace"],
+        )
+        spent: dict[str, float] = {}
+        for workspace, outcome, n, dollars in self.sessions:
+            sessions.add_metric([workspace, outcome], n)
+            spent[workspace] = spent.get(workspace, 0.0) + (dollars or 0.0)
+        for workspace, dollars in sorted(spent.items()):
+            cost.add_metric([workspace], dollars)
+        yield sessions
+        yield cost
         if self.claim_waits is None:
             return
         yield CounterMetricFamily(
@@ -204,6 +227,7 @@ async def render(harness: Harness, workspace: str | None = None) -> bytes:
     figures.oldest_review, figures.oldest_ready = await harness.console.ages()
     figures.claim_waits = harness.console.changes.claim_waits
     figures.taken_over = dict(harness.tasks.taken_over)
+    figures.sessions = [row for row in await harness.runs.every_outcome() if workspace in (None, row[0])]
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(figures)
     if workspace is None:

@@ -52,3 +52,24 @@ async def test_a_view_of_one_workspace_shows_nothing_of_another(harness: Harness
     assert "-secret" not in one
     # process-wide counters add up every workspace's calls: not in a view of one
     assert "mcp_harness_tool_calls" not in one and "mcp_harness_claim_waits" not in one
+
+
+async def test_the_runners_sessions_are_counted_by_outcome_with_their_cost(harness: Harness, workspace: str) -> None:
+    await harness.tasks.add(Identity(workspace, "a"), tasks=[{"key": "t", "title": "T"}])
+    text = (await render(harness)).decode()
+    assert f'mcp_harness_sessions{{outcome="completed",workspace="{workspace}"}} 0.0' in text  # at 0 before any
+    await harness.runs.register(workspace, f"run-{workspace}", "host", 1)
+    for n, (outcome, cost) in enumerate([("completed", 0.25), ("completed", None), ("stalled", 0.5)]):
+        session = f"{workspace}-s{n}"
+        await harness.runs.start_session(
+            workspace, session, runner=f"run-{workspace}", slot=1, agent=f"claude-code:s{n}", task_key="t",
+            kind="work", transcript=None,
+        )  # fmt: skip
+        await harness.runs.end_session(session, outcome, exit_code=0, turns=3, cost=cost, last_tool=None,
+                                       last_words=None)  # fmt: skip
+    text = (await render(harness)).decode()
+    assert f'mcp_harness_sessions{{outcome="completed",workspace="{workspace}"}} 2.0' in text
+    assert f'mcp_harness_sessions{{outcome="stalled",workspace="{workspace}"}} 1.0' in text
+    assert f'mcp_harness_sessions_cost_usd{{workspace="{workspace}"}} 0.75' in text
+    other = (await render(harness, f"{workspace}-other")).decode()
+    assert workspace + '"' not in other.replace(f"{workspace}-other", "")

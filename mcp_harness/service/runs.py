@@ -156,3 +156,8 @@ class RunService(ServiceBase):
         """(outcome, sessions, their summed cost) of the workspace's ended sessions."""
         async with self.db.read() as conn:
             return await store.outcomes(conn, ident.workspace)
+
+    async def every_outcome(self) -> builtins.list[tuple[str, str, int, float | None]]:
+        """(workspace, outcome, sessions, their summed cost) of every workspace (the metrics)."""
+        async with self.db.read() as conn:
+            return await store.every_outcome(conn)

@@ -69,3 +69,8 @@ async def orphan_sessions(conn: Connection, workspace: str, since: float) -> lis
 
 async def outcomes(conn: Connection, workspace: str) -> list[tuple[str, int, float | None]]:
     return [(row[0], int(row[1]), row[2]) for row in await conn.fetch_all(Q.session_outcomes, {"ws": workspace})]
+
+
+async def every_outcome(conn: Connection) -> list[tuple[str, str, int, float | None]]:
+    rows = await conn.fetch_all(Q.every_session_outcome)
+    return [(row[0], row[1], int(row[2]), row[3]) for row in rows]

@@ -61,3 +61,8 @@ SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, 
 -- How the workspace's sessions ended, and what they cost (the metrics).
 SELECT outcome, count(*), sum(cost_usd) FROM agent_sessions WHERE workspace = :ws AND ended_at IS NOT NULL
 GROUP BY outcome ORDER BY outcome
+
+-- name: every_session_outcome
+-- How every workspace's sessions ended, and what they cost (the metrics' view of every workspace).
+SELECT workspace, outcome, count(*), sum(cost_usd) FROM agent_sessions WHERE ended_at IS NOT NULL
+GROUP BY workspace, outcome ORDER BY workspace, outcome
