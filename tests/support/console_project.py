@@ -82,7 +82,7 @@ def build(db: str, workspace: str) -> dict[str, str]:
             got = await h.tasks.claim(who["carol"], task_key="security-review")
             await h.tasks.update(who["carol"], task_key="security-review", action="complete",
                                  lease_token=got.lease.token, verification="threat model in docs/")  # fmt: skip
-            dana = await h.tasks.claim(who["dana"], task_key="api-users", lease_seconds=1800)
+            dana = await h.tasks.claim(who["dana"], task_key="api-users", lease_seconds=1200)
             await h.contacts.touch(who["dana"], "claim_task", dana)
             await h.progress.record(who["dana"], summary="Started the users endpoints", status="in_progress",
                                     task_key="api-users")  # fmt: skip
