@@ -111,7 +111,8 @@ async def session_two(db: str, pidfile: Path, acked: dict[str, Any]) -> dict[str
     async with Client(server_params(db, pidfile), read_timeout_seconds=30) as client:
         brief = await call(client, "restore_state", progress_limit=10)
         held = brief["my_tasks"][0]
-        print(f"session 2: restore_state says I hold {held['key']}; next: {brief['recent_progress'][0]['next_steps']}")
+        ours = next(e for e in brief["recent_progress"] if e.get("next_steps"))  # the newest may be the harness's
+        print(f"session 2: restore_state says I hold {held['key']}; next: {ours['next_steps']}")
         seqs = {e["seq"] for e in brief["recent_progress"]}
         history = await call(client, "list_checkpoints", limit=200)
         versions = {c["version"] for c in history["checkpoints"]}
@@ -120,7 +121,7 @@ async def session_two(db: str, pidfile: Path, acked: dict[str, Any]) -> dict[str
             "all_checkpoints_kept": set(acked["checkpoints"]) <= versions,
             "held_task": held["key"],
             "same_lease": held["lease"]["token"] == acked["token"],
-            "next_step": brief["recent_progress"][0]["next_steps"][0],
+            "next_step": ours["next_steps"][0],
             "state_current": brief["state"]["current"],
         }
         done = await call(
