@@ -154,7 +154,7 @@ def _positive(name: str, default: float) -> float:
 
 @dataclass(frozen=True)
 class Limits:
-    """Input limits; each is configurable with the `MCP_HARNESS_` variable named in the README."""
+    """Input limits; each is configurable with the `MCP_HARNESS_` variable named in docs/reference/settings.md."""
 
     max_state_bytes: int = 1024 * 1024  #: stored state size, after a merge (MAX_STATE_BYTES)
     max_depth: int = 64  #: nesting depth of any JSON value (MAX_DEPTH)

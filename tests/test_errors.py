@@ -120,7 +120,7 @@ async def test_unexpected_errors_are_internal_with_an_incident_id(client, monkey
 
 
 #: CONTRACT.md, "Errors": the codes a failed call may start with (the contract lives outside this
-#: repository; README.md repeats the list, and this test checks the copy too)
+#: repository; docs/reference/tools.md repeats the list, and this test checks the copy too)
 CONTRACT_CODES = {
     "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
     "too_large", "forbidden", "schema_violation", "unavailable", "internal",
@@ -143,9 +143,9 @@ def test_every_contract_code_has_a_class():
     assert len(codes) == len(classes), f"two classes share a code: {sorted(c.__name__ for c in classes)}"
     assert codes == CONTRACT_CODES
     assert sorted(ALL_CODES) == sorted(codes), "errors.ALL_CODES must list every class's code once"
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    listed = readme.split("\n### Errors\n", 1)[1].split("Codes:", 1)[1].split(".", 1)[0]
-    assert set(re.findall(r"`([a-z_]+)`", listed)) == CONTRACT_CODES, "README's list of codes"
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "tools.md").read_text()
+    listed = reference.split("\n## Errors\n", 1)[1].split("Codes:", 1)[1].split(".", 1)[0]
+    assert set(re.findall(r"`([a-z_]+)`", listed)) == CONTRACT_CODES, "the reference's list of codes"
 
 
 def task_cursor(number: int) -> str:

@@ -1,5 +1,5 @@
 """docs/grafana-dashboard.json is a dashboard Grafana imports: valid JSON, the fields an import needs,
-and every query names only series this server exports (as the README's metrics table lists them)."""
+and every query names only series this server exports (as the console page's metrics table lists them)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
-#: series the standard process and platform collectors export (not in the README's table by name)
+#: series the standard process and platform collectors export (not in the metrics table by name)
 STANDARD = {"process_resident_memory_bytes"}
 
 
 def documented_series() -> set[str]:
-    readme = (ROOT / "README.md").read_text()
-    names = set(re.findall(r"^\| `(mcp_harness_\w+)", readme, re.M))
+    page = (ROOT / "docs" / "console.md").read_text()
+    names = set(re.findall(r"^\| `(mcp_harness_\w+)", page, re.M))
     return {re.sub(r"_total$", "", n) for n in names} | STANDARD
 
 

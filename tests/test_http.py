@@ -444,11 +444,11 @@ def test_an_unpaired_surrogate_in_an_argument_is_a_tool_error(served):
 
 
 def test_the_readme_script_connects_with_a_token_and_records_as_documented(served):
-    """The README's Python snippet runs as written against a real server (its URL pointed at this one):
+    """The shared server page's Python snippet runs as written against a real server (its URL pointed at this one):
     it claims, records progress with `next_steps` as a list and `artifacts` as an object, and completes."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
-    assert len(blocks) == 1, "the README shows one Python script"
+    page = (Path(__file__).resolve().parent.parent / "docs" / "http.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(blocks) == 1, "docs/http.md shows one Python script"
     script = blocks[0].replace("http://127.0.0.1:8765", served.url)
     ws = f"script-{secrets.token_hex(3)}"
     token = served.token(ws, "bot")

@@ -1,4 +1,4 @@
-"""Every command README.md and CONTRIBUTING.md show runs as written in a fresh shell on a fresh clone:
+"""Every command README.md, CONTRIBUTING.md and the docs site's pages show runs as written in a fresh shell on a fresh clone:
 no activated virtual environment (the README says none is needed), so Python runs as `.venv/bin/python`
 and `mcp-harness` is either on PATH (the quick start installs it with pipx or uv) or `.venv/bin/...`.
 The safe ones (reading, no server left running, no install) are run."""
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "CONTRIBUTING.md")
+PAGES = tuple(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")))
+DOCS = ("README.md", "CONTRIBUTING.md", *PAGES)
 #: commands that are safe to run here as written (with `.venv/bin/` meaning this test's environment)
 SAFE = ("tools/bench_hooks.py",)
 
@@ -32,8 +33,14 @@ def commands(name: str) -> list[str]:
 @pytest.mark.parametrize("name", DOCS)
 def test_python_commands_run_without_an_activated_environment(name):
     shown = commands(name)
-    assert shown, f"no command found in {name}: the extraction broke"
-    bare = [c for c in shown if re.match(r"^([A-Z_]+=\S+ )?python3? ", c) and not c.startswith("python3 -m venv")]
+    if name in ("README.md", "CONTRIBUTING.md"):
+        assert shown, f"no command found in {name}: the extraction broke"
+    bare = [
+        c
+        for c in shown
+        if re.match(r"^([A-Z_]+=\S+ )?python3? ", c)
+        and not c.startswith(("python3 -m venv", "python3 -m pip install --user"))
+    ]
     assert bare == [], f"{name}: write these as they run without an activated venv (.venv/bin/python ...): {bare}"
 
 
@@ -49,3 +56,20 @@ def test_the_safe_commands_run_as_written(tmp_path):
         done = subprocess.run(words, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode in (0, 1) and "Traceback" not in done.stderr, (line, done.stderr)
         assert "median" in done.stdout, (line, done.stdout)
+
+
+@pytest.mark.parametrize("name", ("README.md", "CONTRIBUTING.md", *PAGES))
+def test_local_links_name_files_that_exist(name):
+    """A link to a file of the repository (README to docs/, a page to another page or a picture) resolves;
+    the docs site's strict build checks its own pages again in CI."""
+    page = ROOT / name
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    missing = [t for t in local if not (page.parent / t).exists()]
+    assert missing == [], f"{name} links to files that do not exist: {missing}"
+
+
+def test_every_page_is_in_the_site_navigation():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    pages = [str(Path(p).relative_to("docs")) for p in PAGES]
+    assert [p for p in pages if f" {p}" not in nav] == [], "add the page to mkdocs.yml's nav"
