@@ -1,7 +1,7 @@
-"""Every command README.md, CONTRIBUTING.md and the docs site's pages show runs as written in a fresh shell on a fresh clone:
-no activated virtual environment (the README says none is needed), so Python runs as `.venv/bin/python`
-and `mcp-harness` is either on PATH (the quick start installs it with pipx or uv) or `.venv/bin/...`.
-The safe ones (reading, no server left running, no install) are run."""
+"""Every command README.md, CONTRIBUTING.md and the docs site's pages show runs as written in a fresh
+shell on a fresh clone: no activated virtual environment (the README says none is needed), so Python
+runs as `.venv/bin/python` and `mcp-harness` is either on PATH (pipx or uv install it) or
+`.venv/bin/...`. The safe ones (reading, no server left running, no install) are run."""
 
 from __future__ import annotations
 

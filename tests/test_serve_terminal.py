@@ -29,7 +29,7 @@ def test_serve_on_a_terminal_says_what_it_is_and_a_client_sees_nothing(tmp_path)
         assert ready, "nothing said on stderr within 30 s"
         line = proc.stderr.readline().decode()
         assert line.startswith("mcp-harness: serving MCP on stdio for workspace 'shop'"), line
-        assert 'docs/setup.md, "Connect a client"' in line and "Ctrl-C stops" in line
+        assert '(docs/setup.md, "Connect a client")' in line and "Ctrl-C stops" in line
     finally:
         proc.kill()
         proc.wait(timeout=30)

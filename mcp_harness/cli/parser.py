@@ -184,7 +184,7 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common], help="write a workspace (or all) as JSON Lines to stdout")
-    p.add_argument("--workspace", default=None, help="default: the project's (see docs/reference/cli.md), else every workspace")
+    p.add_argument("--workspace", default=None, help="default: the project's, else every workspace")
     p.add_argument("--all-workspaces", action="store_true", help="every workspace, even inside a project")
 
     p = sub.add_parser("import", parents=[common], help="read an export back (into workspaces with no data)")
