@@ -39,3 +39,17 @@ def test_every_tool_and_command_is_on_its_page():
     commands = (ROOT / "docs" / "reference" / "commands.md").read_text()
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     assert all(f"## `{name}`" in commands for name in sub.choices)
+
+
+def test_every_setting_the_code_reads_is_documented():
+    """Each `MCP_HARNESS_*` variable the package names or reads (directly, or through the settings'
+    helpers by its suffix) is in docs/reference/settings.md under its full name."""
+    import re
+
+    code = "\n".join(p.read_text() for p in (ROOT / "mcp_harness").rglob("*.py"))
+    names = set(re.findall(r"MCP_HARNESS_([A-Z_]+)", code))
+    for helper in (r"_env_int", r"_env_float", r"_positive", r"\benv", r"ENV_PREFIX \+"):
+        names |= set(re.findall(helper + r'\(?\s*"([A-Z_]+)"', code))
+    assert len(names) > 20, "the extraction broke"
+    page = (ROOT / "docs" / "reference" / "settings.md").read_text()
+    assert sorted(n for n in names if f"`MCP_HARNESS_{n}`" not in page) == []
