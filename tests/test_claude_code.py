@@ -257,3 +257,25 @@ def test_compact_writes_a_note_per_held_task_and_the_brief_after_it_restores_the
     after = model.conversation(first.session)[-1].text()  # the first request after the compaction
     assert brief in after, after[-3000:]
     assert "compacted" in brief and "api" in brief and "REST, JSON" in brief and "test it" in brief, brief
+
+
+def test_after_sessions_in_a_project_that_had_nothing_remove_leaves_it_as_it_was(tmp_path, claude_binary):
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "README").write_text("a project\n")
+    before = snapshot(project), folders(project)
+    harness = [sys.executable, "-m", "mcp_harness", "init", "--db", str(tmp_path / "h.db")]
+    subprocess.run(harness, cwd=project, capture_output=True, check=True)
+    trust(tmp_path / "home", project)
+    add_tasks(str(tmp_path / "h.db"), WS, [{"key": "api", "title": "build the API"}])
+    script = [load("claim_task"), tool("claim_task"), say("stopping")]
+    with ScriptedModel(script) as model:  # every hook runs: start, prompt, end
+        run = run_claude(claude_binary, project, environment(tmp_path / "home", model.url), "work")
+    assert [is_error for _, is_error in run.tool_results()] == [False, False], run.tool_results()
+    subprocess.run([*harness[:4], "--remove"], cwd=project, capture_output=True, check=True)
+    assert (snapshot(project), folders(project)) == before
+
+
+def folders(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and ".git" not in p.parts)
