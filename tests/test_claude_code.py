@@ -137,25 +137,37 @@ def test_each_session_is_its_own_agent_and_a_resumed_session_the_same_again(tmp_
         assert not is_error and json.loads(text)["you"]["agent"] == me, text  # the server: the same identity
 
 
-def test_after_clear_the_hooks_act_for_the_identity_of_the_sessions_server(tmp_path, claude_binary):
-    # `/clear` in a live session (prompts on stdin, one process): Claude Code gives hooks a new session
-    # id while the session's MCP server goes on with its own
+def test_after_clear_the_hooks_and_the_shell_act_for_the_identity_of_the_sessions_server(tmp_path, claude_binary):
+    # `/clear` in a live session (prompts on stdin, one process): Claude Code gives hooks, the shell and
+    # the model a new session id while the session's MCP server goes on with its own, and its leases
     project, db, home = ready_project(tmp_path)
-    script = [load("restore_state", "message"), tool("restore_state"), say("ready")]
-    with ScriptedModel(script) as model, Conversation(claude_binary, project, environment(home, model.url)) as talk:
-        before = talk.turn("start")
-        me = agent_of(before.session)
-        cleared = talk.turn("/clear")
-        assert cleared.session != before.session  # hooks and the model now see another session id
-        (brief,) = cleared.hook_context("SessionStart:clear")
-        assert f"this session is agent {me}" in brief, brief  # the server's identity, not the new id's
-        send = [sys.executable, "-m", "mcp_harness", "msg", "send", "--db", db, "--workspace", WS, "--agent", "ana"]
-        subprocess.run([*send, "--to", me, "Use port 8080."], check=True, capture_output=True)
-        after = talk.turn("go on")  # the new session id's script: restore_state through the same server
-        text, _ = after.tool_results()[-1]
-        assert json.loads(text)["you"]["agent"] == me, text
-        told = model.conversation(after.session)[0].since_answer()
-        assert "Use port 8080." in told and me in told, told  # UserPromptSubmit read the server's inbox
+    add_tasks(db, WS, [{"key": "api", "title": "build the API"}])
+    shell = {"command": "mcp-harness msg send --to ana 'Which port?'", "description": "ask ana"}
+    scripts = iter([
+        [load("claim_task"), tool("claim_task"), say("working")],
+        [load("restore_state"), tool("restore_state"), tool("Bash", shell), say("asked")],
+    ])  # fmt: skip
+    env = environment(home, "")
+    with ScriptedModel(lambda turn: next(scripts)) as model:
+        env["ANTHROPIC_BASE_URL"] = model.url
+        with Conversation(claude_binary, project, env, "--allowedTools", "Bash") as talk:
+            before = talk.turn("start")
+            me = agent_of(before.session)
+            cleared = talk.turn("/clear")
+            assert cleared.session != before.session  # hooks and the model now see another session id
+            (brief,) = cleared.hook_context("SessionStart:clear")
+            assert f"this session is agent {me}" in brief, brief  # the server's identity, not the new id's
+            send = [sys.executable, "-m", "mcp_harness", "msg", "send", "--db", db, "--workspace", WS]
+            subprocess.run([*send, "--agent", "ana", "--to", me, "Use port 8080."], check=True, capture_output=True)
+            after = talk.turn("go on")  # the new session id's script, through the same server
+            held = harness_do(db, lambda h: h.tasks.claim(Identity(WS, "bob")))
+    assert held.task is None, held  # the lease lived on after /clear (SessionEnd leaves it alone then)
+    restored, _ = after.tool_results()[-2]
+    assert json.loads(restored)["you"]["agent"] == me, restored
+    told = model.conversation(after.session)[0].since_answer()
+    assert "Use port 8080." in told, told  # UserPromptSubmit read the server's inbox
+    (asked,) = harness_do(db, lambda h: h.messages.read(Identity(WS, "ana"))).messages
+    assert (asked.from_, asked.body) == (me, "Which port?")  # the shell's msg resolves the same sender
 
 
 def test_a_headless_session_claims_and_completes_a_task_with_the_harness_tools(tmp_path, claude_binary):
