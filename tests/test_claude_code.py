@@ -164,7 +164,8 @@ def test_after_clear_the_hooks_and_the_shell_act_for_the_identity_of_the_session
     assert held.task is None, held  # the lease lived on after /clear (SessionEnd leaves it alone then)
     restored, _ = after.tool_results()[-2]
     assert json.loads(restored)["you"]["agent"] == me, restored
-    told = model.conversation(after.session)[0].since_answer()
+    told = model.conversation(after.session)[0].since_answer()  # all of it: nothing was answered yet
+    assert brief in told, told  # the brief after /clear, beside the next prompt
     assert "Use port 8080." in told, told  # UserPromptSubmit read the server's inbox
     (asked,) = harness_do(db, lambda h: h.messages.read(Identity(WS, "ana"))).messages
     assert (asked.from_, asked.body) == (me, "Which port?")  # the shell's msg resolves the same sender
