@@ -236,20 +236,41 @@ def test_a_message_is_told_at_the_next_prompt_and_only_once(tmp_path, claude_bin
 def test_a_persons_release_is_told_at_the_next_prompt_and_only_once(tmp_path, claude_binary):
     project, db, home = ready_project(tmp_path)
     add_tasks(db, WS, [{"key": "api", "title": "build the API"}])
-    script = [load("claim_task"), tool("claim_task"), say("working"), say("noted"), say("still here")]
-    with ScriptedModel(script) as model, Conversation(claude_binary, project, environment(home, model.url)) as talk:
-        first = talk.turn("work")
-        me = agent_of(first.session)
-        assert board(db, WS)["api"]["owner"] == me
-        release = [sys.executable, "-m", "mcp_harness", "tasks", "release", "api", "--db", db, "--workspace", WS]
-        subprocess.run([*release, "--reason", "the spec changed", "--agent", "ana"], check=True, capture_output=True)
-        talk.turn("go on")
-        talk.turn("and on")
+    script = [
+        load("claim_task"), tool("claim_task"), say("working"),  # the first prompt
+        say("noted"),  # the next: told of the release
+        tool("claim_task"), say("claimed it again"),  # the one after: not told again; claims anew
+        say("back"), say("still back"),  # resumed later, twice
+    ]  # fmt: skip
+    release = [sys.executable, "-m", "mcp_harness", "tasks", "release", "api", "--db", db, "--workspace", WS]
+    with ScriptedModel(script) as model:
+        env = environment(home, model.url)
+        with Conversation(claude_binary, project, env) as talk:  # a live session
+            first = talk.turn("work")
+            me = agent_of(first.session)
+            assert board(db, WS)["api"]["owner"] == me
+            subprocess.run(
+                [*release, "--reason", "the spec changed", "--agent", "ana"], check=True, capture_output=True
+            )
+            talk.turn("go on")
+            talk.turn("and on")
+            assert board(db, WS)["api"]["owner"] == me
+        # its lease ended with the process; a person releases the task it still names, then it resumes
+        subprocess.run([*release, "--reason", "the API moves", "--agent", "ana"], check=True, capture_output=True)
+        resumed = run_claude(claude_binary, project, env, "next", "--resume", first.session)
+        later = run_claude(claude_binary, project, env, "and next", "--resume", first.session)
     requests = model.conversation(first.session)
-    assert len(requests) == 5, len(requests)
+    assert len(requests) == 8, len(requests)
     told = requests[3].since_answer()
     assert "api" in told and "the spec changed" in told and "ana" in told, told
     assert "the spec changed" not in requests[4].since_answer(), requests[4].since_answer()
+    assert "the spec changed" in requests[3].hook_said("UserPromptSubmit")  # the hook, not another
+    # resumed, the brief is what tells: its newest progress holds the harness's note of the release
+    # (SessionStart starts the per-prompt hook's count anew); the next prompts say it no more
+    assert "the API moves" in requests[6].hook_said("SessionStart"), requests[6].since_answer()
+    assert "the API moves" not in requests[6].hook_said("UserPromptSubmit"), requests[6].since_answer()
+    assert "the API moves" not in requests[7].hook_said("UserPromptSubmit"), requests[7].since_answer()
+    assert not resumed.result["is_error"] and not later.result["is_error"]
 
 
 def test_compact_writes_a_note_per_held_task_and_the_brief_after_it_restores_the_task(tmp_path, claude_binary):

@@ -154,6 +154,22 @@ class Request:
         tail = messages[answers[-1] + 1 :] if answers else messages
         return "\n".join(_text_of(m.get("content")) for m in tail)
 
+    def hook_said(self, event: str) -> str:
+        """What a hook (`UserPromptSubmit`, `SessionStart`) added to this turn, as Claude Code labels it
+        ("UserPromptSubmit hook additional context: ..."); empty when it added nothing."""
+        label = f"{event} hook additional context:"
+        return "\n".join(t[len(label) :].strip() for t in self._texts_since_answer() if t.startswith(label))
+
+    def _texts_since_answer(self) -> list[str]:
+        messages = self.body.get("messages", [])
+        answers = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        texts = []
+        for message in messages[answers[-1] + 1 :] if answers else messages:
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            texts += [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        return texts
+
     @property
     def compaction(self) -> bool:
         """Claude Code asking for the summary that replaces the conversation (`/compact`)."""
