@@ -313,3 +313,17 @@ def test_after_sessions_in_a_project_that_had_nothing_remove_leaves_it_as_it_was
 
 def folders(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir() and ".git" not in p.parts)
+
+
+def test_a_brief_word_for_word_one_the_conversation_holds_is_not_sent_again(tmp_path, claude_binary):
+    # what the README says of Claude Code: a second --resume with nothing changed adds no brief
+    project, db, home = ready_project(tmp_path)
+    with ScriptedModel([say("hello")]) as model:
+        env = environment(home, model.url)
+        first = run_claude(claude_binary, project, env, "start")
+        runs = [run_claude(claude_binary, project, env, f"resume {n}", "--resume", first.session) for n in (1, 2)]
+    briefs = [run.hook_context("SessionStart:resume") for run in runs]
+    assert briefs[0] == briefs[1] and briefs[0][0], briefs  # the hook ran and said the same both times
+    requests = model.conversation(first.session)
+    assert briefs[0][0] in requests[1].hook_said("SessionStart"), requests[1].since_answer()
+    assert requests[2].hook_said("SessionStart") == "", requests[2].since_answer()

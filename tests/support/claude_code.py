@@ -195,7 +195,8 @@ class Conversation:
     """One `claude -p` process taking its prompts one at a time on stdin (`--input-format stream-json`),
     as an SDK or a person at the prompt does: the same session and the same MCP server for every turn,
     so a test can act between turns (send a message, release a lease) and `/clear` or `/compact`
-    happen inside a live session. `turn(prompt)` sends one prompt and returns that turn's events."""
+    happen inside a live session. `turn(prompt)` sends one prompt and returns that turn's events (as a
+    `Run` whose exit code is 0: the process goes on; `close()` gives the real one)."""
 
     def __init__(self, binary: Path, cwd: Path, env: dict[str, str], *args: str) -> None:
         command = [str(binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
@@ -205,13 +206,20 @@ class Conversation:
         )  # fmt: skip
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[str] = []  # drained as it comes, so a chatty stderr never blocks the process
         threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self._lines.put(line)
         self._lines.put(None)
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._errors.append(line)
 
     def turn(self, prompt: str, timeout: float = 120) -> Run:
         assert self.proc.stdin is not None
@@ -232,7 +240,7 @@ class Conversation:
                 return Run(0, got, "")
 
     def stderr(self) -> str:
-        return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
+        return "".join(self._errors)
 
     def close(self, timeout: float = 60) -> int:
         """Close stdin (the session's end) and wait for the process to exit."""
