@@ -9,7 +9,9 @@ exit once the client closes its stdin. Both servers are spawned in turns in one 
 installed: the `mcp-harness` console script beside this Python, on a SQLite file made before the
 clock starts, as every session after a project's first finds it; the no-op as
 `python tools/noop_server.py`), speaking raw JSON-RPC over pipes, so the client's own cost is not in
-the figures. Each round spawns each server twice:
+the figures. Each spawn gets a fresh `CLAUDE_CODE_SESSION_ID`, as Claude Code gives a session's
+servers: ours then acts for that session and records its identity for the session's hooks. Each
+round spawns each server twice:
 
 - a session: initialize, initialized, tools/list, then one tool call (`restore_state` for ours, the
   no-op tool for the other), then stdin closed;
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -91,6 +94,7 @@ def one_round(command: list[str], call: dict | None, cwd: str | None = None) -> 
     first call, from spawn: what a server defers at start shows here); close stdin and wait for the
     process to end (exit). Without `call` (a probe): (start, exit after the bare tools/list)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
+    env["CLAUDE_CODE_SESSION_ID"] = str(uuid.uuid4())  # as Claude Code starts a session's servers
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             cwd=cwd)  # fmt: skip

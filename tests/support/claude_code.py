@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,23 @@ class Run:
         assert found, f"no result event (exit {self.returncode}); stderr: {self.stderr[-500:]}"
         return found[-1]
 
+    @property
+    def session(self) -> str:
+        """The session id Claude Code reports for this run (a new one after `/clear`)."""
+        return str(self.init["session_id"])
+
+    def hook_context(self, hook_name: str) -> list[str]:
+        """The context each run of a hook (`SessionStart:compact`, `UserPromptSubmit`...) gave the model."""
+        found = []
+        for event in self.of("system", "hook_response"):
+            if event.get("hook_name") == hook_name:
+                try:
+                    answer = json.loads(event.get("output") or "{}")
+                except ValueError:
+                    answer = {}
+                found.append(answer.get("hookSpecificOutput", {}).get("additionalContext", ""))
+        return found
+
     def server_status(self, name: str = "harness") -> str | None:
         for server in self.init.get("mcp_servers", []):
             if server.get("name") == name:
@@ -170,6 +189,75 @@ def run_claude(binary: Path, cwd: Path, env: dict[str, str], prompt: str, *args:
         stdin=subprocess.DEVNULL,
     )
     return Run(done.returncode, parse_stream(done.stdout), done.stderr)
+
+
+class Conversation:
+    """One `claude -p` process taking its prompts one at a time on stdin (`--input-format stream-json`),
+    as an SDK or a person at the prompt does: the same session and the same MCP server for every turn,
+    so a test can act between turns (send a message, release a lease) and `/clear` or `/compact`
+    happen inside a live session. `turn(prompt)` sends one prompt and returns that turn's events (as a
+    `Run` whose exit code is 0: the process goes on; `close()` gives the real one)."""
+
+    def __init__(self, binary: Path, cwd: Path, env: dict[str, str], *args: str) -> None:
+        command = [str(binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+        self.proc = subprocess.Popen(
+            [*command, *args], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.events: list[dict[str, Any]] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[str] = []  # drained as it comes, so a chatty stderr never blocks the process
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._errors.append(line)
+
+    def turn(self, prompt: str, timeout: float = 120) -> Run:
+        assert self.proc.stdin is not None
+        message = {"type": "user", "message": {"role": "user", "content": prompt}}
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        got: list[dict[str, Any]] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no result within {timeout} s for {prompt!r}: {got[-3:]}") from None
+            if line is None:
+                raise AssertionError(f"claude exited during {prompt!r}: {self.stderr()[-500:]}")
+            got += parse_stream(line)
+            if got and got[-1].get("type") == "result":
+                self.events += got
+                return Run(0, got, "")
+
+    def stderr(self) -> str:
+        return "".join(self._errors)
+
+    def close(self, timeout: float = 60) -> int:
+        """Close stdin (the session's end) and wait for the process to exit."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> Conversation:
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.close()
 
 
 if __name__ == "__main__":  # `.ci/run`: install the pinned release, print where its binary is

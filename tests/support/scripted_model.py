@@ -6,7 +6,9 @@ steps, one per request of the session's main conversation, answered as the real 
 (SSE: message_start, content blocks with text or tool_use and input_json_delta, message_delta,
 message_stop). A step can say text, call tools (with arguments computed from what earlier calls
 answered), answer an HTTP error such as 429 or 529, or stall. When a script runs out the model says
-"Done." and ends its turn. Requests without `stream` and token counts get a short generic answer.
+"Done." and ends its turn. Requests without `stream` and token counts get a short generic answer, and
+so does a compaction (`/compact` asks the model for a summary in a streamed request of the session):
+it is answered with a summary and plays no step, so a script says only what the conversation does.
 
 Claude Code defers MCP tools until the model loads them with `ToolSearch`; `load(...)` is that call,
 and `tool(...)` names a harness tool by its short name (`claim_task` is `mcp__harness__claim_task`).
@@ -24,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SERVER = "harness"  #: the MCP server name `mcp-harness init` and the runner give Claude Code
+COMPACTION = "create a detailed summary of the conversation"  #: in the request `/compact` sends
+SUMMARY = "<analysis>The work so far.</analysis>\n<summary>The session worked on its task.</summary>"
 
 
 def mcp_name(short: str) -> str:
@@ -137,6 +141,40 @@ class Request:
     def session(self) -> str:
         return self.headers.get("x-claude-code-session-id", "")
 
+    def text(self) -> str:
+        """All text of the request's messages, every role (Claude Code sends a hook's context as a
+        `system` message or a user text block beside the prompt)."""
+        return "\n".join(_text_of(m.get("content")) for m in self.body.get("messages", []))
+
+    def since_answer(self) -> str:
+        """The text of the messages after the model's last answer: what this turn added (the prompt and
+        what the hooks said with it)."""
+        messages = self.body.get("messages", [])
+        answers = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        tail = messages[answers[-1] + 1 :] if answers else messages
+        return "\n".join(_text_of(m.get("content")) for m in tail)
+
+    def hook_said(self, event: str) -> str:
+        """What a hook (`UserPromptSubmit`, `SessionStart`) added to this turn, as Claude Code labels it
+        ("UserPromptSubmit hook additional context: ..."); empty when it added nothing."""
+        label = f"{event} hook additional context:"
+        return "\n".join(t[len(label) :].strip() for t in self._texts_since_answer() if t.startswith(label))
+
+    def _texts_since_answer(self) -> list[str]:
+        messages = self.body.get("messages", [])
+        answers = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+        texts = []
+        for message in messages[answers[-1] + 1 :] if answers else messages:
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            texts += [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+        return texts
+
+    @property
+    def compaction(self) -> bool:
+        """Claude Code asking for the summary that replaces the conversation (`/compact`)."""
+        return any(COMPACTION in _text_of(m.get("content")) for m in self.body.get("messages", [])[-2:])
+
 
 class ScriptedModel:
     """A Messages API on 127.0.0.1 playing `script` (the same steps for every session, or a function
@@ -202,8 +240,12 @@ class ScriptedModel:
     # -- what the tests read ------------------------------------------------------------------
 
     def conversation(self, session: str | None = None) -> list[Request]:
-        """The streamed requests of one session (every session's when None), in order."""
-        return [r for r in self.requests if r.body.get("stream") and (session is None or r.session == session)]
+        """The streamed requests of one session (every session's when None), in order; compactions aside."""
+        return [
+            r
+            for r in self.requests
+            if r.body.get("stream") and not r.compaction and (session is None or r.session == session)
+        ]
 
     def sessions(self) -> list[str]:
         seen: dict[str, None] = {}
@@ -221,6 +263,9 @@ class ScriptedModel:
             return
         if not request.body.get("stream"):
             handler._json(200, self._message([{"type": "text", "text": "ok"}], "end_turn", (10, 1), request))
+            return
+        if request.compaction:
+            self._stream(handler, [{"type": "text", "text": SUMMARY}], "end_turn", (1000, 50), request)
             return
         step = self._next_step(request)
         if step.stall:
