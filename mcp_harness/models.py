@@ -176,6 +176,8 @@ class Lease(Result):
     expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
     #: only `false`: on a replayed answer whose lease no longer holds the task, or has expired
     live: bool | None = Field(default=None, exclude_if=lambda v: v is not False)
+    #: only `true`: this attempt is the task's last (failing, or a lease that runs out, fails the task)
+    last_attempt: bool | None = Field(default=None, exclude_if=lambda v: not v)
 
 
 class TaskCounts(Result):

@@ -120,6 +120,28 @@ def ran_out_on_last_attempt(last_error: str | None) -> bool:
     return last_error == EXPIRED_ON_LAST_ATTEMPT or (last_error or "").startswith(ENDED_ON_LAST_ATTEMPT + ":")
 
 
+def taken_from(events: Iterable[tuple[str, str, str | None]], agent: str) -> bool:
+    """Whether `agent`'s lease on a task was taken over by another claim and `agent` has not claimed the
+    task since, from the task's events in order, each (kind, actor, previous owner of a take-over). Such
+    an agent no longer writes about the task (`lease_lost`): its successor works on it now."""
+    lost = False
+    for kind, actor, previous in events:
+        if kind in ("claim", "take_over") and actor == agent:
+            lost = False
+        elif kind == "take_over" and previous == agent:
+            lost = True
+    return lost
+
+
+def after_take_over(key: str, holder: str) -> str:
+    """What the old holder of a lease taken over does with its work (`lease_lost`'s way out)."""
+    return (
+        f"agent {holder!r} works on {key!r} now: commit your uncommitted work to a branch of your own, or "
+        f"message {holder!r} (message(action='send', to={holder!r}, task_key={key!r}, body=...)) about it; "
+        "then claim other work"
+    )
+
+
 class _Keep(enum.Enum):
     KEEP = "keep"
 
