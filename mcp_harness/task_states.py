@@ -109,6 +109,12 @@ class Effect(enum.Enum):
     FLAGS = "flags"  #: only its ready/blocked flags changed
 
 
+#: the task event kinds that change a task's stored status: a message about a task stops reaching readers
+#: that have not acknowledged it after one of them (the store's `live_messages` view names the same kinds)
+STATUS_EVENTS = frozenset(
+    "claim complete submit fail expire release operator_release revoke reopen approve reject returned cancel".split()
+)
+
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
 EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
 #: a connection's end ended the lease on the last attempt (followed by ": " and why)
