@@ -115,6 +115,9 @@ STATUS_EVENTS = frozenset(
     "claim complete submit fail expire release operator_release revoke reopen approve reject returned cancel".split()
 )
 
+#: how a `not_found` for a task key ends: where the keys are
+UNKNOWN = "; list_tasks shows the keys"
+
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
 EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
 #: a connection's end ended the lease on the last attempt (followed by ": " and why)
@@ -394,8 +397,8 @@ def _retry_now(t: Task, g: Given) -> Outcome:
 _HOLDER = frozenset({Status.CLAIMED})
 _IN_REVIEW = frozenset({Status.IN_REVIEW})
 _REVIEW_INSTEAD = (
-    "record_progress asking for review, then claim other work (claim_task says waiting_on_review while a person "
-    "decides)"
+    "message(action='send', to='operators', task_key=..., body=...) asking a person to decide, then claim other "
+    "work (claim_task says waiting_on_review while a person decides)"
 )
 _RELEASE_INSTEAD = "only the lease's holder (with its lease_token) or a person releases it; claim other work"
 

@@ -22,7 +22,7 @@ from ..store import messages as store
 from ..store import tasks as task_store
 from ..store.common import ensure_workspace, now
 from ..store.records import MessageRow, TaskRecord
-from ..task_states import Status
+from ..task_states import UNKNOWN, Status
 from .base import Identity, ServiceBase, iso, new_id
 
 MAX_BODY_BYTES = 8 * 1024
@@ -166,7 +166,9 @@ class MessageService(ServiceBase):
             ws = ident.workspace
             task = await task_store.get(conn, ws, args.task_key) if args.task_key is not None else None
             if args.task_key is not None and task is None:
-                raise NotFound(f"no task with key {args.task_key!r} in this workspace (omit task_key for none)")
+                raise NotFound(
+                    f"no task with key {args.task_key!r} in this workspace{UNKNOWN} (omit task_key for none)"
+                )
             if args.reply_to is not None and not await store.exists(conn, ws, args.reply_to):
                 raise NotFound(f"no message with id {args.reply_to!r} in this workspace to reply to")
             window = since() if to == EVERY_AGENT else 0.0

@@ -27,6 +27,7 @@ from ..store.common import now
 from ..store.records import TaskRecord
 from ..task_states import (
     RULES,
+    UNKNOWN,
     Action,
     Given,
     Outcome,
@@ -266,7 +267,7 @@ class TaskActions(ServiceBase):
         """The task's row before the change."""
         row = await store.get(conn, ws, key)
         if row is None:
-            raise NotFound(f"no task with key {key!r} in this workspace")
+            raise NotFound(f"no task with key {key!r} in this workspace{UNKNOWN}")
         return row
 
     async def _lease_lost(

@@ -17,6 +17,7 @@ from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
 from ..store.tasks import PathMode
+from ..task_states import UNKNOWN
 from ..work_tree import Changes, gather
 from .base import Identity, ServiceBase
 from .task_context import task_context
@@ -182,10 +183,12 @@ class TaskClaimer(ServiceBase):
         if task_key is not None:
             named = await store.get(conn, ident.workspace, task_key)
             if named is None:
-                raise NotFound(f"no task with key {task_key!r} in this workspace")
+                raise NotFound(f"no task with key {task_key!r} in this workspace{UNKNOWN}")
             if named.kind == "gate":
                 raise InvalidArgument(
-                    f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
+                    f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed. To ask "
+                    f"for it: message(action='send', to='operators', task_key={task_key!r}, body=...); then claim "
+                    "other work"
                 )
         await fail_exhausted(conn, ident.workspace, at)
         why = await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)

@@ -31,7 +31,7 @@ from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from ..task_states import SETTLED, SHOWN
+from ..task_states import SETTLED, SHOWN, UNKNOWN
 from .base import Identity, ServiceBase
 from .messages import message
 from .progress import progress_entry
@@ -207,7 +207,7 @@ class TaskService(ServiceBase):
             async with self.db.read() as conn:
                 row = await store.get(conn, ident.workspace, key)
                 if row is None:
-                    raise NotFound(f"no task with key {key!r} in this workspace")
+                    raise NotFound(f"no task with key {key!r} in this workspace{UNKNOWN}")
                 context = await task_context(conn, ident.workspace, row, full=True)
                 added_by = await store.added_by(conn, ident.workspace, key)
                 counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)
