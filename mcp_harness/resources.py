@@ -170,7 +170,9 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
    update_task(action="complete", lease_token=..., verification="how you verified each step").
    If it fails, call update_task(action="fail", error=...). If you will not finish it, call
    update_task(action="release", reason="what is done, what is left") before you stop, so that another
-   agent can take it at once (its claim shows your reason in the task's context).
+   agent can take it at once (its claim shows your reason in the task's context). A lease with
+   last_attempt: true is the task's last: release it rather than let it run out. lease_lost means the
+   task is no longer yours: stop editing its files and do what the message says with your work.
    A regression in a done task: update_task(action="reopen", reason=...).
 5. Call record_progress with task_key set to the task: what was done, how it was verified, artifacts
    (files, commit), next_steps.

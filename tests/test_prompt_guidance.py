@@ -18,6 +18,11 @@ async def test_the_initializer_asks_for_paths_and_irreversible_steps_apart(clien
     assert "never inside a reviewed task's steps" in text, text
 
 
+async def test_the_working_session_knows_a_last_attempt_and_a_lost_lease(client):
+    text = (await client.get_prompt("resume_session", {})).messages[0].content.text
+    assert "last_attempt: true is the task's last: release it" in text and "lease_lost means" in text, text
+
+
 async def test_an_unknown_task_key_points_at_list_tasks(db_url, workspace):
     async with mcp_client(db_url, workspace, "ann") as ann:
         await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A"}])
