@@ -581,6 +581,8 @@ class SessionRecord(Result):
     last_words: str | None = None
     transcript: str | None = None  #: the stream's file
     stop_requested_by: str | None = None
+    #: only `true`: still open, but its runner is gone (died without a word; a live runner settles it)
+    runner_gone: bool | None = Field(default=None, exclude_if=lambda v: not v)
 
 
 class RunnerRecord(Result):

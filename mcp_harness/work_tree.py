@@ -93,9 +93,14 @@ def _git(cwd: Path | None, *args: str) -> bytes | None:
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         done = subprocess.run(
-            ["git", "--no-optional-locks", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            capture_output=True, timeout=STATUS_SECONDS, check=False,
-        )  # fmt: skip
+            ["git", "--no-optional-locks", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=STATUS_SECONDS,
+            check=False,
+        )
     except Exception:  # noqa: BLE001 - no git, a timeout, a refused start: nothing to say
         return None
     return done.stdout if done.returncode == 0 else None

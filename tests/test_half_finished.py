@@ -26,8 +26,12 @@ def _repo(folder: Path) -> Path:
     """A repository with one commit (src/a.py, docs/x.md), then: src/a.py changed, src/new.py and
     notes.txt untracked, and a file whose name holds a newline and a quote."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = subprocess_env() | {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                              "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    env = subprocess_env() | {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     run = lambda *a: subprocess.run(["git", *a], cwd=folder, env=env, check=True, capture_output=True)  # noqa: E731
     run("init", "-q")
     (folder / "src").mkdir()
@@ -57,13 +61,21 @@ async def _notes(db_url: str, workspace: str) -> list[str]:
 
 def _serve(db_url: str, workspace: str, agent: str, cwd: Path) -> subprocess.Popen:
     command = [*serve_command(db_url, workspace, agent), "--no-session"]
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=subprocess_env(), cwd=cwd)  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(), cwd=cwd
+    )
     _send(proc, INIT)
     _answer(proc, 0)
     _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": {"name": "claim_task", "arguments": {"lease_seconds": 3600}}})  # fmt: skip
+    _send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "claim_task", "arguments": {"lease_seconds": 3600}},
+        },
+    )
     assert _answer(proc, 1)["result"]["structuredContent"]["task"]["key"] == "a"
     return proc
 

@@ -56,9 +56,12 @@ async def _plan(db_url: str, workspace: str) -> None:
         got = await h.tasks.claim(Identity(workspace, "ann"), task_key="build")
         assert got.lease is not None
         await h.tasks.update(
-            Identity(workspace, "ann"), task_key="build", action="complete", lease_token=got.lease.token,
+            Identity(workspace, "ann"),
+            task_key="build",
+            action="complete",
+            lease_token=got.lease.token,
             verification="built",
-        )  # fmt: skip
+        )
 
 
 async def test_a_broadcast_about_a_gate_stops_once_the_gate_is_decided(db_url, workspace):

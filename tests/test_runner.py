@@ -429,6 +429,10 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
             _wait_for(lambda: len(model.conversation()) >= 2, 60)
             dead.kill()  # the runner dies; its session's process lives on, hung
             dead.wait()
+            (open_,) = sessions(db, WS)  # at once, not after the runner's renewals: its process is gone
+            assert open_["outcome"] is None and open_["runner_gone"] is True, open_
+            shown = run_cli("sessions", "--db", db, "--workspace", WS, env=env)
+            assert "running, runner gone" in shown.stdout, shown.stdout + shown.stderr
             began = time.monotonic()
             survivor = run(db, WS, proj, env, "--max-sessions", "1", claude=wrapper, timeout=180)
             took = time.monotonic() - began
@@ -447,6 +451,9 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
     )
     ended = [(r["task_key"], r["outcome"]) for r in sorted(sessions(db, WS), key=lambda r: r["started_at"])]
     assert ended == [("t", "crashed"), ("t", "completed")], survivor.stdout
+    crashed = sorted(sessions(db, WS), key=lambda r: r["started_at"])[0]
+    entries = [p for p in story(db, WS, "t")["progress"] if p["agent"] == "runner"]
+    assert any(p["summary"].startswith(f"session {crashed['id'][:8]}: crashed") for p in entries), entries
     assert took < 120  # the dead runner's lease did not have to run out
     assert board(db, WS)["t"]["status"] == "done"
 

@@ -213,6 +213,14 @@ class Runner:
             ):  # fmt: skip
                 ident = Identity(self.workspace, orphan.agent)
                 await self.h.tasks.end_leases(ident, f"runner: session {orphan.id[:8]} crashed: {words}")
+                summary = f"session {orphan.id[:8]}: crashed, {orphan.turns or 0} turns"
+                summary += f", ${orphan.cost_usd:.4f}" if orphan.cost_usd is not None else ", cost unknown"
+                details = f"runner {orphan.runner} stopped answering; settled by runner {self.id}"
+                try:
+                    runner = Identity(self.workspace, RUNNER_AGENT)
+                    await self.h.progress.record(runner, summary=summary, details=details, task_key=orphan.task_key)
+                except HarnessError as exc:
+                    self.display.say(f"could not write the progress entry of session {orphan.id[:8]}: {exc.message}")
                 self.display.say(f"session {orphan.id[:8]} of a dead runner settled (crashed)")
 
     # -- deciding what to start -------------------------------------------------------------------
