@@ -143,11 +143,11 @@ def taken_from(events: Iterable[tuple[str, str, str | None]], agent: str) -> boo
 
 
 def after_take_over(key: str, holder: str) -> str:
-    """What the old holder of a lease taken over does with its work (`lease_lost`'s way out)."""
+    """What the old holder of a lease taken over does with its work (`lease_lost`'s way out), once the
+    message has named `holder` as the one who works on the task now."""
     return (
-        f"agent {holder!r} works on {key!r} now: commit your uncommitted work to a branch of your own, or "
-        f"message {holder!r} (message(action='send', to={holder!r}, task_key={key!r}, body=...)) about it; "
-        "then claim other work"
+        "commit your uncommitted work to a branch of your own, or message them (message(action='send', "
+        f"to={holder!r}, task_key={key!r}, body=...)); then claim other work"
     )
 
 

@@ -46,7 +46,7 @@ async def test_the_old_holders_progress_about_the_task_is_refused_and_not_writte
     async with mcp_client(db_url, workspace, "ann") as ann:
         lost = await fail(ann, "record_progress", summary="half of src/ done", task_key="a")
         assert lost.code == "lease_lost", lost.text
-        assert "taken over" in lost.text and "agent 'bob' works on 'a' now" in lost.text, lost.text
+        assert "taken over by agent 'bob', who works on it now" in lost.text, lost.text
         assert "message" in lost.text and "branch" in lost.text, lost.text
         await call(ann, "record_progress", summary="about nothing in particular")  # without the task: fine
         log = await call(ann, "restore_state", progress_limit=20)

@@ -112,7 +112,8 @@ class ProgressService(ServiceBase):
             said = ((e.kind, e.actor, json.loads(e.detail).get("previous_owner") if e.detail else None) for e in events)
             if taken_from(said, ident.agent):
                 raise LeaseLost(
-                    f"not recorded: your lease on task {key!r} was taken over; " + after_take_over(key, task.owner)
+                    f"not recorded: your lease on task {key!r} was taken over by agent {task.owner!r}, who works "
+                    "on it now: " + after_take_over(key, task.owner)
                 )
         held = task.status == "claimed" and task.owner == ident.agent and (task.lease_expires_at or 0) > now()
         if args.status == "done" and held:

@@ -296,5 +296,5 @@ class TaskActions(ServiceBase):
                 f"claim_task(task_key={key!r}), then complete with the new lease_token"
             )
         elif row.status == Status.CLAIMED and row.owner is not None and row.owner != agent:
-            way_out = ". " + after_take_over(key, row.owner)
+            way_out = ": " + after_take_over(key, row.owner)
         return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}{way_out}")
