@@ -42,6 +42,11 @@ class LeaseEnder(ServiceBase):
         ended."""
         if tokens is not None and not tokens:
             return []
+        if tokens is None:  # a session's end: git runs only when it holds a lease
+            async with self.db.read() as conn:
+                held = await store.held_by(conn, ident.workspace, ident.agent)
+            if not any(row.status == "claimed" and (row.lease_expires_at or 0) > now() for row in held):
+                return []
         changes = await gather(cwd)  # before the write: git never runs inside a transaction
         at = now()
         async with self.db.write() as conn:
