@@ -40,15 +40,18 @@ _RESERVED = (
 #: whether a workspace has a task at all (`uq_task_key`'s prefix: one seek)
 _ANY_TASK = "SELECT 1 FROM tasks WHERE workspace = ? LIMIT 1"
 #: unread messages for an agent (its name, and its agent's without the session suffix; `*` within the
-#: window) that came after a message id (store/sql/messages.sql holds the same rule)
+#: window, a day for one about no task) that came after a message id, from the messages that still reach
+#: readers (`live_messages`: store/sql/message_views.sql; store/sql/messages.sql holds the same rule)
 _MESSAGES = (
-    "SELECT m.id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.message_id FROM messages m "
+    "SELECT m.id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.message_id FROM live_messages m "
     "WHERE m.workspace = ? AND m.id > ? AND m.acked_at IS NULL AND (m.recipient IN (?, ?) OR (m.recipient = '*' "
-    "AND m.sender <> ? AND m.created_at >= ? AND NOT EXISTS (SELECT 1 FROM message_acks a "
+    "AND m.sender <> ? AND m.created_at >= ? AND (m.task_key IS NOT NULL OR m.created_at >= ?) "
+    "AND NOT EXISTS (SELECT 1 FROM message_acks a "
     "WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = ?))) ORDER BY m.id LIMIT 5"
 )
 _LAST_MESSAGE = "SELECT COALESCE(MAX(id), 0) FROM messages"
 BROADCAST_SECONDS = 7 * 86400  #: as service/messages.py
+LOOSE_SECONDS = 86400  #: as service/messages.py: a `*` message about no task
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,17 @@ def read_messages(db: str | None, workspace: str, agent: str, after: int | None)
     server has not upgraded yet) has none."""
     import time
 
-    params = (workspace, after or 0, agent, agent.split(":", 1)[0], agent, time.time() - BROADCAST_SECONDS, agent)
+    at = time.time()
+    params = (
+        workspace,
+        after or 0,
+        agent,
+        agent.split(":", 1)[0],
+        agent,
+        at - BROADCAST_SECONDS,
+        at - LOOSE_SECONDS,
+        agent,
+    )
     path = sqlite_path(db)
     if path is not None:
         import sqlite3

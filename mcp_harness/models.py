@@ -176,6 +176,8 @@ class Lease(Result):
     expired: bool | None = Field(default=None, exclude_if=lambda v: not v)  #: only `true`, once expired
     #: only `false`: on a replayed answer whose lease no longer holds the task, or has expired
     live: bool | None = Field(default=None, exclude_if=lambda v: v is not False)
+    #: only `true`: this attempt is the task's last (failing, or a lease that runs out, fails the task)
+    last_attempt: bool | None = Field(default=None, exclude_if=lambda v: not v)
 
 
 class TaskCounts(Result):
@@ -579,6 +581,8 @@ class SessionRecord(Result):
     last_words: str | None = None
     transcript: str | None = None  #: the stream's file
     stop_requested_by: str | None = None
+    #: only `true`: still open, but its runner is gone (died without a word; a live runner settles it)
+    runner_gone: bool | None = Field(default=None, exclude_if=lambda v: not v)
 
 
 class RunnerRecord(Result):

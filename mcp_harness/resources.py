@@ -145,8 +145,11 @@ Do exactly this, using the mcp-harness tools:
    may need only a few), each doable in one focused session. For each: a stable key (e.g.
    "auth-login-form"), a title, a description, and `steps`: concrete acceptance steps a tester could
    follow end to end. Set depends_on where order matters and priority for what should come first.
-   Set review: true on risky or irreversible steps (a person approves the result before dependents
-   start), and add a kind: "gate" task where a person must decide (a product or design sign-off).
+   Give each task the `paths` it will touch (e.g. "src/auth/", "docs/*.md"): without them a claim
+   reserves nothing and the commit guard never engages. Set review: true on risky work (a person
+   approves the result before dependents start), and add a kind: "gate" task where a person must
+   decide (a product or design sign-off). Put each irreversible step (tag, publish, deploy) in a task
+   of its own that depends on the reviewed work, never inside a reviewed task's steps.
 3. Call add_tasks with them (in batches if there are many), with a fresh idempotency_key (e.g. a UUID)
    per batch, reused only to retry that batch. Adding an identical task again changes nothing; a used
    task key with other content is refused.
@@ -167,7 +170,9 @@ RESUME = """You are a WORKING session of a long-running project (thread "{thread
    update_task(action="complete", lease_token=..., verification="how you verified each step").
    If it fails, call update_task(action="fail", error=...). If you will not finish it, call
    update_task(action="release", reason="what is done, what is left") before you stop, so that another
-   agent can take it at once (its claim shows your reason in the task's context).
+   agent can take it at once (its claim shows your reason in the task's context). A lease with
+   last_attempt: true is the task's last: release it rather than let it run out. lease_lost means the
+   task is no longer yours: stop editing its files and do what the message says with your work.
    A regression in a done task: update_task(action="reopen", reason=...).
 5. Call record_progress with task_key set to the task: what was done, how it was verified, artifacts
    (files, commit), next_steps.

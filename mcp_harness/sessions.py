@@ -100,6 +100,35 @@ def alive(recorded: str | None) -> bool | None:
     return pid.isdigit() and process_key(int(pid)) == key
 
 
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def pid_alive(host: str, pid: int, registered: float) -> bool | None:
+    """Whether the process that recorded (`host`, `pid`) at `registered` (seconds since the epoch) still
+    runs: None on another host or where /proc cannot say; False once the pid runs no process, or one that
+    started after `registered` (a later process given the same pid)."""
+    import socket  # only here: the hooks' quick path imports this module
+
+    boot = _boot_time()
+    if host != socket.gethostname() or boot is None:
+        return None
+    fields = _stat(pid)
+    if fields is None:
+        return False
+    try:
+        started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return None
+    return started <= registered + 2.0  # /proc's boot time is whole seconds
+
+
 def recorded_pid(recorded: str) -> str:
     """The pid part of a recorded process (for a note)."""
     return recorded.rpartition("/")[2].partition("-")[0]

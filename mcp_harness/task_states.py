@@ -109,6 +109,15 @@ class Effect(enum.Enum):
     FLAGS = "flags"  #: only its ready/blocked flags changed
 
 
+#: the task event kinds that change a task's stored status: a message about a task stops reaching readers
+#: that have not acknowledged it after one of them (the store's `live_messages` view names the same kinds)
+STATUS_EVENTS = frozenset(
+    "claim complete submit fail expire release operator_release revoke reopen approve reject returned cancel".split()
+)
+
+#: how a `not_found` for a task key ends: where the keys are
+UNKNOWN = "; list_tasks shows the keys"
+
 REVOKED_BY_REOPEN = "a dependency was reopened; the lease was revoked"
 EXPIRED_ON_LAST_ATTEMPT = "the lease expired on the last allowed attempt"
 #: a connection's end ended the lease on the last attempt (followed by ": " and why)
@@ -118,6 +127,28 @@ ENDED_ON_LAST_ATTEMPT = "the lease ended on the last allowed attempt"
 def ran_out_on_last_attempt(last_error: str | None) -> bool:
     """Whether a failed task's `last_error` says its lease expired, or ended, on the last attempt."""
     return last_error == EXPIRED_ON_LAST_ATTEMPT or (last_error or "").startswith(ENDED_ON_LAST_ATTEMPT + ":")
+
+
+def taken_from(events: Iterable[tuple[str, str, str | None]], agent: str) -> bool:
+    """Whether `agent`'s lease on a task was taken over by another claim and `agent` has not claimed the
+    task since, from the task's events in order, each (kind, actor, previous owner of a take-over). Such
+    an agent no longer writes about the task (`lease_lost`): its successor works on it now."""
+    lost = False
+    for kind, actor, previous in events:
+        if kind in ("claim", "take_over") and actor == agent:
+            lost = False
+        elif kind == "take_over" and previous == agent:
+            lost = True
+    return lost
+
+
+def after_take_over(key: str, holder: str) -> str:
+    """What the old holder of a lease taken over does with its work (`lease_lost`'s way out), once the
+    message has named `holder` as the one who works on the task now."""
+    return (
+        "commit your uncommitted work to a branch of your own, or message them (message(action='send', "
+        f"to={holder!r}, task_key={key!r}, body=...)); then claim other work"
+    )
 
 
 class _Keep(enum.Enum):
@@ -366,8 +397,8 @@ def _retry_now(t: Task, g: Given) -> Outcome:
 _HOLDER = frozenset({Status.CLAIMED})
 _IN_REVIEW = frozenset({Status.IN_REVIEW})
 _REVIEW_INSTEAD = (
-    "record_progress asking for review, then claim other work (claim_task says waiting_on_review while a person "
-    "decides)"
+    "message(action='send', to='operators', task_key=..., body=...) asking a person to decide, then claim other "
+    "work (claim_task says waiting_on_review while a person decides)"
 )
 _RELEASE_INSTEAD = "only the lease's holder (with its lease_token) or a person releases it; claim other work"
 

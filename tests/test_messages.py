@@ -130,14 +130,18 @@ async def test_addressing_sessions_every_agent_and_operators(harness, workspace)
     assert (await msg.act(person, action="ack", ids=[to_ops, to_all])).acked == 2
 
 
-async def test_a_message_to_every_agent_reaches_readers_for_seven_days(harness, workspace):
+async def test_a_message_to_every_agent_reaches_readers_for_a_day_or_seven_about_a_task(harness, workspace):
     msg = harness.messages
+    await harness.tasks.add(me(workspace, "alice"), tasks=[{"key": "t", "title": "T"}])
     await msg.act(me(workspace, "alice"), action="send", to="*", body="old news")
+    await msg.act(me(workspace, "alice"), action="send", to="*", task_key="t", body="about t")
+    clock.advance(23 * 3600)
+    assert (await msg.read(me(workspace, "bob"))).unread == 2
+    clock.advance(3600 + 1)
+    assert [m.body for m in (await msg.read(me(workspace, "bob"))).messages] == ["about t"]
     clock.advance(6 * 86400)
-    assert (await msg.read(me(workspace, "bob"))).unread == 1
-    clock.advance(2 * 86400)
     assert (await msg.read(me(workspace, "bob"))).unread == 0
-    assert (await msg.read(me(workspace, "bob"), unread_only=False)).messages, "still listed with --all"
+    assert len((await msg.read(me(workspace, "bob"), unread_only=False)).messages) == 2, "still listed with --all"
 
 
 async def test_limits_and_bad_input_are_clear(db_url, workspace):

@@ -161,6 +161,7 @@ def describe(conn: Connection) -> dict[str, Any]:
             "triggers": _triggers(conn, table),
         }
     schema["(functions)"] = _functions(conn)
+    schema["(views)"] = _views(conn)
     return schema
 
 
@@ -189,6 +190,15 @@ def _functions(conn: Connection) -> dict[str, str]:
     return {name: _normal(sql) for name, sql in rows}
 
 
+def _views(conn: Connection) -> dict[str, str]:
+    """View name -> its definition as the database reports it (whitespace normalised)."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+    else:
+        rows = conn.execute(text("SELECT viewname, definition FROM pg_views WHERE schemaname = current_schema()"))
+    return {name: _normal(sql) for name, sql in rows}
+
+
 async def schema_of(url: str, build: Callable[[Connection], None] | None = None) -> dict[str, Any]:
     engine = create_async_engine(url)
     try:
@@ -206,7 +216,13 @@ def differences(built: dict[str, Any], declared: dict[str, Any]) -> list[str]:
     out = [f"function {name}: migrations give {functions[0].get(name)}, tables.py declares {functions[1].get(name)}"
            for name in sorted(functions[0].keys() | functions[1].keys())
            if functions[0].get(name) != functions[1].get(name)]  # fmt: skip
-    built, declared = ({k: v for k, v in d.items() if k != "(functions)"} for d in (built, declared))
+    views = built.get("(views)", {}), declared.get("(views)", {})
+    out += [
+        f"view {name}: migrations give {views[0].get(name)}, tables.py declares {views[1].get(name)}"
+        for name in sorted(views[0].keys() | views[1].keys())
+        if views[0].get(name) != views[1].get(name)
+    ]
+    built, declared = ({k: v for k, v in d.items() if k not in ("(functions)", "(views)")} for d in (built, declared))
     out += [f"table {t}: only in the migrated database" for t in built.keys() - declared.keys()]
     out += [f"table {t}: declared in tables.py, no migration creates it" for t in declared.keys() - built.keys()]
     for table in sorted(built.keys() & declared.keys()):
@@ -245,6 +261,7 @@ async def test_migrations_build_the_schema_the_tables_declare(new_database):
     assert declared["checkpoints"]["indexes"]["ix_checkpoint_label"][3], "partial-index predicates are compared"
     assert declared["tasks"]["triggers"], "triggers are compared"
     assert declared["(functions)"] or url.startswith("sqlite"), "functions are compared"
+    assert declared["(views)"]["live_messages"], "views are compared"
     assert differences(await schema_of(url), declared) == []
 
 

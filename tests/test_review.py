@@ -79,7 +79,7 @@ async def test_the_whole_review_cycle(db_url, workspace):
         for action in ("approve", "reject"):
             err = await fail(agent, "update_task", task_key="design", action=action, comment="self-approved")
             assert err.code == "forbidden" and "a person's decision" in err.text and "'agent'" in err.text, err.text
-            assert "waiting_on_review" in err.text and "record_progress" in err.text, err.text
+            assert "waiting_on_review" in err.text and "to='operators'" in err.text, err.text
             assert not any(how in err.text for how in ("token", "serve", "--role", "CLI")), err.text
         err = await fail(ann, "update_task", task_key="design", action="reject")
         assert err.code == "invalid_argument" and "comment" in err.text

@@ -285,7 +285,7 @@ def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_
 def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_committed(
     tmp_path, proj, db, claude_binary
 ):
-    add_tasks(db, WS, [{"key": f"t{n}", "title": f"write file {n}", "paths": [f"f{n}.txt"]} for n in (1, 2)])
+    add_tasks(db, WS, [{"key": f"t{n}", "title": f"write file {n}", "paths": [f"t{n}.txt"]} for n in (1, 2)])
 
     def script(turn):
         key, token = task_of(turn)
@@ -317,6 +317,11 @@ def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_comm
         assert f"{record['task_key']}.txt" in shown.stdout
         entry = [e for e in progress_of(db, WS) if e["task_key"] == record["task_key"]][0]
         assert "committed as" in entry["details"] and f"harness/slot-{slot}" in entry["details"]
+        # the settling's note names what the session left uncommitted in its worktree, before the commit
+        notes = [e["summary"] for e in progress_of(db, WS, "harness") if e["task_key"] == record["task_key"]]
+        (ended,) = [n for n in notes if n.startswith("the lease of")]
+        where = proj / ".mcp-harness" / "worktrees" / f"slot-{slot}"
+        assert f"uncommitted under its paths in {where}: ?? {record['task_key']}.txt" in ended, ended
     excluded = (proj / ".git" / "info" / "exclude").read_text()
     assert "/.mcp-harness/" in excluded
 
@@ -429,6 +434,10 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
             _wait_for(lambda: len(model.conversation()) >= 2, 60)
             dead.kill()  # the runner dies; its session's process lives on, hung
             dead.wait()
+            (open_,) = sessions(db, WS)  # at once, not after the runner's renewals: its process is gone
+            assert open_["outcome"] is None and open_["runner_gone"] is True, open_
+            shown = run_cli("sessions", "--db", db, "--workspace", WS, env=env)
+            assert "running, runner gone" in shown.stdout, shown.stdout + shown.stderr
             began = time.monotonic()
             survivor = run(db, WS, proj, env, "--max-sessions", "1", claude=wrapper, timeout=180)
             took = time.monotonic() - began
@@ -447,6 +456,9 @@ def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_sessio
     )
     ended = [(r["task_key"], r["outcome"]) for r in sorted(sessions(db, WS), key=lambda r: r["started_at"])]
     assert ended == [("t", "crashed"), ("t", "completed")], survivor.stdout
+    crashed = sorted(sessions(db, WS), key=lambda r: r["started_at"])[0]
+    entries = [p for p in story(db, WS, "t")["progress"] if p["agent"] == "runner"]
+    assert any(p["summary"].startswith(f"session {crashed['id'][:8]}: crashed") for p in entries), entries
     assert took < 120  # the dead runner's lease did not have to run out
     assert board(db, WS)["t"]["status"] == "done"
 

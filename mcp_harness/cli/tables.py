@@ -121,7 +121,8 @@ def status_report(report: dict[str, Any]) -> list[Any]:
         for r in report["running_sessions"]:
             cost = f"${r['cost_usd']:.4f}" if r.get("cost_usd") is not None else "unknown"
             turns = str(r["turns"]) if r.get("turns") is not None else "unknown"
-            running.add_row(r["id"][:8], str(r["slot"]), r["task_key"] or r["kind"], r["agent"], when(r["started_at"]),
+            session = r["id"][:8] + (" (runner gone)" if r.get("runner_gone") else "")
+            running.add_row(session, str(r["slot"]), r["task_key"] or r["kind"], r["agent"], when(r["started_at"]),
                             turns, cost, r.get("last_tool") or "")  # fmt: skip
         out.append(running)
     if report["largest_checkpoints"]:

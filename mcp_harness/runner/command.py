@@ -192,7 +192,7 @@ def sessions(args: argparse.Namespace) -> int:
         for r in records:
             cost = f"${r.cost_usd:.4f}" if r.cost_usd is not None else "unknown"
             turns = str(r.turns) if r.turns is not None else ""
-            outcome = r.outcome or "running"
+            outcome = r.outcome or ("running, runner gone" if r.runner_gone else "running")
             shown.add_row(
                 r.id[:8], str(r.slot), r.task_key or r.kind, outcome, turns, cost, r.started_at[:19], r.last_words or ""
             )

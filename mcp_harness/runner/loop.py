@@ -213,6 +213,14 @@ class Runner:
             ):  # fmt: skip
                 ident = Identity(self.workspace, orphan.agent)
                 await self.h.tasks.end_leases(ident, f"runner: session {orphan.id[:8]} crashed: {words}")
+                summary = f"session {orphan.id[:8]}: crashed, {orphan.turns or 0} turns"
+                summary += f", ${orphan.cost_usd:.4f}" if orphan.cost_usd is not None else ", cost unknown"
+                details = f"runner {orphan.runner} stopped answering; settled by runner {self.id}"
+                try:
+                    runner = Identity(self.workspace, RUNNER_AGENT)
+                    await self.h.progress.record(runner, summary=summary, details=details, task_key=orphan.task_key)
+                except HarnessError as exc:
+                    self.display.say(f"could not write the progress entry of session {orphan.id[:8]}: {exc.message}")
                 self.display.say(f"session {orphan.id[:8]} of a dead runner settled (crashed)")
 
     # -- deciding what to start -------------------------------------------------------------------
@@ -483,7 +491,7 @@ class Runner:
         if words:
             note += f"; its last words: {words}"
         if key is not None and token is not None and status == "claimed":
-            await self._settle(ident, key, token, outcome, note)
+            await self._settle(ident, key, token, outcome, note, workdir)
         await self._give_back_others(ident, key, session)
         saved = None
         if self.options.worktrees:
@@ -549,14 +557,17 @@ class Runner:
                     continue  # ended meanwhile
                 self.display.say(f"session {session[:8]} had claimed {row.key} too: given back")
 
-    async def _settle(self, ident: Identity, key: str, token: str, outcome: SessionOutcome, note: str) -> None:
+    async def _settle(
+        self, ident: Identity, key: str, token: str, outcome: SessionOutcome, note: str, workdir: Path | None = None
+    ) -> None:
         """End the lease of a task still held: given back (no attempt counted) after a rate limit or a
-        setup error, else as a connection's end does (the attempt stays counted), with the note."""
+        setup error, else as a connection's end does (the attempt stays counted), with the note (which
+        names what the session left uncommitted in `workdir`, the folder it worked in)."""
         try:
             if outcome in outcomes.GIVE_BACK:
                 await self.h.tasks.update(ident, task_key=key, action="release", lease_token=token, reason=note)
             else:
-                await self.h.tasks.end_leases(ident, note, tokens=[token])
+                await self.h.tasks.end_leases(ident, note, tokens=[token], cwd=workdir)
         except HarnessError as exc:
             self.display.say(f"could not settle {key}: {exc.message}")
 

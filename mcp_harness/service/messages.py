@@ -2,8 +2,11 @@
 
 Addressing (contract revision 3): `to: A` reaches A and every `A:<session>` until one of them
 acknowledges it; `to: "A:<session>"` that session only; `*` every agent that reads within
-`BROADCAST_DAYS` of the sending, each acknowledging for itself; `operators` the callers with the operator
-role (the people). What a caller reads is what is addressed to it; workspaces never see each other's."""
+`BROADCAST_DAYS` of the sending (one about no task: within `LOOSE_SECONDS`, a day), each acknowledging
+for itself; `operators` the callers with the operator
+role (the people). What a caller reads is what is addressed to it; workspaces never see each other's.
+A message about a task stops reaching readers that have not acknowledged it once the task's status has
+changed after it was sent (the rule's one home is the store's `live_messages` view)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from ..store import messages as store
 from ..store import tasks as task_store
 from ..store.common import ensure_workspace, now
 from ..store.records import MessageRow, TaskRecord
-from ..task_states import Status
+from ..task_states import UNKNOWN, Status
 from .base import Identity, ServiceBase, iso, new_id
 
 MAX_BODY_BYTES = 8 * 1024
@@ -27,6 +30,8 @@ MAX_BODY_BYTES = 8 * 1024
 MAX_OPEN_PER_ADDRESSEE = 1000
 BROADCAST_DAYS = 7
 BROADCAST_SECONDS = BROADCAST_DAYS * 86400
+#: a `*` message about no task reaches readers this long (nothing else tells when it is stale)
+LOOSE_SECONDS = 86400
 #: how many unread messages restore_state carries
 BRIEF_MESSAGES = 5
 #: sessions a send's warning names at most
@@ -59,9 +64,15 @@ def since() -> float:
     return now() - BROADCAST_SECONDS
 
 
+def windows() -> dict[str, float]:
+    """Where the windows of `*` messages start: about a task (`since`) and about none (`day`)."""
+    at = now()
+    return {"since": at - BROADCAST_SECONDS, "day": at - LOOSE_SECONDS}
+
+
 async def unread(conn: Connection, ident: Identity) -> int:
     """How many messages wait for the caller (one indexed count)."""
-    return await store.count_unread(conn, ident.workspace, who(ident), since())
+    return await store.count_unread(conn, ident.workspace, who(ident), **windows())
 
 
 async def unread_count(conn: Connection, ident: Identity) -> Unread | None:
@@ -75,7 +86,7 @@ async def inbox(conn: Connection, ident: Identity) -> Inbox | None:
     count = await unread(conn, ident)
     if count == 0:
         return None
-    rows = await store.inbox(conn, ident.workspace, who(ident), since=since(), unread_only=True, limit=BRIEF_MESSAGES)
+    rows = await store.inbox(conn, ident.workspace, who(ident), **windows(), unread_only=True, limit=BRIEF_MESSAGES)
     return Inbox(unread=count, messages=[message(r) for r in rows])
 
 
@@ -155,7 +166,9 @@ class MessageService(ServiceBase):
             ws = ident.workspace
             task = await task_store.get(conn, ws, args.task_key) if args.task_key is not None else None
             if args.task_key is not None and task is None:
-                raise NotFound(f"no task with key {args.task_key!r} in this workspace (omit task_key for none)")
+                raise NotFound(
+                    f"no task with key {args.task_key!r} in this workspace{UNKNOWN} (omit task_key for none)"
+                )
             if args.reply_to is not None and not await store.exists(conn, ws, args.reply_to):
                 raise NotFound(f"no message with id {args.reply_to!r} in this workspace to reply to")
             window = since() if to == EVERY_AGENT else 0.0
@@ -189,7 +202,7 @@ class MessageService(ServiceBase):
             raise InvalidArgument(f"limit must be 1 to 200, got {limit}")
         async with self.db.read() as conn:
             rows = await store.inbox(
-                conn, ident.workspace, who(ident), since=since(), unread_only=unread_only, limit=limit
+                conn, ident.workspace, who(ident), **windows(), unread_only=unread_only, limit=limit
             )
             count = await unread(conn, ident)
         return MessageResult(messages=[message(r) for r in rows], unread=count)

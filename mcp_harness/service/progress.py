@@ -6,7 +6,7 @@ import json
 from typing import Any, cast
 
 from ..arguments import RecordProgressArgs
-from ..errors import InvalidArgument, NotFound, TooLarge
+from ..errors import InvalidArgument, LeaseLost, NotFound, TooLarge
 from ..jsonvalue import canonical, check_depth, dumps
 from ..models import ProgressEntry, ProgressStatus, RecordProgressResult
 from ..store import Connection
@@ -14,6 +14,7 @@ from ..store import progress as store
 from ..store import tasks as task_store
 from ..store.common import now
 from ..store.records import ProgressRow
+from ..task_states import Status, after_take_over, taken_from
 from .base import Identity, ServiceBase, iso, new_id
 from .search import reading, search_terms
 
@@ -95,7 +96,8 @@ class ProgressService(ServiceBase):
         return await self.exactly_once(ident, args, RecordProgressResult, body)
 
     async def _check_task(self, conn: Connection, ident: Identity, args: RecordProgressArgs) -> str | None:
-        """Refuse a task_key that names no task; warn when `done` is said of a task the caller still holds
+        """Refuse a task_key that names no task, and an entry about a task by the agent whose lease on it
+        was taken over (its successor works on it now); warn when `done` is said of a task the caller still holds
         (a progress entry completes nothing: the lease would run out and the task be retried)."""
         key = args.task_key
         assert key is not None  # the caller checks it
@@ -105,6 +107,14 @@ class ProgressService(ServiceBase):
                 f"no task with key {key!r} in this workspace: list_tasks shows the keys "
                 "(omit task_key for progress about no task)"
             )
+        if task.status == Status.CLAIMED and task.owner is not None and task.owner != ident.agent:
+            events = await task_store.events(conn, ident.workspace, key)
+            said = ((e.kind, e.actor, json.loads(e.detail).get("previous_owner") if e.detail else None) for e in events)
+            if taken_from(said, ident.agent):
+                raise LeaseLost(
+                    f"not recorded: your lease on task {key!r} was taken over by agent {task.owner!r}, who works "
+                    "on it now: " + after_take_over(key, task.owner)
+                )
         held = task.status == "claimed" and task.owner == ident.agent and (task.lease_expires_at or 0) > now()
         if args.status == "done" and held:
             return (

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from ..errors import InvalidArgument, NotFound
 from ..models import RunnerRecord, SessionOutcome, SessionRecord
+from ..sessions import pid_alive
 from ..store import runs as store
 from ..store.common import now
 from ..store.records import AgentSessionRow, RunnerRow
@@ -43,6 +44,14 @@ def session_record(row: AgentSessionRow) -> SessionRecord:
     )
 
 
+def runner_gone(row: RunnerRow | None, at: float) -> bool:
+    """Whether a runner no longer runs: it ended, was not seen for three renewals, or (on this machine)
+    its process is gone, as a `kill -9` leaves it: known at once, not after the renewals."""
+    if row is None or row.ended_at is not None or row.seen_at < at - 3 * RUNNER_SEEN_SECONDS:
+        return True
+    return pid_alive(row.host, row.pid, row.started_at) is False
+
+
 def runner_record(row: RunnerRow) -> RunnerRecord:
     return RunnerRecord(
         id=row.id, host=row.host, pid=row.pid, started_at=iso(row.started_at), seen_at=iso(row.seen_at),
@@ -69,9 +78,10 @@ class RunService(ServiceBase):
             await store.end_runner(conn, runner, now())
 
     async def live_runners(self, ident: Identity) -> list[RunnerRecord]:
+        at = now()
         async with self.db.read() as conn:
-            rows = await store.live_runners(conn, ident.workspace, now() - 3 * RUNNER_SEEN_SECONDS)
-        return [runner_record(r) for r in rows]
+            rows = await store.live_runners(conn, ident.workspace, at - 3 * RUNNER_SEEN_SECONDS)
+        return [runner_record(r) for r in rows if not runner_gone(r, at)]
 
     # -- its sessions -----------------------------------------------------------------------------
 
@@ -139,18 +149,32 @@ class RunService(ServiceBase):
         return session_record(row)
 
     async def list(self, ident: Identity, *, live: bool = False, limit: int = SESSIONS_LISTED) -> list[SessionRecord]:
+        """The workspace's sessions, newest first (`live`: those still open); an open one whose runner is
+        gone says `runner_gone`."""
+        at = now()
         async with self.db.read() as conn:
             if live:
                 rows = await store.live_sessions(conn, ident.workspace)
             else:
                 rows = await store.sessions(conn, ident.workspace, min(limit, SESSIONS_LISTED))
-        return [session_record(r) for r in rows]
+            runners = (
+                await store.open_session_runners(conn, ident.workspace) if any(r.ended_at is None for r in rows) else {}
+            )
+        return [
+            session_record(r).model_copy(update={"runner_gone": True})
+            if r.ended_at is None and runner_gone(runners.get(r.runner), at)
+            else session_record(r)
+            for r in rows
+        ]
 
     async def orphans(self, workspace: str) -> builtins.list[SessionRecord]:
-        """Sessions still open whose runner has ended or died: another runner settles them."""
+        """Sessions still open whose runner has ended or died (not seen for three renewals, or on this
+        machine its process is gone): another runner settles them."""
+        at = now()
         async with self.db.read() as conn:
-            rows = await store.orphan_sessions(conn, workspace, now() - 3 * RUNNER_SEEN_SECONDS)
-        return [session_record(r) for r in rows]
+            rows = await store.live_sessions(conn, workspace)
+            runners = await store.open_session_runners(conn, workspace) if rows else {}
+        return [session_record(r) for r in rows if runner_gone(runners.get(r.runner), at)]
 
     async def outcomes(self, ident: Identity) -> builtins.list[tuple[str, int, float | None]]:
         """(outcome, sessions, their summed cost) of the workspace's ended sessions."""

@@ -25,7 +25,19 @@ from ..store import Connection, Database, reservations
 from ..store import tasks as store
 from ..store.common import now
 from ..store.records import TaskRecord
-from ..task_states import RULES, Action, Given, Outcome, Rule, Status, Who, completed, ran_out_on_last_attempt
+from ..task_states import (
+    RULES,
+    UNKNOWN,
+    Action,
+    Given,
+    Outcome,
+    Rule,
+    Status,
+    Who,
+    after_take_over,
+    completed,
+    ran_out_on_last_attempt,
+)
 from . import task_paths
 from .base import Identity, ServiceBase
 from .task_events import event, lease_history, logged
@@ -136,7 +148,7 @@ class TaskActions(ServiceBase):
         if rule.who is Who.HOLDER:  # fenced by the lease token; the store records the event with the change
             row = await store.update_leased(conn, ws, key, args.lease_token or "", outcome.change, ev, at)
             if row is None:
-                raise await self._lease_lost(conn, ws, args)
+                raise await self._lease_lost(conn, ws, args, ident.agent)
         else:
             row = await store.update_where_status(conn, ws, key, rule.allowed, outcome.change)
             if row is None:  # changed since it was read
@@ -255,11 +267,14 @@ class TaskActions(ServiceBase):
         """The task's row before the change."""
         row = await store.get(conn, ws, key)
         if row is None:
-            raise NotFound(f"no task with key {key!r} in this workspace")
+            raise NotFound(f"no task with key {key!r} in this workspace{UNKNOWN}")
         return row
 
-    async def _lease_lost(self, conn: Connection, ws: str, args: UpdateTaskArgs) -> InvalidArgument | LeaseLost:
-        """`lease_lost`, saying what happened to the lease, from the task's events."""
+    async def _lease_lost(
+        self, conn: Connection, ws: str, args: UpdateTaskArgs, agent: str
+    ) -> InvalidArgument | LeaseLost:
+        """`lease_lost`, saying what happened to the lease, from the task's events; when another agent
+        holds the task now, what to do with the work done under the lost lease."""
         key, action = args.task_key, args.action
         row = await self._current(conn, ws, key)
         if row.status == Status.IN_REVIEW:  # its lease ended when it was submitted
@@ -280,4 +295,6 @@ class TaskActions(ServiceBase):
                 f". If the work is finished: update_task(task_key={key!r}, action='reopen', reason=...), then "
                 f"claim_task(task_key={key!r}), then complete with the new lease_token"
             )
+        elif row.status == Status.CLAIMED and row.owner is not None and row.owner != agent:
+            way_out = ": " + after_take_over(key, row.owner)
         return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}{way_out}")

@@ -17,10 +17,12 @@ from ..store import tasks as store
 from ..store.common import now
 from ..store.records import ClaimedTask
 from ..store.tasks import PathMode
+from ..task_states import UNKNOWN
+from ..work_tree import Changes, gather
 from .base import Identity, ServiceBase
 from .task_context import task_context
 from .task_end import LeaseEnder
-from .task_events import event, fail_exhausted, fingerprint, logged
+from .task_events import event, fail_exhausted, fingerprint, left_behind, logged
 from .task_paths import claim_reserving, reserved_answer
 from .task_reasons import why_nothing, with_holders
 from .task_views import lease_now, lease_of, status_of, task_view
@@ -51,13 +53,17 @@ def _claimed(row: ClaimedTask, at: float, context: TaskContext | None) -> ClaimT
     return ClaimTaskResult(task=task_view(row, at, HandedTask, context=context), lease=lease_of(row, at))
 
 
-async def _log_take_over(conn: Connection, ident: Identity, row: ClaimedTask, at: float) -> None:
+async def _log_take_over(
+    conn: Connection, ident: Identity, row: ClaimedTask, at: float, changes: Changes | None
+) -> None:
     """The claim statement recorded the take-over event; the log gets the harness's entry about it, which
-    says why the lease ended when a connection's (a session's) end ended it, else that it expired."""
+    says why the lease ended when a connection's (a session's) end ended it, else that it expired, and
+    what `git status` showed uncommitted under the task's paths (`changes`, gathered before)."""
     detail: dict[str, Any] = {"previous_owner": row.taken_from}
     ended = await store.last_event(conn, ident.workspace, row.key, "lease_end")
     if ended is not None and ended.actor == row.taken_from and ended.attempt == row.attempts - 1 and ended.detail:
         detail["ended"] = json.loads(ended.detail).get("reason")
+    detail |= left_behind(changes, row.paths)
     ev = event("take_over", ident.agent, detail)
     await logged(conn, ident.workspace, row.key, row.attempts, ev, at, recorded=True)
 
@@ -80,8 +86,10 @@ class TaskClaimer(ServiceBase):
         lease_seconds, tags, task_key = args.lease_seconds, args.tags, args.task_key
         deadline = anyio.current_time() + args.wait_seconds
 
+        changes: Changes | None = None
+
         async def body(conn: Connection) -> tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult:
-            return await self._claim_once(conn, ident, lease_seconds, tags, task_key)
+            return await self._claim_once(conn, ident, lease_seconds, tags, task_key, changes)
 
         def finish(raw: tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult) -> ClaimTaskResult:
             return raw if isinstance(raw, ClaimTaskResult) else _claimed(*raw)
@@ -102,6 +110,9 @@ class TaskClaimer(ServiceBase):
                     return taken
             # nothing was free: a lease whose stdio server process is gone ends now, and the claim takes it
             await self.ending.end_dead(ident.workspace)
+            # a claim here may take over a lease that ran out: what it left uncommitted is read first,
+            # outside the transaction (only when there is such a lease)
+            changes = await self._changes_if_expired(ident.workspace)
             result = await self.exactly_once(
                 ident, args, ClaimTaskResult, body, finish=finish, remember=lambda r: r.task is not None, replay=replay
             )
@@ -113,6 +124,13 @@ class TaskClaimer(ServiceBase):
             if anyio.current_time() >= deadline:
                 # One last look: the change may have come in the final moment.
                 deadline = anyio.current_time()
+
+    async def _changes_if_expired(self, workspace: str) -> Changes | None:
+        """The work tree's changes when a lease of `workspace` ran out and no claim took it yet, else None."""
+        async with self.db.read() as conn:
+            if not await store.has_expired_lease(conn, workspace, now()):
+                return None
+        return await gather()
 
     async def _claim_single(
         self, ident: Identity, lease_seconds: int, tags: list[str] | None, task_key: str | None
@@ -132,8 +150,9 @@ class TaskClaimer(ServiceBase):
             return None
         if row.taken_from is not None:  # rare: an expired lease taken over; the log hears of it
             self._count_take_over(ident.workspace)
+            changes = await gather()
             async with self.db.write() as conn:
-                await _log_take_over(conn, ident, row, at)
+                await _log_take_over(conn, ident, row, at, changes)
                 context = await task_context(conn, ident.workspace, row)
         return _claimed(row, at, context)
 
@@ -144,8 +163,10 @@ class TaskClaimer(ServiceBase):
         lease_seconds: int,
         tags: list[str] | None,
         task_key: str | None,
+        changes: Changes | None = None,
     ) -> tuple[ClaimedTask, float, TaskContext | None] | ClaimTaskResult:
-        """The claimed row (turned into a result after commit), or why nothing was claimed."""
+        """The claimed row (turned into a result after commit), or why nothing was claimed. `changes`: the
+        work tree's, for the note of a take-over."""
         at = now()
 
         async def take(paths: PathMode, allowed: int | None) -> ClaimedTask | None:
@@ -155,17 +176,19 @@ class TaskClaimer(ServiceBase):
         if row is not None:
             if row.taken_from is not None:
                 self._count_take_over(ident.workspace)
-                await _log_take_over(conn, ident, row, at)
+                await _log_take_over(conn, ident, row, at, changes)
             return row, at, await task_context(conn, ident.workspace, row)
         # Nothing claimable: now (off the hot path) fail leases that ran out on their last attempt,
         # and work out why nothing was returned.
         if task_key is not None:
             named = await store.get(conn, ident.workspace, task_key)
             if named is None:
-                raise NotFound(f"no task with key {task_key!r} in this workspace")
+                raise NotFound(f"no task with key {task_key!r} in this workspace{UNKNOWN}")
             if named.kind == "gate":
                 raise InvalidArgument(
-                    f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed"
+                    f"task {task_key!r} is a gate: a person's decision (approve or reject), never claimed. To ask "
+                    f"for it: message(action='send', to='operators', task_key={task_key!r}, body=...); then claim "
+                    "other work"
                 )
         await fail_exhausted(conn, ident.workspace, at)
         why = await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)

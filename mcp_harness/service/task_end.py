@@ -9,13 +9,16 @@ names the previous holder); on the last attempt the task fails at once. Each end
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..config import Settings
 from ..sessions import alive, recorded_pid
 from ..store import Database
 from ..store import tasks as store
 from ..store.common import now
+from ..work_tree import gather
 from .base import Identity, ServiceBase
-from .task_events import event, fail_exhausted, logged
+from .task_events import event, fail_exhausted, left_behind, logged
 from .task_wait import Wakeup
 
 
@@ -25,18 +28,33 @@ class LeaseEnder(ServiceBase):
         self.wakeup = wakeup
 
     async def end_leases(
-        self, ident: Identity, reason: str, *, tokens: list[str] | dict[str, float] | None = None
+        self,
+        ident: Identity,
+        reason: str,
+        *,
+        tokens: list[str] | dict[str, float] | None = None,
+        cwd: Path | None = None,
     ) -> list[str]:
         """End `ident`'s live leases (only those of `tokens` when given: a connection's own; as token ->
         when the connection last took or renewed it, a lease renewed since through another connection
-        stays), each with a note naming the holder and `reason`. Returns the keys of the tasks whose lease
+        stays), each with a note naming the holder, `reason` and the files left uncommitted in the
+        repository of `cwd` (default: this process's folder). Returns the keys of the tasks whose lease
         ended."""
+        if tokens is not None and not tokens:
+            return []
+        if tokens is None:  # a session's end: git runs only when it holds a lease
+            async with self.db.read() as conn:
+                held = await store.held_by(conn, ident.workspace, ident.agent)
+            if not any(row.status == "claimed" and (row.lease_expires_at or 0) > now() for row in held):
+                return []
+        changes = await gather(cwd)  # before the write: git never runs inside a transaction
         at = now()
         async with self.db.write() as conn:
             ended = await store.end_leases(conn, ident.workspace, ident.agent, at, tokens)
             last = {}  # the tasks on their last attempt fail at once, by what happened
             for row in ended:
                 detail = {"reason": reason} | ({"last": True} if row.attempts >= row.max_attempts else {})
+                detail |= left_behind(changes, row.paths)
                 await logged(conn, ident.workspace, row.key, row.attempts, event("lease_end", ident.agent, detail), at)
                 if row.attempts >= row.max_attempts:
                     last[row.key] = reason
@@ -58,6 +76,7 @@ class LeaseEnder(ServiceBase):
         if not dead:
             return []
         ended = []
+        changes = await gather()
         async with self.db.write() as conn:
             last = {}
             for lease in dead:
@@ -66,6 +85,7 @@ class LeaseEnder(ServiceBase):
                     continue
                 reason = f"its process ended (pid {recorded_pid(lease.lease_process)} is gone)"
                 detail = {"reason": reason} | ({"last": True} if row.attempts >= row.max_attempts else {})
+                detail |= left_behind(changes, row.paths)
                 await logged(conn, workspace, row.key, row.attempts, event("lease_end", lease.owner, detail), at)
                 if row.attempts >= row.max_attempts:
                     last[row.key] = reason

@@ -18,6 +18,7 @@ from ..store import Connection
 from ..store import tasks as store
 from ..store.records import TaskEventRow
 from ..task_states import ENDED_ON_LAST_ATTEMPT, Status, TaskChange
+from ..work_tree import Changes
 from .base import Identity
 from .progress import append_entry
 
@@ -80,12 +81,33 @@ def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     return f"task {key} failed on attempt {attempt} ({actor}): " + then(d.get("error") or "no error given", after)
 
 
+def _left(detail: dict[str, Any]) -> str:
+    """What a lease that ended without `complete` left uncommitted, as `git status` showed it to the
+    process that ended it (`work_tree`); nothing when that process runs in no repository."""
+    left = detail.get("uncommitted")
+    if not isinstance(left, dict):
+        return ""
+    files = list(left.get("files") or [])
+    if not files:
+        where = " under its paths" if left.get("under_paths") else ""
+        return f"; git status in {left.get('in')}: nothing uncommitted{where}"
+    more = f" (+{left['more']} more)" if left.get("more") else ""
+    where = " under its paths" if left.get("under_paths") else ""
+    return f"; uncommitted{where} in {left.get('in')}: " + ", ".join(files) + more
+
+
+def left_behind(changes: Changes | None, paths: str | None) -> dict[str, Any]:
+    """The event detail naming what a task's ended lease left uncommitted (`paths`: the task's, as stored)."""
+    return {} if changes is None else {"uncommitted": changes.said(json.loads(paths) if paths else None)}
+
+
 KINDS: dict[str, EventKind] = {
     "claim": EventKind(ended="it was claimed again by agent {actor!r} (attempt {attempt})"),
     "take_over": EventKind(
         says=lambda k, a, n, d: (
             f"{a} took over task {k} (attempt {n}): the lease of {d['previous_owner']} "
             + (f"ended: {d['ended']}" if d.get("ended") else "expired")
+            + _left(d)
         ),  # `ended`: why, when a connection's end did it
         ended="the lease expired and agent {actor!r} took the task over (attempt {attempt})",
     ),
@@ -116,6 +138,7 @@ KINDS: dict[str, EventKind] = {
         says=lambda k, a, n, d: (
             f"the lease of {a} on task {k} ended: "
             + then(d["reason"], "it was the last attempt" if d.get("last") else "the next claim takes it at once")
+            + _left(d)
         ),
     ),
     "revoke": EventKind(

@@ -47,6 +47,7 @@ def lease_of(row: TaskRecord, at: float) -> Lease | None:
         expires_at=iso(row.lease_expires_at),
         expires_in_seconds=math.floor(left),  # to the second, as timestamps are
         expired=left < 0 or None,
+        last_attempt=row.attempts >= row.max_attempts or None,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
@@ -30,7 +31,7 @@ from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from ..task_states import SETTLED, SHOWN
+from ..task_states import SETTLED, SHOWN, UNKNOWN
 from .base import Identity, ServiceBase
 from .messages import message
 from .progress import progress_entry
@@ -93,10 +94,16 @@ class TaskService(ServiceBase):
     context = staticmethod(task_context)
 
     async def end_leases(
-        self, ident: Identity, reason: str, *, tokens: builtins.list[str] | dict[str, float] | None = None
+        self,
+        ident: Identity,
+        reason: str,
+        *,
+        tokens: builtins.list[str] | dict[str, float] | None = None,
+        cwd: Path | None = None,
     ) -> list[str]:
-        """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now."""
-        return await self.ending.end_leases(ident, reason, tokens=tokens)
+        """End `ident`'s live leases (only those of `tokens`: a connection's own) as if they expired now;
+        each note names what `git status` shows uncommitted in `cwd`'s repository (default: this process's)."""
+        return await self.ending.end_leases(ident, reason, tokens=tokens, cwd=cwd)
 
     async def end_dead(self, workspace: str) -> list[str]:
         """End the leases whose stdio server process is gone (a look does it first); never fails the look."""
@@ -200,7 +207,7 @@ class TaskService(ServiceBase):
             async with self.db.read() as conn:
                 row = await store.get(conn, ident.workspace, key)
                 if row is None:
-                    raise NotFound(f"no task with key {key!r} in this workspace")
+                    raise NotFound(f"no task with key {key!r} in this workspace{UNKNOWN}")
                 context = await task_context(conn, ident.workspace, row, full=True)
                 added_by = await store.added_by(conn, ident.workspace, key)
                 counts, ran_out = await store.counts_and_ran_out(conn, ident.workspace, at)

@@ -25,16 +25,31 @@ async def exists(conn: Connection, workspace: str, message_id: str) -> bool:
     return await conn.fetch_value(Q.message_exists, {"ws": workspace, "id": message_id}) is not None
 
 
-async def count_unread(conn: Connection, workspace: str, who: dict[str, str], since: float) -> int:
-    return int(await conn.fetch_value(Q.count_unread, {"ws": workspace, "since": since, **who}))
+async def count_unread(conn: Connection, workspace: str, who: dict[str, str], since: float, day: float) -> int:
+    """What still reaches the caller unread (`since`: the window of `*` messages about a task, `day`: of
+    those about none)."""
+    return int(await conn.fetch_value(Q.count_unread, {"ws": workspace, "since": since, "day": day, **who}))
+
+
+async def count_unread_operators(conn: Connection, workspace: str) -> int:
+    """What still reaches the operators unread (the console's count)."""
+    return int(await conn.fetch_value(Q.count_unread_operators, {"ws": workspace}))
 
 
 async def inbox(
-    conn: Connection, workspace: str, who: dict[str, str], *, since: float, unread_only: bool, limit: int
+    conn: Connection,
+    workspace: str,
+    who: dict[str, str],
+    *,
+    since: float,
+    day: float,
+    unread_only: bool,
+    limit: int,
 ) -> list[MessageRow]:
-    """What is addressed to the caller, newest first."""
+    """What is addressed to the caller, newest first (unread only: what still reaches it, see `count_unread`)."""
     if unread_only:
-        return await conn.fetch_all(Q.unread_messages, {"ws": workspace, "since": since, "limit": limit, **who})
+        params = {"ws": workspace, "since": since, "day": day, "limit": limit, **who}
+        return await conn.fetch_all(Q.unread_messages, params)
     return await conn.fetch_all(Q.all_messages, {"ws": workspace, "limit": limit, **who})
 
 

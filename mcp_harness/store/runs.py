@@ -63,8 +63,9 @@ async def live_sessions(conn: Connection, workspace: str) -> list[AgentSessionRo
     return await conn.fetch_all(Q.live_sessions, {"ws": workspace})
 
 
-async def orphan_sessions(conn: Connection, workspace: str, since: float) -> list[AgentSessionRow]:
-    return await conn.fetch_all(Q.orphan_sessions, {"ws": workspace, "since": since})
+async def open_session_runners(conn: Connection, workspace: str) -> dict[str, RunnerRow]:
+    """The runners of the workspace's open sessions, by id."""
+    return {row.id: row for row in await conn.fetch_all(Q.open_session_runners, {"ws": workspace})}
 
 
 async def outcomes(conn: Connection, workspace: str) -> list[tuple[str, int, float | None]]:

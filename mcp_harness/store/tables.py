@@ -365,9 +365,9 @@ class MessageAck(SQLModel, table=True):
 
 
 def _declare_triggers() -> None:
-    """The triggers, functions and search tables of `sql/task_counts.sql` and `sql/search.sql`, created
-    after the tables (per dialect)."""
-    for source in ("task_counts", "search"):
+    """The triggers, functions and search tables of `sql/task_counts.sql` and `sql/search.sql`, and the
+    view of `sql/message_views.sql`, created after the tables (per dialect)."""
+    for source in ("task_counts", "search", "message_views"):
         ddl = named.load(source)
         for name in ddl:
             for dialect in ddl.written_for(name):

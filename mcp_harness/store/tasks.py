@@ -162,6 +162,11 @@ async def end_leases(
     return await conn.fetch_all(Q.end_leases_by_token, {**params, "tokens": array(conn.dialect, tokens)})
 
 
+async def has_expired_lease(conn: Connection, workspace: str, now: float) -> bool:
+    """Whether a lease of the workspace ran out and no claim took the task over yet."""
+    return await conn.fetch_value(Q.has_expired_lease, {"ws": workspace, "now": now}) is not None
+
+
 async def leases_with_process(conn: Connection, workspace: str, now: float) -> list[LeaseProcessRow]:
     """The live leases taken or last renewed through a stdio server, with the process it recorded."""
     return await conn.fetch_all(Q.leases_with_process, {"ws": workspace, "now": now})

@@ -1,7 +1,10 @@
 -- Messages between agents and people (see tables.Message). The caller's inbox: what is addressed to its
 -- name (:me, e.g. `A:s1`), to its agent without the session (:base, `A`; :me again without a session),
 -- to the operators when it is one (:ops is `operators`, else '' which names nobody), and to every agent
--- (`*`, sent within the window that starts at :since, not by the caller, not acknowledged by it).
+-- (`*`, sent within the window that starts at :since, or at :day for a `*` about no task; not by the
+-- caller, not acknowledged by it). What is unread is read from `live_messages` (message_views.sql): a
+-- message about a task no longer reaches a reader who has not acknowledged it once the task's status
+-- changed after it was sent.
 
 -- name: insert_message
 INSERT INTO messages (message_id, workspace, sender, recipient, subject, body, task_key, reply_to, created_at)
@@ -11,11 +14,11 @@ VALUES (:message_id, :workspace, :sender, :recipient, :subject, :body, :task_key
 SELECT 1 FROM messages WHERE workspace = :ws AND message_id = :id
 
 -- name: count_unread
-SELECT (SELECT count(*) FROM messages
+SELECT (SELECT count(*) FROM live_messages
         WHERE workspace = :ws AND recipient IN (:me, :base, :ops) AND acked_at IS NULL)
-     + (SELECT count(*) FROM messages AS m
+     + (SELECT count(*) FROM live_messages AS m
         WHERE m.workspace = :ws AND m.recipient = '*' AND m.acked_at IS NULL AND m.created_at >= :since
-          AND m.sender <> :me
+          AND (m.task_key IS NOT NULL OR m.created_at >= :day) AND m.sender <> :me
           AND NOT EXISTS (SELECT 1 FROM message_acks AS a
                           WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me))
 
@@ -24,14 +27,14 @@ SELECT (SELECT count(*) FROM messages
 -- Two index range scans (ix_message_inbox), not one OR that would read every message of the workspace.
 SELECT message_id, sender, recipient, subject, body, task_key, reply_to, created_at, "read" FROM (
     SELECT id, message_id, sender, recipient, subject, body, task_key, reply_to, created_at, FALSE AS "read"
-    FROM messages
+    FROM live_messages
     WHERE workspace = :ws AND recipient IN (:me, :base, :ops) AND acked_at IS NULL
     UNION ALL
     SELECT m.id, m.message_id, m.sender, m.recipient, m.subject, m.body, m.task_key, m.reply_to, m.created_at,
            FALSE AS "read"
-    FROM messages AS m
+    FROM live_messages AS m
     WHERE m.workspace = :ws AND m.recipient = '*' AND m.acked_at IS NULL AND m.created_at >= :since
-      AND m.sender <> :me
+      AND (m.task_key IS NOT NULL OR m.created_at >= :day) AND m.sender <> :me
       AND NOT EXISTS (SELECT 1 FROM message_acks AS a
                       WHERE a.workspace = m.workspace AND a.message_id = m.message_id AND a.agent = :me)
 ) AS inbox
@@ -81,6 +84,10 @@ ON CONFLICT DO NOTHING
 -- name: addressed
 SELECT count(*) FROM messages
 WHERE workspace = :ws AND message_id = :id AND (recipient IN (:me, :base, :ops, '*'))
+
+-- name: count_unread_operators
+-- The operators' unread messages (the console's count): as count_unread counts them for a person.
+SELECT count(*) FROM live_messages WHERE workspace = :ws AND recipient = 'operators' AND acked_at IS NULL
 
 -- name: count_open_to
 SELECT count(*) FROM messages

@@ -51,11 +51,11 @@ SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, 
 -- row: AgentSessionRow
 SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, ended_at, outcome, exit_code, turns, cost_usd, last_tool, last_words, transcript, stop_requested_at, stop_requested_by FROM agent_sessions WHERE workspace = :ws AND ended_at IS NULL ORDER BY started_at, id
 
--- name: orphan_sessions
--- row: AgentSessionRow
--- Sessions still open whose runner has ended or has not been seen since :since (it died).
-SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, ended_at, outcome, exit_code, turns, cost_usd, last_tool, last_words, transcript, stop_requested_at, stop_requested_by FROM agent_sessions s WHERE workspace = :ws AND ended_at IS NULL
-    AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = s.runner AND r.ended_at IS NULL AND r.seen_at >= :since)
+-- name: open_session_runners
+-- row: RunnerRow
+-- The runners of the workspace's sessions still open (whether each still runs is judged from these).
+SELECT id, workspace, host, pid, started_at, seen_at, ended_at, waiting FROM runners
+WHERE id IN (SELECT runner FROM agent_sessions WHERE workspace = :ws AND ended_at IS NULL)
 
 -- name: session_outcomes
 -- How the workspace's sessions ended, and what they cost (the metrics).

@@ -141,6 +141,10 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
           review_comment, paths
 
 
+-- name: has_expired_lease
+-- A lease of the workspace that ran out and that no claim took over yet (1, or no row).
+SELECT 1 FROM tasks WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at <= :now LIMIT 1
+
 -- name: leases_with_process
 -- row: LeaseProcessRow
 -- Live leases taken or last renewed through a stdio server, with the process it recorded.
