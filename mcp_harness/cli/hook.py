@@ -7,6 +7,9 @@ answering in its JSON form.
   cancelled or reopened); then it says so, once. This one runs on every prompt: it is kept to the
   standard library and one read-only query (`glance.py`), and never imports the service.
 - `PreCompact`, `StopFailure`: a harness note; `SessionEnd`: the session's leases end (`hook_events.py`).
+  These write and answer nothing, so the hook leaves the write to a process of its own and returns at
+  once (`detach`): Claude Code waits for a SessionEnd hook before it exits, and kills a StopFailure
+  hook's process group moments after a headless run ends on the failure.
 
 A hook never blocks the session and never speaks to the model about its own failures: a malformed
 input, an unreachable database or anything else prints nothing to stdout, logs one line to stderr and
@@ -22,6 +25,11 @@ from typing import Any
 from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, read_mark, write_mark
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure")
+WRITES = ("PreCompact", "SessionEnd", "StopFailure")  #: events that only write: done by a detached process
+#: set in the environment of that process: it does the write itself
+DETACHED_VARIABLE = "MCP_HARNESS_HOOK_DETACHED"
+#: the fields of the client's JSON the writing events read (all the detached process is given)
+WRITE_FIELDS = ("session_id", "hook_event_name", "reason", "error", "trigger")
 HOOK_SECONDS = 20  #: the whole hook, at most (Claude Code's own timeout for it is longer)
 MAX_INPUT = 1 << 20  #: bytes of stdin read, at most
 USAGE = (f"usage: mcp-harness hook {{{'|'.join(EVENTS)}}} [--db DB] [--workspace W] [--agent A] [--no-session] "
@@ -154,11 +162,37 @@ def cmd_hook(args: Any) -> int:
     for name in ("workspace", "agent", "url", "token_env"):
         if getattr(args, name):
             argv += [f"--{name.replace('_', '-')}", getattr(args, name)]
-    return run(argv)
+    return run(argv, detached=True)
 
 
-def run(argv: list[str]) -> int:
-    """The hook: its answer (if any) on stdout; on any failure one line on stderr; always exit 0."""
+def detach(call: HookCall) -> None:
+    """Leave `call`'s write to a new process in a session of its own, and return at once.
+
+    The client runs each hook in a process group of its own and kills that group when it stops waiting
+    (at its exit, for a headless run): the writer must be in none of the hook's groups, and hold none of
+    the hook's pipes (the client's end of them closes at its exit, and a write to one would kill the
+    writer with SIGPIPE). It is given what `resolve` found (the identity looked up from this process's
+    ancestors, which it does not share) and the few fields of the client's JSON the events read."""
+    import subprocess
+
+    if call.event == "SessionEnd" and call.data.get("reason") == "clear":
+        return  # nothing to do (see `hook_events._session_end`): no process for it
+    argv = [sys.executable, "-m", "mcp_harness", "hook", call.event, "--workspace", call.workspace,
+            "--agent", call.agent, "--no-session", *(["--db", call.db] if call.db else []),
+            *(["--url", call.url, "--token-env", call.token_env] if call.url else [])]  # fmt: skip
+    data = {k: call.data[k] for k in WRITE_FIELDS if isinstance(call.data.get(k), str)}
+    writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, DETACHED_VARIABLE: "1"}, start_new_session=True,
+                              close_fds=True)  # fmt: skip
+    assert writer.stdin is not None
+    writer.stdin.write(json.dumps(data)[:4096].encode())  # well under a pipe's buffer: never waits
+    writer.stdin.close()
+    writer.returncode = 0  # not waited for, on purpose: tell `Popen.__del__` so
+
+
+def run(argv: list[str], *, detached: bool = False) -> int:
+    """The hook: its answer (if any) on stdout; on any failure one line on stderr; always exit 0.
+    `detached` (the command line's hook): a writing event's write is left to a process of its own."""
     event = argv[0] if argv else "?"
     if event in ("-h", "--help"):
         print(USAGE)
@@ -168,7 +202,9 @@ def run(argv: list[str]) -> int:
         call = parse(argv)
         call.data = read_input(sys.stdin)
         resolve(call)
-        if call.event == "UserPromptSubmit":
+        if detached and call.event in WRITES and not os.environ.get(DETACHED_VARIABLE):
+            detach(call)
+        elif call.event == "UserPromptSubmit":
             text = prompt_news(call)
             if text:
                 print(answer(call.event, text))
