@@ -35,7 +35,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
         return 0
     from ..service import Identity
     from .common import session_caller
-    from .reading import other_workspaces
 
     workspace = args.workspace or env("WORKSPACE", "default")
     # as `msg`: run in an agent's session, that session's agent (whose held tasks the brief shows)
@@ -59,6 +58,17 @@ def cmd_brief(args: argparse.Namespace) -> int:
         return 0
 
     return with_harness(args, run)
+
+
+async def other_workspaces(h: Harness, ident: Identity) -> str | None:
+    """'workspace X has no data; this database holds: a, b' when X is empty and others are not."""
+    names = await h.workspaces()
+    if ident.workspace in names or not names:
+        return None
+    return (
+        f"workspace {ident.workspace!r} has no data; this database holds: {', '.join(names)} "
+        "(choose one with --workspace or MCP_HARNESS_WORKSPACE)"
+    )
 
 
 async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:

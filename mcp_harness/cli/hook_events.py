@@ -71,8 +71,7 @@ def session_start(call: HookCall) -> str:
 
 
 async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
-    from .brief import render, waiting_rows
-    from .reading import other_workspaces
+    from .brief import other_workspaces, render, waiting_rows
 
     restored = await harness.restore(ident, thread="main")
     rows = await waiting_rows(harness, ident)

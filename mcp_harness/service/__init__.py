@@ -149,6 +149,13 @@ class Harness:
         report["running_sessions"] = [s.model_dump(mode="json") for s in await self.runs.list(ident, live=True)]
         return report
 
+    async def workspaces(self) -> list[str]:
+        """The workspaces this database holds data in, by name (a plain read: no SQLAlchemy)."""
+        from ..store.console import workspace_names
+
+        async with self.db.read() as conn:
+            return await workspace_names(conn)
+
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers."""
         await self.db.ping()
