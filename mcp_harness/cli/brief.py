@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
 from .common import db_setting, env, with_harness
+from .hook_call import one_line
 from .output import say
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def _inbox(restored: dict[str, Any]) -> list[str]:
     lines = [f"Messages for you ({inbox['unread']} unread; read them with message(action=read), ack their ids):"]
     for m in inbox.get("messages") or []:
         about = f" about task {m['task_key']}" if m.get("task_key") else ""
-        lines.append(f"- {m['id']} from {m['from']}{about}: {_cut(' '.join(m['body'].split()), 200)}")
+        lines.append(f"- {m['id']} from {m['from']}{about}: {_cut(m['body'], 200)}")
     return lines
 
 
@@ -210,8 +211,8 @@ def _state(restored: dict[str, Any], budget: int) -> str:
     meta = restored["checkpoint"]
     if meta is None:
         return "State: no checkpoint on this thread yet."
-    label = f', label "{meta["label"]}"' if meta.get("label") else ""
-    text = json.dumps(restored["state"], ensure_ascii=False, separators=(",", ":"))
+    label = f', label "{_cut(meta["label"], 200)}"' if meta.get("label") else ""
+    text = one_line(json.dumps(restored["state"], ensure_ascii=False, separators=(",", ":")))
     if len(text.encode()) > budget:
         cut = text.encode()[:budget].decode(errors="ignore")
         text = f"{cut} ... ({meta['size_bytes']} bytes in all: restore_state returns it whole, paths= returns parts)"
@@ -288,5 +289,5 @@ def _when(iso: str) -> str:
 
 
 def _cut(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    """Agent-written text on one line (`one_line`: nothing it holds can start a line), cut to `n`."""
+    return one_line(text, n, "...")

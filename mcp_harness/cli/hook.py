@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, read_mark, write_mark
+from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, one_line, read_mark, write_mark
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure")
 WRITES = ("PreCompact", "SessionEnd", "StopFailure")  #: events that only write: done by a detached process
@@ -117,16 +117,11 @@ def new_messages(call: HookCall) -> list[str]:
     out = []
     for n in notes:
         about = f" about task {n.task_key}" if n.task_key else ""
-        subject = f" ({_short(n.subject, 80)})" if n.subject else ""
-        out.append(f"- message {n.message_id} from {n.sender}{about}{subject}: {_short(n.body, 300)}")
+        subject = f" ({one_line(n.subject, 80)})" if n.subject else ""
+        out.append(f"- message {n.message_id} from {n.sender}{about}{subject}: {one_line(n.body, 300)}")
     if out:
         out.append("  (message(action=read) shows them whole; ack their ids when dealt with)")
     return out
-
-
-def _short(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def tell(item: Any, me: str) -> str | None:
@@ -143,7 +138,7 @@ def tell(item: Any, me: str) -> str | None:
     if item.kind == "revoke":
         return f"- task {k}: your lease was revoked (its dependency {d.get('dependency')} was reopened by {who}); stop."
     if item.kind == "operator_release":
-        why = f" ({d['reason']})" if d.get("reason") else ""
+        why = f" ({one_line(d['reason'], 300)})" if d.get("reason") else ""
         return f"- task {k}: {who} released your lease{why}; it is pending again: claim it again or leave it."
     if item.kind == "expire":
         return f"- task {k} failed: your lease ran out on its last attempt."
@@ -151,7 +146,7 @@ def tell(item: Any, me: str) -> str | None:
     why = d.get("comment") or d.get("reason")
     then = {"reject": " It is pending again for its next claimer." if not d.get("gate") else " The gate failed.",
             "cancel": " Stop working on it."}.get(item.kind, "")  # fmt: skip
-    why = (why or "").rstrip()
+    why = one_line(why or "", 300)
     told = f": {why}" + ("" if why.endswith((".", "?", "!")) else ".") if why else "."  # one sentence end, not two
     return f"- task {k}: {who} {said[item.kind]}{told}{then}"
 

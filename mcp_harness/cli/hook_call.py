@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,21 @@ class HookCall:
     url: str | None = None
     token_env: str = "MCP_HARNESS_TOKEN"
     data: dict[str, Any] = field(default_factory=dict)  #: the client's JSON
+
+
+#: what may not reach the model inside agent-written text: whitespace of every kind (line and paragraph
+#: separators too), control characters, and the invisible format characters that reorder or hide text
+_BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
+
+
+def one_line(text: object, limit: int | None = None, more: str = "…") -> str:
+    """Agent-written text as the hooks print it: on one line (every run of whitespace or control
+    characters one space), so nothing an agent wrote can start a line of its own and pose as the
+    harness's; cut to `limit` characters, `more` marking the cut."""
+    flat = _BREAKS.sub(" ", str(text)).strip()
+    if limit is not None and len(flat) > limit:
+        flat = flat[: max(limit - len(more), 0)] + more
+    return flat
 
 
 def answer(event: str, text: str) -> str:
