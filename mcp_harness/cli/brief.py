@@ -73,15 +73,20 @@ async def other_workspaces(h: Harness, ident: Identity) -> str | None:
 
 
 async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
-    """The pending tasks (list_tasks rows), then one row per live lease with the paths it holds (a claim
-    reserves exclusively, so shared ones stop it too: `render` marks a ready task whose paths another
-    agent's lease holds)."""
+    """The pending tasks (list_tasks rows), then one row per claimed task past its lease's time (a claim
+    takes it as it takes a pending one: `lapsed`, with why its lease ended when its holder's connection
+    or session ended it), then one row per live lease with the paths it holds (a claim reserves
+    exclusively, so shared ones stop it too: `render` marks a ready task whose paths another agent's
+    lease holds)."""
     listed = await h.tasks.list(ident, status=["pending"], limit=20)
     claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
+    lapsed = [{"key": t.key, "title": t.title, "status": "claimed", "ready": False, "owner": t.owner,
+               "lapsed": True, "ended": await h.lease_end_reason(ident, t)}
+              for t in claimed if t.lease is not None and t.lease.expired]  # fmt: skip
     held = [{"key": t.key, "status": "claimed", "ready": False, "owner": t.owner,
              "paths": [*(t.held_paths or []), *(t.shared_paths or [])]}
             for t in claimed if t.held_paths or t.shared_paths]  # fmt: skip
-    return [r.model_dump(mode="json") for r in listed.tasks] + held
+    return [r.model_dump(mode="json") for r in listed.tasks] + lapsed + held
 
 
 def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -225,6 +230,8 @@ def _tasks(
 ) -> list[str]:
     lines = ["Tasks: " + ", ".join(f"{n} {name}" for name, n in counts.items())]
     who = f" (agent {agent})" if agent else ""
+    me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
+    lapsed = {r["key"]: r for r in waiting if r.get("lapsed")}
     for held in restored["my_tasks"]:
         if held.get("status") == "in_review":
             lines.append(f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; '
@@ -232,16 +239,16 @@ def _tasks(
             continue
         lease = held.get("lease") or {}
         lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
-                     f"lease {_left(lease)}")  # fmt: skip
-    ready = [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
+                     f"lease {_left(lease, lapsed.get(held['key']))}")  # fmt: skip
+    others = [r for r in lapsed.values() if r.get("owner") != me]
+    ready = others + [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
-        me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
         held = [(r.get("owner") or "?", r["paths"]) for r in waiting
                 if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me]  # fmt: skip
         holder = {r["key"]: _holder(r, held) for r in ready}
         ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)
-        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}'
+        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}{_lapsed(r)}'
                           + (f" (paths held by {holder[r['key']]})" if holder[r["key"]] else "")
                           for r in ready[:WAITING])  # fmt: skip
         more = f" (+{len(ready) - WAITING} more)" if len(ready) > WAITING else ""
@@ -274,14 +281,31 @@ def _entry(e: dict[str, Any]) -> str:
     return line
 
 
-def _left(lease: dict[str, Any]) -> str:
+def _lapsed(row: dict[str, Any]) -> str:
+    """For another agent's task past its lease: what happened to the lease (a claim takes the task)."""
+    if not row.get("lapsed"):
+        return ""
+    how = f"ended: {_cut(row['ended'], 80)}" if row.get("ended") else "ran out"
+    return f" (the lease of {row.get('owner') or '?'} {how}; claimable)"
+
+
+def _left(lease: dict[str, Any], lapsed: dict[str, Any] | None = None) -> str:
+    """What is left of a lease the session holds; once past its time, what happened to it and what the
+    session may do (`lapsed`: its row from `waiting_rows`, saying whether a session's end ended it)."""
     seconds = lease.get("expires_in_seconds")
     if seconds is None and lease.get("expires_at"):
         expires = datetime.fromisoformat(lease["expires_at"])
         seconds = (expires - datetime.now(UTC)).total_seconds()
     if seconds is None:
         return "unknown"
-    return f"{int(seconds)} s left" if seconds >= 0 else f"expired {int(-seconds)} s ago"
+    if seconds >= 0:
+        return f"{int(seconds)} s left"
+    ago = int(-seconds)
+    if lapsed is not None and lapsed.get("ended"):
+        how = f"ended {ago} s ago ({_cut(lapsed['ended'], 80)})"
+    else:
+        how = f"ran out {ago} s ago"
+    return f"{how}: any claim takes the task now; a heartbeat with its token revives it until one does"
 
 
 def _when(iso: str) -> str:
