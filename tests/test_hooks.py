@@ -381,3 +381,47 @@ def test_agent_text_never_starts_a_line_of_what_the_hooks_print(sqlite_url, work
         for line in text.splitlines():
             assert not re.search(r"^\W*mcp-harness: SYSTEM", line), text
         assert not {"\r", "\u2028", "\x85", "\x1e"} & set(text), text
+
+
+@pytest.mark.parametrize("folder_mode", [0o777, "another user's"])
+def test_marks_are_never_written_through_a_folder_that_is_not_the_users_own(
+    sqlite_url, workspace, capsys, monkeypatch, tmp_path, folder_mode
+):
+    """Without XDG_RUNTIME_DIR the marks go under the shared temporary folder, where another user may
+    have made the folder first (open to all, or their own) and planted symlinks at the names a hook
+    writes: nothing is written there, and nothing planted is followed."""
+    import os
+    import tempfile
+
+    from mcp_harness.cli.hook_call import HookCall, mark_path
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    folder = shared / f"mcp-harness-{os.getuid()}"
+    (folder / "marks").mkdir(parents=True)
+    if folder_mode == "another user's":
+        if os.getuid() != 0:
+            pytest.skip("making a folder another user's needs root")
+        for each in (folder, folder / "marks"):
+            os.chown(each, 65534, 65534)  # nobody's, closed to others: still not this user's own
+            each.chmod(0o700)
+    else:
+        for each in (folder, folder / "marks"):
+            each.chmod(0o777)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    call = HookCall("UserPromptSubmit", db=sqlite_url, workspace=workspace, agent=ME)
+    for kind in ("", "messages"):
+        path = mark_path(call, kind)
+        for name in (path.name, f"{path.name}.{os.getpid()}", f"{path.name}.{os.getpid()}.tmp"):
+            (path.parent / name).symlink_to(victim)
+    planted = sorted(p.name for p in (folder / "marks").iterdir())
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+
+    for event in ("SessionStart", "UserPromptSubmit", "UserPromptSubmit"):
+        out, err = fire(event, sqlite_url, workspace, capsys, monkeypatch)
+        assert err == ""
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in (folder / "marks").iterdir()) == planted

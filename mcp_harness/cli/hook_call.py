@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,21 +62,21 @@ def mark_path(call: HookCall, kind: str = "") -> Path:
 
 
 def read_mark(call: HookCall, kind: str = "") -> int | None:
+    from ..sessions import read_private
+
     try:
-        return int(mark_path(call, kind).read_text())
-    except (OSError, ValueError):
+        return int(read_private(mark_path(call, kind)) or "")
+    except ValueError:
         return None
 
 
 def write_mark(call: HookCall, seen: int, kind: str = "") -> None:
-    path = mark_path(call, kind)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}")
-        tmp.write_text(str(seen))
-        tmp.replace(path)
-    except OSError:
-        pass  # without a mark the next turn starts from the newest event again: quiet, not wrong
+    """Keep what the session was told (as session records are kept: `sessions.write_private`, in a
+    folder of this user's own only). Without a mark the next turn starts from the newest event again:
+    quiet, not wrong."""
+    from ..sessions import write_private
+
+    write_private(mark_path(call, kind), str(seen))
 
 
 def start_mark(call: HookCall) -> None:
