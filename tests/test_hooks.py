@@ -425,3 +425,23 @@ def test_marks_are_never_written_through_a_folder_that_is_not_the_users_own(
         assert err == ""
     assert victim.read_text() == "precious"
     assert sorted(p.name for p in (folder / "marks").iterdir()) == planted
+
+
+def test_session_start_gives_the_brief_while_another_process_holds_a_long_write(sqlite_url, workspace, capsys,
+                                                                                  monkeypatch):  # fmt: skip
+    """Opening a database whose schema is up to date reads its version and writes nothing, so the brief
+    does not wait for SQLite's write lock (held here by another connection, as a long import holds it)."""
+    import sqlite3
+
+    from mcp_harness.store.urls import sqlite_path
+
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="Ship it")]))
+    other = sqlite3.connect(sqlite_path(sqlite_url), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        out, err = fire("SessionStart", sqlite_url, workspace, capsys, monkeypatch)
+    finally:
+        other.rollback()
+        other.close()
+    assert err == ""
+    assert 'Ready to claim: k "Ship it"' in context(out, "SessionStart")
