@@ -318,18 +318,18 @@ def test_a_hook_answer_is_ascii_json_whatever_agents_wrote():
 
 
 @pytest.mark.slow
-def test_the_session_start_hook_imports_no_sqlalchemy(sqlite_url, workspace):
+def test_the_session_start_hook_imports_no_sqlalchemy(db_url, workspace):
     """SessionStart runs at the start of every session, before its first turn: the brief is read through
-    the service's hot path (sqlite3), never through SQLAlchemy's cold one (export, import, prune)."""
+    the service's hot path (sqlite3, asyncpg), never through SQLAlchemy's cold one (export, import, prune)."""
     import subprocess
 
     other = Identity("elsewhere", "a")  # a database that holds another workspace: the brief says so
-    act(sqlite_url, lambda h: h.tasks.add(other, tasks=[TaskSpec(key="k", title="t")]))
+    act(db_url, lambda h: h.tasks.add(other, tasks=[TaskSpec(key="k", title="t")]))
     code = (
         "import sys; from mcp_harness.cli import main; main(); "
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel'))}))"
     )
-    argv = ["hook", "SessionStart", "--db", sqlite_url, "--workspace", workspace]
+    argv = ["hook", "SessionStart", "--db", db_url, "--workspace", workspace]
     out = subprocess.run([sys.executable, "-c", code, *argv], input=json.dumps(RECORDED["SessionStart"]),
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and out.stderr == "", out.stderr
