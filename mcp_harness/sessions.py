@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from stat import S_ISDIR
 
 #: processes that stand between a client and the command it starts (`sh -c ...`): a server started
 #: through one records itself under the first ancestor that is none of these
@@ -37,7 +38,7 @@ def private(folder: Path) -> bool:
     """Whether `folder` is this user's own and closed to others (0700): a record in a folder someone
     else made, or could write into, might name another agent, so none is written or trusted there."""
     try:
-        st = folder.stat()
+        st = folder.lstat()  # a symlink is no folder of ours, wherever it points
     except OSError:
         return False
     owner = os.getuid() if hasattr(os, "getuid") else st.st_uid
@@ -168,29 +169,74 @@ def client_of_server() -> str | None:
 
 def record(workspace: str, agent: str) -> Path | None:
     """Note that this stdio server acts as `agent` in `workspace` for its client; the path to remove
-    at exit, or None where it cannot be recorded (no /proc, an unwritable runtime folder)."""
+    at exit, or None where it cannot be recorded (no /proc, an unwritable or untrusted runtime folder)."""
     key = client_of_server()
     if key is None:
         return None
     path = record_path(key, workspace)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if path.parent.stat().st_uid == os.getuid():
-            path.parent.chmod(0o700)  # ours, made with another mode (an older version, a umask): close it
-        if not private(path.parent):
-            import logging  # only here: the hooks' quick path imports this module
+    if not own_folder(path.parent):
+        import logging  # only here: the hooks' quick path imports this module
 
-            logging.getLogger("mcp_harness.sessions").warning(
-                "session records: %s is not private to this user (0700); not recording", path.parent
-            )
-            return None
-        _prune(path.parent)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"workspace": workspace, "agent": agent, "server_pid": os.getpid()}))
-        tmp.replace(path)
-    except OSError:
+        logging.getLogger("mcp_harness.sessions").warning(
+            "session records: %s is not private to this user (0700); not recording", path.parent
+        )
         return None
-    return path
+    _prune(path.parent)
+    data = json.dumps({"workspace": workspace, "agent": agent, "server_pid": os.getpid()})
+    return path if write_private(path, data) else None
+
+
+def own_folder(folder: Path) -> bool:
+    """Make `folder` (and the runtime folder it is in) if missing, closed to others (0700), and say
+    whether it is this user's own and private: what is written or read in a folder someone else made,
+    or could write into, might be their doing (a symlink to a file of ours, a record naming another
+    agent), so nothing is written or trusted there."""
+    base = runtime_dir()
+    for each in [base] + ([folder] if folder != base else []):
+        try:
+            each.mkdir(mode=0o700, parents=each is base, exist_ok=True)
+            st = each.lstat()
+            # ours and only readable by others (an older version, a umask): closed; one that others
+            # could write into (or another user's, or a symlink) may hold what they planted: refused
+            if st.st_uid == os.getuid() and S_ISDIR(st.st_mode) and st.st_mode & 0o077 and not st.st_mode & 0o022:
+                each.chmod(0o700)
+        except OSError:
+            return False
+        if not private(each):
+            return False
+    return True
+
+
+def write_private(path: Path, text: str) -> bool:
+    """Write `text` to `path` in a folder of this user's own (`own_folder`), atomically: a new file of
+    this process's (created exclusively, never through a symlink, mode 0600) renamed over `path`."""
+    if not own_folder(path.parent):
+        return False
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        tmp.unlink(missing_ok=True)  # one left by a process killed with this pid
+        fd = os.open(tmp, flags, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def read_private(path: Path) -> str | None:
+    """What `write_private` wrote at `path`, or None (missing, not a plain file, or in a folder that is
+    not this user's own and private)."""
+    if not (private(runtime_dir()) and private(path.parent)):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd) as found:
+            return found.read(4096) if os.fstat(fd).st_uid == os.getuid() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _prune(folder: Path) -> None:
@@ -221,8 +267,8 @@ def recorded_agent(workspace: str) -> str | None:
         if key is None:
             return None
         try:
-            data = json.loads(record_path(key, workspace).read_text())
-        except (OSError, ValueError):
+            data = json.loads(read_private(record_path(key, workspace)) or "")
+        except ValueError:
             continue
         agent = data.get("agent") if isinstance(data, dict) else None
         if isinstance(agent, str) and agent:

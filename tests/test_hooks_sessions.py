@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,15 @@ class Session:
         assert self.proc.wait(timeout=60) == 0
 
 
+def eventually(check: Any, seconds: float = 30) -> Any:
+    """`check()` once it is truthy: a writing hook leaves its write to a process of its own and returns
+    at once, so what it wrote shows a moment later."""
+    deadline = time.monotonic() + seconds
+    while not (found := check()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
 def context(answer: dict[str, Any]) -> str:
     assert answer["stderr"] == "", answer["stderr"]
     return json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"]
@@ -77,13 +87,15 @@ def test_two_sessions_never_share_a_lease_and_an_ended_one_hands_its_task_over(t
 
         # compacted and resumed: the brief restores the held task
         assert one.hook("PreCompact", "cccc3333-0000-4000-8000-000000000003", trigger="manual")["stderr"] == ""
+        assert eventually(lambda: any("compacted (manual)" in e["summary"] for e in
+                                      one.tool("restore_state", progress_limit=5)["recent_progress"]))  # fmt: skip
         again = context(one.hook("SessionStart", "cccc3333-0000-4000-8000-000000000003", source="compact"))
         assert f"Task you hold: {got1['task']['key']}" in again and "was compacted (manual)" in again
 
         # the session ends while holding its task: the other takes it at once, with the reason
         assert one.hook("SessionEnd", "cccc3333-0000-4000-8000-000000000003", reason="logout") == \
             {"stdout": "", "stderr": ""}  # fmt: skip
-        taken = two.tool("claim_task", wait_seconds=0)
+        taken = eventually(lambda: (got := two.tool("claim_task", wait_seconds=0))["task"] and got)
         assert taken["task"]["key"] == got1["task"]["key"] and taken["lease"]["attempt"] == 2
         log = two.tool("restore_state", progress_limit=10)["recent_progress"]
         assert any("the lease of claude-code:aaaa1111 on task" in e["summary"] and "(logout)" in e["summary"]

@@ -268,7 +268,10 @@ def test_hooks_over_http_give_the_brief_and_write_notes_as_the_token(served, tmp
         assert (quiet.stdout, quiet.stderr) == ("", ""), event
     done = hook("SessionEnd", reason="logout")
     assert done.stdout == "" and done.stderr == ""
-    shown = run_cli("log", "--db", served.db, "--workspace", "ws-hooks")
+    deadline = time.monotonic() + 30  # a writing hook leaves the write to a process of its own
+    while "(logout)" not in (shown := run_cli("log", "--db", served.db, "--workspace", "ws-hooks")).stdout:
+        assert time.monotonic() < deadline, shown.stdout
+        time.sleep(0.2)
     assert "hook: its context was compacted" in shown.stdout and "hook: its session ended (logout)" in shown.stdout
     assert "dev" in shown.stdout  # written as the token's agent
 

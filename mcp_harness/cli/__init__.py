@@ -6,15 +6,25 @@ git runs on every commit (`guard.py`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words[:1] == ["hook"]:
+        if (
+            words[1:2] in (["PreCompact"], ["SessionEnd"], ["StopFailure"])
+            and "MCP_HARNESS_HOOK_DETACHED" not in os.environ
+        ):
+            import signal
+
+            # Claude Code stops waiting for such a hook with SIGTERM, and kills it only later: that
+            # is time enough to hand the write to a process that outlives both (`hook.detach`)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         from .hook import run
 
-        return run(words[1:])
+        return run(words[1:], detached=True)
     if words[:1] == ["guard"]:  # the git pre-commit check: as lean as the hooks
         from .guard import run as guard
 

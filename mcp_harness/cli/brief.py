@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
 from .common import db_setting, env, with_harness
+from .hook_call import one_line
 from .output import say
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
         return 0
     from ..service import Identity
     from .common import session_caller
-    from .reading import other_workspaces
 
     workspace = args.workspace or env("WORKSPACE", "default")
     # as `msg`: run in an agent's session, that session's agent (whose held tasks the brief shows)
@@ -61,16 +61,32 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
+async def other_workspaces(h: Harness, ident: Identity) -> str | None:
+    """'workspace X has no data; this database holds: a, b' when X is empty and others are not."""
+    names = await h.workspaces()
+    if ident.workspace in names or not names:
+        return None
+    return (
+        f"workspace {ident.workspace!r} has no data; this database holds: {', '.join(names)} "
+        "(choose one with --workspace or MCP_HARNESS_WORKSPACE)"
+    )
+
+
 async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
-    """The pending tasks (list_tasks rows), then one row per live lease with the paths it holds (a claim
-    reserves exclusively, so shared ones stop it too: `render` marks a ready task whose paths another
-    agent's lease holds)."""
+    """The pending tasks (list_tasks rows), then one row per claimed task past its lease's time (a claim
+    takes it as it takes a pending one: `lapsed`, with why its lease ended when its holder's connection
+    or session ended it), then one row per live lease with the paths it holds (a claim reserves
+    exclusively, so shared ones stop it too: `render` marks a ready task whose paths another agent's
+    lease holds)."""
     listed = await h.tasks.list(ident, status=["pending"], limit=20)
     claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
+    lapsed = [{"key": t.key, "title": t.title, "status": "claimed", "ready": False, "owner": t.owner,
+               "lapsed": True, "ended": await h.lease_end_reason(ident, t)}
+              for t in claimed if t.lease is not None and t.lease.expired]  # fmt: skip
     held = [{"key": t.key, "status": "claimed", "ready": False, "owner": t.owner,
              "paths": [*(t.held_paths or []), *(t.shared_paths or [])]}
             for t in claimed if t.held_paths or t.shared_paths]  # fmt: skip
-    return [r.model_dump(mode="json") for r in listed.tasks] + held
+    return [r.model_dump(mode="json") for r in listed.tasks] + lapsed + held
 
 
 def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -183,7 +199,7 @@ def _inbox(restored: dict[str, Any]) -> list[str]:
     lines = [f"Messages for you ({inbox['unread']} unread; read them with message(action=read), ack their ids):"]
     for m in inbox.get("messages") or []:
         about = f" about task {m['task_key']}" if m.get("task_key") else ""
-        lines.append(f"- {m['id']} from {m['from']}{about}: {_cut(' '.join(m['body'].split()), 200)}")
+        lines.append(f"- {m['id']} from {m['from']}{about}: {_cut(m['body'], 200)}")
     return lines
 
 
@@ -200,8 +216,8 @@ def _state(restored: dict[str, Any], budget: int) -> str:
     meta = restored["checkpoint"]
     if meta is None:
         return "State: no checkpoint on this thread yet."
-    label = f', label "{meta["label"]}"' if meta.get("label") else ""
-    text = json.dumps(restored["state"], ensure_ascii=False, separators=(",", ":"))
+    label = f', label "{_cut(meta["label"], 200)}"' if meta.get("label") else ""
+    text = one_line(json.dumps(restored["state"], ensure_ascii=False, separators=(",", ":")))
     if len(text.encode()) > budget:
         cut = text.encode()[:budget].decode(errors="ignore")
         text = f"{cut} ... ({meta['size_bytes']} bytes in all: restore_state returns it whole, paths= returns parts)"
@@ -214,6 +230,8 @@ def _tasks(
 ) -> list[str]:
     lines = ["Tasks: " + ", ".join(f"{n} {name}" for name, n in counts.items())]
     who = f" (agent {agent})" if agent else ""
+    me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
+    lapsed = {r["key"]: r for r in waiting if r.get("lapsed")}
     for held in restored["my_tasks"]:
         if held.get("status") == "in_review":
             lines.append(f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; '
@@ -221,16 +239,16 @@ def _tasks(
             continue
         lease = held.get("lease") or {}
         lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
-                     f"lease {_left(lease)}")  # fmt: skip
-    ready = [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
+                     f"lease {_left(lease, lapsed.get(held['key']))}")  # fmt: skip
+    others = [r for r in lapsed.values() if r.get("owner") != me]
+    ready = others + [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
-        me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
         held = [(r.get("owner") or "?", r["paths"]) for r in waiting
                 if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me]  # fmt: skip
         holder = {r["key"]: _holder(r, held) for r in ready}
         ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)
-        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}'
+        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}{_lapsed(r)}'
                           + (f" (paths held by {holder[r['key']]})" if holder[r["key"]] else "")
                           for r in ready[:WAITING])  # fmt: skip
         more = f" (+{len(ready) - WAITING} more)" if len(ready) > WAITING else ""
@@ -263,14 +281,31 @@ def _entry(e: dict[str, Any]) -> str:
     return line
 
 
-def _left(lease: dict[str, Any]) -> str:
+def _lapsed(row: dict[str, Any]) -> str:
+    """For another agent's task past its lease: what happened to the lease (a claim takes the task)."""
+    if not row.get("lapsed"):
+        return ""
+    how = f"ended: {_cut(row['ended'], 80)}" if row.get("ended") else "ran out"
+    return f" (the lease of {row.get('owner') or '?'} {how}; claimable)"
+
+
+def _left(lease: dict[str, Any], lapsed: dict[str, Any] | None = None) -> str:
+    """What is left of a lease the session holds; once past its time, what happened to it and what the
+    session may do (`lapsed`: its row from `waiting_rows`, saying whether a session's end ended it)."""
     seconds = lease.get("expires_in_seconds")
     if seconds is None and lease.get("expires_at"):
         expires = datetime.fromisoformat(lease["expires_at"])
         seconds = (expires - datetime.now(UTC)).total_seconds()
     if seconds is None:
         return "unknown"
-    return f"{int(seconds)} s left" if seconds >= 0 else f"expired {int(-seconds)} s ago"
+    if seconds >= 0:
+        return f"{int(seconds)} s left"
+    ago = int(-seconds)
+    if lapsed is not None and lapsed.get("ended"):
+        how = f"ended {ago} s ago ({_cut(lapsed['ended'], 80)})"
+    else:
+        how = f"ran out {ago} s ago"
+    return f"{how}: any claim takes the task now; a heartbeat with its token revives it until one does"
 
 
 def _when(iso: str) -> str:
@@ -278,5 +313,5 @@ def _when(iso: str) -> str:
 
 
 def _cut(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    """Agent-written text on one line (`one_line`: nothing it holds can start a line), cut to `n`."""
+    return one_line(text, n, "...")

@@ -7,6 +7,9 @@ answering in its JSON form.
   cancelled or reopened); then it says so, once. This one runs on every prompt: it is kept to the
   standard library and one read-only query (`glance.py`), and never imports the service.
 - `PreCompact`, `StopFailure`: a harness note; `SessionEnd`: the session's leases end (`hook_events.py`).
+  These write and answer nothing, so the hook leaves the write to a process of its own and returns at
+  once (`detach`): Claude Code waits for a SessionEnd hook before it exits, and kills a StopFailure
+  hook's process group moments after a headless run ends on the failure.
 
 A hook never blocks the session and never speaks to the model about its own failures: a malformed
 input, an unreachable database or anything else prints nothing to stdout, logs one line to stderr and
@@ -19,9 +22,14 @@ import os
 import sys
 from typing import Any
 
-from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, read_mark, write_mark
+from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, one_line, read_mark, write_mark
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure")
+WRITES = ("PreCompact", "SessionEnd", "StopFailure")  #: events that only write: done by a detached process
+#: set in the environment of that process: it does the write itself
+DETACHED_VARIABLE = "MCP_HARNESS_HOOK_DETACHED"
+#: the fields of the client's JSON the writing events read (all the detached process is given)
+WRITE_FIELDS = ("session_id", "hook_event_name", "reason", "error", "trigger")
 HOOK_SECONDS = 20  #: the whole hook, at most (Claude Code's own timeout for it is longer)
 MAX_INPUT = 1 << 20  #: bytes of stdin read, at most
 USAGE = (f"usage: mcp-harness hook {{{'|'.join(EVENTS)}}} [--db DB] [--workspace W] [--agent A] [--no-session] "
@@ -109,16 +117,11 @@ def new_messages(call: HookCall) -> list[str]:
     out = []
     for n in notes:
         about = f" about task {n.task_key}" if n.task_key else ""
-        subject = f" ({_short(n.subject, 80)})" if n.subject else ""
-        out.append(f"- message {n.message_id} from {n.sender}{about}{subject}: {_short(n.body, 300)}")
+        subject = f" ({one_line(n.subject, 80)})" if n.subject else ""
+        out.append(f"- message {n.message_id} from {n.sender}{about}{subject}: {one_line(n.body, 300)}")
     if out:
         out.append("  (message(action=read) shows them whole; ack their ids when dealt with)")
     return out
-
-
-def _short(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def tell(item: Any, me: str) -> str | None:
@@ -135,7 +138,7 @@ def tell(item: Any, me: str) -> str | None:
     if item.kind == "revoke":
         return f"- task {k}: your lease was revoked (its dependency {d.get('dependency')} was reopened by {who}); stop."
     if item.kind == "operator_release":
-        why = f" ({d['reason']})" if d.get("reason") else ""
+        why = f" ({one_line(d['reason'], 300)})" if d.get("reason") else ""
         return f"- task {k}: {who} released your lease{why}; it is pending again: claim it again or leave it."
     if item.kind == "expire":
         return f"- task {k} failed: your lease ran out on its last attempt."
@@ -143,7 +146,7 @@ def tell(item: Any, me: str) -> str | None:
     why = d.get("comment") or d.get("reason")
     then = {"reject": " It is pending again for its next claimer." if not d.get("gate") else " The gate failed.",
             "cancel": " Stop working on it."}.get(item.kind, "")  # fmt: skip
-    why = (why or "").rstrip()
+    why = one_line(why or "", 300)
     told = f": {why}" + ("" if why.endswith((".", "?", "!")) else ".") if why else "."  # one sentence end, not two
     return f"- task {k}: {who} {said[item.kind]}{told}{then}"
 
@@ -154,11 +157,37 @@ def cmd_hook(args: Any) -> int:
     for name in ("workspace", "agent", "url", "token_env"):
         if getattr(args, name):
             argv += [f"--{name.replace('_', '-')}", getattr(args, name)]
-    return run(argv)
+    return run(argv, detached=True)
 
 
-def run(argv: list[str]) -> int:
-    """The hook: its answer (if any) on stdout; on any failure one line on stderr; always exit 0."""
+def detach(call: HookCall) -> None:
+    """Leave `call`'s write to a new process in a session of its own, and return at once.
+
+    The client runs each hook in a process group of its own and kills that group when it stops waiting
+    (at its exit, for a headless run): the writer must be in none of the hook's groups, and hold none of
+    the hook's pipes (the client's end of them closes at its exit, and a write to one would kill the
+    writer with SIGPIPE). It is given what `resolve` found (the identity looked up from this process's
+    ancestors, which it does not share) and the few fields of the client's JSON the events read."""
+    import subprocess
+
+    if call.event == "SessionEnd" and call.data.get("reason") == "clear":
+        return  # nothing to do (see `hook_events._session_end`): no process for it
+    argv = [sys.executable, "-m", "mcp_harness", "hook", call.event, "--workspace", call.workspace,
+            "--agent", call.agent, "--no-session", *(["--db", call.db] if call.db else []),
+            *(["--url", call.url, "--token-env", call.token_env] if call.url else [])]  # fmt: skip
+    data = {k: call.data[k] for k in WRITE_FIELDS if isinstance(call.data.get(k), str)}
+    writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, DETACHED_VARIABLE: "1"}, start_new_session=True,
+                              close_fds=True)  # fmt: skip
+    assert writer.stdin is not None
+    writer.stdin.write(json.dumps(data)[:4096].encode())  # well under a pipe's buffer: never waits
+    writer.stdin.close()
+    writer.returncode = 0  # not waited for, on purpose: tell `Popen.__del__` so
+
+
+def run(argv: list[str], *, detached: bool = False) -> int:
+    """The hook: its answer (if any) on stdout; on any failure one line on stderr; always exit 0.
+    `detached` (the command line's hook): a writing event's write is left to a process of its own."""
     event = argv[0] if argv else "?"
     if event in ("-h", "--help"):
         print(USAGE)
@@ -168,7 +197,9 @@ def run(argv: list[str]) -> int:
         call = parse(argv)
         call.data = read_input(sys.stdin)
         resolve(call)
-        if call.event == "UserPromptSubmit":
+        if detached and call.event in WRITES and not os.environ.get(DETACHED_VARIABLE):
+            detach(call)
+        elif call.event == "UserPromptSubmit":
             text = prompt_news(call)
             if text:
                 print(answer(call.event, text))

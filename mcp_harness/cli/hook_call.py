@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,21 @@ class HookCall:
     data: dict[str, Any] = field(default_factory=dict)  #: the client's JSON
 
 
+#: what may not reach the model inside agent-written text: whitespace of every kind (line and paragraph
+#: separators too), control characters, and the invisible format characters that reorder or hide text
+_BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]+")
+
+
+def one_line(text: object, limit: int | None = None, more: str = "…") -> str:
+    """Agent-written text as the hooks print it: on one line (every run of whitespace or control
+    characters one space), so nothing an agent wrote can start a line of its own and pose as the
+    harness's; cut to `limit` characters, `more` marking the cut."""
+    flat = _BREAKS.sub(" ", str(text)).strip()
+    if limit is not None and len(flat) > limit:
+        flat = flat[: max(limit - len(more), 0)] + more
+    return flat
+
+
 def answer(event: str, text: str) -> str:
     """What a SessionStart or UserPromptSubmit hook prints: the text for the model's context, as ASCII JSON
     (agents' text may hold control characters; a person running the hook by hand sees them escaped)."""
@@ -47,21 +62,21 @@ def mark_path(call: HookCall, kind: str = "") -> Path:
 
 
 def read_mark(call: HookCall, kind: str = "") -> int | None:
+    from ..sessions import read_private
+
     try:
-        return int(mark_path(call, kind).read_text())
-    except (OSError, ValueError):
+        return int(read_private(mark_path(call, kind)) or "")
+    except ValueError:
         return None
 
 
 def write_mark(call: HookCall, seen: int, kind: str = "") -> None:
-    path = mark_path(call, kind)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}")
-        tmp.write_text(str(seen))
-        tmp.replace(path)
-    except OSError:
-        pass  # without a mark the next turn starts from the newest event again: quiet, not wrong
+    """Keep what the session was told (as session records are kept: `sessions.write_private`, in a
+    folder of this user's own only). Without a mark the next turn starts from the newest event again:
+    quiet, not wrong."""
+    from ..sessions import write_private
+
+    write_private(mark_path(call, kind), str(seen))
 
 
 def start_mark(call: HookCall) -> None:

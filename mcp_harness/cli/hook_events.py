@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..identity import leases_kept
-from .hook_call import HookCall, start_mark
+from .hook_call import HookCall, one_line, start_mark
 
 if TYPE_CHECKING:
     from ..service import Harness, Identity
@@ -71,8 +71,7 @@ def session_start(call: HookCall) -> str:
 
 
 async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
-    from .brief import render, waiting_rows
-    from .reading import other_workspaces
+    from .brief import other_workspaces, render, waiting_rows
 
     restored = await harness.restore(ident, thread="main")
     rows = await waiting_rows(harness, ident)
@@ -83,12 +82,12 @@ async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
         return text
     lost = []
     for held in restored.my_tasks:
-        lost.append(f'Task you hold: {held.key} "{held.title}"')
+        lost.append(f'Task you hold: {held.key} "{one_line(held.title, 200)}"')
         if held.description:
-            lost.append(f"  description: {' '.join(held.description.split())[:600]}")
-        lost += [f"  step: {step[:200]}" for step in held.steps[:10]]
+            lost.append(f"  description: {one_line(held.description, 600)}")
+        lost += [f"  step: {one_line(step, 200)}" for step in held.steps[:10]]
         for note in await harness.progress.recent(ident, task_key=held.key, limit=NOTES):
-            lost.append(f"  note #{note.seq} by {note.agent}: {' '.join(note.summary.split())[:300]}")
+            lost.append(f"  note #{note.seq} by {note.agent}: {one_line(note.summary, 300)}")
     return "\n".join([*lost, text])
 
 
@@ -131,7 +130,7 @@ async def _stop_failure(harness: Harness, ident: Identity, call: HookCall) -> No
 
 
 def _word(value: Any, default: str) -> str:
-    return " ".join(value.split())[:100] if isinstance(value, str) and value.strip() else default
+    return one_line(value, 100) if isinstance(value, str) and value.strip() else default
 
 
 def _remote_note(call: HookCall) -> None:

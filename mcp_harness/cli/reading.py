@@ -13,20 +13,10 @@ from ..config import check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import EVERY_FIELD, every_field
 from ..service import Harness, Identity
+from .brief import other_workspaces
 from .common import identity, with_harness
 from .output import clean, note, say, show
 from .tables import counts_line, progress_log, status_report, task_board
-
-
-async def other_workspaces(h: Harness, ident: Identity) -> str | None:
-    """'workspace X has no data; this database holds: a, b' when X is empty and others are not."""
-    names = await h.maintenance.workspaces()
-    if ident.workspace in names or not names:
-        return None
-    return (
-        f"workspace {ident.workspace!r} has no data; this database holds: {', '.join(names)} "
-        "(choose one with --workspace or MCP_HARNESS_WORKSPACE)"
-    )
 
 
 async def note_if_empty(h: Harness, ident: Identity) -> None:

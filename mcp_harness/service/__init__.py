@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import RestoreStateResult, ThreadInfo, Unread, You
+from ..models import RestoreStateResult, TaskDetail, ThreadInfo, Unread, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
@@ -17,7 +17,7 @@ from .checkpoints import CheckpointService
 from .contacts import ContactService
 from .messages import MessageService, unread_count
 from .messages import inbox as read_inbox
-from .overview import workspace_status
+from .overview import ended_by, workspace_status
 from .progress import ProgressService, progress_entry
 from .schemas import SchemaService
 from .search import reading, search_terms
@@ -148,6 +148,21 @@ class Harness:
         report["runners"] = [r.model_dump(mode="json") for r in await self.runs.live_runners(ident)]
         report["running_sessions"] = [s.model_dump(mode="json") for s in await self.runs.list(ident, live=True)]
         return report
+
+    async def lease_end_reason(self, ident: Identity, task: TaskDetail) -> str | None:
+        """Why `task`'s lease, past its time, ended when its holder's connection or session ended it
+        (None: it ran out, or it is not past its time)."""
+        lease = task.lease
+        if lease is None or not lease.expired:
+            return None
+        return await ended_by(self.db, ident, task.key, task.owner, lease.attempt, lease.expires_at)
+
+    async def workspaces(self) -> list[str]:
+        """The workspaces this database holds data in, by name (a plain read: no SQLAlchemy)."""
+        from ..store.console import workspace_names
+
+        async with self.db.read() as conn:
+            return await workspace_names(conn)
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers."""

@@ -33,7 +33,7 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
         if t.lease is None:
             continue
         ended = (
-            await _ended_by(db, ident, t.key, t.owner, t.lease.attempt, t.lease.expires_at) if t.lease.expired else None
+            await ended_by(db, ident, t.key, t.owner, t.lease.attempt, t.lease.expires_at) if t.lease.expired else None
         )
         leases.append(
             {
@@ -74,7 +74,7 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
     }
 
 
-async def _ended_by(
+async def ended_by(
     db: Database, ident: Identity, key: str, owner: str | None, attempt: int, expires_at: str
 ) -> str | None:
     """Why a lease past its time ended, when a connection's (a session's) end ended it: its `lease_end`

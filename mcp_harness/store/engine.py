@@ -43,7 +43,7 @@ from .changes import NOTIFY_WRITES
 from .conditions import PG_READ_ONLY, sqlite_writable
 from .connection import Connection, StorageError
 from .errors import connect_refused, wrap_errors
-from .migrations import migrate
+from .migrations import SCHEMA_VERSION, current_version, migrate
 from .postgres import PgConnection, driver_pool
 from .search import over_time_limit
 from .sqlite import (
@@ -98,8 +98,13 @@ class Database:
 
     async def open(self) -> None:
         """Create or upgrade the schema (guarded against servers starting at once). A failure names
-        the database (its file, or its URL without the password)."""
+        the database (its file, or its URL without the password). The schema's version is read first:
+        a database already up to date is opened without a write transaction, so opening never waits
+        behind another process's long write."""
         try:
+            async with self.read() as conn:
+                if await current_version(conn) == SCHEMA_VERSION:
+                    return
             async with self.write() as conn:
                 await migrate(conn)
         except Unavailable as exc:
