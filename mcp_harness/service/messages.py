@@ -31,7 +31,7 @@ BROADCAST_SECONDS = BROADCAST_DAYS * 86400
 BRIEF_MESSAGES = 5
 #: sessions a send's warning names at most
 WARN_SESSIONS = 3
-EVERY_AGENT, OPERATORS = "*", "operators"
+EVERY_AGENT, OPERATORS = "*", store.OPERATORS
 _NAME = re.compile(NAME_PATTERN)
 
 

@@ -9,12 +9,17 @@ from .connection import Connection
 from .records import MessageRow
 
 Q = named.load("messages")
+OPERATORS = "operators"  #: the people's address: the callers with the operator role
 
 
 def addressees(agent: str, operator: bool) -> dict[str, str]:
     """Who a caller is, as the inbox queries name it: itself, its agent without the session suffix,
-    and `operators` for an operator ('' otherwise: it names nobody)."""
-    return {"me": agent, "base": agent.split(":", 1)[0], "ops": "operators" if operator else ""}
+    and `operators` for an operator ('' otherwise: it names nobody). The people's inbox goes by the role
+    alone: a caller's own name never reaches it, even one that `operators` or `operators:x` would match."""
+    base = agent.split(":", 1)[0]
+    if base == OPERATORS:
+        agent = base = ""
+    return {"me": agent, "base": base, "ops": OPERATORS if operator else ""}
 
 
 async def insert(conn: Connection, row: dict[str, Any]) -> None:
