@@ -159,6 +159,7 @@ class MessageService(ServiceBase):
             if args.reply_to is not None and not await store.exists(conn, ws, args.reply_to):
                 raise NotFound(f"no message with id {args.reply_to!r} in this workspace to reply to")
             window = since() if to == EVERY_AGENT else 0.0
+            await store.lock_addressee(conn, ws, to)  # the count below and the insert: one step
             if await store.count_open_to(conn, ws, to, window) >= MAX_OPEN_PER_ADDRESSEE:
                 raise TooLarge(
                     f"{to} already has {MAX_OPEN_PER_ADDRESSEE} messages nobody acknowledged: wait for "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from . import named
@@ -61,8 +62,16 @@ async def ack(conn: Connection, workspace: str, message_id: str, who: dict[str, 
     return await conn.execute(Q.ack_broadcast, {"ws": workspace, "id": message_id, "at": at, "me": who["me"]})
 
 
+async def lock_addressee(conn: Connection, workspace: str, recipient: str) -> None:
+    """PostgreSQL: take turns with every other send to `recipient` until commit (see `count_open_to`)."""
+    if conn.dialect == "postgresql":
+        digest = hashlib.blake2b(f"mcp-harness messages {workspace}\0{recipient}".encode(), digest_size=8).digest()
+        await conn.execute(Q.lock_addressee, {"id": int.from_bytes(digest, "big", signed=True)})
+
+
 async def count_open_to(conn: Connection, workspace: str, recipient: str, since: float) -> int:
-    """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`)."""
+    """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`). A send
+    that counts to decide whether it may insert takes `lock_addressee` first."""
     return int(await conn.fetch_value(Q.count_open_to, {"ws": workspace, "to": recipient, "since": since}))
 
 
