@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..arguments import MessageArgs
-from ..config import NAME_PATTERN
+from ..config import MESSAGE_BODY_BYTES, NAME_PATTERN
 from ..errors import InvalidArgument, NotFound, TooLarge
 from ..models import Inbox, Message, MessageResult, Unread
 from ..store import Connection
@@ -22,7 +22,7 @@ from ..store.records import MessageRow, TaskRecord
 from ..task_states import Status
 from .base import Identity, ServiceBase, iso, new_id
 
-MAX_BODY_BYTES = 8 * 1024
+MAX_BODY_BYTES = MESSAGE_BODY_BYTES
 #: messages to one addressee that nobody has acknowledged yet (for `*`: sent within the window)
 MAX_OPEN_PER_ADDRESSEE = 1000
 BROADCAST_DAYS = 7
