@@ -25,7 +25,6 @@ from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
 from .messages import OPERATORS
-from .messages import since as message_since
 from .progress import progress_entry
 from .search import reading, search_terms
 from .task_events import HARNESS, KINDS
@@ -343,7 +342,8 @@ class ConsoleService(ServiceBase):
             gates = await store.gates_in_review(conn, workspace)
             overdue = await store.expired_leases(conn, workspace, at)
             silent = len(await silent_holders(conn, workspace, at, self.settings.silent_after_seconds))
-            messages = await message_store.count_open_to(conn, workspace, OPERATORS, message_since())
+            # as long as the operators' inbox shows them: until acknowledged, whatever their age
+            messages = await message_store.count_open_to(conn, workspace, OPERATORS, 0.0)
         return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
                      failed=counts.get("failed", 0), blocked=counts.get("blocked", 0),
                      messages=messages)  # fmt: skip
