@@ -40,7 +40,7 @@ import anyio
 from ..errors import Unavailable
 from . import named
 from .changes import NOTIFY_WRITES
-from .conditions import PG_READ_ONLY, sqlite_writable
+from .conditions import PG_READ_ONLY, sqlite_space, sqlite_writable
 from .connection import Connection, StorageError
 from .errors import connect_refused, wrap_errors
 from .migrations import migrate
@@ -341,7 +341,7 @@ class Database:
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers a trivial query and would take a write
-        (a read-only database answers reads, and only its writes fail)."""
+        (a read-only database answers reads, and only its writes fail; SQLite: nor on a full disk)."""
         async with self.read() as conn:
             answer = await conn.fetch_value(Q.ping)
         if answer == "on":
@@ -349,3 +349,4 @@ class Database:
         path = sqlite_path(self.url) if self.is_sqlite else None
         if path and path != ":memory:" and not path.startswith("file:"):
             sqlite_writable(path)
+            sqlite_space(path)
