@@ -96,6 +96,9 @@ class Console:
         self.login = login
         self.base = base
         self.default_workspace = workspace
+        #: pages render one at a time on a thread of their own: however many people load pages at once,
+        #: one thread, not one each, takes turns for the interpreter with the event loop that answers agents
+        self.renders = anyio.CapacityLimiter(1)
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,  # everything agents wrote (titles, summaries, states) is shown as text
@@ -166,7 +169,8 @@ class Page(HTMLResponse):
         full = not self.request.headers.get("hx-request")
         if full and context.get("session") is not None and context.get("workspace") and context["needs"] is None:
             context["needs"] = await self.console.needs(context["workspace"])
-        body = await anyio.to_thread.run_sync(self.console.render_now, self.request, self.name, context)
+        render = self.console.render_now
+        body = await anyio.to_thread.run_sync(render, self.request, self.name, context, limiter=self.console.renders)
         self.body = self.render(body)
         self.headers["content-length"] = str(len(self.body))
         self.finished = True

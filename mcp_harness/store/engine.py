@@ -26,6 +26,7 @@ session's first call, never import SQLAlchemy; `cold.py` is imported by the firs
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -86,6 +87,7 @@ class Database:
         self._reader: sqlite3.Connection | None = None
         self._searchers: list[tuple[sqlite3.Connection, Deadline]] = []  # SQLite: idle search connections
         self._search_slots = anyio.Semaphore(SQLITE_SEARCHERS, fast_acquire=True)
+        self._page_slot = anyio.Lock(fast_acquire=True)  # SQLite: one person's page read at a time
         self._pool: Any = None  # PostgreSQL: the process's one asyncpg pool, made on first use
         self._pool_lock = anyio.Lock()
         self._cold: AsyncEngine | None = None  # SQLAlchemy, made by the first cold path (`cold.py`)
@@ -214,6 +216,18 @@ class Database:
                     self._searchers.append((db, deadline))
                 else:
                     db.close()  # in whatever state it was left: never handed out again
+
+    @asynccontextmanager
+    async def page_read(self) -> AsyncIterator[Connection]:
+        """A read for a person's page (the console), which may be heavy: on SQLite it runs on a worker
+        thread, on a connection of its own, one page at a time, so neither the event loop nor the agents'
+        reads wait for it while it reads (on PostgreSQL as `read()`: the driver awaits the server)."""
+        if not self.is_sqlite:
+            async with self.read() as conn:
+                yield conn
+            return
+        async with self._page_slot, self.search_read(math.inf) as conn:  # a searcher's connection, no time limit
+            yield conn
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[Connection]:
