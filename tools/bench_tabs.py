@@ -29,6 +29,13 @@ after), the order swapped every other round, so the drift of a shared machine fa
     python tools/bench_tabs.py --quick              # 1,100 tasks, 100 calls each way (while developing)
     python tools/bench_tabs.py --tabs 20 --calls 500
     python tools/bench_tabs.py --pause-max 2           # a calmer agent: fewer calls meet a refresh
+
+`--loads N` measures another case: N people load the whole board page again and again (no live tabs)
+while the agent works in another, small workspace; the target is 3x its time alone, p50 and p99.
+`--busy K` keeps K more cores' worth of work running throughout (a busy machine), both blocks alike.
+
+    python tools/bench_tabs.py --loads 3 --calls 150
+    python tools/bench_tabs.py --loads 3 --calls 150 --busy 2
 """
 
 from __future__ import annotations
