@@ -352,3 +352,51 @@ async def test_a_read_only_postgresql_says_so(postgres_url, workspace):
     finally:
         await admin.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
         await admin.close()
+
+
+@pytest.mark.anyio
+async def test_after_a_write_met_a_full_disk_healthz_says_so_until_one_commits(db_url, workspace, monkeypatch):
+    """A disk the server cannot look at (PostgreSQL's; a SQLite file at its size limit) shows in the
+    writes: /healthz repeats what the last write that met it said, until a write commits or a while
+    has passed. PostgreSQL's full disk is a trigger raising its SQLSTATE (disk_full) here."""
+    import asyncpg
+
+    from mcp_harness.store import engine
+
+    me = Identity(workspace, "a")
+    big = {"big": secrets.token_hex(100_000)}
+    async with Harness.open(settings_for(db_url)):
+        pass  # the schema, before a test adds to it
+    if db_url.startswith("sqlite"):
+        limited: contextlib.AbstractContextManager[None] = page_limit(Path(db_url.split("///", 1)[1]), 4)
+        reason = DISK_FULL
+    else:
+        name = f"full_{workspace.replace('-', '_')}"
+        raw = await asyncpg.connect(db_url.replace("postgresql+asyncpg://", "postgresql://", 1))
+        await raw.execute(
+            f"CREATE FUNCTION {name}() RETURNS trigger AS $$ BEGIN IF NEW.workspace = '{workspace}' THEN "
+            f"RAISE EXCEPTION 'no room' USING ERRCODE = 'disk_full'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
+            f"CREATE TRIGGER {name} BEFORE INSERT ON blobs FOR EACH ROW EXECUTE FUNCTION {name}()"
+        )
+        limited = contextlib.nullcontext()
+        reason = "the database server's disk is full: free space, then retry"
+    try:
+        with limited:
+            async with Harness.open(settings_for(db_url)) as h:
+                await h.ping()
+                with pytest.raises(Unavailable, match="disk is full"):
+                    await h.checkpoints.save(me, state=big)
+                with pytest.raises(Unavailable) as said:
+                    await h.ping()
+                assert said.value.message == reason
+                monkeypatch.setattr(engine, "FULL_HELD_SECONDS", 0.0)  # a while has passed
+                await h.ping()
+                monkeypatch.undo()
+                with pytest.raises(Unavailable, match="disk is full"):
+                    await h.checkpoints.save(me, state=big)
+                await h.progress.record(me, summary="a small write still fits")  # it commits
+                await h.ping()
+    finally:
+        if not db_url.startswith("sqlite"):
+            await raw.execute(f"DROP TRIGGER {name} ON blobs; DROP FUNCTION {name}()")
+            await raw.close()

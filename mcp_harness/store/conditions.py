@@ -26,7 +26,10 @@ FULL_BELOW_BYTES = 64 * 1024
 #: SQLite's primary result codes (the low byte of an extended code)
 _SQLITE = {8: READ_ONLY, 11: DAMAGED, 13: DISK_FULL, 26: DAMAGED}  # READONLY, CORRUPT, FULL, NOTADB
 #: PostgreSQL SQLSTATEs: read_only_sql_transaction, disk_full
-_POSTGRES = {"25006": PG_READ_ONLY, "53100": "the database server's disk is full: free space, then retry"}
+PG_DISK_FULL = "the database server's disk is full: free space, then retry"
+#: what a write that met a full disk says (`Database.ping` repeats it for a while: `FULL_HELD_SECONDS`)
+FULL = frozenset({DISK_FULL, PG_DISK_FULL})
+_POSTGRES = {"25006": PG_READ_ONLY, "53100": PG_DISK_FULL}
 
 
 def condition(exc: BaseException) -> HarnessError | None:
