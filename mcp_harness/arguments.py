@@ -14,12 +14,22 @@ from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .config import LEASE_SECONDS, MAX_INT, NAME_PATTERN, check_no_nul
+from .config import (
+    LABEL_CHARS,
+    LEASE_SECONDS,
+    MAX_INT,
+    MESSAGE_BODY_BYTES,
+    NAME_PATTERN,
+    NEXT_STEPS,
+    STEP_CHARS,
+    TAG_CHARS,
+    check_no_nul,
+)
 from .errors import InvalidArgument
 from .models import NameRef, ProgressStatus, TaskSpec, TaskStatus
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-Label = Annotated[str | None, Field(max_length=200), WithJsonSchema({"type": ["string", "null"]})]
+Label = Annotated[str | None, Field(max_length=LABEL_CHARS), WithJsonSchema({"type": ["string", "null"]})]
 #: a list of strings, its bounds checked and not published (see models.TEXT)
 Texts = WithJsonSchema({"type": ["array", "null"], "items": {"type": "string"}})
 #: a version number: checked up to MAX_INT, published without that maximum (2**53 - 1 tells nobody anything)
@@ -162,7 +172,9 @@ class RecordProgressArgs(ToolArgs):
     thread: Annotated[NameRef, said("a tag: one log per workspace")] = "main"
     status: ProgressStatus = "note"
     details: str | None = None
-    next_steps: Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(max_length=50), Texts] = None
+    next_steps: Annotated[
+        list[Annotated[str, Field(max_length=STEP_CHARS)]] | None, Field(max_length=NEXT_STEPS), Texts
+    ] = None
     task_key: Annotated[NameRef | None, said("the task this is about")] = None
     artifacts: dict[str, Any] | None = None
     idempotency_key: IdemKey = None
@@ -185,7 +197,7 @@ class ClaimTaskArgs(ToolArgs):
         900
     )
     tags: Annotated[
-        list[Annotated[str, Field(max_length=64)]] | None,
+        list[Annotated[str, Field(max_length=TAG_CHARS)]] | None,
         Field(max_length=32),
         Texts,
         said("only tasks with one of these"),
@@ -235,7 +247,7 @@ class ListTasksArgs(ToolArgs):
         None
     )
     ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
-    tag: Annotated[str | None, Field(max_length=64), WithJsonSchema({"type": ["string", "null"]})] = None
+    tag: Annotated[str | None, Field(max_length=TAG_CHARS), WithJsonSchema({"type": ["string", "null"]})] = None
     task_key: Annotated[NameRef | None, said("one task in full, any status")] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
     cursor: Annotated[str | None, said("next_cursor of the last page")] = None
@@ -269,8 +281,8 @@ class MessageArgs(ToolArgs):
 
     action: Literal["send", "read", "ack"]
     to: Annotated[str | None, text_arg(200, "send: agent, * (every agent) or operators (people)")] = None
-    body: Annotated[str | None, text_arg(8 * 1024 * 4, "send")] = None
-    subject: Annotated[str | None, text_arg(200, "send")] = None
+    body: Annotated[str | None, text_arg(MESSAGE_BODY_BYTES * 4, "send")] = None  #: bytes: checked by the service
+    subject: Annotated[str | None, text_arg(LABEL_CHARS, "send")] = None
     task_key: Annotated[str | None, text_arg(128, "send: its task")] = None
     reply_to: Annotated[str | None, text_arg(200, "send: id answered")] = None
     unread_only: Annotated[bool, said("read")] = True

@@ -19,6 +19,14 @@ ENV_PREFIX = "MCP_HARNESS_"
 MAX_INT = 2**53 - 1
 LEASE_SECONDS = (10, 86400)  #: allowed lease lengths, for claims and heartbeats
 
+# The fixed limits of what the tools take, in one place: the tools' argument models and `import` read the
+# same numbers, so an import holds nothing a tool would refuse. (The configurable ones are `Limits`.)
+LABEL_CHARS = 200  #: a checkpoint's label, a message's subject
+STEP_CHARS = 4000  #: one of a task's steps, one of a progress entry's next_steps
+NEXT_STEPS = 50  #: next_steps of one progress entry
+TAG_CHARS = 64  #: one tag of a task
+MESSAGE_BODY_BYTES = 8 * 1024  #: a message's body, UTF-8
+
 
 def check_int(name: str, value: float | None, low: float, high: float = MAX_INT) -> float | None:
     """Refuse an optional number outside low..high: over a maximum is an error, never clamped."""

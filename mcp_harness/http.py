@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import re
+import sys
 
 import anyio
 import uvicorn
@@ -52,6 +53,12 @@ def token_check_unavailable(_conn: HTTPConnection, _exc: Exception) -> JSONRespo
         status_code=503,
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
+
+
+#: how long a thread may hold the interpreter while another waits for it (Python's default is 5 ms): the
+#: console renders pages on a worker thread, and each time the event loop that answers the agents wakes
+#: up (a request, a reply from PostgreSQL) it waits up to this long for that thread to let go
+SWITCH_SECONDS = 0.001
 
 
 class HarnessTokenVerifier(TokenVerifier):
@@ -179,6 +186,7 @@ def serve_http(settings: Settings, args: argparse.Namespace) -> int:
     """`mcp-harness serve --transport http`: refuses an exposed bind that no token could use."""
     raise_open_files_limit()
     bind = resolve_bind(args.host)
+    sys.setswitchinterval(SWITCH_SECONDS)
 
     async def main() -> int:
         quiet_accept_errors(asyncio.get_running_loop())

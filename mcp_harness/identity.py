@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .config import check_name
+from .errors import InvalidArgument
 
 if TYPE_CHECKING:
     import anyio
@@ -28,6 +29,26 @@ NO_SESSION_VARIABLE = "MCP_HARNESS_NO_SESSION"
 SUFFIX_LENGTH = 8
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_NAME = 128
+#: names no caller may take, nor a session of them (`operators:x`), in any case: `operators` addresses the
+#: people (their inbox is reached by the operator role alone), `harness` and `runner` sign the entries the
+#: harness and the runner write themselves (notes a session reads as theirs, the runner's session reports)
+RESERVED_AGENTS = frozenset({"operators", "harness", "runner"})
+
+
+def reserved_agent(name: str) -> bool:
+    """Whether `name` is a reserved name or a session of one."""
+    return name.split(":", 1)[0].lower() in RESERVED_AGENTS
+
+
+def check_agent(name: str) -> str:
+    """Validate an agent's name: the contract's pattern, and none of the reserved names."""
+    check_name("agent", name)
+    if reserved_agent(name):
+        raise InvalidArgument(
+            f"agent {name!r} is a reserved name ({', '.join(sorted(RESERVED_AGENTS))} and their sessions name "
+            "the people and the harness itself): choose another agent name"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -40,10 +61,16 @@ class Identity:
     #: a stdio server ending its leases with it: its process (`sessions.this_process`), recorded with the
     #: leases it takes or renews, so a lease whose process is gone ends at the next look
     process: str | None = field(default=None, compare=False)
+    #: the harness's own identities (its notes as `harness`, the runner's as `runner`), made in code only;
+    #: every name that comes from outside (a token, `--agent`, the environment, a session) is checked
+    own: bool = field(default=False, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
         check_name("workspace", self.workspace)
-        check_name("agent", self.agent)
+        if self.own:
+            check_name("agent", self.agent)
+        else:
+            check_agent(self.agent)
 
 
 def session_id(environ: Mapping[str, str] | None = None) -> str | None:

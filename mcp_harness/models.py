@@ -18,7 +18,7 @@ from pydantic import (
     model_serializer,
 )
 
-from .config import NAME_PATTERN
+from .config import NAME_PATTERN, STEP_CHARS, TAG_CHARS
 from .identity import Role
 from .paths import normalize_all
 from .task_states import ShownStatus
@@ -448,13 +448,13 @@ class TaskSpec(BaseModel):
     key: Name
     title: Annotated[str, Field(min_length=1, max_length=500), TEXT]
     description: str | None = None  #: limited by MAX_TEXT_CHARS
-    steps: Annotated[list[Annotated[str, Field(max_length=4000)]], Field(max_length=100), TEXTS] = Field(
+    steps: Annotated[list[Annotated[str, Field(max_length=STEP_CHARS)]], Field(max_length=100), TEXTS] = Field(
         default_factory=list, description="acceptance steps"
     )
     priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000), WithJsonSchema({"type": "integer"})] = 0
     depends_on: Annotated[list[NameRef], Field(max_length=100), TEXTS] = Field(default_factory=list)
-    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=32), TEXTS] = Field(
-        default_factory=list
+    tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=TAG_CHARS)]], Field(max_length=32), TEXTS] = (
+        Field(default_factory=list)
     )
     max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
     review: bool = Field(default=False, description="complete waits for a person's approve")

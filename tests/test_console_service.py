@@ -272,3 +272,20 @@ async def test_the_timeline_choices_name_everyone_who_acted_and_every_task(harne
     assert {e.task_key for e in cancels.events} == {"a-task"}
     with pytest.raises(InvalidArgument):
         await harness.console.timeline(alice, kind="nonsense")
+
+
+async def test_needs_counts_the_peoples_messages_the_inbox_shows_whatever_their_age(harness: Harness, workspace: str):
+    """A message to the operators stays in their inbox until one acknowledges it: the "needs you" bar
+    counts it as long (it dropped those older than the 7 days that only `*` messages last)."""
+    from mcp_harness import clock
+
+    alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
+    await harness.messages.act(alice, action="send", to="operators", body="which port?")
+    await harness.messages.act(alice, action="send", to="*", body="everyone: rebase")
+    clock.advance(8 * 86400)
+    inbox = await harness.messages.read(olga, limit=200)
+    shown = [m for m in inbox.messages if m.to == "operators"]
+    assert len(shown) == 1 and not [m for m in inbox.messages if m.to == "*"]
+    assert (await harness.console.needs(workspace)).messages == len(shown) == 1
+    await harness.messages.act(olga, action="ack", ids=[shown[0].id])
+    assert (await harness.console.needs(workspace)).messages == 0

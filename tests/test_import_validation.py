@@ -14,7 +14,7 @@ import pytest
 from support import call, mcp_client, run_cli, settings_for
 from test_maintenance import export_text, populate
 
-from mcp_harness.errors import InvalidArgument
+from mcp_harness.errors import InvalidArgument, TooLarge
 from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.anyio
@@ -94,6 +94,20 @@ async def test_a_checkpoint_version_that_is_not_a_number(tmp_path, export):
 
 async def test_a_progress_summary_over_the_text_limit(tmp_path, export):
     await refused(tmp_path, *edit(export, "progress", setter(summary="x" * 1_000_000)), "summary")
+
+
+async def test_an_agents_summary_is_held_to_the_tools_own_limit(tmp_path, export, workspace):
+    """record_progress refuses a summary over 65,536 characters; an export may not bring one in (the
+    harness's own entries, which wrap a person's text, may run a little over)."""
+    limit = settings_for("x").limits.max_text_chars
+    over = setter(agent="coder", summary="x" * (limit + 1))
+    await refused(tmp_path, *edit(export, "progress", over), "summary", f"{limit}")
+    fits = [setter(agent="coder", summary="x" * limit), setter(agent="harness", summary="x" * (limit + 100))]
+    for number, change in enumerate(fits):
+        async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / f'fits-{number}.db'}")) as h:
+            await h.maintenance.import_lines(edit(export, "progress", change)[0])
+            with pytest.raises(TooLarge, match="summary"):  # the tool's limit, the same number
+                await h.progress.record(Identity(workspace, "coder"), summary="x" * (limit + 1))
 
 
 @pytest.mark.parametrize(

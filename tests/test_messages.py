@@ -174,6 +174,32 @@ async def test_an_addressee_takes_a_bounded_number_of_unacknowledged_messages(ha
     await harness.messages.act(alice, action="send", to="carol", body="others still can be reached")
 
 
+async def test_the_cap_holds_under_concurrent_sends(harness, workspace, monkeypatch):
+    """Sends at once to one addressee: the count and the insert of each are one step, so exactly the
+    cap's worth go through (on PostgreSQL concurrent sends each counted before the others inserted)."""
+    from mcp_harness.errors import TooLarge
+
+    monkeypatch.setattr("mcp_harness.service.messages.MAX_OPEN_PER_ADDRESSEE", 5)
+    sent, refused = [], []
+
+    async def send(i: int) -> None:
+        try:
+            sent.append(await harness.messages.act(me(workspace, f"a{i}"), action="send", to="bob", body=f"{i}"))
+        except TooLarge:
+            refused.append(i)
+
+    for _ in range(3):  # a race shows in some rounds only: each round starts from a full cap again
+        async with anyio.create_task_group() as tg:
+            for i in range(24):
+                tg.start_soon(send, i)
+        assert (await harness.messages.read(me(workspace, "bob"), limit=200)).unread == 5
+        assert len(sent) == 5 and len(refused) == 19
+        bob = me(workspace, "bob")
+        await harness.messages.act(bob, action="ack", ids=[m.id for m in sent])
+        sent.clear()
+        refused.clear()
+
+
 async def test_send_is_idempotent(harness, workspace):
     alice = me(workspace, "alice")
     first = await harness.messages.act(alice, action="send", to="bob", body="once", idempotency_key="k1")

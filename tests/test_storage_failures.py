@@ -24,6 +24,7 @@ from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable
 from mcp_harness.http import build_app
 from mcp_harness.service import Harness, Identity
+from mcp_harness.store.conditions import DISK_FULL
 
 DAMAGED = "not an mcp-harness database, or damaged"
 
@@ -144,6 +145,74 @@ async def test_a_full_disk_is_unavailable_saying_so(tmp_path, workspace):
             failed = await fail(c, "save_checkpoint", state={"big": secrets.token_hex(200_000)})
             assert failed.code == "unavailable" and "disk is full" in failed.text, failed.text
             assert (await call(c, "restore_state"))["state"] == {"v": 1}  # reads still work
+
+
+@contextlib.contextmanager
+def small_file_system(where: Path, size: str = "3m") -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` for the test (root only; skipped elsewhere)."""
+    where.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write `path` until the file system has no room left."""
+    with open(path, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+
+
+@pytest.mark.slow  # mounts a file system (a process)
+@pytest.mark.anyio
+async def test_healthz_says_a_full_disk_is_full(tmp_path, workspace):
+    """/healthz answers 503 while the database's disk is full, and 200 again once there is room."""
+    with small_file_system(tmp_path / "disk") as disk:
+        settings = settings_for(f"sqlite+aiosqlite:///{disk / 'h.db'}")
+        async with Harness.open(settings) as h:  # a server that runs on while the disk fills
+            await h.checkpoints.save(Identity(workspace, "a"), state={"v": 1})
+            app = build_app(h, settings, "127.0.0.1", 8765)
+            async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://127.0.0.1") as http:
+                assert (await http.get("/healthz")).status_code == 200
+                fill(disk / "filler")
+                with pytest.raises(Unavailable, match="disk is full"):  # what /healthz says, a write meets
+                    await h.checkpoints.save(Identity(workspace, "a"), state={"v": secrets.token_hex(100_000)})
+                response = await http.get("/healthz")
+                assert response.status_code == 503, response.text
+                assert response.json() == {"status": "unavailable", "reason": DISK_FULL}
+                (disk / "filler").unlink()
+                await h.progress.record(Identity(workspace, "a"), summary="room again")  # a write commits
+                assert (await http.get("/healthz")).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_ping_reads_the_free_space_of_the_databases_file_system(tmp_path, monkeypatch):
+    """The check is one statvfs of the database's folder (here told it has 4 KiB left)."""
+    from mcp_harness.store import conditions
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'h.db'}"
+    async with Harness.open(settings_for(url)) as h:
+        await h.ping()
+        real = os.statvfs
+
+        def nearly_full(folder: str) -> os.statvfs_result:
+            fs = real(folder)
+            assert os.path.samefile(folder, tmp_path)
+            return os.statvfs_result((fs.f_bsize, 4096, fs.f_blocks, 1, 1, *tuple(fs)[5:]))
+
+        monkeypatch.setattr(conditions.os, "statvfs", nearly_full)
+        with pytest.raises(Unavailable, match="disk is full"):
+            await h.ping()
 
 
 @contextlib.contextmanager
@@ -284,3 +353,51 @@ async def test_a_read_only_postgresql_says_so(postgres_url, workspace):
     finally:
         await admin.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
         await admin.close()
+
+
+@pytest.mark.anyio
+async def test_after_a_write_met_a_full_disk_healthz_says_so_until_one_commits(db_url, workspace, monkeypatch):
+    """A disk the server cannot look at (PostgreSQL's; a SQLite file at its size limit) shows in the
+    writes: /healthz repeats what the last write that met it said, until a write commits or a while
+    has passed. PostgreSQL's full disk is a trigger raising its SQLSTATE (disk_full) here."""
+    import asyncpg
+
+    from mcp_harness.store import engine
+
+    me = Identity(workspace, "a")
+    big = {"big": secrets.token_hex(100_000)}
+    async with Harness.open(settings_for(db_url)):
+        pass  # the schema, before a test adds to it
+    if db_url.startswith("sqlite"):
+        limited: contextlib.AbstractContextManager[None] = page_limit(Path(db_url.split("///", 1)[1]), 4)
+        reason = DISK_FULL
+    else:
+        name = f"full_{workspace.replace('-', '_')}"
+        raw = await asyncpg.connect(db_url.replace("postgresql+asyncpg://", "postgresql://", 1))
+        await raw.execute(
+            f"CREATE FUNCTION {name}() RETURNS trigger AS $$ BEGIN IF NEW.workspace = '{workspace}' THEN "
+            f"RAISE EXCEPTION 'no room' USING ERRCODE = 'disk_full'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
+            f"CREATE TRIGGER {name} BEFORE INSERT ON blobs FOR EACH ROW EXECUTE FUNCTION {name}()"
+        )
+        limited = contextlib.nullcontext()
+        reason = "the database server's disk is full: free space, then retry"
+    try:
+        with limited:
+            async with Harness.open(settings_for(db_url)) as h:
+                await h.ping()
+                with pytest.raises(Unavailable, match="disk is full"):
+                    await h.checkpoints.save(me, state=big)
+                with pytest.raises(Unavailable) as said:
+                    await h.ping()
+                assert said.value.message == reason
+                monkeypatch.setattr(engine, "FULL_HELD_SECONDS", 0.0)  # a while has passed
+                await h.ping()
+                monkeypatch.undo()
+                with pytest.raises(Unavailable, match="disk is full"):
+                    await h.checkpoints.save(me, state=big)
+                await h.progress.record(me, summary="a small write still fits")  # it commits
+                await h.ping()
+    finally:
+        if not db_url.startswith("sqlite"):
+            await raw.execute(f"DROP TRIGGER {name} ON blobs; DROP FUNCTION {name}()")
+            await raw.close()

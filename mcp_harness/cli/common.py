@@ -41,7 +41,7 @@ def person(args: argparse.Namespace) -> Identity:
     import getpass
 
     from ..config import NAME_PATTERN
-    from ..identity import Identity
+    from ..identity import Identity, reserved_agent
 
     name = getattr(args, "agent", None)
     if not name:
@@ -49,7 +49,7 @@ def person(args: argparse.Namespace) -> Identity:
             name = getpass.getuser()
         except (OSError, KeyError, ImportError):
             name = None
-        if not name or not re.fullmatch(NAME_PATTERN, name):
+        if not name or not re.fullmatch(NAME_PATTERN, name) or reserved_agent(name):
             name = "operator"
     return Identity(workspace=args.workspace or env("WORKSPACE", "default"), agent=name, role="operator")
 

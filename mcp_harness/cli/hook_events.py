@@ -100,7 +100,7 @@ async def _note(harness: Harness, ident: Identity, summary: str, key: str | None
     from ..service import Identity as Who
     from ..service.task_events import HARNESS
 
-    await harness.progress.record(Who(ident.workspace, HARNESS), summary=summary, task_key=key, status=status)
+    await harness.progress.record(Who(ident.workspace, HARNESS, own=True), summary=summary, task_key=key, status=status)
 
 
 async def _pre_compact(harness: Harness, ident: Identity, call: HookCall) -> None:

@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..errors import Forbidden, HarnessError, InvalidArgument, NotFound, Unavailable
+from ..errors import Forbidden, HarnessError, InvalidArgument
 from ..service import Harness, Identity
 from ..task_states import BLOCKED
 from ..task_states import Status as S
@@ -45,7 +45,28 @@ HEADERS = [
 #: how statuses read on the page
 LABELS = {S.PENDING: "Pending", S.CLAIMED: "Claimed", BLOCKED: "Blocked", S.FAILED: "Failed", S.DONE: "Done",
           S.IN_REVIEW: "In review", S.CANCELLED: "Cancelled"}  # fmt: skip
-STATUS = {NotFound: 404, InvalidArgument: 400, Forbidden: 403, Unavailable: 503}
+#: the HTTP status of each contract error a page or an action meets: what the person asked for is refused
+#: (4xx, with the message), the database is away (503), or something unexpected happened (500)
+STATUS = {
+    "invalid_argument": 400,
+    "forbidden": 403,
+    "not_found": 404,
+    "version_conflict": 409,
+    "lease_lost": 409,
+    "task_conflict": 409,
+    "dependency_error": 409,
+    "too_large": 413,
+    "schema_violation": 422,
+    "unavailable": 503,
+    "internal": 500,
+}
+
+
+def status_of(exc: HarnessError) -> int:
+    """The HTTP status a console answer gives `exc` (every code has one; an unknown one is unexpected)."""
+    return STATUS.get(exc.code, 500)
+
+
 MAX_FORM_BYTES = 1024 * 1024  #: a console form (a comment, a reason, a token) is far smaller
 
 
@@ -75,6 +96,9 @@ class Console:
         self.login = login
         self.base = base
         self.default_workspace = workspace
+        #: pages render one at a time on a thread of their own: however many people load pages at once,
+        #: one thread, not one each, takes turns for the interpreter with the event loop that answers agents
+        self.renders = anyio.CapacityLimiter(1)
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,  # everything agents wrote (titles, summaries, states) is shown as text
@@ -145,7 +169,8 @@ class Page(HTMLResponse):
         full = not self.request.headers.get("hx-request")
         if full and context.get("session") is not None and context.get("workspace") and context["needs"] is None:
             context["needs"] = await self.console.needs(context["workspace"])
-        body = await anyio.to_thread.run_sync(self.console.render_now, self.request, self.name, context)
+        render = self.console.render_now
+        body = await anyio.to_thread.run_sync(render, self.request, self.name, context, limiter=self.console.renders)
         self.body = self.render(body)
         self.headers["content-length"] = str(len(self.body))
         self.finished = True
@@ -186,7 +211,7 @@ def page(fn: Handler) -> Handler:
                 return Response(status_code=204, headers={"hx-redirect": redirect.url})
             return RedirectResponse(redirect.url, status_code=303)
         except HarnessError as exc:
-            status = next((s for cls, s in STATUS.items() if isinstance(exc, cls)), 500)
+            status = status_of(exc)
             session = await console.login.session(request)
             back = request.query_params.get("w") if not isinstance(exc, Forbidden) else None
             return console.render(request, "message.html", status, session=session, title="Not possible",

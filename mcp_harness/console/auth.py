@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from ..config import NAME_RE
 from ..errors import Forbidden, HarnessError
+from ..identity import reserved_agent
 from ..service.console_sessions import SESSION_SECONDS, ConsoleSessionService
 
 RECHECK_SECONDS = 0.4  #: an open event stream's session is looked up again at most this often
@@ -51,14 +52,15 @@ class Session:
 
 
 def person_name(given: str | None) -> str:
-    """Who acts from `mcp-harness ui`: `--agent`, else the login name, else `operator`."""
+    """Who acts from `mcp-harness ui`: `--agent`, else the login name (unless it is not a name or a reserved
+    one, such as CI's `runner`), else `operator`."""
     if given:
         return given
     try:
         name = getpass.getuser()
     except (OSError, KeyError, ImportError):
         return "operator"
-    return name if NAME_RE.fullmatch(name or "") else "operator"
+    return name if NAME_RE.fullmatch(name or "") and not reserved_agent(name) else "operator"
 
 
 def cookie_name(request: Request) -> str:

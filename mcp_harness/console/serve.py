@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from ..config import Settings, check_name
 from ..errors import InvalidArgument
+from ..identity import check_agent
 from ..service import Harness
 from .auth import CodeLogin, person_name
 from .routes import console_routes
@@ -30,7 +31,7 @@ def loopback_hosts(port: int) -> list[str]:
 
 
 def serve_ui(settings: Settings, args: argparse.Namespace) -> int:
-    agent = check_name("agent", person_name(args.agent))
+    agent = check_agent(person_name(args.agent))
     if args.workspace:
         check_name("workspace", args.workspace)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
-from ..identity import KEEP_LEASES_VARIABLE
+from ..identity import KEEP_LEASES_VARIABLE, reserved_agent
 
 SERVER_NAME = "harness"  #: the MCP server's name in each session's config (tools `mcp__harness__*`)
 LAST_WORDS = 300  #: characters of a session's last words kept in its record and notes
@@ -191,7 +191,7 @@ class CommandAgent:
             )
         self.extra = extra
         name = re.sub(r"[^A-Za-z0-9._-]", "", Path(self.words[0]).name)[:40]
-        self.base = name or "agent"
+        self.base = name if name and not reserved_agent(name) else "agent"
 
     def launch(self, plan: Plan) -> Launch:
         values = {

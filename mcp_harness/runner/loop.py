@@ -217,7 +217,7 @@ class Runner:
                 summary += f", ${orphan.cost_usd:.4f}" if orphan.cost_usd is not None else ", cost unknown"
                 details = f"runner {orphan.runner} stopped answering; settled by runner {self.id}"
                 try:
-                    runner = Identity(self.workspace, RUNNER_AGENT)
+                    runner = Identity(self.workspace, RUNNER_AGENT, own=True)
                     await self.h.progress.record(runner, summary=summary, details=details, task_key=orphan.task_key)
                 except HarnessError as exc:
                     self.display.say(f"could not write the progress entry of session {orphan.id[:8]}: {exc.message}")
@@ -282,7 +282,7 @@ class Runner:
         return EXIT_DONE
 
     async def _no_tasks(self) -> bool:
-        listed = await self.h.tasks.list(Identity(self.workspace, RUNNER_AGENT), status=None, limit=1)
+        listed = await self.h.tasks.list(Identity(self.workspace, RUNNER_AGENT, own=True), status=None, limit=1)
         return not any(listed.counts.model_dump().values())
 
     def _budget_spent(self) -> str | None:
@@ -508,7 +508,7 @@ class Runner:
             details += f"; uncommitted work committed as {commit} on harness/slot-{slot}: {shown_files}"
         try:
             await self.h.progress.record(
-                Identity(self.workspace, RUNNER_AGENT), summary=summary, details=details, task_key=key,
+                Identity(self.workspace, RUNNER_AGENT, own=True), summary=summary, details=details, task_key=key,
                 thread="main",
             )  # fmt: skip
         except HarnessError as exc:
@@ -531,7 +531,7 @@ class Runner:
         """The last complete/release/fail the session's identity took on its task, and the status now."""
         if key is None:
             return None, None
-        story = await self.h.tasks.story(Identity(self.workspace, RUNNER_AGENT), key)
+        story = await self.h.tasks.story(Identity(self.workspace, RUNNER_AGENT, own=True), key)
         action = None
         for ev in story.events:
             if ev.actor == ident.agent and ev.kind in outcomes.ACTED:
@@ -547,7 +547,7 @@ class Runner:
     async def _give_back_others(self, ident: Identity, key: str | None, session: str) -> None:
         """Tasks the session claimed besides its own (against its rules) go back, no attempt counted."""
         listed = await self.h.tasks.list(ident, status="claimed", limit=200)
-        operator = Identity(self.workspace, RUNNER_AGENT, role="operator")
+        operator = Identity(self.workspace, RUNNER_AGENT, role="operator", own=True)
         for row in listed.tasks:
             if row.owner == ident.agent and row.key != key:
                 why = f"runner: session {session[:8]} claimed {row.key} besides its own task {key}; given back"

@@ -352,7 +352,7 @@ class ConsoleService(ServiceBase):
         nobody claims."""
         at = now()
         ws = ident.workspace
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             rows = []
             for status in ("failed", "claimed", "in_review", "pending"):
                 rows += await store.holding_back(conn, ws, status, STUCK_SCAN, STUCK_SHOWN)
@@ -376,7 +376,7 @@ class ConsoleService(ServiceBase):
         """Time in each status, review waiting time, throughput and the plan's burn-up."""
         at = now()
         ws = ident.workspace
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             events = await store.recent_task_events(conn, ws, PACE_EVENTS)
             keys = sorted({e.task_key for e in events})
             born = await store.created_at(conn, ws, keys)
@@ -442,7 +442,7 @@ class ConsoleService(ServiceBase):
                 check_name(kind, name)
         check_int("offset", offset, 0)
         check_int("limit", limit, 1, 500)
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             rows, total = await store.task_table(
                 conn, ident.workspace, status=status, owner=owner, tag=tag, sort=sort, descending=descending,
                 limit=limit, offset=offset,
@@ -456,7 +456,7 @@ class ConsoleService(ServiceBase):
 
     async def task_keys(self, ident: Identity, limit: int = 500) -> list[str]:
         """The workspace's first `limit` task keys, by key (the timeline's task filter offers them)."""
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             rows, _total = await store.task_table(
                 conn, ident.workspace, status=None, owner=None, tag=None, sort="key", descending=False,
                 limit=limit, offset=0,
@@ -465,7 +465,7 @@ class ConsoleService(ServiceBase):
 
     async def agent_names(self, ident: Identity) -> list[str]:
         """Everyone heard from in the workspace (for filters as choices), by name."""
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             contacts = await store.contacts(conn, ident.workspace, AGENTS_SHOWN)
             actors = await store.recent_actors(conn, ident.workspace, FILTER_EVENTS)
@@ -479,7 +479,7 @@ class ConsoleService(ServiceBase):
         check_name("task_key", key)
         path: list[Dependency] = []
         seen = {key}
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             current = key
             for _ in range(ROOT_STEPS):
                 row = await store.holding_dependency(conn, ident.workspace, current)
@@ -496,7 +496,7 @@ class ConsoleService(ServiceBase):
         """Who holds `key` and how long they have been quiet; None when it is not claimed."""
         check_name("task_key", key)
         at = now()
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             row = await task_store.get(conn, ident.workspace, key)
             if row is None or row.status != "claimed" or row.owner is None:
                 return None
@@ -519,7 +519,7 @@ class ConsoleService(ServiceBase):
             raise InvalidArgument(f"column must be one of {', '.join(BOARD_COLUMNS)}, got {only!r}")
         shown = (only,) if only else BOARD_COLUMNS
         at = now()
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             counts = await task_store.counts(conn, ident.workspace)
             rows = {s: await store.column(conn, ident.workspace, s, per_column, offset if only else 0) for s in shown}
             waiting = [r.key for s in ("pending", "blocked") for r in rows.get(s, [])]
@@ -561,7 +561,7 @@ class ConsoleService(ServiceBase):
         check_int("offset", deps_offset, 0)
         check_int("offset", needed_offset, 0)
         ws = ident.workspace
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             row = await task_store.get(conn, ws, key)
             if row is None:
                 raise NotFound(f"no task with key {key!r} in workspace {ws!r}")
@@ -595,7 +595,7 @@ class ConsoleService(ServiceBase):
 
     async def graph(self, ident: Identity, *, limit: int = 300) -> Graph:
         check_int("limit", limit, 1, 2000)
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             nodes, edges = await store.graph(conn, ident.workspace, limit, GRAPH_EDGES)
             total = sum((await task_store.counts(conn, ident.workspace)).values())  # the counters: a few rows
         return Graph([_dependency(n) for n in nodes], edges, total)
@@ -654,18 +654,18 @@ class ConsoleService(ServiceBase):
 
     async def thread_names(self, ident: Identity, limit: int = 200) -> list[str]:
         """The first `limit` threads by name (for the timeline's filter as choices): bounded at any size."""
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             return await store.thread_names(conn, ident.workspace, limit)
 
     async def threads(self, ident: Identity) -> list[ThreadSummary]:
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             rows = await checkpoint_store.list_threads(conn, ident.workspace)
         return [ThreadSummary(r.name, r.latest_version, r.size_bytes, iso(r.updated_at)) for r in rows]
 
     async def state(self, ident: Identity, thread: str, version: int | None) -> tuple[CheckpointMeta, dict[str, Any]]:
         """One version of a thread (the latest without `version`): its metadata and state."""
         check_name("thread", thread)
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             meta, state, _missing = await self._checkpoints.load(
                 conn, ident, RestoreStateArgs.of(None, {"thread": thread, "version": version})
             )
@@ -685,7 +685,7 @@ class ConsoleService(ServiceBase):
         answered; leases past their time; leases whose holder went silent before they ended."""
         at = now()
         quiet = self.settings.silent_after_seconds
-        async with self.db.read() as conn:
+        async with self.db.page_read() as conn:
             seen = await store.last_seen(conn, ident.workspace)
             contacts = {c.agent: c for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
             held = await store.claimed(conn, ident.workspace, HELD_SHOWN)

@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import cast
 
-from ..identity import Role
+from ..identity import Role, reserved_agent
 from ..store import console_sessions as store
 from ..store.common import now
 from .base import Identity, ServiceBase
@@ -53,7 +53,7 @@ class ConsoleSessionService(ServiceBase):
             return None
         async with self.db.read() as conn:
             row = await store.find(conn, session_hash(session_id), now())
-        if row is None:
+        if row is None or reserved_agent(row.agent):  # a token made before the name was reserved
             return None
         role = cast(Role, row.role)  # a Role when stored
         return ConsoleSession(Identity(workspace=row.workspace, agent=row.agent, role=role), row.token_hash)

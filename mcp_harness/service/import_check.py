@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from ..config import Limits
+from ..config import NEXT_STEPS, STEP_CHARS, Limits
 from ..errors import DependencyError, InvalidArgument
 from ..jsonvalue import check_depth, value_hash
 from ..models import TaskSpec
@@ -26,6 +26,7 @@ from . import manifest as manifests
 from .import_records import HASH, LATER_FIELDS, fields, parse_json
 from .manifest import Blob, Chain, Entry
 from .messages import MAX_BODY_BYTES
+from .task_events import HARNESS
 from .task_graph import topological_order
 
 
@@ -218,10 +219,15 @@ class ImportChecker:
         self.max_seq[ws] = max(self.max_seq.get(ws, 0), r["seq"])
         if not r["summary"].strip():
             raise InvalidArgument("a progress summary must not be empty")
+        limit = self.limits.max_text_chars
+        if r["agent"] != HARNESS and len(r["summary"]) > limit:  # the harness's own may wrap a person's text
+            raise InvalidArgument(f"a progress summary is {len(r['summary'])} characters, over the limit of {limit}")
         if r["next_steps"] is not None:
-            steps = self._json(r["next_steps"], "next_steps", list, 50 * 4000 * 6 + 1024)
-            if len(steps) > 50 or not all(isinstance(s, str) and len(s) <= 4000 for s in steps):
-                raise InvalidArgument("next_steps must be at most 50 strings of at most 4000 characters")
+            steps = self._json(r["next_steps"], "next_steps", list, NEXT_STEPS * STEP_CHARS * 6 + 1024)
+            if len(steps) > NEXT_STEPS or not all(isinstance(s, str) and len(s) <= STEP_CHARS for s in steps):
+                raise InvalidArgument(
+                    f"next_steps must be at most {NEXT_STEPS} strings of at most {STEP_CHARS} characters"
+                )
         if r["artifacts"] is not None:
             self._json(r["artifacts"], "artifacts", dict, self.limits.max_value_bytes)
 

@@ -10,14 +10,15 @@ import re
 from collections.abc import Callable
 from typing import Any, get_args
 
-from ..config import LEASE_SECONDS, MAX_INT, NAME_RE, Limits
+from ..config import LABEL_CHARS, LEASE_SECONDS, MAX_INT, MESSAGE_BODY_BYTES, NAME_RE, TAG_CHARS, Limits
 from ..errors import InvalidArgument
 from ..models import SessionOutcome
 from ..task_states import Status
 from .task_events import KINDS as EVENT_KINDS
 
 #: text the harness itself writes around a person's text (a reopen's summary, a rejected gate's last_error,
-#: and a reopen's last_error in older exports) may exceed the text limit by this much
+#: and a reopen's last_error in older exports) may exceed the text limit by this much; an agent's own
+#: summary may not (`import_check`)
 HARNESS_TEXT = 256
 
 Check = tuple[Callable[[Any], bool], str]
@@ -70,7 +71,8 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
         "blob": {"workspace": ws, "hash": HASH, "data": STRING},
         "segment": {"workspace": ws, "id": integer(1), "prev": optional(integer(1)), "data": STRING},
         "checkpoint": {"id": name(), "workspace": ws, "thread": name(), "version": integer(1),
-                       "parent_id": optional(name()), "label": optional(text(200)), "metadata_json": optional(STRING),
+                       "parent_id": optional(name()), "label": optional(text(LABEL_CHARS)),
+                       "metadata_json": optional(STRING),
                        "manifest": STRING, "size_bytes": integer(0), "agent": name(),
                        "schema_version": optional(integer(1)), "created_at": TIME},
         "progress": {"entry_id": name(), "workspace": ws, "seq": integer(1), "thread": name(), "agent": name(),
@@ -91,15 +93,15 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
                  "review_comment": optional(text(text_limit)), "paths": optional(STRING),
                  "added_by": optional(name())},
         "task_dep": {"workspace": ws, "task_key": name(), "dep_key": name()},
-        "task_tag": {"workspace": ws, "tag": text(64, 1), "task_key": name()},
+        "task_tag": {"workspace": ws, "tag": text(TAG_CHARS, 1), "task_key": name()},
         "task_event": {"workspace": ws, "task_key": name(), "kind": one_of(*EVENT_KINDS), "actor": name(),
                        "attempt": integer(0), "detail": optional(STRING), "created_at": TIME},
         "state_schema": {"workspace": ws, "thread": name(), "version": integer(1), "document": STRING,
                          "created_at": TIME},
         "message": {"message_id": name(), "workspace": ws, "sender": name(), "recipient": addressee(),
-                    "subject": optional(text(200)), "body": text(8 * 1024, 1), "task_key": optional(name()),
-                    "reply_to": optional(name()), "created_at": TIME, "acked_at": optional(TIME),
-                    "acked_by": optional(name())},
+                    "subject": optional(text(LABEL_CHARS)), "body": text(MESSAGE_BODY_BYTES, 1),
+                    "task_key": optional(name()), "reply_to": optional(name()), "created_at": TIME,
+                    "acked_at": optional(TIME), "acked_by": optional(name())},
         "message_ack": {"workspace": ws, "message_id": name(), "agent": name(), "acked_at": TIME},
         "runner": {"id": name(), "workspace": ws, "host": text(255, 1), "pid": integer(0), "started_at": TIME,
                    "seen_at": TIME, "ended_at": optional(TIME), "waiting": optional(text(text_limit))},

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from ..arguments import MessageArgs
-from ..config import NAME_PATTERN
+from ..config import MESSAGE_BODY_BYTES, NAME_PATTERN
 from ..errors import InvalidArgument, NotFound, TooLarge
 from ..models import Inbox, Message, MessageResult, Unread
 from ..store import Connection
@@ -25,7 +25,7 @@ from ..store.records import MessageRow, TaskRecord
 from ..task_states import UNKNOWN, Status
 from .base import Identity, ServiceBase, iso, new_id
 
-MAX_BODY_BYTES = 8 * 1024
+MAX_BODY_BYTES = MESSAGE_BODY_BYTES
 #: messages to one addressee that nobody has acknowledged yet (for `*`: sent within the window)
 MAX_OPEN_PER_ADDRESSEE = 1000
 BROADCAST_DAYS = 7
@@ -36,7 +36,7 @@ LOOSE_SECONDS = 86400
 BRIEF_MESSAGES = 5
 #: sessions a send's warning names at most
 WARN_SESSIONS = 3
-EVERY_AGENT, OPERATORS = "*", "operators"
+EVERY_AGENT, OPERATORS = "*", store.OPERATORS
 _NAME = re.compile(NAME_PATTERN)
 
 
@@ -172,6 +172,7 @@ class MessageService(ServiceBase):
             if args.reply_to is not None and not await store.exists(conn, ws, args.reply_to):
                 raise NotFound(f"no message with id {args.reply_to!r} in this workspace to reply to")
             window = since() if to == EVERY_AGENT else 0.0
+            await store.lock_addressee(conn, ws, to)  # the count below and the insert: one step
             if await store.count_open_to(conn, ws, to, window) >= MAX_OPEN_PER_ADDRESSEE:
                 raise TooLarge(
                     f"{to} already has {MAX_OPEN_PER_ADDRESSEE} messages nobody acknowledged: wait for "

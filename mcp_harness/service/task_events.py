@@ -212,7 +212,12 @@ async def logged(
         detail = json.loads(ev.detail) if ev.detail else {}
         summary = kind.says(key, ev.actor, attempt, detail)
         await append_entry(
-            conn, Identity(workspace, HARNESS), summary=summary, status=kind.status(detail), task_key=key, at=at
+            conn,
+            Identity(workspace, HARNESS, own=True),
+            summary=summary,
+            status=kind.status(detail),
+            task_key=key,
+            at=at,
         )
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import cast
 
 from ..config import check_name
 from ..errors import InvalidArgument, NotFound
+from ..identity import check_agent, reserved_agent
 from ..store import console_sessions
 from ..store import tokens as store
 from ..store.common import now
 from .base import Identity, Role, ServiceBase, iso
+
+log = logging.getLogger("mcp_harness.tokens")
 
 TOKEN_PREFIX = "mcph_"
 ROLES = ("agent", "reader", "operator")
@@ -36,7 +40,7 @@ class TokenService(ServiceBase):
     async def create(self, workspace: str, agent: str, role: Role = "agent") -> str:
         """A new token for workspace + agent + role; the only time its text exists outside the client."""
         check_name("workspace", workspace)
-        check_name("agent", agent)
+        check_agent(agent)
         if role not in ROLES:
             raise InvalidArgument(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -54,6 +58,10 @@ class TokenService(ServiceBase):
         async with self.db.read() as conn:
             row = await store.find(conn, token_hash(token))
         if row is None:
+            return None
+        if reserved_agent(row.agent):  # made before the name was reserved: it names nobody now
+            log.warning("refused token %s: its agent %r is a reserved name (revoke it, make another)", row.token_id,
+                        row.agent)  # fmt: skip
             return None
         return Identity(workspace=row.workspace, agent=row.agent, role=cast(Role, row.role))  # a Role when stored
 

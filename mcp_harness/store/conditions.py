@@ -19,11 +19,17 @@ PG_READ_ONLY = (
     "server at the primary"
 )
 DISK_FULL = "the disk is full (or the database reached its size limit): free space, then retry"
+#: free space on the database's file system under which it counts as full: a few pages, less than the
+#: next transaction may need for its WAL frames
+FULL_BELOW_BYTES = 64 * 1024
 
 #: SQLite's primary result codes (the low byte of an extended code)
 _SQLITE = {8: READ_ONLY, 11: DAMAGED, 13: DISK_FULL, 26: DAMAGED}  # READONLY, CORRUPT, FULL, NOTADB
 #: PostgreSQL SQLSTATEs: read_only_sql_transaction, disk_full
-_POSTGRES = {"25006": PG_READ_ONLY, "53100": "the database server's disk is full: free space, then retry"}
+PG_DISK_FULL = "the database server's disk is full: free space, then retry"
+#: what a write that met a full disk says (`Database.ping` repeats it for a while: `FULL_HELD_SECONDS`)
+FULL = frozenset({DISK_FULL, PG_DISK_FULL})
+_POSTGRES = {"25006": PG_READ_ONLY, "53100": PG_DISK_FULL}
 
 
 def condition(exc: BaseException) -> HarnessError | None:
@@ -46,3 +52,16 @@ def sqlite_writable(path: str) -> None:
         files.append(os.path.dirname(path) or ".")  # the WAL files will be created there
     if not all(os.access(p, os.W_OK) for p in files):
         raise Unavailable(READ_ONLY)
+
+
+def sqlite_space(path: str) -> None:
+    """Raise `Unavailable` (disk full) when the file system holding the database has less room than a
+    write needs: one `statvfs`, where a trial write would take the write lock. The space root may use
+    counts for root (the blocks reserved for it)."""
+    try:
+        fs = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return  # nothing to say: the write itself will tell
+    free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize
+    if free < FULL_BELOW_BYTES:
+        raise Unavailable(DISK_FULL)

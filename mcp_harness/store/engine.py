@@ -26,6 +26,7 @@ session's first call, never import SQLAlchemy; `cold.py` is imported by the firs
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -40,7 +41,7 @@ import anyio
 from ..errors import Unavailable
 from . import named
 from .changes import NOTIFY_WRITES
-from .conditions import PG_READ_ONLY, sqlite_writable
+from .conditions import FULL, PG_READ_ONLY, sqlite_space, sqlite_writable
 from .connection import Connection, StorageError
 from .errors import connect_refused, wrap_errors
 from .migrations import SCHEMA_VERSION, current_version, migrate
@@ -67,6 +68,9 @@ Q = named.load("health")
 SEARCH = named.load("search_run")
 #: how many searches run at once on SQLite (each on a worker thread and a connection of its own)
 SQLITE_SEARCHERS = 4
+#: how long `ping` says "full" after a write met a full disk (unless a write succeeds first): a
+#: PostgreSQL server's disk, or a SQLite file at its size limit, is seen only by the writes
+FULL_HELD_SECONDS = 30.0
 
 
 class Database:
@@ -86,6 +90,8 @@ class Database:
         self._reader: sqlite3.Connection | None = None
         self._searchers: list[tuple[sqlite3.Connection, Deadline]] = []  # SQLite: idle search connections
         self._search_slots = anyio.Semaphore(SQLITE_SEARCHERS, fast_acquire=True)
+        self._page_slot = anyio.Lock(fast_acquire=True)  # SQLite: one person's page read at a time
+        self._full: tuple[str, float] | None = None  # the last write that met a full disk: (why, when)
         self._pool: Any = None  # PostgreSQL: the process's one asyncpg pool, made on first use
         self._pool_lock = anyio.Lock()
         self._cold: AsyncEngine | None = None  # SQLAlchemy, made by the first cold path (`cold.py`)
@@ -139,7 +145,19 @@ class Database:
     # -- hot paths: literal SQL on a `Connection` --------------------------------------------------
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Connection]:
-        """A write transaction: committed when the block ends, rolled back on any error."""
+        """A write transaction: committed when the block ends, rolled back on any error. One that meets
+        a full disk is remembered for `ping`; one that commits forgets it."""
+        try:
+            async with self._write() as conn:
+                yield conn
+        except Unavailable as exc:
+            if exc.message in FULL:
+                self._full = (exc.message, time.monotonic())
+            raise
+        self._full = None
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[Connection]:
         if not self.is_sqlite:
             async with wrap_errors(), self._pg_transaction() as driver:
                 conn = PgConnection(driver)
@@ -219,6 +237,18 @@ class Database:
                     self._searchers.append((db, deadline))
                 else:
                     db.close()  # in whatever state it was left: never handed out again
+
+    @asynccontextmanager
+    async def page_read(self) -> AsyncIterator[Connection]:
+        """A read for a person's page (the console), which may be heavy: on SQLite it runs on a worker
+        thread, on a connection of its own, one page at a time, so neither the event loop nor the agents'
+        reads wait for it while it reads (on PostgreSQL as `read()`: the driver awaits the server)."""
+        if not self.is_sqlite:
+            async with self.read() as conn:
+                yield conn
+            return
+        async with self._page_slot, self.search_read(math.inf) as conn:  # a searcher's connection, no time limit
+            yield conn
 
     @asynccontextmanager
     async def single(self) -> AsyncIterator[Connection]:
@@ -346,11 +376,15 @@ class Database:
 
     async def ping(self) -> None:
         """Raise `Unavailable` unless the database answers a trivial query and would take a write
-        (a read-only database answers reads, and only its writes fail)."""
+        (a read-only database answers reads, and only its writes fail; nor on a full disk: SQLite's file
+        system is looked at, and a write that met a full disk is said for `FULL_HELD_SECONDS`)."""
         async with self.read() as conn:
             answer = await conn.fetch_value(Q.ping)
         if answer == "on":
             raise Unavailable(PG_READ_ONLY)
+        if self._full is not None and time.monotonic() - self._full[1] < FULL_HELD_SECONDS:
+            raise Unavailable(self._full[0])
         path = sqlite_path(self.url) if self.is_sqlite else None
         if path and path != ":memory:" and not path.startswith("file:"):
             sqlite_writable(path)
+            sqlite_space(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from . import named
@@ -9,12 +10,17 @@ from .connection import Connection
 from .records import MessageRow
 
 Q = named.load("messages")
+OPERATORS = "operators"  #: the people's address: the callers with the operator role
 
 
 def addressees(agent: str, operator: bool) -> dict[str, str]:
     """Who a caller is, as the inbox queries name it: itself, its agent without the session suffix,
-    and `operators` for an operator ('' otherwise: it names nobody)."""
-    return {"me": agent, "base": agent.split(":", 1)[0], "ops": "operators" if operator else ""}
+    and `operators` for an operator ('' otherwise: it names nobody). The people's inbox goes by the role
+    alone: a caller's own name never reaches it, even one that `operators` or `operators:x` would match."""
+    base = agent.split(":", 1)[0]
+    if base == OPERATORS:
+        agent = base = ""
+    return {"me": agent, "base": base, "ops": OPERATORS if operator else ""}
 
 
 async def insert(conn: Connection, row: dict[str, Any]) -> None:
@@ -71,8 +77,16 @@ async def ack(conn: Connection, workspace: str, message_id: str, who: dict[str, 
     return await conn.execute(Q.ack_broadcast, {"ws": workspace, "id": message_id, "at": at, "me": who["me"]})
 
 
+async def lock_addressee(conn: Connection, workspace: str, recipient: str) -> None:
+    """PostgreSQL: take turns with every other send to `recipient` until commit (see `count_open_to`)."""
+    if conn.dialect == "postgresql":
+        digest = hashlib.blake2b(f"mcp-harness messages {workspace}\0{recipient}".encode(), digest_size=8).digest()
+        await conn.execute(Q.lock_addressee, {"id": int.from_bytes(digest, "big", signed=True)})
+
+
 async def count_open_to(conn: Connection, workspace: str, recipient: str, since: float) -> int:
-    """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`)."""
+    """Messages to `recipient` nobody has acknowledged on the message's row (sent since `since`). A send
+    that counts to decide whether it may insert takes `lock_addressee` first."""
     return int(await conn.fetch_value(Q.count_open_to, {"ws": workspace, "to": recipient, "since": since}))
 
 

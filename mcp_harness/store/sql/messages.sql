@@ -110,3 +110,9 @@ LIMIT 1
 SELECT agent FROM agent_contacts WHERE workspace = :ws AND substr(agent, 1, :n) = :prefix
 ORDER BY seen_at DESC, agent
 LIMIT :limit
+
+-- name: lock_addressee [postgresql]
+-- Sends to one addressee take turns from their count of its open messages to their commit, so the cap
+-- on them holds under concurrent sends (each would count before the others insert). SQLite's write
+-- transactions (BEGIN IMMEDIATE) are serial already. Keyed per workspace and addressee.
+SELECT pg_advisory_xact_lock(:id)
