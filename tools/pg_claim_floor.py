@@ -49,7 +49,7 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
             while True:
                 at = time.time()
                 values = {"ws": workspace, "now": at, "agent": "floor", "token": secrets.token_urlsafe(18),
-                          "expires": at + 300, "lease": 300, "fp": "floor"}  # fmt: skip
+                          "expires": at + 300, "lease": 300, "fp": "floor", "process": None}  # fmt: skip
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(claim.postgresql, *_args(claim, values))
                 if not rows:
@@ -66,7 +66,11 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
         await pool.close()
         return count
 
-    out.put(asyncio.run(main()))
+    try:
+        out.put(asyncio.run(main()))
+    except BaseException as exc:  # the parent reports it (a worker that dies silently would hang it)
+        out.put(f"{type(exc).__name__}: {exc}")
+        raise
 
 
 async def _setup(url: str, dsn: str, workspace: str, tasks: int) -> None:
@@ -103,7 +107,11 @@ def main() -> None:
         ready.get()
     start = time.perf_counter()
     go.set()
-    total = sum(out.get() for _ in procs)
+    got = [out.get(timeout=600) for _ in procs]
+    failed = [g for g in got if isinstance(g, str)]
+    if failed:
+        raise SystemExit(f"a worker failed: {failed[0]}")
+    total = sum(got)
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
