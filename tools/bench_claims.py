@@ -11,8 +11,9 @@ The run fails on any duplicate completion, missed task, or "database is locked" 
 With `--baseline REF` the commit REF is built once into a virtualenv of its own (`git archive` of REF
 into a folder under /tmp keyed by the commit, `python -m venv`, `pip install` of that tree) and the two
 builds take turns (`--rounds` each, the order flipped every round) on databases of their own, so that
-their ratios are measured in the same sitting. With one process the p50 of a claim and of a complete
-(as the client sees them, one request in flight) are reported too. On PostgreSQL the asyncpg floor
+their ratios are measured in the same sitting; with one process (one request in flight) the turns are
+pair by pair, one server of each build open at once (`--whole-runs`: whole runs instead), and the p50
+of a claim and of a complete (as the client sees them) are reported too. On PostgreSQL the asyncpg floor
 (`tools/pg_claim_floor.py`: the harness's statements on bare asyncpg) runs in the same sitting.
 
     python tools/bench_claims.py                                   # SQLite file, 1, 4 and 8 processes
@@ -253,6 +254,66 @@ async def one_run(build: Build, db: str, processes: int, in_flight: int, tasks: 
     }
 
 
+async def interleaved(builds: list[Build], dbs: list[str], tasks: int) -> list[dict]:
+    """One process of each build, driven pair by pair in turns (one claim+complete on one, then on the
+    other; the order flipped every pair), so that both see the same moments of a shared machine. Each
+    build's rate is its pairs over the time its own pairs took."""
+    servers = []
+    workspace = f"bench-turns-{time.time_ns() % 10**12}"
+    for build, db in zip(builds, dbs, strict=True):
+        await seed(build, db, workspace, tasks)
+        server = await Server.spawn(build, db, workspace, "w0")
+        failed, answer = await server.call("list_tasks", limit=1)
+        if failed:
+            raise RuntimeError(f"list_tasks: {answer}")
+        servers.append(server)
+    tallies = [Tally() for _ in builds]
+    spent = [0.0 for _ in builds]
+    try:
+        for i in range(tasks):
+            order = range(len(servers)) if i % 2 == 0 else reversed(range(len(servers)))
+            for j in order:
+                server, tally = servers[j], tallies[j]
+                t0 = time.perf_counter()
+                failed, got = await server.call("claim_task", lease_seconds=300)
+                t1 = time.perf_counter()
+                if failed or got.get("task") is None:
+                    tally.errors.append(str(got))
+                    continue
+                tally.claim_ms.append((t1 - t0) * 1000)
+                args = {"task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"]}
+                failed, answer = await server.call("update_task", **args, verification="bench")
+                t2 = time.perf_counter()
+                tally.complete_ms.append((t2 - t1) * 1000)
+                spent[j] += t2 - t0
+                if failed:
+                    tally.errors.append(str(answer))
+                else:
+                    tally.done.append(got["task"]["key"])
+    finally:
+        await asyncio.gather(*(s.close() for s in servers))
+    rows = []
+    for build, tally, seconds in zip(builds, tallies, spent, strict=True):
+        rows.append(
+            {
+                "build": build.label,
+                "processes": 1,
+                "in_flight": 1,
+                "tasks": tasks,
+                "completed": len(tally.done),
+                "duplicates": len(tally.done) - len(set(tally.done)),
+                "errors": len(tally.errors),
+                "locked_errors": sum("locked" in e for e in tally.errors),
+                "seconds": round(seconds, 3),
+                "per_second": round(len(tally.done) / seconds, 1) if seconds else 0.0,
+                "client_cpu_share": 0.0,
+                "claim_p50_ms": round(statistics.median(tally.claim_ms), 3) if tally.claim_ms else None,
+                "complete_p50_ms": round(statistics.median(tally.complete_ms), 3) if tally.complete_ms else None,
+            }
+        )
+    return rows
+
+
 # -- databases -------------------------------------------------------------------------------------
 
 
@@ -343,6 +404,7 @@ def main() -> int:
         "--rounds", type=int, default=None, help="runs per build and process count (default 3 with --baseline, else 1)"
     )
     parser.add_argument("--no-floor", action="store_true", help="PostgreSQL: skip the asyncpg floor")
+    parser.add_argument("--whole-runs", action="store_true", help="one process: whole runs in turns, not pair by pair")
     parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
     args = parser.parse_args()
     builds = [this_build()]
@@ -363,9 +425,16 @@ def main() -> int:
         floors: list[float] = []
         for r in range(rounds):
             order = builds if r % 2 == 0 else builds[::-1]
-            for build in order:
-                db = database_for(args, build, folder, f"{n}p-{r}")
-                row = asyncio.run(one_run(build, db, n, in_flight, args.tasks))
+            if n == 1 and in_flight == 1 and len(builds) > 1 and not args.whole_runs:
+                dbs = [database_for(args, b, folder, f"{n}p-{r}") for b in builds]
+                got = asyncio.run(interleaved(builds, dbs, args.tasks))
+            else:
+                got = [
+                    asyncio.run(one_run(b, database_for(args, b, folder, f"{n}p-{r}"), n, in_flight, args.tasks))
+                    for b in order
+                ]
+            for row in got:
+                build = next(b for b in builds if b.label == row["build"])
                 row["round"] = r
                 runs.append(row)
                 mine[build.label].append(row)
