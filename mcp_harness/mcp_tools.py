@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the datab
 
 
 async def with_inbox(h: Harness, who: Identity, answer: Awaitable[R]) -> R:
-    """A claim or heartbeat answer, with `inbox: {unread}` when messages wait for the caller (the field
-    is on the claim's and the heartbeat's result models)."""
+    """A heartbeat answer, with `inbox: {unread}` when messages wait for the caller (the field is on the
+    heartbeat's result model; a claim's answer carries it from the service)."""
     result = await answer
     if "inbox" not in type(result).model_fields:
         return result
@@ -167,7 +167,7 @@ TOOLS: tuple[HarnessTool, ...] = (
         ClaimTaskResult,
         "Claim the best claimable task, under a lease; task.context: notes, dependencies' results. "
         "task null: reason says why.",
-        lambda h, who, a: with_inbox(h, who, h.tasks.claim(who, a)),
+        lambda h, who, a: h.tasks.claim(who, a),  # its answer carries the inbox (read with the claim)
     ),
     HarnessTool(
         UpdateTaskArgs,

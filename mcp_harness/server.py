@@ -218,9 +218,10 @@ class HarnessServer(MCPServer[Any]):
             args = tool.parse(arguments)
             harness, ident = self.current()
             await harness.contacts.touch(ident, name)  # liveness: at most one small write per agent per 5 s
-            result = await tool.call(harness, ident, args)
-            if name in ("claim_task", "update_task"):  # why it is idle: the claim's answer, or the task it let go
-                await harness.contacts.touch(ident, name, result, getattr(args, "action", None))
+            with harness.contacts.serving(ident, name):  # a claim or complete writes the contact with its change
+                result = await tool.call(harness, ident, args)
+                if name in ("claim_task", "update_task"):  # why it is idle: the claim's answer, or the task it let go
+                    await harness.contacts.touch(ident, name, result, getattr(args, "action", None))
             if self.state.leases is not None:
                 # a lease this connection took or renewed (or used since) ends with it
                 self.state.leases.saw(result, getattr(args, "lease_token", None))

@@ -110,16 +110,16 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         "progress.insert_progress", "workspaces.next_progress_seq", "tokens.live_token",
         "schemas.next_schema_version", "schemas.insert_schema",
         "recent_progress(True, False, True)", "recent_progress(False, False, False)",
-        "tasks.insert_task", "claim(True, False, first)", "claim(False, True, first)", "claim(False, False, first)",
+        "tasks.insert_task", "claim(True, False, first, facts)", "claim(False, True, first, facts)",
+        "claim(False, False, first, facts)",
         "tasks.held_by", "tasks.task_counts_ran_out",
         "why_nothing(True, False)", "task_page(True, True)", "task_page(True, False)", "tasks.dependents_of",
         "tasks.dependencies_of", "tasks.task_events", "tasks.insert_task_event", "waiting(True, False)",
     }  # fmt: skip
-    if db_url.startswith("sqlite"):  # SQLite claims as three statements under its write lock (see claim())
+    if db_url.startswith("sqlite"):  # SQLite claims as four statements under its write lock (see claim())
         claims = {name for name in expected if name.startswith("claim(")}
-        expected = (
-            (expected - claims) | {name.replace("claim(", "claim_pick(") for name in claims} | {"tasks.claim_by_id"}
-        )
+        picks = {name.replace("claim(", "claim_pick(").replace(", facts", "") for name in claims}
+        expected = (expected - claims) | picks | {"tasks.claim_by_id", "handoff_facts"}
     assert expected <= set(ran), f"not run: {sorted(expected - set(ran))}"
     assert all(name for name in ran), "every query the store runs is a named one (sql/*.sql, or a builder)"
     assert any(name.startswith("update_leased(") and name.endswith("leaf_only=True)") for name in ran)

@@ -104,7 +104,7 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
     pending of which 4 are blocked behind a failure; 20 tasks held under leases that do not run out during
     the run (one per agent, as a team holds them)."""
     off, block = i % 100, i - i % 100
-    row = {"workspace": WORKSPACE, "key": f"t{i:06d}", "title": f"task {i}: do the thing number {i}",
+    row = {"workspace": WORKSPACE, "added_by": None, "key": f"t{i:06d}", "title": f"task {i}: do the thing number {i}",
            "description": None, "steps": "[]", "priority": i % 4, "depends_on": "[]", "tags": "[]",
            "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
            "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,

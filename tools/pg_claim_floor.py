@@ -34,8 +34,9 @@ def _args(query: Query, values: dict) -> list:
 
 
 def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
-    claim = queries.claim(False, False)
-    done = queries.update_leased(DONE_COLUMNS, True, logged=True)
+    # as a served claim and complete run them: the contact row with each, the claim's handoff facts
+    claim = queries.claim(False, False, "first", contact=True, facts=True)
+    done = queries.update_leased(DONE_COLUMNS, True, logged=True, contact=True)
 
     async def main() -> int:
         pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)
@@ -46,10 +47,13 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
 
         async def loop() -> None:
             nonlocal count
+            me = f"floor-{secrets.token_hex(3)}"  # a contact row per connection: none waits on another's
             while True:
                 at = time.time()
                 values = {"ws": workspace, "now": at, "agent": "floor", "token": secrets.token_urlsafe(18),
-                          "expires": at + 300, "lease": 300, "fp": "floor"}  # fmt: skip
+                          "expires": at + 300, "lease": 300, "fp": "floor", "process": None, "c_agent": me,
+                          "c_at": at, "c_tool": "claim_task", "c_outcome": "claimed", "me": "floor",
+                          "base": "floor", "ops": "", "since": at - 86400}  # fmt: skip
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(claim.postgresql, *_args(claim, values))
                 if not rows:
@@ -57,7 +61,8 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
                 values = {"ws": workspace, "key": rows[0]["key"], "token": rows[0]["lease_token"],
                           "v_status": "done", "v_ready": False, "v_result": None, "v_verification": "floor",
                           "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at, "v_last_error": None,
-                          "ev_kind": "complete", "ev_actor": "floor", "ev_detail": None, "ev_at": at}  # fmt: skip
+                          "ev_kind": "complete", "ev_actor": "floor", "ev_detail": None, "ev_at": at,
+                          "c_agent": me, "c_at": at, "c_tool": "update_task", "c_outcome": "completed"}  # fmt: skip
                 async with pool.acquire() as conn:
                     await conn.fetch(done.postgresql, *_args(done, values))
                 count += 1
@@ -66,7 +71,11 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
         await pool.close()
         return count
 
-    out.put(asyncio.run(main()))
+    try:
+        out.put(asyncio.run(main()))
+    except BaseException as exc:  # the parent reports it (a worker that dies silently would hang it)
+        out.put(f"{type(exc).__name__}: {exc}")
+        raise
 
 
 async def _setup(url: str, dsn: str, workspace: str, tasks: int) -> None:
@@ -103,7 +112,11 @@ def main() -> None:
         ready.get()
     start = time.perf_counter()
     go.set()
-    total = sum(out.get() for _ in procs)
+    got = [out.get(timeout=600) for _ in procs]
+    failed = [g for g in got if isinstance(g, str)]
+    if failed:
+        raise SystemExit(f"a worker failed: {failed[0]}")
+    total = sum(got)
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()

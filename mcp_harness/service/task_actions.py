@@ -40,6 +40,7 @@ from ..task_states import (
 )
 from . import task_paths
 from .base import Identity, ServiceBase
+from .contacts import let_go, riding
 from .task_events import event, lease_history, logged
 from .task_views import action_answer, lease_now, lease_of, status_of
 from .task_wait import Wakeup
@@ -252,11 +253,13 @@ class TaskActions(ServiceBase):
             at = now()
             outcome = completed(self._given(args, at))
             ev = event("complete", ident.agent, outcome.detail)
-            async with self.db.single() as conn:
-                row = await store.update_leased(
-                    conn, ident.workspace, args.task_key, args.lease_token or "", outcome.change, ev, at,
-                    leaf_only=True,
-                )  # fmt: skip
+            with riding(ident, let_go("complete", args.task_key)) as ride:  # the contact row, in the statement
+                async with self.db.single() as conn:
+                    row = await store.update_leased(
+                        conn, ident.workspace, args.task_key, args.lease_token or "", outcome.change, ev, at,
+                        leaf_only=True, contact=ride.contact,
+                    )  # fmt: skip
+                ride.done = row is not None
             if row is not None:
                 self.wakeup.notify(ident.workspace)
                 return action_answer(row, at, outcome, unblocked=[])

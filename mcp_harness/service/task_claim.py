@@ -11,15 +11,17 @@ import anyio
 from ..arguments import ClaimTaskArgs
 from ..config import Settings
 from ..errors import InvalidArgument, NotFound
-from ..models import ClaimTaskResult, HandedTask, TaskContext
+from ..models import ClaimTaskResult, HandedTask, TaskContext, Unread
 from ..store import Connection, Database
 from ..store import tasks as store
 from ..store.common import now
-from ..store.records import ClaimedTask
-from ..store.tasks import PathMode
+from ..store.records import ClaimedTask, ClaimedWithFacts
+from ..store.tasks import Contact, PathMode
 from ..task_states import UNKNOWN
 from ..work_tree import Changes, gather
 from .base import Identity, ServiceBase
+from .contacts import CLAIMED, riding
+from .messages import unread_count, who, windows
 from .task_context import task_context
 from .task_end import LeaseEnder
 from .task_events import event, fail_exhausted, fingerprint, left_behind, logged
@@ -38,19 +40,23 @@ async def _take(
     task_key: str | None,
     paths: PathMode = "first",
     allowed: int | None = None,
+    contact: Contact | None = None,
+    inbox: dict[str, Any] | None = None,
 ) -> ClaimedTask | None:
     """The claim statement with a new lease token: the claimed row, or None. `paths`: how tasks with
-    paths are taken (`first`, the default: only when the best task has none; see `task_paths`)."""
+    paths are taken (`first`, the default: only when the best task has none; see `task_paths`);
+    `contact`: the caller's contact row, written with the claim when it took a task; `inbox`: the
+    claimer as the unread count names it, for a row with its `HandoffFacts`."""
     token = secrets.token_urlsafe(18)
     return await store.claim(
         conn, ident.workspace, agent=ident.agent, token=token, fingerprint=fingerprint(token), now=at,
         lease_seconds=lease_seconds, tags=tags, task_key=task_key, paths=paths, allowed=allowed,
-        process=ident.process,
+        process=ident.process, contact=contact, inbox=inbox,
     )  # fmt: skip
 
 
-def _claimed(row: ClaimedTask, at: float, context: TaskContext | None) -> ClaimTaskResult:
-    return ClaimTaskResult(task=task_view(row, at, HandedTask, context=context), lease=lease_of(row, at))
+def _claimed(row: ClaimedTask, at: float, context: TaskContext | None, inbox: Unread | None = None) -> ClaimTaskResult:
+    return ClaimTaskResult(task=task_view(row, at, HandedTask, context=context), lease=lease_of(row, at), inbox=inbox)
 
 
 async def _log_take_over(
@@ -118,9 +124,9 @@ class TaskClaimer(ServiceBase):
             )
             remaining = deadline - anyio.current_time()
             if result.task is not None or remaining <= 0:
-                return result
+                return await self._with_inbox(ident, result)
             if not await self.wakeup.wait_for_work(ident, tags, task_key, remaining):
-                return result  # the caller left: answer as if the wait ran out, claim nothing
+                return await self._with_inbox(ident, result)  # the caller left: as if the wait ran out
             if anyio.current_time() >= deadline:
                 # One last look: the change may have come in the final moment.
                 deadline = anyio.current_time()
@@ -132,6 +138,13 @@ class TaskClaimer(ServiceBase):
                 return None
         return await gather()
 
+    async def _with_inbox(self, ident: Identity, result: ClaimTaskResult) -> ClaimTaskResult:
+        """The answer with the caller's unread count (`inbox`, when above 0), in a read of its own (the
+        common case reads it on the claim's connection: `_claim_single`)."""
+        async with self.db.read() as conn:
+            inbox = await unread_count(conn, ident)
+        return result if inbox is None else result.model_copy(update={"inbox": inbox})
+
     async def _claim_single(
         self, ident: Identity, lease_seconds: int, tags: list[str] | None, task_key: str | None
     ) -> ClaimTaskResult | None:
@@ -141,20 +154,29 @@ class TaskClaimer(ServiceBase):
         of a 2.8 ms claim on PostgreSQL). None when nothing was taken: the caller's transaction then
         works out why."""
         at = now()
-        async with self.db.single() as conn:
-            row = await _take(conn, ident, at, lease_seconds, tags, task_key)
-            context = None
-            if row is not None and row.taken_from is None:  # what the new holder must know: a few bounded
-                context = await task_context(conn, ident.workspace, row)  # reads, on the same connection
+        addressed = {**who(ident), **windows()}
+        with riding(ident, CLAIMED) as ride:  # the caller's contact row, written by the claim statement
+            async with self.db.single() as conn:
+                row = await _take(conn, ident, at, lease_seconds, tags, task_key, contact=ride.contact, inbox=addressed)
+                context = None
+                if row is not None:
+                    assert isinstance(row, ClaimedWithFacts)
+                    ride.done = True
+                    # what the new holder must know, read on the same connection: only when a note names
+                    # the task or it has dependencies (the claim said whether a note does)
+                    if row.taken_from is None and (row.noted or json.loads(row.depends_on)):
+                        context = await task_context(conn, ident.workspace, row)
         if row is None:
             return None
+        assert isinstance(row, ClaimedWithFacts)
+        inbox = Unread(unread=row.unread) if row.unread else None
         if row.taken_from is not None:  # rare: an expired lease taken over; the log hears of it
             self._count_take_over(ident.workspace)
             changes = await gather()
             async with self.db.write() as conn:
                 await _log_take_over(conn, ident, row, at, changes)
                 context = await task_context(conn, ident.workspace, row)
-        return _claimed(row, at, context)
+        return _claimed(row, at, context, inbox)
 
     async def _claim_once(
         self,

@@ -48,10 +48,12 @@ from .migrations import SCHEMA_VERSION, current_version, migrate
 from .postgres import PgConnection, driver_pool
 from .search import over_time_limit
 from .sqlite import (
+    CHECKPOINT_EVERY,
     SQLITE_BUSY_TIMEOUT_MS,
     Deadline,
     SqliteConnection,
     ThreadedSqliteConnection,
+    checkpoint,
     connect,
     connect_searcher,
     create_private,
@@ -87,6 +89,7 @@ class Database:
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._read_lock = anyio.Lock(fast_acquire=True)
         self._writer: sqlite3.Connection | None = None  # SQLite: made on first use, as is the reader
+        self._commits = 0  # SQLite: this process's write transactions, for its checkpoints
         self._reader: sqlite3.Connection | None = None
         self._searchers: list[tuple[sqlite3.Connection, Deadline]] = []  # SQLite: idle search connections
         self._search_slots = anyio.Semaphore(SQLITE_SEARCHERS, fast_acquire=True)
@@ -172,6 +175,9 @@ class Database:
                 end_transaction(db, commit=False)
                 raise
             end_transaction(db, commit=True)
+            self._commits += 1
+            if self._commits % CHECKPOINT_EVERY == 0:  # the writer's checkpoints (see `sqlite.WRITER_PRAGMAS`)
+                checkpoint(db)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Connection]:

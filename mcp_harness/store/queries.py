@@ -21,10 +21,13 @@ from functools import cache
 from typing import Literal
 
 from ..task_states import SETTLED
+from . import named
 from .connection import Query, Record
 from .records import (
     ClaimedTask,
+    ClaimedWithFacts,
     EmptyClaimFacts,
+    HandoffFacts,
     PathCandidate,
     PickedTask,
     ProgressRow,
@@ -158,13 +161,50 @@ def path_candidates(by_tags: bool, by_key: bool) -> Query:
     )
 
 
+_MESSAGES = named.load("messages")
+
+
+def _noted(alias: str) -> str:
+    """A note names the task: a progress entry or a message about it (`ix_progress_task`,
+    `ix_message_task`: an index probe each)."""
+    return (
+        f'(EXISTS (SELECT 1 FROM progress AS p WHERE p.workspace = {alias}workspace AND p.task_key = {alias}"key") '
+        f'OR EXISTS (SELECT 1 FROM messages AS m WHERE m.workspace = {alias}workspace AND m.task_key = {alias}"key"))'
+    )
+
+
+#: the claimer's unread messages (`messages.sql`'s `count_unread`: `:me`, `:base`, `:ops`, `:since`)
+_UNREAD = f"({_MESSAGES.count_unread.sqlite})"
+#: SQLite: a claimed task's `HandoffFacts`, in the claim's transaction (PostgreSQL's claim reads them itself)
+HANDOFF_FACTS = Query(
+    f'SELECT {_noted("t.")} AS noted, {_UNREAD} AS unread FROM tasks AS t WHERE t.workspace = :ws AND t."key" = :key',
+    row=HandoffFacts,
+    name="handoff_facts",
+)
+
+
+#: the caller's row in `agent_contacts` written by the statement that changes a task, in a CTE over the
+#: changed row (`source`), so that only a change that happened records it: parameters `:c_agent`,
+#: `:c_at`, `:c_tool`, `:c_outcome` (`tasks.Contact`). SQLite runs `console.sql`'s `record_contact`
+#: after the change, in its transaction.
+def contact_cte(source: str) -> str:
+    return (
+        "contact AS (INSERT INTO agent_contacts (workspace, agent, seen_at, tool, claim_outcome, claim_at) "
+        f"SELECT :ws, :c_agent, :c_at, :c_tool, :c_outcome, :c_at FROM {source} LIMIT 1 "
+        "ON CONFLICT (workspace, agent) DO UPDATE SET seen_at = excluded.seen_at, tool = excluded.tool, "
+        "claim_outcome = excluded.claim_outcome, claim_at = excluded.claim_at)"
+    )
+
+
 @cache
-def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
+def claim(by_tags: bool, by_key: bool, paths: PathMode = "any", contact: bool = False, facts: bool = False) -> Query:
     """PostgreSQL: take the best claimable task and record the claim: ONE statement. It skips rows another
     claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
-    (kind `take_over`, else `claim`; `:fp` fingerprints the new lease). What a claim sets is written
-    here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose BEGIN IMMEDIATE keeps other
-    writers out already: it runs `claim_pick`, `claim_by_id` and `insert_task_event` instead)."""
+    (kind `take_over`, else `claim`; `:fp` fingerprints the new lease); with `contact`, the caller's
+    contact row too (`contact_cte`); with `facts`, the row carries its `HandoffFacts` (`ClaimedWithFacts`).
+    What a claim sets is written here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose
+    BEGIN IMMEDIATE keeps other writers out already: it runs `claim_pick`, `claim_by_id` and
+    `insert_task_event` instead)."""
     pick = _pick(by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any",
                  walk=True)  # fmt: skip
     first = " AND pick.paths IS NULL" if paths == "first" else ""
@@ -183,10 +223,14 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
         f"RETURNING {columns(TaskRecord, prefix='t.')}, pick.was_status, pick.was_owner), "
         f'logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) SELECT workspace, "key", '
         "CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, attempts, "
-        f"{detail}, :now FROM taken) "
-        f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from FROM taken"
+        f"{detail}, :now FROM taken)"
+        + (f", {contact_cte('taken')} " if contact else " ")
+        + f"SELECT {TASK}, CASE WHEN was_status = 'claimed' THEN was_owner END AS taken_from"
+        + (f", {_noted('taken.')} AS noted, {_UNREAD} AS unread" if facts else "")
+        + " FROM taken"
     )
-    return Query(sql, row=ClaimedTask, name=f"claim({by_tags}, {by_key}, {paths})")
+    name = f"claim({by_tags}, {by_key}, {paths}{', contact' if contact else ''}{', facts' if facts else ''})"
+    return Query(sql, row=ClaimedWithFacts if facts else ClaimedTask, name=name)
 
 
 @cache
@@ -264,26 +308,30 @@ def update_by_key(values: tuple[str, ...]) -> Query:
     return Query(sql, name=f"update_by_key({', '.join(values)})")
 
 
-def with_event(update: str) -> str:
+def with_event(update: str, contact: bool = False) -> str:
     """PostgreSQL: `update` (an UPDATE ... RETURNING the task's columns) and the event of the change,
-    as ONE statement (`:ev_kind`, `:ev_actor`, `:ev_detail`, `:ev_at`; the attempt is the task's)."""
+    as ONE statement (`:ev_kind`, `:ev_actor`, `:ev_detail`, `:ev_at`; the attempt is the task's); with
+    `contact`, the caller's contact row too (`contact_cte`)."""
     return (
         f"WITH changed AS ({update}), logged AS (INSERT INTO task_events ({_EVENT_COLUMNS}) "
         'SELECT workspace, "key", :ev_kind, :ev_actor, attempts, :ev_detail, :ev_at FROM changed) '
-        "SELECT * FROM changed"
+        + (f", {contact_cte('changed')} " if contact else "")
+        + "SELECT * FROM changed"
     )
 
 
 @cache
-def update_leased(values: tuple[str, ...], leaf_only: bool, logged: bool = False) -> Query:
+def update_leased(values: tuple[str, ...], leaf_only: bool, logged: bool = False, contact: bool = False) -> Query:
     """Set `values` on a claimed task only if the lease token matches (the fence); with `leaf_only`, only
     if no task depends on it and it is not for review. `logged` (PostgreSQL): and record the change's
-    event in the same statement (see `with_event`; SQLite runs `insert_task_event` after it)."""
+    event in the same statement (see `with_event`; SQLite runs `insert_task_event` after it), and with
+    `contact` the caller's contact row."""
     where = "workspace = :ws AND \"key\" = :key AND status = 'claimed' AND lease_token = :token"
     where += " AND dependents = 0 AND review = FALSE" if leaf_only else ""
     sql = f"UPDATE tasks SET {_assignments(values)} WHERE {where} RETURNING {TASK}"
-    name = f"update_leased({', '.join(values)}{'; logged' if logged else ''}; leaf_only={leaf_only})"
-    return Query(sql, postgresql=with_event(sql) if logged else None, row=TaskRecord, name=name)
+    name = f"update_leased({', '.join(values)}{'; logged' if logged else ''}{', contact' if contact else ''}; "
+    name += f"leaf_only={leaf_only})"
+    return Query(sql, postgresql=with_event(sql, contact) if logged else None, row=TaskRecord, name=name)
 
 
 @cache

@@ -146,6 +146,26 @@ class ClaimedTask(TaskRecord):
     taken_from: str | None
 
 
+class HandoffFacts(Record):
+    """What a claim's answer needs to know first about the task it took: whether a note names it (a
+    progress entry or a message about it: then its `context` is read), and how many messages wait for
+    the claimer (`unread`)."""
+
+    __slots__ = ()
+
+    noted: bool
+    unread: int
+
+
+class ClaimedWithFacts(ClaimedTask):
+    """A claimed task and its `HandoffFacts`, read by the claim statement itself (PostgreSQL)."""
+
+    __slots__ = ()
+
+    noted: bool
+    unread: int
+
+
 class PickedTask(Record):
     """The task a claim takes on SQLite, as it was before the claim (`queries.claim_pick`)."""
 

@@ -19,6 +19,7 @@ from .connection import Connection, array, fetch_row
 from .queries import PathMode as PathMode
 from .records import (
     ClaimedTask,
+    ClaimedWithFacts,
     EmptyClaimFacts,
     HolderFactsRow,
     LeaseProcessRow,
@@ -32,6 +33,7 @@ from .records import (
 from .search import Terms, search_refused
 
 Q = named.load("tasks")
+CONSOLE = named.load("console")
 SEARCH = named.load("search_run")
 #: PostgreSQL: a workspace of at most this many tasks is searched in its own tasks alone (a to_tsvector of each)
 SCOPED_TASKS = 200
@@ -45,6 +47,34 @@ class Event(NamedTuple):
     kind: str
     actor: str
     detail: str | None = None
+
+
+class Contact(NamedTuple):
+    """The caller's row in `agent_contacts` (when it last made a call, through which tool, and what its
+    last claim came to: `console.record_contact`), written by the statement or in the transaction of
+    the change it goes with, so that the call commits once."""
+
+    agent: str
+    at: float
+    tool: str
+    outcome: str
+
+    def params(self) -> dict[str, Any]:
+        return {"c_agent": self.agent, "c_at": self.at, "c_tool": self.tool, "c_outcome": self.outcome}
+
+
+async def _record_contact(conn: Connection, workspace: str, contact: Contact) -> None:
+    """SQLite: the contact row, in the change's transaction (PostgreSQL writes it in the change's statement)."""
+    at, outcome = contact.at, contact.outcome
+    params = {
+        "ws": workspace,
+        "agent": contact.agent,
+        "at": at,
+        "tool": contact.tool,
+        "outcome": outcome,
+        "claim_at": at,
+    }
+    await conn.execute(CONSOLE.record_contact, params)
 
 
 class Settled(NamedTuple):
@@ -226,18 +256,28 @@ async def claim(
     paths: PathMode = "any",
     allowed: int | None = None,
     process: str | None = None,
+    contact: Contact | None = None,
+    inbox: dict[str, Any] | None = None,
 ) -> ClaimedTask | None:
     """Atomically take the best claimable task (or the named one) and record the claim event (its
     detail names the lease by `fingerprint`): ONE statement on PostgreSQL. `paths` says how tasks with
     paths are taken (`queries.PathMode`; `allowed`: the one such task `allowed` may take). `process`: the
-    stdio server process taking it (`sessions.this_process`), recorded with the lease."""
+    stdio server process taking it (`sessions.this_process`), recorded with the lease. `contact`: the
+    caller's contact row, written only when a task was taken. `inbox`: the claimer as the unread count
+    names it (`me`, `base`, `ops`, `since`: `messages.count_unread`); then the row is `ClaimedWithFacts`,
+    read by the claim statement itself on PostgreSQL, in its transaction on SQLite."""
     params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
               "lease": lease_seconds, "fp": fingerprint, "process": process}  # fmt: skip
     _filters(conn, params, tags, task_key)
     if paths == "allowed":
         params["allowed"] = -1 if allowed is None else allowed
     if conn.dialect == "postgresql":
-        return await conn.fetch_one(queries.claim(bool(tags), task_key is not None, paths), params)
+        if contact is not None:
+            params.update(contact.params())
+        if inbox is not None:
+            params.update(inbox)
+        query = queries.claim(bool(tags), task_key is not None, paths, contact is not None, inbox is not None)
+        return await conn.fetch_one(query, params)
     picked = await conn.fetch_one(queries.claim_pick(bool(tags), task_key is not None, paths), params)
     if picked is None or (paths == "first" and picked.paths is not None):
         return None
@@ -246,6 +286,11 @@ async def claim(
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
     await record_event(conn, workspace, row.key, row.attempts, event, now)
+    if contact is not None:
+        await _record_contact(conn, workspace, contact)
+    if inbox is not None:
+        facts = await fetch_row(conn, queries.HANDOFF_FACTS, {"ws": workspace, "key": row.key, **inbox})
+        return ClaimedWithFacts((*row, taken_from, *facts))
     return ClaimedTask((*row, taken_from))
 
 
@@ -274,19 +319,26 @@ async def update_leased(
     at: float,
     *,
     leaf_only: bool = False,
+    contact: Contact | None = None,
 ) -> TaskRecord | None:
     """Apply `change` to a claimed task only if `token` is its current lease (the fence), recording
-    `event` (if any) with it. None if it is not (with `leaf_only`, also None if other tasks depend on it)."""
+    `event` (if any) with it, and the caller's `contact` row (with an event only). None if it is not
+    (with `leaf_only`, also None if other tasks depend on it)."""
     columns, values = _values(change)
     params = {"ws": workspace, "key": key, "token": token, **values}
     if event is None:
         return await conn.fetch_one(queries.update_leased(columns, leaf_only), params)
     if conn.dialect == "postgresql":
         params.update(ev_kind=event.kind, ev_actor=event.actor, ev_detail=event.detail, ev_at=at)
-        return await conn.fetch_one(queries.update_leased(columns, leaf_only, logged=True), params)
+        if contact is not None:
+            params.update(contact.params())
+        query = queries.update_leased(columns, leaf_only, logged=True, contact=contact is not None)
+        return await conn.fetch_one(query, params)
     row = await conn.fetch_one(queries.update_leased(columns, leaf_only), params)
     if row is not None:
         await record_event(conn, workspace, key, row.attempts, event, at)
+        if contact is not None:
+            await _record_contact(conn, workspace, contact)
     return row
 
 
