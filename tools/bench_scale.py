@@ -109,7 +109,7 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
            "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
            "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
            "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
-           "attempts": 0, "review": False, "kind": "work",
+           "attempts": 0, "review": False, "kind": "work", "added_by": None,
            "paths": None}  # fmt: skip
     dep = None
     if off < 60:

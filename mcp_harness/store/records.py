@@ -246,6 +246,7 @@ class DependencyRow(Record):
     task_key: str
     status: Status
     blocked: bool
+    stale: bool  #: a done dependency whose own dependency was reopened and is not done again
 
 
 class DependentRow(Record):

@@ -188,15 +188,22 @@ SELECT task_key FROM task_deps WHERE workspace = :ws AND dep_key = ANY(:keys)
 
 -- name: dependencies_of
 -- row: DependencyRow
-SELECT d.task_key, t.status, t.blocked FROM task_deps AS d
+SELECT d.task_key, t.status, t.blocked, t.stale FROM task_deps AS d
 JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key
 WHERE d.workspace = :ws AND d.task_key IN (SELECT value FROM json_each(:keys))
 
 -- name: dependencies_of [postgresql]
 -- row: DependencyRow
-SELECT d.task_key, t.status, t.blocked FROM task_deps AS d
+SELECT d.task_key, t.status, t.blocked, t.stale FROM task_deps AS d
 JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key
 WHERE d.workspace = :ws AND d.task_key = ANY(:keys)
+
+-- name: stale_of
+-- The stale ones among :keys (done tasks whose dependency was reopened and is not done again).
+SELECT "key" FROM tasks WHERE workspace = :ws AND stale = TRUE AND "key" IN (SELECT value FROM json_each(:keys))
+
+-- name: stale_of [postgresql]
+SELECT "key" FROM tasks WHERE workspace = :ws AND stale = TRUE AND "key" = ANY(:keys)
 
 -- name: lock_tasks [postgresql]
 -- The dependents whose flags a change recomputes, locked first (in id order), so that two transactions
