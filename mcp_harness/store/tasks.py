@@ -23,6 +23,7 @@ from .records import (
     HolderFactsRow,
     LeaseProcessRow,
     PathCandidate,
+    ReachedDependency,
     RootRow,
     TaskCountRow,
     TaskEventRow,
@@ -103,6 +104,14 @@ async def get_many(conn: Connection, workspace: str, keys: list[str]) -> dict[st
         return {}
     rows = await conn.fetch_all(Q.tasks_by_key, {"ws": workspace, "keys": array(conn.dialect, dict.fromkeys(keys))})
     return {row.key: row for row in rows}
+
+
+async def dependency_closure(
+    conn: Connection, workspace: str, key: str, *, depth: int, limit: int
+) -> list[ReachedDependency]:
+    """What `key` depends on, directly or through others (at most `depth` steps away), each once,
+    nearest first then oldest, at most `limit` of them: one statement."""
+    return await conn.fetch_all(Q.dependency_closure, {"ws": workspace, "key": key, "depth": depth, "limit": limit})
 
 
 async def insert(conn: Connection, workspace: str, rows: list[dict[str, Any]]) -> None:

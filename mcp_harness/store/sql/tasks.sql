@@ -27,6 +27,22 @@ SELECT id, workspace, "key", title, description, steps, priority, depends_on, ta
        review_comment, paths
 FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys)
 
+-- name: dependency_closure
+-- row: ReachedDependency
+-- What a task depends on, directly or through others, each once at its nearest depth (at most :depth
+-- steps away), nearest first, then in creation order; :limit of them. One statement: a task's context
+-- reads it after every claim. `task_deps`' primary key serves each step.
+WITH RECURSIVE reach(k, depth) AS (
+    SELECT dep_key, 1 FROM task_deps WHERE workspace = :ws AND task_key = :key
+    UNION
+    SELECT d.dep_key, r.depth + 1 FROM reach AS r
+    JOIN task_deps AS d ON d.workspace = :ws AND d.task_key = r.k
+    WHERE r.depth < :depth
+), nearest AS (SELECT k, min(depth) AS depth FROM reach GROUP BY k)
+SELECT t.id, t."key", t.status, t.blocked, t.result, t.verification, t.review, t.kind, t.review_comment, n.depth
+FROM nearest AS n JOIN tasks AS t ON t.workspace = :ws AND t."key" = n.k
+ORDER BY n.depth, t.id LIMIT :limit
+
 -- name: insert_task
 -- A new task (its attempts start at 0); returns its id, which its tags name.
 INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts,
