@@ -113,6 +113,20 @@ class CheckpointMeta:
     schema_version: int | None = None
 
 
+class Behind(Result):
+    """What the log holds that a checkpoint does not: written since it was saved (each counted up to 100)."""
+
+    progress: int  #: progress entries
+    task_changes: int  #: task events (claims, completions, reviews, reopens...)
+
+
+@dataclass(slots=True)
+class RestoredCheckpoint(CheckpointMeta):
+    """A restored checkpoint; `behind`: what the log holds since it was saved (the log wins over it)."""
+
+    behind: Behind | None = None
+
+
 class SaveCheckpointResult(Replayable):
     checkpoint_id: str
     thread: str
@@ -426,7 +440,7 @@ class MessageResult(Replayable):
 class RestoreStateResult(Result):
     you: You
     found: bool
-    checkpoint: CheckpointMeta | None
+    checkpoint: RestoredCheckpoint | None
     state: dict[str, Any] | None
     missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]
