@@ -117,3 +117,16 @@ async def test_the_bound_keeps_the_near_dependencies_and_counts_the_far(db_url, 
         assert bounded.more_dependencies == 6 + far - len(keys)
         assert all(isinstance(d.result, str) and d.cut for d in bounded.dependencies[:6])
         assert [d.key for d in full.dependencies] == [f"d{i}" for i in range(6)] + [f"c{29 - i}" for i in range(far)]
+
+
+async def test_the_previous_result_outlasts_a_run_of_agent_entries(db_url, workspace):
+    """The reopen's harness note is no longer among the task's newest 20 entries: the previous result is
+    still found among its newest events."""
+    async with mcp_client(db_url, workspace, agent="a") as a:
+        await call(a, "add_tasks", tasks=[t("x")])
+        await done(a, "x", result={"commit": "abc"})
+        await call(a, "update_task", task_key="x", action="reopen", reason="again")
+        for i in range(25):
+            await call(a, "record_progress", summary=f"thinking {i}", task_key="x")
+        got = await call(a, "claim_task", task_key="x")
+        assert got["task"]["context"]["previous_result"] == {"commit": "abc"}

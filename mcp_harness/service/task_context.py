@@ -138,15 +138,16 @@ def _result_of(raw: str | None, chars: int | None) -> tuple[Any, bool]:
 
 
 async def _previous_result(conn: Connection, workspace: str, row: TaskRecord, read: _Read) -> str | None:
-    """A reopened task's result before its newest reopen (JSON text), while it is not done again: from the
-    events the notes read (a reopen writes a harness entry, which makes them read), else read on its own
-    when older entries went unread."""
+    """A reopened task's result before its newest reopen (JSON text), while it is not done again: found
+    among the task's newest events, which the notes read when a harness entry is among the newest entries
+    (a reopen writes one); read here only when older entries went unread. Bounded: a reopen older than
+    those events is not looked for."""
     if row.status == Status.DONE:
         return None
-    reopen = next((e for e in read.events or [] if e.kind == "reopen"), None)  # newest first
-    unread = len(read.events) >= 4 * CANDIDATES if read.events is not None else read.full
-    if reopen is None and unread:
-        reopen = await store.last_event(conn, workspace, row.key, "reopen")
+    events = read.events
+    if events is None and read.full:
+        events = await store.recent_events(conn, workspace, row.key, 4 * CANDIDATES)
+    reopen = next((e for e in events or [] if e.kind == "reopen"), None)  # newest first
     if reopen is None or not reopen.detail:
         return None
     result = json.loads(reopen.detail).get("result")
