@@ -68,7 +68,7 @@ async def test_notes_carry_next_steps_and_a_reopen_keeps_the_previous_result(db_
         [note] = [n for n in context["notes"] if n["text"] == "started on 120"]
         assert note["next"].startswith("change the limit; rerun the tests; xxx") and note["next"].endswith("…")
         assert len(note["next"]) == 301
-        assert all("next" not in n for n in context["notes"] if n is not note), "harness notes have none"
+        assert all("next" not in n for n in context["notes"] if n is not note), "only an entry with next steps"
         assert size(context) <= MAX_BYTES
 
 

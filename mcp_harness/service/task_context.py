@@ -60,8 +60,8 @@ def _note_text(row: ProgressRow) -> str:
 
 
 def _next_text(row: ProgressRow) -> str | None:
-    """An agent's entry's next steps, as one line."""
-    if not row.next_steps or row.agent == HARNESS:
+    """An entry's next steps, as one line (None when it has none)."""
+    if not row.next_steps:
         return None
     steps = [" ".join(str(step).split()) for step in json.loads(row.next_steps)]
     return "; ".join(step for step in steps if step) or None
