@@ -58,3 +58,13 @@ async def test_behind_is_counted_up_to_its_cap(db_url, workspace):
 
 def test_the_instructions_say_the_log_wins():
     assert "the log wins over an older state" in INSTRUCTIONS["agent"]
+
+
+def test_the_resume_brief_says_the_state_is_behind_the_log():
+    from mcp_harness.cli.brief import _state
+
+    meta = {"version": 3, "created_at": "2026-12-03T10:00:00Z", "agent": "a", "size_bytes": 12}
+    restored = {"checkpoint": meta, "state": {"phase": "review"}}
+    assert "since then" not in _state(restored, 1000)
+    told = _state({**restored, "checkpoint": {**meta, "behind": {"progress": 4, "task_changes": 2}}}, 1000)
+    assert "since then 4 progress entries and 2 task changes (where they differ, the log wins)" in told
