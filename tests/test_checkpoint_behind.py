@@ -33,8 +33,9 @@ async def test_a_restored_checkpoint_says_what_was_written_since(db_url, workspa
         assert fresh["checkpoint"]["version"] == 1 and "behind" not in fresh["checkpoint"], fresh["checkpoint"]
 
         got = await call(a, "claim_task", task_key="x")  # a claim event
-        await call(a, "update_task", task_key="x", action="complete", lease_token=got["lease"]["token"],
-                   verification="tested")  # fmt: skip  # a submit event
+        await call(
+            a, "update_task", task_key="x", action="complete", lease_token=got["lease"]["token"], verification="tested"
+        )  # a submit event
         await call(olga, "update_task", task_key="x", action="approve", comment="fine")  # an event and an entry
         await call(a, "record_progress", summary="after the save", task_key="x")
         later = await call(a, "restore_state")

@@ -22,8 +22,11 @@ def test_the_other_waits_keep_a_place_after_the_winning_one():
     got = [w.key for w in shared([winning, [on("review"), on("review2")], [on("failed")]])]
     assert got == ["held0", "held1", "held2", "review", "failed"]
     assert [w.key for w in shared([winning[:2], [on("review"), on("review2")]])] == [
-        "held0", "held1", "review", "review2"
-    ]  # fmt: skip
+        "held0",
+        "held1",
+        "review",
+        "review2",
+    ]
     assert [w.key for w in shared([winning[:1], [on("held0"), on("r")]])] == ["held0", "r"], "each key once"
 
 
@@ -54,8 +57,14 @@ async def test_all_claimed_names_the_review_the_rest_waits_on(db_url, workspace)
         tasks = [t("held"), t("api", review=True)] + [t(f"use{i}", depends_on=["api"]) for i in range(5)]
         await call(a, "add_tasks", tasks=tasks)
         api = await call(a, "claim_task", task_key="api")
-        await call(a, "update_task", task_key="api", action="complete", lease_token=api["lease"]["token"],
-                   verification="tested")  # fmt: skip
+        await call(
+            a,
+            "update_task",
+            task_key="api",
+            action="complete",
+            lease_token=api["lease"]["token"],
+            verification="tested",
+        )
         held = await call(b, "claim_task")
         assert held["task"]["key"] == "held"
         why = await call(a, "claim_task")

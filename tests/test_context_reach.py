@@ -28,8 +28,15 @@ async def done(client, key: str, result: object = None, verification: str = "tes
     got = await call(client, "claim_task", task_key=key)
     assert got["task"]["key"] == key, got
     extra = {"result": result} if result is not None else {}
-    await call(client, "update_task", task_key=key, action="complete", lease_token=got["lease"]["token"],
-               verification=verification, **extra)  # fmt: skip
+    await call(
+        client,
+        "update_task",
+        task_key=key,
+        action="complete",
+        lease_token=got["lease"]["token"],
+        verification=verification,
+        **extra,
+    )
 
 
 async def test_the_core_result_reaches_the_tasks_built_on_what_is_built_on_it(db_url, workspace):
@@ -37,16 +44,24 @@ async def test_the_core_result_reaches_the_tasks_built_on_what_is_built_on_it(db
     order it names them), then core and api (two steps away both: oldest first), each once, with their
     results."""
     async with mcp_client(db_url, workspace, agent="a") as a:
-        plan = [t("core"), t("api", depends_on=["core"]), t("docs", depends_on=["api", "core"]),
-                t("cli", depends_on=["api"]), t("release", depends_on=["docs", "cli"])]  # fmt: skip
+        plan = [
+            t("core"),
+            t("api", depends_on=["core"]),
+            t("docs", depends_on=["api", "core"]),
+            t("cli", depends_on=["api"]),
+            t("release", depends_on=["docs", "cli"]),
+        ]
         await call(a, "add_tasks", tasks=plan)
         for key in ("core", "api", "cli", "docs"):
             await done(a, key, result={"made": key})
         got = await call(a, "claim_task", task_key="release")
         deps = got["task"]["context"]["dependencies"]
         assert [(d["key"], d["result"]) for d in deps] == [
-            ("docs", {"made": "docs"}), ("cli", {"made": "cli"}), ("core", {"made": "core"}), ("api", {"made": "api"}),
-        ]  # fmt: skip
+            ("docs", {"made": "docs"}),
+            ("cli", {"made": "cli"}),
+            ("core", {"made": "core"}),
+            ("api", {"made": "api"}),
+        ]
         assert size(got["task"]["context"]) <= MAX_BYTES
         [row] = (await call(a, "list_tasks", task_key="release"))["tasks"]
         assert [d["key"] for d in row["context"]["dependencies"]] == ["docs", "cli", "core", "api"]
@@ -59,10 +74,21 @@ async def test_notes_carry_next_steps_and_a_reopen_keeps_the_previous_result(db_
         await call(a, "update_task", task_key="lengths", action="reopen", reason="80 is too short")
         got = await call(b, "claim_task", task_key="lengths")
         assert got["task"]["context"]["previous_result"] == {"commit": "bbe720c", "max": 80}
-        await call(b, "record_progress", summary="started on 120", task_key="lengths",
-                   next_steps=["change the limit", "  rerun   the tests  ", "x" * 400])  # fmt: skip
-        await call(b, "update_task", task_key="lengths", action="release", lease_token=got["lease"]["token"],
-                   reason="out of time")  # fmt: skip
+        await call(
+            b,
+            "record_progress",
+            summary="started on 120",
+            task_key="lengths",
+            next_steps=["change the limit", "  rerun   the tests  ", "x" * 400],
+        )
+        await call(
+            b,
+            "update_task",
+            task_key="lengths",
+            action="release",
+            lease_token=got["lease"]["token"],
+            reason="out of time",
+        )
         context = (await call(a, "claim_task", task_key="lengths"))["task"]["context"]
         assert context["previous_result"] == {"commit": "bbe720c", "max": 80}
         [note] = [n for n in context["notes"] if n["text"] == "started on 120"]
@@ -82,8 +108,15 @@ async def test_a_long_previous_result_is_cut_and_a_task_done_again_has_none(db_u
         got = await call(a, "claim_task", task_key="x")
         previous = got["task"]["context"]["previous_result"]
         assert isinstance(previous, str) and previous.startswith('{"log":"rrr') and len(previous) == 301
-        await call(a, "update_task", task_key="x", action="complete", lease_token=got["lease"]["token"],
-                   verification="ok", result={"log": "new"})  # fmt: skip
+        await call(
+            a,
+            "update_task",
+            task_key="x",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="ok",
+            result={"log": "new"},
+        )
         [row] = (await call(a, "list_tasks", task_key="x", status="done"))["tasks"]
         assert "previous_result" not in (row.get("context") or {})
 
@@ -103,8 +136,14 @@ async def test_the_bound_keeps_the_near_dependencies_and_counts_the_far(db_url, 
         )
         for spec in [*chain, *direct]:
             got = await h.tasks.claim(me, task_key=spec["key"])
-            await h.tasks.update(me, task_key=spec["key"], action="complete", lease_token=got.lease.token,
-                                 result={"text": spec["key"] + " " + "r" * 300}, verification="v" * 200)  # fmt: skip
+            await h.tasks.update(
+                me,
+                task_key=spec["key"],
+                action="complete",
+                lease_token=got.lease.token,
+                result={"text": spec["key"] + " " + "r" * 300},
+                verification="v" * 200,
+            )
         async with h.db.read() as conn:
             row = await store.get(conn, workspace, "top")
             bounded = await task_context(conn, workspace, row)

@@ -19,8 +19,9 @@ def t(key: str, **kw) -> dict:
 async def done(client, key: str) -> None:
     got = await call(client, "claim_task", task_key=key)
     assert got["task"]["key"] == key, got
-    await call(client, "update_task", task_key=key, action="complete", lease_token=got["lease"]["token"],
-               verification="tested")  # fmt: skip
+    await call(
+        client, "update_task", task_key=key, action="complete", lease_token=got["lease"]["token"], verification="tested"
+    )
 
 
 async def rows(client) -> dict[str, dict]:
@@ -40,8 +41,13 @@ async def test_a_reopen_holds_back_pending_tasks_through_done_ones(db_url, works
     """`release` depends on `lengths` through `docs` and `cli`, both done: reopening `lengths` leaves
     `docs` and `cli` done and makes `release` wait, naming `lengths`; done again, `release` is ready."""
     async with mcp_client(db_url, workspace, agent="a") as a, mcp_client(db_url, workspace, agent="b") as b:
-        plan = [t("lengths"), t("docs", depends_on=["lengths"]), t("cli", depends_on=["lengths"]),
-                t("release", depends_on=["docs", "cli"]), t("other")]  # fmt: skip
+        plan = [
+            t("lengths"),
+            t("docs", depends_on=["lengths"]),
+            t("cli", depends_on=["lengths"]),
+            t("release", depends_on=["docs", "cli"]),
+            t("other"),
+        ]
         await call(a, "add_tasks", tasks=plan)
         for key in ("lengths", "docs", "cli"):
             await done(a, key)
@@ -64,8 +70,14 @@ async def test_a_reopen_holds_back_pending_tasks_through_done_ones(db_url, works
         why = await call(a, "claim_task")
         assert why["task"] is None and "lengths" in [w["key"] for w in why["waiting_on"]], why
 
-        await call(b, "update_task", task_key="lengths", action="complete", lease_token=held["lease"]["token"],
-                   verification="fixed")  # fmt: skip
+        await call(
+            b,
+            "update_task",
+            task_key="lengths",
+            action="complete",
+            lease_token=held["lease"]["token"],
+            verification="fixed",
+        )
         assert (await rows(a))["release"]["ready"] is True
         got = await call(a, "claim_task", task_key="release")
         assert got["task"]["key"] == "release"

@@ -360,5 +360,9 @@ class ImportChecker:
                 )
             ready = may_be_ready(facts.status, facts.kind, done)
             stale = facts.status == Status.DONE and not done  # a dependency was reopened since it was done
-            self.task_flags[(ws, key)] = {"ready": ready, "blocked": blocked, "stale": stale,
-                                          "dependents": dependents[key]}  # fmt: skip
+            self.task_flags[(ws, key)] = {
+                "ready": ready,
+                "blocked": blocked,
+                "stale": stale,
+                "dependents": dependents[key],
+            }

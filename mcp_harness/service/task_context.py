@@ -121,8 +121,9 @@ async def _notes(conn: Connection, workspace: str, key: str, read: _Read) -> lis
         if entry.agent == HARNESS:
             ev = events.get((entry.created_at, entry.summary)) or events.get((entry.created_at, None))
             by, weight = (ev.actor, _REASON if ev.kind in WITH_REASON else _OTHER) if ev else (HARNESS, _OTHER)
-        note = ContextNote(seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry),
-                           next=_next_text(entry))  # fmt: skip
+        note = ContextNote(
+            seq=entry.seq, at=iso(entry.created_at), by=by, text=_note_text(entry), next=_next_text(entry)
+        )
         out.append((entry.created_at, weight, note))
     return _chosen(out)
 
