@@ -113,6 +113,20 @@ class CheckpointMeta:
     schema_version: int | None = None
 
 
+class Behind(Result):
+    """What the log holds that a checkpoint does not: written since it was saved (each counted up to 100)."""
+
+    progress: int  #: progress entries
+    task_changes: int  #: task events (claims, completions, reviews, reopens...)
+
+
+@dataclass(slots=True)
+class RestoredCheckpoint(CheckpointMeta):
+    """A restored checkpoint; `behind`: what the log holds since it was saved (the log wins over it)."""
+
+    behind: Behind | None = None
+
+
 class SaveCheckpointResult(Replayable):
     checkpoint_id: str
     thread: str
@@ -204,6 +218,7 @@ class ContextNote(Result):
     at: str
     by: str  #: whoever caused it (for a take-over: the agent that took it)
     text: str  #: cut to 300 characters (ending in …)
+    next: str | None = Field(default=None, exclude_if=_absent)  #: the entry's next_steps, cut to 300 characters
 
 
 #: A dependency as the task's holder needs it: its status and what it left behind.
@@ -224,9 +239,12 @@ class ContextDependency(Result):
 #: and messages first, shown newest first) and its dependencies.
 class TaskContext(Result):
     notes: list[ContextNote] | None = Field(default=None, exclude_if=_absent)
+    #: what the task depends on, directly or through others, nearest first, each once
     dependencies: list[ContextDependency] | None = Field(default=None, exclude_if=_absent)
     #: dependencies left out to keep within the bound (list_tasks(task_key=K) shows them all)
     more_dependencies: int | None = Field(default=None, exclude_if=_absent)
+    #: a reopened task: the result it had before the reopen (cut as a dependency's result is)
+    previous_result: Any = Field(default=None, exclude_if=_absent)
 
 
 class TaskView(Lean):
@@ -422,7 +440,7 @@ class MessageResult(Replayable):
 class RestoreStateResult(Result):
     you: You
     found: bool
-    checkpoint: CheckpointMeta | None
+    checkpoint: RestoredCheckpoint | None
     state: dict[str, Any] | None
     missing_paths: list[str] | None = Field(default=None, exclude_if=_absent)  #: only with `paths`
     recent_progress: list[ProgressEntry]

@@ -49,11 +49,12 @@ _IDEMPOTENCY = (
 #: what each role is told at the start of a connection: what that role does (every byte is context)
 INSTRUCTIONS: dict[Role, str] = {
     "agent": "Durable memory and coordination for agents. Start every session with restore_state (state, recent "
-    "progress, your held tasks). Work on ONE task at a time: claim_task, heartbeat long work, complete with "
-    "verification. Record progress and save_checkpoint before you stop. " + _IDEMPOTENCY,
+    "progress, your held tasks; the log wins over an older state). Work on ONE task at a time: claim_task, "
+    "heartbeat long work, complete with verification. Record progress and save_checkpoint before you stop. "
+    + _IDEMPOTENCY,
     "reader": "Durable memory and coordination for agents, read-only for you (role reader): restore_state, "
-    "list_checkpoints, list_tasks and the harness:// resources show the state, progress and tasks. Tools that "
-    "change data answer forbidden.",
+    "list_checkpoints, list_tasks and the harness:// resources show the state, progress and tasks (the log wins "
+    "over an older state). Tools that change data answer forbidden.",
     "operator": "Durable memory and coordination for agents; you act for a person (role operator): you review and "
     'steer, agents claim and do the work. list_tasks(status="in_review") shows what waits for you; update_task '
     "approve or reject (comment) it, and retry_now, cancel (reason), reopen (reason) or release (reason) a task. "

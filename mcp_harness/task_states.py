@@ -22,6 +22,7 @@ r"""The task state machine, in one place: the statuses, the actions, and a table
   cancel:  pending | claimed | in_review | failed --> cancelled
   reserve, unreserve: claimed --> claimed (the lease's path reservations change; see `paths.py`)
   settle:  (what a change does to the dependents)
+           done            --(a dependency is reopened)-----> done, stale: its dependents wait on it
            a gate, pending --(its last dependency settles)--> in_review
            in_review       --(a dependency is reopened)-----> pending
            claimed         --(a dependency is reopened)-----> pending (revoke)
@@ -180,6 +181,7 @@ class TaskChange:
     review_comment: str | None | _Keep = KEEP
     updated_at: float | _Keep = KEEP
     lease_process: str | None | _Keep = KEEP  #: the stdio server process that took or renewed the lease
+    stale: bool | _Keep = KEEP  #: a done task with a dependency that is not done (see `dependency_flags`)
 
     def columns(self) -> dict[str, Any]:
         """The columns it sets, by name (for the store)."""
@@ -348,7 +350,7 @@ def _reopen(t: Task, g: Given) -> Outcome:
         # a gate whose dependencies are settled goes straight back to a person
         status=Status.IN_REVIEW if gate and g.deps_done else Status.PENDING,
         ready=g.deps_done and not gate, attempts=0, owner=None, lease_token=None, lease_expires_at=None,
-        available_at=0.0, completed_at=None, result=None, verification=None,
+        available_at=0.0, completed_at=None, result=None, verification=None, stale=False,
         updated_at=g.at,  # last_error is kept: the reason is in the event and the log, not an error
     )  # fmt: skip
     old = {"status": t.status, "result": t.result, "verification": t.verification, "last_error": t.last_error}
@@ -490,12 +492,14 @@ def shown(status: str, blocked: bool) -> ShownStatus:
     return cast(ShownStatus, BLOCKED if status == Status.PENDING and blocked else str(status))
 
 
-def dependency_flags(dependencies: Iterable[tuple[str, bool]]) -> tuple[bool, bool]:
+def dependency_flags(dependencies: Iterable[tuple[str, bool, bool]]) -> tuple[bool, bool]:
     """(every dependency settled, a dependency failed or is blocked) from each dependency's
-    (status, blocked)."""
+    (status, blocked, stale). A done dependency that is `stale` (one of its own dependencies, directly or
+    through done tasks, was reopened and is not done again) does not count as settled: what depends on
+    a reopened task waits until it is done again, however far down, while done tasks stay done."""
     settled, blocked = True, False
-    for status, dep_blocked in dependencies:
-        settled = settled and status in SETTLED
+    for status, dep_blocked, dep_stale in dependencies:
+        settled = settled and status in SETTLED and not (dep_stale and status == Status.DONE)
         blocked = blocked or status == Status.FAILED or (dep_blocked and status != Status.CANCELLED)
     return settled, blocked
 
@@ -505,9 +509,12 @@ def may_be_ready(status: str, kind: str, deps_done: bool) -> bool:
     return deps_done and status in OPEN and kind != "gate"
 
 
-def settle(t: Task, deps_done: bool, blocked: bool, at: float) -> tuple[Effect, TaskChange] | None:
+def settle(t: Task, deps_done: bool, blocked: bool, at: float, stale: bool = False) -> tuple[Effect, TaskChange] | None:
     """What a dependent becomes once its dependencies' flags are (`deps_done`, `blocked`); None when
-    nothing changes. No task is ever held, or in review, while a dependency is not settled."""
+    nothing changes. No task is ever held, or in review, while a dependency is not settled. `stale`: the
+    task's own flag as stored (a done task is stale while a dependency is not settled; it stays done)."""
+    if t.status == Status.DONE and (stale == deps_done or t.blocked != blocked or t.ready):
+        return Effect.FLAGS, TaskChange(ready=False, blocked=blocked, stale=not deps_done)
     ready = may_be_ready(t.status, t.kind, deps_done)
     if t.status == Status.CLAIMED and not deps_done:  # its holder's next call gets lease_lost
         return Effect.REVOKE, TaskChange(ready=ready, blocked=blocked, status=Status.PENDING, owner=None,

@@ -39,8 +39,9 @@ async def text_of(client, tool: str, **arguments) -> str:
 #: description and steps) and what the contract fixes: each entry's `seq`, `created_at` and `agent`
 #: (~62 B each) and a status other than note, the lease `{token, attempt, expires_at,
 #: expires_in_seconds}` (118 B), the checkpoint's metadata (177 B: "other fields of a result stay as
-#: before"), `you`, `found` and `task_counts` (92 B).
-RESTORE_LIMIT = 2_260
+#: before"), `you`, `found` and `task_counts` (92 B). Then the checkpoint's `behind` (32 B here: the
+#: project recorded progress after its checkpoint, which a session must know the log wins over).
+RESTORE_LIMIT = 2_295
 
 
 async def test_a_typical_mid_project_restore_stays_within_its_budget(client):

@@ -93,7 +93,13 @@ def test_multi_session_log_tells_the_story(tmp_path):
         "released task ui: out of time: the page lists products, pagination is still missing"
     )
     assert handoff["notes"][1]["text"] == "ui: the page lists products"
-    assert handoff["dependencies"] == [
-        {"key": "api", "status": "done", "result": {"commit": "c-api"}, "verification": "checked every step of api"}
+    assert handoff["dependencies"] == [  # ui's own dependency first, then what api depends on
+        {"key": "api", "status": "done", "result": {"commit": "c-api"}, "verification": "checked every step of api"},
+        {
+            "key": "schema",
+            "status": "done",
+            "result": {"commit": "c-schema"},
+            "verification": "checked every step of schema",
+        },
     ]
     assert facts["completed_by"]["ui"] == handoff["claimed_by"] and released["text"] in log

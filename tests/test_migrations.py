@@ -347,8 +347,8 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     counters = sorted((ws, status, bool(blocked), n) for _id, ws, status, blocked, n in after.pop("task_counts"))
     assert counters == [("legacy", "claimed", False, 1), ("legacy", "done", False, 1), ("legacy", "pending", False, 1)]
     kept = {name: rows for name, rows in before.items() if name != "harness_meta"}
-    # migration 11: paths; 17: added_by; 18: the lease's process
-    kept["tasks"] = [(*row, False, "work", None, None, None, None) for row in kept["tasks"]]
+    # migration 11: paths; 17: added_by; 18: the lease's process; 20: stale (false)
+    kept["tasks"] = [(*row, False, "work", None, None, None, None, False) for row in kept["tasks"]]
     search = {name: after.pop(name) for name in list(after) if "_fts" in name}  # migration 10 (SQLite)
     assert sorted(search.get("progress_fts", [("a note", None), ("did things", None)])) == [
         ("a note", None), ("did things", None)

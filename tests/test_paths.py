@@ -271,8 +271,9 @@ async def test_a_claim_passes_over_reserved_paths_and_says_who_holds_them(db_url
         assert second["task"]["key"] == "docs"
         third = await call(b, "claim_task")
         assert third["task"] is None and third["reason"] == "paths_reserved"
-        (holder,) = third["waiting_on"]
+        holder, *others = third["waiting_on"]  # the holders first, then the other waits' roots: b's own lease
         assert holder["key"] == "api" and holder["owner"] == "alice" and holder["paths"] == ["src/api/"]
+        assert [(w["key"], w.get("mine")) for w in others] == [("docs", True)]
         assert 0 < third["retry_after"] <= 900 and holder["retry_after"] == third["retry_after"]
         named = await call(b, "claim_task", task_key="api-tests")
         assert named["reason"] == "paths_reserved"

@@ -309,7 +309,7 @@ async def test_review_outranks_failure_and_yields_to_leases(db_url, workspace):
         got = await call(agent, "claim_task")
         await call(agent, "update_task", task_key="f", action="fail", lease_token=got["lease"]["token"], error="no")
         nothing = await call(agent, "claim_task")
-        assert nothing["reason"] == "waiting_on_review" and [w["key"] for w in nothing["waiting_on"]] == ["r"]
+        assert nothing["reason"] == "waiting_on_review" and [w["key"] for w in nothing["waiting_on"]] == ["r", "f"]
         await call(agent, "add_tasks", tasks=[t("y", depends_on=["f"])])
         assert (await call(agent, "claim_task", task_key="y"))["reason"] == "blocked_by_failure"
         await call(agent, "add_tasks", tasks=[t("z")])

@@ -172,7 +172,8 @@ async def test_claim_reasons_and_their_precedence(client):
     assert isinstance(only_y["waiting_on"][0]["silent_seconds"], int) and only_y["waiting_on"][0]["silent_seconds"] >= 0
     everything = await claim(client)
     assert everything["reason"] == "backoff" and 0 < everything["retry_after"] <= 5
-    assert [w["key"] for w in everything["waiting_on"]] == ["slow"]
+    # the winning wait's roots first, then every other wait's: the held task, the failed one
+    assert [w["key"] for w in everything["waiting_on"]] == ["slow", "held", "f"]
     assert (await claim(client, tags=["x", "y"]))["reason"] == "all_claimed"
     # one named task: its own reason
     assert (await claim(client, task_key="after-f"))["reason"] == "blocked_by_failure"

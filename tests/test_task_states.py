@@ -3,7 +3,7 @@ refused with a precise message, and what an allowed action leaves is one of the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import get_args
 
 from hypothesis import given
@@ -164,11 +164,31 @@ def test_settling_never_leaves_a_task_held_or_in_review_behind_an_unsettled_depe
             assert task.status == Status.PENDING and ready and not task.ready
 
 
-@given(st.lists(st.tuples(st.sampled_from(list(Status)), st.booleans()), max_size=5))
-def test_dependency_flags(deps: list[tuple[Status, bool]]):
+@given(st.lists(st.tuples(st.sampled_from(list(Status)), st.booleans(), st.booleans()), max_size=5))
+def test_dependency_flags(deps: list[tuple[Status, bool, bool]]):
     done, blocked = dependency_flags(deps)
-    assert done == all(s in SETTLED for s, _ in deps)
-    assert blocked == any(s == Status.FAILED or (b and s != Status.CANCELLED) for s, b in deps)
+    # a done dependency behind a reopened task of its own (stale) holds its dependents back
+    assert done == all(s in SETTLED and not (stale and s == Status.DONE) for s, _, stale in deps)
+    assert blocked == any(s == Status.FAILED or (b and s != Status.CANCELLED) for s, b, _ in deps)
+
+
+@given(task=tasks, deps_done=st.booleans(), blocked=st.booleans(), stale=st.booleans())
+def test_a_done_task_stays_done_and_is_stale_while_a_dependency_is_not_settled(
+    task: FakeTask, deps_done: bool, blocked: bool, stale: bool
+):
+    task = replace(task, status=Status.DONE, ready=False)
+    decided = settle(task, deps_done, blocked, AT, stale)
+    columns = decided[1].columns() if decided else {}
+    assert "status" not in columns and columns.get("ready", False) is False
+    assert columns.get("stale", stale) == (not deps_done)
+    assert columns.get("blocked", task.blocked) == blocked
+    assert (decided is None) == (stale == (not deps_done) and task.blocked == blocked)
+
+
+def test_a_reopened_task_is_not_stale():
+    """Only a done task is stale: the reopen that takes it out of done clears the flag."""
+    task = FakeTask(Status.DONE, "work", False, False, False, None, None, None, None, 1, 3, 0.0, "1", "v", None)
+    assert RULES[Action.REOPEN].change(task, Given(at=AT, reason="r")).change.stale is False
 
 
 @given(task=tasks)

@@ -221,8 +221,12 @@ def _state(restored: dict[str, Any], budget: int) -> str:
     if len(text.encode()) > budget:
         cut = text.encode()[:budget].decode(errors="ignore")
         text = f"{cut} ... ({meta['size_bytes']} bytes in all: restore_state returns it whole, paths= returns parts)"
+    behind, since = meta.get("behind"), ""
+    if behind:  # the log holds what the state does not
+        since = f"; since then {behind['progress']} progress entries and {behind['task_changes']} task changes"
+        since += " (where they differ, the log wins)"
     return (f"State: v{meta['version']} saved {_when(meta['created_at'])} by {meta['agent']}{label}, "
-            f"{meta['size_bytes']} B:\n  {text}")  # fmt: skip
+            f"{meta['size_bytes']} B{since}:\n  {text}")  # fmt: skip
 
 
 def _tasks(

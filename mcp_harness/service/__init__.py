@@ -13,7 +13,7 @@ from ..models import RestoreStateResult, TaskDetail, ThreadInfo, Unread, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
-from .checkpoints import CheckpointService
+from .checkpoints import CheckpointService, restored_checkpoint
 from .contacts import ContactService
 from .messages import MessageService, unread_count
 from .messages import inbox as read_inbox
@@ -109,6 +109,7 @@ class Harness:
         async def read() -> tuple[RestoreStateResult, bool]:
             async with reading(self.db, terms) as conn:
                 meta, state, missing = await self.checkpoints.load(conn, ident, args)
+                restored = await restored_checkpoint(conn, ident.workspace, meta) if meta is not None else None
                 # One log per workspace (revision 2): the newest entries of every thread, each naming its
                 # thread; with a query, the best full-text matches instead.
                 if terms is not None:
@@ -120,7 +121,7 @@ class Harness:
             brief = RestoreStateResult(
                 you=You(agent=ident.agent, role=ident.role),
                 found=meta is not None,
-                checkpoint=meta,
+                checkpoint=restored,
                 state=state,
                 missing_paths=missing,
                 recent_progress=[progress_entry(r) for r in rows],

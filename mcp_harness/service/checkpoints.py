@@ -23,7 +23,7 @@ from ..jsonvalue import (
     resolve_pointer,
     value_hash,
 )
-from ..models import CheckpointMeta, ListCheckpointsResult, SaveCheckpointResult, ThreadInfo
+from ..models import Behind, CheckpointMeta, ListCheckpointsResult, RestoredCheckpoint, SaveCheckpointResult, ThreadInfo
 from ..store import Connection
 from ..store import checkpoints as store
 from ..store.common import now
@@ -41,6 +41,19 @@ def checkpoint_meta(row: CheckpointRow | CheckpointWithManifest) -> CheckpointMe
         row.id, row.thread, row.version, row.parent_id, row.label, metadata, iso(row.created_at), row.size_bytes,
         row.agent, row.schema_version,
     )  # fmt: skip
+
+
+#: what was written since a restored checkpoint is counted up to this many of each (entries, task events)
+BEHIND_CAP = 100
+
+
+async def restored_checkpoint(conn: Connection, workspace: str, meta: CheckpointMeta) -> RestoredCheckpoint:
+    """`meta` with `behind`: the progress entries and task events written since it was saved (absent
+    when neither): two bounded index reads in one statement."""
+    progress, task_changes = await store.behind(conn, workspace, meta.checkpoint_id, BEHIND_CAP)
+    behind = Behind(progress=progress, task_changes=task_changes) if progress or task_changes else None
+    fields = {name: getattr(meta, name) for name in CheckpointMeta.__dataclass_fields__}
+    return RestoredCheckpoint(**fields, behind=behind)
 
 
 #: at most this many `dropped_keys` in an answer

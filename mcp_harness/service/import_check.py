@@ -335,7 +335,7 @@ class ImportChecker:
             self._task_flags(ws)
 
     def _task_flags(self, ws: str) -> None:
-        """`ready`, `blocked` and `dependents` of each task of `ws`, as the tools keep them."""
+        """`ready`, `blocked`, `stale` and `dependents` of each task of `ws`, as the tools keep them."""
         graph = {key: facts for (w, key), facts in self.tasks.items() if w == ws}
         try:
             order = topological_order(graph, {})  # type: ignore[arg-type]  # it reads .depends_on only
@@ -349,7 +349,8 @@ class ImportChecker:
         for key in order:
             facts = graph[key]
             done, blocked = dependency_flags(
-                (graph[d].status, self.task_flags[(ws, d)]["blocked"]) for d in set(facts.depends_on)
+                (graph[d].status, self.task_flags[(ws, d)]["blocked"], self.task_flags[(ws, d)]["stale"])
+                for d in set(facts.depends_on)
             )
             if facts.status == Status.CLAIMED and not done:
                 raise InvalidArgument(f"line {facts.line}: task {key!r} is claimed while a dependency is not done")
@@ -364,4 +365,10 @@ class ImportChecker:
                     "(it would never enter review; its status must be in_review)"
                 )
             ready = may_be_ready(facts.status, facts.kind, done)
-            self.task_flags[(ws, key)] = {"ready": ready, "blocked": blocked, "dependents": dependents[key]}
+            stale = facts.status == Status.DONE and not done  # a dependency was reopened since it was done
+            self.task_flags[(ws, key)] = {
+                "ready": ready,
+                "blocked": blocked,
+                "stale": stale,
+                "dependents": dependents[key],
+            }

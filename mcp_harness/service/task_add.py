@@ -87,7 +87,9 @@ class TaskAdder(ServiceBase):
                 unchanged.append(key)
             else:
                 new[key] = spec
-        rows = _new_rows(ident, new, existing, hashes)
+        done = [k for k, row in existing.items() if row.status == Status.DONE and k not in specs]
+        stale = await store.stale_among(conn, ident.workspace, done) if new else set()
+        rows = _new_rows(ident, new, existing, hashes, stale)
         fan_in: dict[str, int] = {}
         for row in rows:
             for dep in row["_deps"]:
@@ -120,9 +122,14 @@ def content(spec: TaskSpec) -> dict[str, Any]:
 
 
 def _new_rows(
-    ident: Identity, new: dict[str, TaskSpec], existing: dict[str, TaskRecord], hashes: dict[str, str]
+    ident: Identity,
+    new: dict[str, TaskSpec],
+    existing: dict[str, TaskRecord],
+    hashes: dict[str, str],
+    stale: set[str],
 ) -> list[dict[str, Any]]:
-    """The rows of the new tasks, dependencies first, each with its ready and blocked flags."""
+    """The rows of the new tasks, dependencies first, each with its ready and blocked flags (`stale`: the
+    existing done tasks behind a reopened dependency, which a new task waits on as on unfinished ones)."""
     order = topological_order(new, existing)
     at = now()
     flags: dict[str, tuple[bool, bool]] = {}
@@ -130,7 +137,9 @@ def _new_rows(
     for key in order:
         spec = new[key]
         deps = [
-            (Status.PENDING, flags[dep][1]) if dep in new else (existing[dep].status, existing[dep].blocked)
+            (Status.PENDING, flags[dep][1], False)
+            if dep in new
+            else (existing[dep].status, existing[dep].blocked, existing[dep].key in stale)
             for dep in spec.depends_on
         ]
         flags[key] = ready, blocked = dependency_flags(deps)

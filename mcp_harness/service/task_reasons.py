@@ -4,8 +4,10 @@ nothing"). Runs only after the claim statement took nothing, off the hot path.
 The unfinished tasks the claim could take are followed down their dependencies that are not done, to the
 tasks at the root of the wait (tasks that wait on nothing unfinished themselves). Each root is classed by
 the first entry of `WAITS` that applies to it (knowing whether the root lies outside the claim's
-`tags`/`task_key`); the answer is the first entry of `WAITS` that classes any root. A new way to wait is one
-more entry, in its place in the precedence (`paths_reserved` will come second)."""
+`tags`/`task_key`); the answer is the first entry of `WAITS` that classes any root, and `waiting_on` its
+roots first, then those of the other waits (`shared`): a person's review is named even while the answer
+is that tasks are held. A new way to wait is one more entry, in its place in the precedence
+(`paths_reserved` will come second)."""
 
 from __future__ import annotations
 
@@ -162,20 +164,42 @@ def _answer(roots: list[WaitRow], at: float, agent: str | None, *, inside: set[s
         wait = next((w for w in WAITS if w.applies(root, at, outside)), None)
         if wait is not None:
             classed.setdefault(wait.reason, []).append(root)
-    wait = next((w for w in WAITS if w.reason in classed), None)
-    if wait is None:  # cannot happen while WAITS classes every unfinished status; answer safely anyway
+    found = [w for w in WAITS if w.reason in classed]  # the winning wait first
+    if not found:  # cannot happen while WAITS classes every unfinished status; answer safely anyway
         return ClaimTaskResult(task=None, lease=None, reason="none_pending")
-    waiting = classed[wait.reason]
-    on = [_waiting_on(r, wait, at, agent) for r in waiting]
-    times = [w.retry_after for w in on if w.retry_after is not None]
-    on.sort(key=lambda w: (w.retry_after is None, w.retry_after or 0))
+    groups = []
+    for wait in found:
+        on = [_waiting_on(r, wait, at, agent) for r in classed[wait.reason]]
+        on.sort(key=lambda w: (w.retry_after is None, w.retry_after or 0))
+        groups.append(on)
+    times = [w.retry_after for w in groups[0] if w.retry_after is not None]
     return ClaimTaskResult(
         task=None,
         lease=None,
-        reason=wait.reason,
-        waiting_on=on[:MAX_WAITING_ON],
+        reason=found[0].reason,
+        waiting_on=shared(groups),
         retry_after=min(times) if times else None,
     )
+
+
+def shared(groups: list[list[WaitingOn]]) -> list[WaitingOn]:
+    """Up to `MAX_WAITING_ON` roots of every wait, the winning wait's (the first group) first: each other
+    wait keeps its first root while there is room (a person's review is not hidden behind held tasks),
+    the winning wait takes the rest of the room, then the other waits' further roots, in order."""
+    seen: set[str] = set()
+    unique: list[list[WaitingOn]] = []
+    for group in groups:  # each task once, in the first group that names it
+        unique.append([w for w in group if w.key not in seen])
+        seen.update(w.key for w in group)
+    groups = unique
+    others = sum(1 for g in groups[1:] if g)
+    taken = [groups[0][: max(1, MAX_WAITING_ON - others)]] + [g[:1] for g in groups[1:]]
+    room = MAX_WAITING_ON - sum(map(len, taken))
+    for i, group in enumerate(groups):
+        more = group[len(taken[i]) :][: max(0, room)]
+        taken[i] = taken[i] + more
+        room -= len(more)
+    return [w for group in taken for w in group][:MAX_WAITING_ON]
 
 
 #: the reasons that win over `paths_reserved` (before it in the precedence)
@@ -188,7 +212,10 @@ def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskR
     if why.reason in BEFORE_PATHS_RESERVED or not holders:
         return why
     times = [h.retry_after for h in holders if h.retry_after is not None]
-    return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=holders,
+    # the other waits' roots after the holders; not the tasks claimable now (those the paths held back)
+    rest = [w for w in why.waiting_on or [] if not (w.status == "pending" and w.retry_after == 0)]
+    on = shared([holders, rest])
+    return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=on,
                            retry_after=min(times) if times else None)  # fmt: skip
 
 

@@ -52,7 +52,8 @@ EXPORTED: list[tuple[str, Table, tuple[str, ...]]] = [
     ("segment", segments, ()),
     ("checkpoint", checkpoints, ()),
     ("progress", progress, ("id",)),
-    ("task", tasks, ("id", "lease_process")),  # a process of this machine: nothing elsewhere
+    # a process of this machine: nothing elsewhere; `stale` is derived again on import, as `ready` is
+    ("task", tasks, ("id", "lease_process", "stale")),
     ("task_dep", table_of(TaskDep), ()),
     ("task_event", table_of(TaskEvent), ("id",)),
     ("state_schema", table_of(StateSchema), ()),

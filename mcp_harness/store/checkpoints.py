@@ -94,3 +94,9 @@ async def count_checkpoints(conn: Connection, workspace: str) -> int:
 async def largest(conn: Connection, workspace: str, limit: int = 5) -> list[CheckpointRow]:
     """The biggest checkpoints, newest first among equals."""
     return await conn.fetch_all(Q.largest_checkpoints, {"ws": workspace, "limit": limit})
+
+
+async def behind(conn: Connection, workspace: str, checkpoint_id: str, cap: int) -> tuple[int, int]:
+    """(progress entries, task events) written since the checkpoint was saved, each counted up to `cap`."""
+    row = await conn.fetch_one(Q.behind_checkpoint, {"ws": workspace, "id": checkpoint_id, "cap": cap})
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)

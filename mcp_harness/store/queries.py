@@ -96,8 +96,14 @@ def matching(by_tags: bool, by_key: bool, dialect: str, alias: str = "") -> str:
 
 
 def _unsettled(alias: str) -> str:
-    """The task still holds its dependents back (`status NOT IN` the settled statuses of `task_states`)."""
+    """The task is unfinished (`status NOT IN` the settled statuses of `task_states`)."""
     return f"{alias}status NOT IN ({', '.join(repr(str(s)) for s in sorted(SETTLED))})"
+
+
+def _holding(alias: str) -> str:
+    """The task holds its dependents back: unfinished, or done and `stale` (a dependency of its own was
+    reopened and is not done again: `task_states.dependency_flags`)."""
+    return f"({_unsettled(alias)} OR {alias}stale = TRUE)"
 
 
 # -- the claim -------------------------------------------------------------------------------------
@@ -264,19 +270,20 @@ _AGG = {"sqlite": "json_group_array(d.dep_key)", "postgresql": "json_agg(d.dep_k
 @cache
 def waiting(by_tags: bool, by_key: bool, by_keys: bool = False) -> Query:
     """The unfinished tasks an empty claim's filters match, in creation order (what the reasons start
-    from); or, `by_keys`, the unfinished ones among `:keys` (the walk down their dependencies). Each
-    with `waits_for`, the keys of its dependencies that are not settled (a JSON list)."""
+    from); or, `by_keys`, those among `:keys` that hold their dependents back, stale done ones included
+    (the walk down their dependencies). Each with `waits_for`, the keys of its dependencies that hold
+    it back (a JSON list)."""
 
     def sql(dialect: str) -> str:
         select = (
             't."key", t.status, t.owner, t.ready, t.available_at, t.lease_expires_at, t.review_comment, '
             f"(SELECT {_AGG[dialect]} FROM task_deps AS d "
             'JOIN tasks AS x ON x.workspace = d.workspace AND x."key" = d.dep_key '
-            f'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND {_unsettled("x.")}) AS waits_for'
+            f'WHERE d.workspace = t.workspace AND d.task_key = t."key" AND {_holding("x.")}) AS waits_for'
         )
         if by_keys:
             among = in_array('t."key"', "keys", dialect)
-            return f"SELECT {select} FROM tasks AS t WHERE t.workspace = :ws AND {_unsettled('t.')} AND {among}"
+            return f"SELECT {select} FROM tasks AS t WHERE t.workspace = :ws AND {_holding('t.')} AND {among}"
         where = matching(by_tags, by_key, dialect, "t.")
         return f"SELECT {select} FROM tasks AS t WHERE {where} AND {_unsettled('t.')} ORDER BY t.id"
 
@@ -290,7 +297,7 @@ def waiting(by_tags: bool, by_key: bool, by_keys: bool = False) -> Query:
 
 
 #: task columns a change may set that `TaskRecord` does not read back (only their own queries read them)
-UNREAD_TASK_COLUMNS = frozenset({"lease_process"})
+UNREAD_TASK_COLUMNS = frozenset({"lease_process", "stale"})
 
 
 def _assignments(values: tuple[str, ...]) -> str:

@@ -138,6 +138,23 @@ class TaskRecord(Record):
     paths: str | None  #: JSON list of path patterns
 
 
+class ReachedDependency(Record):
+    """A task another depends on, directly (`depth` 1) or through others, as its context shows it."""
+
+    __slots__ = ()
+
+    id: int
+    key: str
+    status: Status
+    blocked: bool
+    result: str | None  #: JSON value
+    verification: str | None
+    review: bool
+    kind: str
+    review_comment: str | None
+    depth: int  #: the fewest dependency steps from the task to it
+
+
 class ClaimedTask(TaskRecord):
     """A claimed task, and whose expired lease the claim took over (None: the task was pending)."""
 
@@ -266,6 +283,7 @@ class DependencyRow(Record):
     task_key: str
     status: Status
     blocked: bool
+    stale: bool  #: a done dependency whose own dependency was reopened and is not done again
 
 
 class DependentRow(Record):

@@ -177,6 +177,9 @@ class Task(SQLModel, table=True):
     #: the stdio server process that took or last renewed the lease (`sessions.this_process`; NULL: over
     #: HTTP, or a server keeping its leases to their time): a lease whose process is gone ends at a look
     lease_process: str | None = None
+    #: a done task with a dependency (direct, or through done tasks) that is not done: one was reopened
+    #: since; its dependents wait on it as on an unfinished task (`task_states.dependency_flags`)
+    stale: bool = Field(default=False, sa_column_kwargs={"server_default": text("FALSE")})
 
 
 _tasks = table_of(Task)

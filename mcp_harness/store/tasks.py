@@ -24,6 +24,7 @@ from .records import (
     HolderFactsRow,
     LeaseProcessRow,
     PathCandidate,
+    ReachedDependency,
     RootRow,
     TaskCountRow,
     TaskEventRow,
@@ -133,6 +134,14 @@ async def get_many(conn: Connection, workspace: str, keys: list[str]) -> dict[st
         return {}
     rows = await conn.fetch_all(Q.tasks_by_key, {"ws": workspace, "keys": array(conn.dialect, dict.fromkeys(keys))})
     return {row.key: row for row in rows}
+
+
+async def dependency_closure(
+    conn: Connection, workspace: str, key: str, *, depth: int, limit: int
+) -> list[ReachedDependency]:
+    """What `key` depends on, directly or through others (at most `depth` steps away), each once,
+    nearest first then oldest, at most `limit` of them: one statement."""
+    return await conn.fetch_all(Q.dependency_closure, {"ws": workspace, "key": key, "depth": depth, "limit": limit})
 
 
 async def insert(conn: Connection, workspace: str, rows: list[dict[str, Any]]) -> None:
@@ -369,25 +378,36 @@ async def propagate(conn: Connection, workspace: str, changed: list[str], at: fl
             await conn.execute(Q.lock_tasks, {"ws": workspace, "keys": dependents})
         flags = await compute_flags(conn, workspace, dependents)
         current = await get_many(conn, workspace, dependents)
+        done = [key for key, row in current.items() if row.status == Status.DONE]
+        stale = await stale_among(conn, workspace, done)
         for key, (deps_done, blocked) in flags.items():
             row = current[key]
-            decided = settle(row, deps_done, blocked, at)  # the rule: task_states.settle
+            decided = settle(row, deps_done, blocked, at, key in stale)  # the rule: task_states.settle
             if decided is not None:
                 effect, change = decided
                 columns, values = _values(change)
                 await conn.execute(queries.update_by_key(columns), {"ws": workspace, "key": key, **values})
                 settled.add(effect, row)
-            if row.blocked != blocked:
+            # what its own dependents read of it changed: its blocked flag, or (done) whether it is stale
+            if row.blocked != blocked or (row.status == Status.DONE and (key in stale) == deps_done):
                 queue.append(key)
     return settled
 
 
+async def stale_among(conn: Connection, workspace: str, keys: list[str]) -> set[str]:
+    """The stale ones among `keys` (done tasks behind a reopened dependency)."""
+    if not keys:
+        return set()
+    rows = await conn.fetch_all(Q.stale_of, {"ws": workspace, "keys": array(conn.dialect, keys)})
+    return {row.key for row in rows}
+
+
 async def compute_flags(conn: Connection, workspace: str, keys: list[str]) -> dict[str, tuple[bool, bool]]:
     """(every dependency settled, a dependency failed or is blocked) for each task (`dependency_flags`)."""
-    found: dict[str, list[tuple[str, bool]]] = {key: [] for key in keys}
+    found: dict[str, list[tuple[str, bool, bool]]] = {key: [] for key in keys}
     params = {"ws": workspace, "keys": array(conn.dialect, keys)}
     for dep in await conn.fetch_all(Q.dependencies_of, params):
-        found[dep.task_key].append((dep.status, dep.blocked))
+        found[dep.task_key].append((dep.status, dep.blocked, dep.stale))
     return {key: dependency_flags(deps) for key, deps in found.items()}
 
 

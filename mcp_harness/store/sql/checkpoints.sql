@@ -105,3 +105,13 @@ SELECT count(*) FROM checkpoints WHERE workspace = :ws
 -- row: ThreadRow
 SELECT t.name, t.latest_version, t.latest_id, t.updated_at, c.size_bytes FROM threads AS t
 JOIN checkpoints AS c ON c.id = t.latest_id WHERE t.workspace = :ws AND t.latest_version > 0 ORDER BY t.name
+
+-- name: behind_checkpoint
+-- How many progress entries (of the workspace's newest :cap, read by `ix_progress_seq`) and task events
+-- (at most :cap, by `ix_task_event_time`) were written after the checkpoint :id was saved: bounded reads.
+WITH saved AS (SELECT created_at FROM checkpoints WHERE workspace = :ws AND id = :id)
+SELECT
+    (SELECT count(*) FROM (SELECT created_at FROM progress WHERE workspace = :ws ORDER BY seq DESC LIMIT :cap) AS p
+     WHERE p.created_at > (SELECT created_at FROM saved)) AS progress,
+    (SELECT count(*) FROM (SELECT id FROM task_events WHERE workspace = :ws
+                           AND created_at > (SELECT created_at FROM saved) LIMIT :cap) AS e) AS task_changes

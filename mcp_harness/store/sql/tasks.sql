@@ -27,6 +27,22 @@ SELECT id, workspace, "key", title, description, steps, priority, depends_on, ta
        review_comment, paths
 FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys)
 
+-- name: dependency_closure
+-- row: ReachedDependency
+-- What a task depends on, directly or through others, each once at its nearest depth (at most :depth
+-- steps away), nearest first, then in creation order; :limit of them. One statement: a task's context
+-- reads it after every claim. `task_deps`' primary key serves each step.
+WITH RECURSIVE reach(k, depth) AS (
+    SELECT dep_key, 1 FROM task_deps WHERE workspace = :ws AND task_key = :key
+    UNION
+    SELECT d.dep_key, r.depth + 1 FROM reach AS r
+    JOIN task_deps AS d ON d.workspace = :ws AND d.task_key = r.k
+    WHERE r.depth < :depth
+), nearest AS (SELECT k, min(depth) AS depth FROM reach GROUP BY k)
+SELECT t.id, t."key", t.status, t.blocked, t.result, t.verification, t.review, t.kind, t.review_comment, n.depth
+FROM nearest AS n JOIN tasks AS t ON t.workspace = :ws AND t."key" = n.k
+ORDER BY n.depth, t.id LIMIT :limit
+
 -- name: insert_task
 -- A new task (its attempts start at 0); returns its id, which its tags name.
 INSERT INTO tasks (workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts,
@@ -188,15 +204,22 @@ SELECT task_key FROM task_deps WHERE workspace = :ws AND dep_key = ANY(:keys)
 
 -- name: dependencies_of
 -- row: DependencyRow
-SELECT d.task_key, t.status, t.blocked FROM task_deps AS d
+SELECT d.task_key, t.status, t.blocked, t.stale FROM task_deps AS d
 JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key
 WHERE d.workspace = :ws AND d.task_key IN (SELECT value FROM json_each(:keys))
 
 -- name: dependencies_of [postgresql]
 -- row: DependencyRow
-SELECT d.task_key, t.status, t.blocked FROM task_deps AS d
+SELECT d.task_key, t.status, t.blocked, t.stale FROM task_deps AS d
 JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key
 WHERE d.workspace = :ws AND d.task_key = ANY(:keys)
+
+-- name: stale_of
+-- The stale ones among :keys (done tasks whose dependency was reopened and is not done again).
+SELECT "key" FROM tasks WHERE workspace = :ws AND stale = TRUE AND "key" IN (SELECT value FROM json_each(:keys))
+
+-- name: stale_of [postgresql]
+SELECT "key" FROM tasks WHERE workspace = :ws AND stale = TRUE AND "key" = ANY(:keys)
 
 -- name: lock_tasks [postgresql]
 -- The dependents whose flags a change recomputes, locked first (in id order), so that two transactions
