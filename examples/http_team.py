@@ -22,15 +22,23 @@ import time
 from pathlib import Path
 
 PLAN = [
-    ("schema", []), ("models", ["schema"]), ("api-users", ["models"]), ("api-orders", ["models"]),
-    ("ui-users", ["api-users"]), ("ui-orders", ["api-orders"]), ("docs", []), ("e2e", ["ui-users", "ui-orders"]),
-    ("lint", []), ("release", ["e2e", "docs", "lint"]),
-]  # fmt: skip
+    ("schema", []),
+    ("models", ["schema"]),
+    ("api-users", ["models"]),
+    ("api-orders", ["models"]),
+    ("ui-users", ["api-users"]),
+    ("ui-orders", ["api-orders"]),
+    ("docs", []),
+    ("e2e", ["ui-users", "ui-orders"]),
+    ("lint", []),
+    ("release", ["e2e", "docs", "lint"]),
+]
 
 
 def cli(db: str, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "mcp_harness", *args, "--db", db], capture_output=True, text=True,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "mcp_harness", *args, "--db", db], capture_output=True, text=True, check=True
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -58,12 +66,19 @@ def run_agent(url: str, token: str, name: str, log: str) -> None:
                 with open(log, "a") as f:
                     f.write(f"claimed {key} {name} attempt {got['lease']['attempt']} at {time.time()}\n")
                 await anyio.sleep(0.4)  # the work
-                result = await client.call_tool("update_task", {
-                    "task_key": key, "action": "complete", "lease_token": got["lease"]["token"],
-                    "verification": f"{name} ran the checks for {key}"})  # fmt: skip
+                result = await client.call_tool(
+                    "update_task",
+                    {
+                        "task_key": key,
+                        "action": "complete",
+                        "lease_token": got["lease"]["token"],
+                        "verification": f"{name} ran the checks for {key}",
+                    },
+                )
                 if not result.is_error:
-                    await client.call_tool("record_progress", {"summary": f"{name} finished {key}", "status": "done",
-                                                               "task_key": key})  # fmt: skip
+                    await client.call_tool(
+                        "record_progress", {"summary": f"{name} finished {key}", "status": "done", "task_key": key}
+                    )
                     with open(log, "a") as f:
                         f.write(f"completed {key} {name}\n")
 
@@ -77,8 +92,10 @@ def main() -> dict:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     tokens = {name: cli(db, "token", "create", "--workspace", "team", "--agent", name) for name in ("ann", "bo", "cy")}
-    server = subprocess.Popen([sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--port", str(port),
-                               "--db", db], stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--port", str(port), "--db", db],
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         import httpx2
@@ -92,8 +109,10 @@ def main() -> dict:
         plan = [{"key": k, "title": k, "depends_on": d, "steps": [f"{k} works end to end"]} for k, d in PLAN]
         _add_plan(url, tokens["ann"], plan)
         print(f"plan of {len(plan)} tasks added; three agents start")
-        agents = {name: subprocess.Popen([sys.executable, __file__, "agent", url, token, name, log])
-                  for name, token in tokens.items()}  # fmt: skip
+        agents = {
+            name: subprocess.Popen([sys.executable, __file__, "agent", url, token, name, log])
+            for name, token in tokens.items()
+        }
         # Once two tasks are done, kill an agent in the middle of its work: it claimed a task less
         # than 0.2 s ago and works 0.4 s, so it surely holds the lease (someone always is working
         # while tasks remain: a task's dependencies only wait for work in progress).
@@ -117,8 +136,13 @@ def main() -> dict:
         lines = Path(log).read_text().splitlines()
         completions = [line.split()[1] for line in lines if line.startswith("completed")]
         finisher = next((line.split()[2] for line in lines if line.startswith(f"completed {killed_holding} ")), None)
-        status = json.loads(subprocess.run([sys.executable, "-m", "mcp_harness", "status", "--db", db, "--workspace",
-                                            "team", "--json"], capture_output=True, text=True).stdout)  # fmt: skip
+        status = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "mcp_harness", "status", "--db", db, "--workspace", "team", "--json"],
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         print(f"{killed_holding} was finished by {finisher}; board: {status['task_counts']}")
         return {
             "victim": victim,

@@ -37,16 +37,34 @@ from mcp import Client, StdioServerParameters
 
 WORKSPACE = "shop"
 PLAN = [
-    {"key": "schema", "title": "Database schema for products and orders", "priority": 9,
-     "steps": ["migrations run on an empty database", "products and orders tables exist"]},
-    {"key": "api", "title": "REST API for the catalogue", "priority": 8, "depends_on": ["schema"],
-     "steps": ["GET /products lists products", "the integration tests pass"]},
-    {"key": "ui", "title": "Catalogue page", "priority": 7, "depends_on": ["api"],
-     "steps": ["the page lists products from the API"]},
-    {"key": "docs", "title": "README: how to run and test", "priority": 5,
-     "steps": ["a new developer runs the app from the README alone"]},
+    {
+        "key": "schema",
+        "title": "Database schema for products and orders",
+        "priority": 9,
+        "steps": ["migrations run on an empty database", "products and orders tables exist"],
+    },
+    {
+        "key": "api",
+        "title": "REST API for the catalogue",
+        "priority": 8,
+        "depends_on": ["schema"],
+        "steps": ["GET /products lists products", "the integration tests pass"],
+    },
+    {
+        "key": "ui",
+        "title": "Catalogue page",
+        "priority": 7,
+        "depends_on": ["api"],
+        "steps": ["the page lists products from the API"],
+    },
+    {
+        "key": "docs",
+        "title": "README: how to run and test",
+        "priority": 5,
+        "steps": ["a new developer runs the app from the README alone"],
+    },
     {"key": "ci", "title": "CI runs the tests on every push", "priority": 4, "steps": ["a push runs the tests"]},
-]  # fmt: skip
+]
 SHORT_LEASE = 10  # seconds: the shortest lease
 UI_REASON = "out of time: the page lists products, pagination is still missing"
 
@@ -71,10 +89,19 @@ async def initializer(db: str) -> None:
         brief = await call(client, "restore_state")
         assert not any(brief["task_counts"].values()), "already initialized"
         await call(client, "add_tasks", tasks=PLAN, idempotency_key="plan-v1")
-        await call(client, "save_checkpoint", label="initialized",
-                   state={"goal": "a small web shop", "stack": "FastAPI + SQLite", "test": "make test"})  # fmt: skip
-        await call(client, "record_progress", summary="planned 5 tasks: schema -> api -> ui, docs, ci",
-                   status="done", next_steps=["schema", "docs"])  # fmt: skip
+        await call(
+            client,
+            "save_checkpoint",
+            label="initialized",
+            state={"goal": "a small web shop", "stack": "FastAPI + SQLite", "test": "make test"},
+        )
+        await call(
+            client,
+            "record_progress",
+            summary="planned 5 tasks: schema -> api -> ui, docs, ci",
+            status="done",
+            next_steps=["schema", "docs"],
+        )
         print("planner: 5 tasks added, shared facts saved, plan recorded")
 
 
@@ -103,29 +130,56 @@ async def coding_agent(db: str, agent: str, story: dict[str, Any]) -> None:
             print(f"{agent}: claimed {key} (attempt {lease['attempt']})")
             if key == "ui" and "handoff" in story:  # the handoff: what the last holder left reaches this one
                 context = task.get("context", {})
-                story["handoff"].update(claimed_by=agent, notes=context.get("notes", []),
-                                        dependencies=context.get("dependencies", []))  # fmt: skip
-                print(f"{agent}: ui's context says: {context['notes'][0]['text']!r}; api left "
-                      f"{context['dependencies'][0]['result']}")  # fmt: skip
+                story["handoff"].update(
+                    claimed_by=agent, notes=context.get("notes", []), dependencies=context.get("dependencies", [])
+                )
+                print(
+                    f"{agent}: ui's context says: {context['notes'][0]['text']!r}; api left "
+                    f"{context['dependencies'][0]['result']}"
+                )
             await anyio.sleep(0.5)  # the work
             if key == "ui" and "handoff" not in story:  # the first holder runs out of time and stops
                 await call(client, "record_progress", summary="ui: the page lists products", task_key=key)
-                await call(client, "update_task", task_key=key, action="release", lease_token=token,
-                           reason=UI_REASON)  # fmt: skip
+                await call(client, "update_task", task_key=key, action="release", lease_token=token, reason=UI_REASON)
                 story["handoff"] = {"released_by": agent}
                 print(f"{agent}: released ui ({UI_REASON}) and ended its session")
                 return
             if key == "api" and lease["attempt"] == 1:
-                await call(client, "update_task", task_key=key, action="fail", lease_token=token, retry=True,
-                           error="integration test timed out: the test database was not started")  # fmt: skip
-                await call(client, "record_progress", summary="api: integration test timed out; left for a retry",
-                           status="blocked", task_key=key)  # fmt: skip
+                await call(
+                    client,
+                    "update_task",
+                    task_key=key,
+                    action="fail",
+                    lease_token=token,
+                    retry=True,
+                    error="integration test timed out: the test database was not started",
+                )
+                await call(
+                    client,
+                    "record_progress",
+                    summary="api: integration test timed out; left for a retry",
+                    status="blocked",
+                    task_key=key,
+                )
                 print(f"{agent}: api failed (the harness will back it off and offer it again)")
                 continue
-            done = await call(client, "update_task", task_key=key, action="complete", lease_token=token,
-                              verification=f"checked every step of {key}", result={"commit": f"c-{key}"})  # fmt: skip
-            await call(client, "record_progress", summary=f"{key}: done and verified", status="done", task_key=key,
-                       artifacts={"commit": f"c-{key}"})  # fmt: skip
+            done = await call(
+                client,
+                "update_task",
+                task_key=key,
+                action="complete",
+                lease_token=token,
+                verification=f"checked every step of {key}",
+                result={"commit": f"c-{key}"},
+            )
+            await call(
+                client,
+                "record_progress",
+                summary=f"{key}: done and verified",
+                status="done",
+                task_key=key,
+                artifacts={"commit": f"c-{key}"},
+            )
             story["completed_by"][key] = agent
             unblocked = f", unblocked {', '.join(done['unblocked'])}" if done.get("unblocked") else ""
             print(f"{agent}: completed {key}{unblocked}")
@@ -133,13 +187,24 @@ async def coding_agent(db: str, agent: str, story: dict[str, Any]) -> None:
 
 async def reopen_and_fix(db: str) -> None:
     async with Client(server(db, "tester"), read_timeout_seconds=30) as client:
-        await call(client, "update_task", task_key="schema", action="reopen",
-                   reason="orders has no total column; the checkout needs it")  # fmt: skip
+        await call(
+            client,
+            "update_task",
+            task_key="schema",
+            action="reopen",
+            reason="orders has no total column; the checkout needs it",
+        )
         print("tester: reopened schema")
     async with Client(server(db, "ann"), read_timeout_seconds=30) as client:
         got = await call(client, "claim_task", task_key="schema")
-        await call(client, "update_task", task_key="schema", action="complete", lease_token=got["lease"]["token"],
-                   verification="migration adds orders.total; migrations run on an empty database")  # fmt: skip
+        await call(
+            client,
+            "update_task",
+            task_key="schema",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="migration adds orders.total; migrations run on an empty database",
+        )
         await call(client, "record_progress", summary="schema: added orders.total", status="done", task_key="schema")
         await call(client, "save_checkpoint", mode="merge", state={"schema": {"orders": ["id", "total"]}})
         print("ann: fixed schema again")

@@ -61,11 +61,17 @@ async def session_one(db: str, pidfile: Path) -> dict[str, Any]:
             brief = await call(client, "restore_state")
             assert not any(brief["task_counts"].values()), "already initialized"
             await call(client, "add_tasks", tasks=PLAN, idempotency_key="plan-v1")
-            saved = await call(client, "save_checkpoint", state={"goal": "a small web shop", "done": {}},
-                               label="initialized")  # fmt: skip
+            saved = await call(
+                client, "save_checkpoint", state={"goal": "a small web shop", "done": {}}, label="initialized"
+            )
             acked["checkpoints"].append(saved["version"])
-            entry = await call(client, "record_progress", summary="planned 5 tasks", status="done",
-                               next_steps=[t["key"] for t in PLAN[:2]])  # fmt: skip
+            entry = await call(
+                client,
+                "record_progress",
+                summary="planned 5 tasks",
+                status="done",
+                next_steps=[t["key"] for t in PLAN[:2]],
+            )
             acked["progress"].append(entry["seq"])
             # Phase 2, a working session: restore, ONE task at a time, verify, record, save.
             prompt = await client.get_prompt("resume_session", {"thread": "main"})
@@ -73,10 +79,22 @@ async def session_one(db: str, pidfile: Path) -> dict[str, Any]:
             for _ in range(2):
                 got = await call(client, "claim_task")
                 key, token = got["task"]["key"], got["lease"]["token"]
-                await call(client, "update_task", task_key=key, action="complete", lease_token=token,
-                           verification=f"ran the check for {key}")  # fmt: skip
-                entry = await call(client, "record_progress", summary=f"finished {key}", status="done",
-                                   task_key=key, artifacts={"commit": f"c-{key}"})  # fmt: skip
+                await call(
+                    client,
+                    "update_task",
+                    task_key=key,
+                    action="complete",
+                    lease_token=token,
+                    verification=f"ran the check for {key}",
+                )
+                entry = await call(
+                    client,
+                    "record_progress",
+                    summary=f"finished {key}",
+                    status="done",
+                    task_key=key,
+                    artifacts={"commit": f"c-{key}"},
+                )
                 acked["progress"].append(entry["seq"])
                 saved = await call(client, "save_checkpoint", mode="merge", state={"done": {key: True}, "last": key})
                 acked["checkpoints"].append(saved["version"])
@@ -84,9 +102,14 @@ async def session_one(db: str, pidfile: Path) -> dict[str, Any]:
             got = await call(client, "claim_task")
             key = got["task"]["key"]
             acked["held"], acked["token"] = key, got["lease"]["token"]
-            entry = await call(client, "record_progress", summary=f"started {key}: wrote the routes",
-                               status="in_progress", task_key=key,
-                               next_steps=[f"{key}: add input validation", f"{key}: run the check"])  # fmt: skip
+            entry = await call(
+                client,
+                "record_progress",
+                summary=f"started {key}: wrote the routes",
+                status="in_progress",
+                task_key=key,
+                next_steps=[f"{key}: add input validation", f"{key}: run the check"],
+            )
             acked["progress"].append(entry["seq"])
             saved = await call(client, "save_checkpoint", mode="merge", state={"current": key, "routes": ["/a"]})
             acked["checkpoints"].append(saved["version"])
@@ -132,8 +155,13 @@ async def session_two(db: str, pidfile: Path, acked: dict[str, Any]) -> dict[str
             lease_token=held["lease"]["token"],
             verification="validation added; check passes",
         )
-        await call(client, "record_progress", summary=f"finished {held['key']} after resuming", status="done",
-                   task_key=held["key"])  # fmt: skip
+        await call(
+            client,
+            "record_progress",
+            summary=f"finished {held['key']} after resuming",
+            status="done",
+            task_key=held["key"],
+        )
         await call(client, "save_checkpoint", mode="merge", state={"done": {held["key"]: True}, "current": None})
         facts["completed_after_resume"] = done["status"] == "done"
         facts["task_counts"] = (await call(client, "restore_state"))["task_counts"]

@@ -63,8 +63,12 @@ def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
             return
         exc = context.get("exception")
         more = f" ({state['skipped']} more since the last report)" if state["skipped"] else ""
-        log.error("cannot accept new connections: %s; connections that never finish a request hold the "
-                  "descriptors until the header timeout closes them%s", exc, more)  # fmt: skip
+        log.error(
+            "cannot accept new connections: %s; connections that never finish a request hold the "
+            "descriptors until the header timeout closes them%s",
+            exc,
+            more,
+        )
         state["last"], state["skipped"] = now, 0
 
     loop.set_exception_handler(handler)

@@ -167,8 +167,9 @@ def build_app(
     on_authentication_error(app, token_check_unavailable)  # a 503, where the SDK's middleware answers 400
     lenient_tool_arguments(app, "/mcp", mark_unpaired_surrogates)
     login = TokenLogin(harness.console_sessions)  # console sign-ins: server-side sessions bound to a token
-    app.router.routes.extend(console_routes(harness, login, allowed_hosts=security.allowed_hosts,
-                                            metrics_open=resolve_bind(host).loopback))  # fmt: skip
+    app.router.routes.extend(
+        console_routes(harness, login, allowed_hosts=security.allowed_hosts, metrics_open=resolve_bind(host).loopback)
+    )
     return app
 
 

@@ -46,35 +46,55 @@ if TYPE_CHECKING:  # the service (SQLAlchemy and all) loads after the handshake,
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 TOOL_CALLS = Counter(
-    "mcp_harness_tool_calls", "MCP tool calls by tool and result code (ok, or the error code)",
-    ["tool", "code"], registry=REGISTRY,
-)  # fmt: skip
+    "mcp_harness_tool_calls",
+    "MCP tool calls by tool and result code (ok, or the error code)",
+    ["tool", "code"],
+    registry=REGISTRY,
+)
 TOOL_SECONDS = Histogram(
-    "mcp_harness_tool_call_seconds", "Time to answer an MCP tool call (a claim's wait for work is not included)",
-    ["tool"], registry=REGISTRY,
+    "mcp_harness_tool_call_seconds",
+    "Time to answer an MCP tool call (a claim's wait for work is not included)",
+    ["tool"],
+    registry=REGISTRY,
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-)  # fmt: skip
+)
 CLAIM_WAIT_SECONDS = Histogram(
-    "mcp_harness_claim_wait_seconds", "Time a claim_task call spent waiting for work (wait_seconds), apart",
-    registry=REGISTRY, buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
-)  # fmt: skip
+    "mcp_harness_claim_wait_seconds",
+    "Time a claim_task call spent waiting for work (wait_seconds), apart",
+    registry=REGISTRY,
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
 TASKS_ENDED = Counter(
-    "mcp_harness_tasks_ended", "Tasks this process's update_task calls completed, failed for good or sent to retry",
-    ["outcome"], registry=REGISTRY,
-)  # fmt: skip
+    "mcp_harness_tasks_ended",
+    "Tasks this process's update_task calls completed, failed for good or sent to retry",
+    ["outcome"],
+    registry=REGISTRY,
+)
 CONSOLE_ACTIONS = Counter(
     "mcp_harness_console_actions", "Operator actions taken in the console, by action", ["action"], registry=REGISTRY
 )
-BUILD_INFO = Gauge("mcp_harness_build_info", "The mcp-harness version this process runs (always 1)", ["version"],
-                   registry=REGISTRY)  # fmt: skip
+BUILD_INFO = Gauge(
+    "mcp_harness_build_info", "The mcp-harness version this process runs (always 1)", ["version"], registry=REGISTRY
+)
 BUILD_INFO.labels(__version__).set(1)
 ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
 PlatformCollector(registry=REGISTRY)  # python_info
 ENDED = {outcome: TASKS_ENDED.labels(outcome) for outcome in ("completed", "failed", "retried")}  # zero from the start
 KNOWN_CODES = frozenset(
-    ("invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
-     "too_large", "forbidden", "schema_violation", "unavailable", "internal")
-)  # fmt: skip
+    (
+        "invalid_argument",
+        "not_found",
+        "version_conflict",
+        "lease_lost",
+        "task_conflict",
+        "dependency_error",
+        "too_large",
+        "forbidden",
+        "schema_violation",
+        "unavailable",
+        "internal",
+    )
+)
 
 
 #: (tool, code) -> its counter and histogram: resolving labels on every call cost more than counting
@@ -164,11 +184,17 @@ class _DatabaseFigures:
 
     def collect(self) -> Any:
         for name, what, rows in (
-            ("mcp_harness_oldest_in_review_seconds", "Age of the task longest in review (waiting for a person)",
-             self.oldest_review),
-            ("mcp_harness_oldest_ready_seconds", "Age of the task longest ready to claim and not claimed",
-             self.oldest_ready),
-        ):  # fmt: skip
+            (
+                "mcp_harness_oldest_in_review_seconds",
+                "Age of the task longest in review (waiting for a person)",
+                self.oldest_review,
+            ),
+            (
+                "mcp_harness_oldest_ready_seconds",
+                "Age of the task longest ready to claim and not claimed",
+                self.oldest_ready,
+            ),
+        ):
             gauge = GaugeMetricFamily(name, what + ", per workspace", labels=["workspace"])
             for workspace, age in rows:
                 gauge.add_metric([workspace], age)
@@ -194,9 +220,10 @@ class _DatabaseFigures:
             taken.add_metric([workspace], n)
         yield taken
         sessions = GaugeMetricFamily(
-            "mcp_harness_sessions", "The runner's ended agent sessions by outcome, per workspace",
+            "mcp_harness_sessions",
+            "The runner's ended agent sessions by outcome, per workspace",
             labels=["workspace", "outcome"],
-        )  # fmt: skip
+        )
         cost = GaugeMetricFamily(
             "mcp_harness_sessions_cost_usd",
             "The costs the runner's ended sessions reported (one that reported none adds nothing), per workspace",
@@ -213,9 +240,10 @@ class _DatabaseFigures:
         if self.claim_waits is None:
             return
         yield CounterMetricFamily(
-            "mcp_harness_claim_waits", "Times a claim_task call found no task and waited for one (wait_seconds)",
+            "mcp_harness_claim_waits",
+            "Times a claim_task call found no task and waited for one (wait_seconds)",
             value=self.claim_waits,
-        )  # fmt: skip
+        )
 
 
 async def render(harness: Harness, workspace: str | None = None) -> bytes:
@@ -277,8 +305,9 @@ def metrics_endpoint(harness: Harness, *, open_access: bool) -> Callable[[Reques
                 return PlainTextResponse(
                     "metrics need a bearer token: a harness token shows its own workspace, the server's "
                     "MCP_HARNESS_METRICS_TOKEN every workspace (Authorization: Bearer <token>)",
-                    status_code=401, headers={"www-authenticate": "Bearer"},
-                )  # fmt: skip
+                    status_code=401,
+                    headers={"www-authenticate": "Bearer"},
+                )
             body = await render(harness, None if scope is _EVERY else str(scope))
         except HarnessError:
             return PlainTextResponse("the database is not available right now", status_code=503)

@@ -32,9 +32,15 @@ ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal[
-    "none_pending", "all_done", "all_claimed", "waiting_on_other_work", "backoff", "waiting_on_review",
-    "blocked_by_failure", "paths_reserved",
-]  # fmt: skip
+    "none_pending",
+    "all_done",
+    "all_claimed",
+    "waiting_on_other_work",
+    "backoff",
+    "waiting_on_review",
+    "blocked_by_failure",
+    "paths_reserved",
+]
 
 
 def _absent(value: Any) -> bool:

@@ -321,8 +321,13 @@ def _spread(row: int, moves: int) -> int:
     return row | ((moves + (row & moves)) ^ moves)
 
 
-def _meet(xs: tuple[Any, ...], ys: tuple[Any, ...], meets: Callable[[Any, Any], bool],
-          live: Callable[[Any], bool], work: list[int]) -> bool:  # fmt: skip
+def _meet(
+    xs: tuple[Any, ...],
+    ys: tuple[Any, ...],
+    meets: Callable[[Any, Any], bool],
+    live: Callable[[Any], bool],
+    work: list[int],
+) -> bool:
     """Whether some word is matched by both sequences (None: a star, any run of symbols, none included;
     else a symbol set: `meets` says whether two share a symbol, `live` whether one holds any). Bit j of
     the row of x-position i is set when the first i items of `xs` and the first j of `ys` can match one

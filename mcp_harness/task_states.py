@@ -297,15 +297,24 @@ class Rule:
 # -- the changes ------------------------------------------------------------------------------------
 def _heartbeat(t: Task, g: Given) -> Outcome:
     seconds = g.lease_seconds or t.lease_seconds
-    change = TaskChange(lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at,
-                        lease_process=g.process)  # fmt: skip
+    change = TaskChange(
+        lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at, lease_process=g.process
+    )
     return Outcome(change)
 
 
 def completed(g: Given) -> Outcome:
     """Complete, for a task not for review (the one-statement path needs no row read first)."""
-    change = TaskChange(status=Status.DONE, ready=False, result=g.result, verification=g.verification,
-                        last_error=None, completed_at=g.at, lease_expires_at=None, updated_at=g.at)  # fmt: skip
+    change = TaskChange(
+        status=Status.DONE,
+        ready=False,
+        result=g.result,
+        verification=g.verification,
+        last_error=None,
+        completed_at=g.at,
+        lease_expires_at=None,
+        updated_at=g.at,
+    )
     return Outcome(change, "complete", {"verification": g.verification}, cleared=("last_error",))
 
 
@@ -313,26 +322,49 @@ def _complete(t: Task, g: Given) -> Outcome:
     if not t.review:
         return completed(g)
     # a person approves it: it waits in review, its lease ended (its token kept)
-    change = TaskChange(status=Status.IN_REVIEW, ready=False, result=g.result, verification=g.verification,
-                        last_error=None, completed_at=None, lease_expires_at=None, updated_at=g.at)  # fmt: skip
+    change = TaskChange(
+        status=Status.IN_REVIEW,
+        ready=False,
+        result=g.result,
+        verification=g.verification,
+        last_error=None,
+        completed_at=None,
+        lease_expires_at=None,
+        updated_at=g.at,
+    )
     return Outcome(change, "submit", {"verification": g.verification}, cleared=("last_error",))
 
 
 def _fail(t: Task, g: Given) -> Outcome:
     if g.retry and t.attempts < t.max_attempts:
         delay = min(g.backoff_cap, g.backoff_base * 2 ** max(0, t.attempts - 1))
-        change = TaskChange(status=Status.PENDING, owner=None, lease_token=None, lease_expires_at=None,
-                            last_error=g.error, available_at=g.at + delay, updated_at=g.at)  # fmt: skip
+        change = TaskChange(
+            status=Status.PENDING,
+            owner=None,
+            lease_token=None,
+            lease_expires_at=None,
+            last_error=g.error,
+            available_at=g.at + delay,
+            updated_at=g.at,
+        )
         return Outcome(change, "fail", {"error": g.error, "retry_in": delay})
-    change = TaskChange(status=Status.FAILED, ready=False, lease_token=None, lease_expires_at=None,
-                        last_error=g.error, updated_at=g.at)  # fmt: skip
+    change = TaskChange(
+        status=Status.FAILED, ready=False, lease_token=None, lease_expires_at=None, last_error=g.error, updated_at=g.at
+    )
     return Outcome(change, "fail", {"error": g.error})
 
 
 def _handed_back(t: Task, g: Given) -> TaskChange:
     """Pending again at once, the attempt given back."""
-    return TaskChange(status=Status.PENDING, owner=None, lease_token=None, lease_expires_at=None,
-                      attempts=max(0, t.attempts - 1), available_at=g.at, updated_at=g.at)  # fmt: skip
+    return TaskChange(
+        status=Status.PENDING,
+        owner=None,
+        lease_token=None,
+        lease_expires_at=None,
+        attempts=max(0, t.attempts - 1),
+        available_at=g.at,
+        updated_at=g.at,
+    )
 
 
 def _release(t: Task, g: Given) -> Outcome:
@@ -349,10 +381,18 @@ def _reopen(t: Task, g: Given) -> Outcome:
     change = TaskChange(
         # a gate whose dependencies are settled goes straight back to a person
         status=Status.IN_REVIEW if gate and g.deps_done else Status.PENDING,
-        ready=g.deps_done and not gate, attempts=0, owner=None, lease_token=None, lease_expires_at=None,
-        available_at=0.0, completed_at=None, result=None, verification=None, stale=False,
+        ready=g.deps_done and not gate,
+        attempts=0,
+        owner=None,
+        lease_token=None,
+        lease_expires_at=None,
+        available_at=0.0,
+        completed_at=None,
+        result=None,
+        verification=None,
+        stale=False,
         updated_at=g.at,  # last_error is kept: the reason is in the event and the log, not an error
-    )  # fmt: skip
+    )
     old = {"status": t.status, "result": t.result, "verification": t.verification, "last_error": t.last_error}
     detail = {"reason": g.reason, **{k: v for k, v in old.items() if v is not None}}
     return Outcome(change, "reopen", detail, cleared=("result", "verification"))
@@ -365,20 +405,37 @@ def _approve(t: Task, g: Given) -> Outcome:
 
 def _reject(t: Task, g: Given) -> Outcome:
     if t.kind == "gate":
-        change = TaskChange(status=Status.FAILED, ready=False, last_error=f"rejected: {g.comment}",
-                            review_comment=g.comment, updated_at=g.at)  # fmt: skip
+        change = TaskChange(
+            status=Status.FAILED,
+            ready=False,
+            last_error=f"rejected: {g.comment}",
+            review_comment=g.comment,
+            updated_at=g.at,
+        )
         return Outcome(change, "reject", {"comment": g.comment, "gate": True})
-    change = TaskChange(status=Status.PENDING, ready=g.deps_done, owner=None, lease_token=None, lease_expires_at=None,
-                        attempts=max(0, t.attempts - 1), available_at=g.at, result=None, verification=None,
-                        completed_at=None, review_comment=g.comment, updated_at=g.at)  # fmt: skip
+    change = TaskChange(
+        status=Status.PENDING,
+        ready=g.deps_done,
+        owner=None,
+        lease_token=None,
+        lease_expires_at=None,
+        attempts=max(0, t.attempts - 1),
+        available_at=g.at,
+        result=None,
+        verification=None,
+        completed_at=None,
+        review_comment=g.comment,
+        updated_at=g.at,
+    )
     kept = {"result": t.result, "verification": t.verification}
     detail = {"comment": g.comment, **{k: v for k, v in kept.items() if v}}
     return Outcome(change, "reject", detail, cleared=("result", "verification"))
 
 
 def _cancel(t: Task, g: Given) -> Outcome:
-    change = TaskChange(status=Status.CANCELLED, ready=False, owner=None, lease_token=None, lease_expires_at=None,
-                        updated_at=g.at)  # fmt: skip
+    change = TaskChange(
+        status=Status.CANCELLED, ready=False, owner=None, lease_token=None, lease_expires_at=None, updated_at=g.at
+    )
     return Outcome(change, "cancel", {"reason": g.reason} | ({"owner": t.owner} if t.status == Status.CLAIMED else {}))
 
 
@@ -415,7 +472,7 @@ RULES: dict[Action, Rule] = {
         needs=("verification", "complete needs verification: say how the result was verified"),
         repeat=lambda t, g: t.status in (Status.DONE, Status.IN_REVIEW) and t.lease_token == g.lease_token,
         reports="unblocked",
-    ),  # fmt: skip
+    ),
     Action.FAIL: Rule(_HOLDER, frozenset({Status.PENDING, Status.FAILED}), Who.HOLDER, _fail),
     Action.RELEASE: Rule(_HOLDER, frozenset({Status.PENDING}), Who.HOLDER, _release, instead=_RELEASE_INSTEAD),
     Action.REOPEN: Rule(
@@ -433,7 +490,7 @@ RULES: dict[Action, Rule] = {
             "message(action='send', to='operators', task_key={key!r}, body=...) asking a person (the operators' "
             "inbox) to reopen it, and why"
         ),
-    ),  # fmt: skip
+    ),
     Action.APPROVE: Rule(
         _IN_REVIEW,
         frozenset({Status.DONE}),
@@ -442,7 +499,7 @@ RULES: dict[Action, Rule] = {
         refusal="approve works on tasks in review; task {key!r} is {status}",
         reports="unblocked",
         instead=_REVIEW_INSTEAD,
-    ),  # fmt: skip
+    ),
     Action.REJECT: Rule(
         _IN_REVIEW,
         frozenset({Status.PENDING, Status.FAILED}),
@@ -452,7 +509,7 @@ RULES: dict[Action, Rule] = {
         needs=("comment", "reject needs a comment: what to change (the next claimer reads it)"),
         reads_dependencies=True,
         instead=_REVIEW_INSTEAD,
-    ),  # fmt: skip
+    ),
     Action.RETRY_NOW: Rule(
         frozenset({Status.PENDING}),
         frozenset({Status.PENDING}),
@@ -461,7 +518,7 @@ RULES: dict[Action, Rule] = {
         refusal="retry_now ends a retry backoff; task {key!r} is {status} and not waiting out a backoff",
         also=lambda t, at: t.available_at > at,
         instead="wait out the backoff (claim_task's retry_after) or claim other work",
-    ),  # fmt: skip
+    ),
     Action.CANCEL: Rule(
         frozenset({Status.PENDING, Status.CLAIMED, Status.IN_REVIEW, Status.FAILED}),
         frozenset({Status.CANCELLED}),
@@ -471,7 +528,7 @@ RULES: dict[Action, Rule] = {
         needs=("reason", "cancel needs a reason (it is recorded in the progress log)"),
         reports="unblocked",
         instead="record_progress saying why the task is not needed; a person decides",
-    ),  # fmt: skip
+    ),
     Action.RESERVE: Rule(_HOLDER, _HOLDER, Who.HOLDER, _reserve),
     Action.UNRESERVE: Rule(_HOLDER, _HOLDER, Who.HOLDER, _unreserve),
     Action.OPERATOR_RELEASE: Rule(
@@ -482,7 +539,7 @@ RULES: dict[Action, Rule] = {
         refusal="release works on claimed tasks; task {key!r} is {status}",
         needs=("reason", "an operator's release needs a reason (the next claimer reads it in the task's context)"),
         instead=_RELEASE_INSTEAD,
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -517,15 +574,29 @@ def settle(t: Task, deps_done: bool, blocked: bool, at: float, stale: bool = Fal
         return Effect.FLAGS, TaskChange(ready=False, blocked=blocked, stale=not deps_done)
     ready = may_be_ready(t.status, t.kind, deps_done)
     if t.status == Status.CLAIMED and not deps_done:  # its holder's next call gets lease_lost
-        return Effect.REVOKE, TaskChange(ready=ready, blocked=blocked, status=Status.PENDING, owner=None,
-                                         lease_token=None, lease_expires_at=None, attempts=max(0, t.attempts - 1),
-                                         last_error=REVOKED_BY_REOPEN)  # fmt: skip
+        return Effect.REVOKE, TaskChange(
+            ready=ready,
+            blocked=blocked,
+            status=Status.PENDING,
+            owner=None,
+            lease_token=None,
+            lease_expires_at=None,
+            attempts=max(0, t.attempts - 1),
+            last_error=REVOKED_BY_REOPEN,
+        )
     if t.kind == "gate" and t.status == Status.PENDING and deps_done:
         return Effect.ENTER_REVIEW, TaskChange(ready=False, blocked=blocked, status=Status.IN_REVIEW, updated_at=at)
     if t.status == Status.IN_REVIEW and not deps_done:  # a work task gets its attempt back
         attempts = t.attempts if t.kind == "gate" else max(0, t.attempts - 1)
-        return Effect.LEAVE_REVIEW, TaskChange(ready=ready, blocked=blocked, status=Status.PENDING, owner=None,
-                                               lease_token=None, attempts=attempts, updated_at=at)  # fmt: skip
+        return Effect.LEAVE_REVIEW, TaskChange(
+            ready=ready,
+            blocked=blocked,
+            status=Status.PENDING,
+            owner=None,
+            lease_token=None,
+            attempts=attempts,
+            updated_at=at,
+        )
     if t.ready != ready or t.blocked != blocked:
         effect = Effect.UNBLOCK if ready and not t.ready and t.status == Status.PENDING else Effect.FLAGS
         return effect, TaskChange(ready=ready, blocked=blocked)

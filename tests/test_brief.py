@@ -11,8 +11,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test runs the comman
 
 async def test_brief_names_state_tasks_and_progress(sqlite_url, workspace):
     async with mcp_client(sqlite_url, workspace, agent="coder") as c:
-        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API", "priority": 2},
-                                          {"key": "docs", "title": "Write the docs"}])  # fmt: skip
+        await call(
+            c,
+            "add_tasks",
+            tasks=[{"key": "api", "title": "Build the API", "priority": 2}, {"key": "docs", "title": "Write the docs"}],
+        )
         await call(c, "claim_task", task_key="api")
         await call(c, "record_progress", summary="routes drafted", task_key="api", next_steps=["add validation"])
         await call(c, "record_progress", summary="design note")
@@ -57,8 +60,14 @@ async def test_a_task_in_review_is_not_work_to_continue(sqlite_url, workspace):
     async with mcp_client(sqlite_url, workspace, agent="coder") as c:
         await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API", "review": True}])
         got = await call(c, "claim_task")
-        await call(c, "update_task", task_key="api", action="complete", lease_token=got["lease"]["token"],
-                   verification="ran it")  # fmt: skip
+        await call(
+            c,
+            "update_task",
+            task_key="api",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="ran it",
+        )
     out = run_cli("brief", "--db", sqlite_url.split("///", 1)[1], "--workspace", workspace, "--agent", "coder")
     assert out.returncode == 0, out.stderr
     assert 'Yours, in review: api "Build the API" (a person decides; do not work on it)' in out.stdout

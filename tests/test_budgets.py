@@ -62,10 +62,20 @@ async def test_a_typical_mid_project_restore_stays_within_its_budget(client):
     # five entries as sessions write them: most name their task and commit, some say what comes next
     for i in range(5):
         summary = f"t{i}: implemented it and verified each acceptance step with the test suite"
-        await call(client, "record_progress", summary=summary, status="done", task_key=f"t{i}",
-                   artifacts={"commit": f"{i:07x}"})  # fmt: skip
-    await call(client, "record_progress", summary="planned the auth pages: login first, then sign-up and reset",
-               next_steps=["auth-login-form", "auth-signup"])  # fmt: skip
+        await call(
+            client,
+            "record_progress",
+            summary=summary,
+            status="done",
+            task_key=f"t{i}",
+            artifacts={"commit": f"{i:07x}"},
+        )
+    await call(
+        client,
+        "record_progress",
+        summary="planned the auth pages: login first, then sign-up and reset",
+        next_steps=["auth-login-form", "auth-signup"],
+    )
     await call(client, "claim_task", task_key="auth-login-form")
     text = await text_of(client, "restore_state")
     print(f"restore_state result: {len(text.encode())} bytes")
@@ -95,16 +105,29 @@ async def test_an_action_answer_stays_under_300_bytes(db_url, workspace):
         await call(agent, "add_tasks", tasks=[{**TASK, "review": True}, *({**TASK, "key": k} for k in keys), after])
         sizes = {}
         got = await call(agent, "claim_task", task_key=TASK["key"])
-        sizes["complete"] = await text_of(agent, "update_task", task_key=TASK["key"], action="complete",
-                                          lease_token=got["lease"]["token"], verification="ran the suite: 42 passed",
-                                          result={"commit": "bbe720c"})  # fmt: skip
+        sizes["complete"] = await text_of(
+            agent,
+            "update_task",
+            task_key=TASK["key"],
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="ran the suite: 42 passed",
+            result={"commit": "bbe720c"},
+        )
         sizes["approve"] = await text_of(ann, "update_task", task_key=TASK["key"], action="approve", comment="good")
         got = await call(agent, "claim_task", task_key=keys[0])
-        sizes["fail"] = await text_of(agent, "update_task", task_key=keys[0], action="fail",
-                                      lease_token=got["lease"]["token"], error="the build broke")  # fmt: skip
+        sizes["fail"] = await text_of(
+            agent,
+            "update_task",
+            task_key=keys[0],
+            action="fail",
+            lease_token=got["lease"]["token"],
+            error="the build broke",
+        )
         got = await call(agent, "claim_task", task_key=keys[1])
-        sizes["release"] = await text_of(agent, "update_task", task_key=keys[1], action="release",
-                                         lease_token=got["lease"]["token"])  # fmt: skip
+        sizes["release"] = await text_of(
+            agent, "update_task", task_key=keys[1], action="release", lease_token=got["lease"]["token"]
+        )
         sizes["reopen"] = await text_of(agent, "update_task", task_key=TASK["key"], action="reopen", reason="regressed")
         sizes["cancel"] = await text_of(ann, "update_task", task_key=keys[2], action="cancel", reason="not needed")
         for action, text in sizes.items():
@@ -115,9 +138,15 @@ async def test_an_action_answer_stays_under_300_bytes(db_url, workspace):
 async def test_a_list_of_50_open_tasks_stays_under_7000_bytes(client):
     """50 open tasks, as a plan has them: titles of a few words, some priorities, dependencies and holders."""
     parts = ("api", "ui", "db")
-    plan = [{"key": f"step-{i:02}-{parts[i % 3]}", "title": f"Build part {i} of the {parts[i % 3]} layer",
-             "priority": i % 4, "depends_on": [f"step-{i - 1:02}-{parts[(i - 1) % 3]}"] if i % 2 else []}
-            for i in range(50)]  # fmt: skip
+    plan = [
+        {
+            "key": f"step-{i:02}-{parts[i % 3]}",
+            "title": f"Build part {i} of the {parts[i % 3]} layer",
+            "priority": i % 4,
+            "depends_on": [f"step-{i - 1:02}-{parts[(i - 1) % 3]}"] if i % 2 else [],
+        }
+        for i in range(50)
+    ]
     await call(client, "add_tasks", tasks=plan)
     for _ in range(5):
         await call(client, "claim_task")
@@ -134,9 +163,15 @@ async def test_a_claims_context_stays_within_2000_bytes_however_long_the_history
     await call(client, "add_tasks", tasks=[*deps, {**TASK, "depends_on": [d["key"] for d in deps]}])
     for d in deps:
         got = await call(client, "claim_task", task_key=d["key"])
-        await call(client, "update_task", task_key=d["key"], action="complete", lease_token=got["lease"]["token"],
-                   result={"notes": "é" * 600, "files": [f"src/{i}.py" for i in range(40)]},
-                   verification="ü" * 900)  # fmt: skip
+        await call(
+            client,
+            "update_task",
+            task_key=d["key"],
+            action="complete",
+            lease_token=got["lease"]["token"],
+            result={"notes": "é" * 600, "files": [f"src/{i}.py" for i in range(40)]},
+            verification="ü" * 900,
+        )
     for i in range(200):
         await call(client, "record_progress", summary=f"attempt note {i}: " + "ö" * 500, task_key=TASK["key"])
     got = await call(client, "claim_task", task_key=TASK["key"])

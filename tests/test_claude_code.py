@@ -143,10 +143,12 @@ def test_after_clear_the_hooks_and_the_shell_act_for_the_identity_of_the_session
     project, db, home = ready_project(tmp_path)
     add_tasks(db, WS, [{"key": "api", "title": "build the API"}])
     shell = {"command": "mcp-harness msg send --to ana 'Which port?'", "description": "ask ana"}
-    scripts = iter([
-        [load("claim_task"), tool("claim_task"), say("working")],
-        [load("restore_state"), tool("restore_state"), tool("Bash", shell), say("asked")],
-    ])  # fmt: skip
+    scripts = iter(
+        [
+            [load("claim_task"), tool("claim_task"), say("working")],
+            [load("restore_state"), tool("restore_state"), tool("Bash", shell), say("asked")],
+        ]
+    )
     env = environment(home, "")
     with ScriptedModel(lambda turn: next(scripts)) as model:
         env["ANTHROPIC_BASE_URL"] = model.url
@@ -237,11 +239,15 @@ def test_a_persons_release_is_told_at_the_next_prompt_and_only_once(tmp_path, cl
     project, db, home = ready_project(tmp_path)
     add_tasks(db, WS, [{"key": "api", "title": "build the API"}])
     script = [
-        load("claim_task"), tool("claim_task"), say("working"),  # the first prompt
+        load("claim_task"),
+        tool("claim_task"),
+        say("working"),  # the first prompt
         say("noted"),  # the next: told of the release
-        tool("claim_task"), say("claimed it again"),  # the one after: not told again; claims anew
-        say("back"), say("still back"),  # resumed later, twice
-    ]  # fmt: skip
+        tool("claim_task"),
+        say("claimed it again"),  # the one after: not told again; claims anew
+        say("back"),
+        say("still back"),  # resumed later, twice
+    ]
     release = [sys.executable, "-m", "mcp_harness", "tasks", "release", "api", "--db", db, "--workspace", WS]
     with ScriptedModel(script) as model:
         env = environment(home, model.url)

@@ -96,10 +96,16 @@ def test_the_brief_says_a_lease_ended_with_its_session_and_that_the_task_is_clai
             time.sleep(0.2)
         assert stuck and stuck[0]["ended"], stuck
 
-        [ready] = [line for line in brief_of(run_claude(claude_binary, project, env, "what next?")).splitlines()
-                   if line.startswith("Ready to claim")]  # fmt: skip
-        assert re.fullmatch(r'Ready to claim: k "Ship it" \(the lease of claude-code:1ea5e000 ended: its '
-                            r"(session|connection) ended .*; claimable\)", ready), ready  # fmt: skip
+        [ready] = [
+            line
+            for line in brief_of(run_claude(claude_binary, project, env, "what next?")).splitlines()
+            if line.startswith("Ready to claim")
+        ]
+        assert re.fullmatch(
+            r'Ready to claim: k "Ship it" \(the lease of claude-code:1ea5e000 ended: its '
+            r"(session|connection) ended .*; claimable\)",
+            ready,
+        ), ready
 
         brief = brief_of(run_claude(claude_binary, project, env, "go on", "--resume", first))
     [held] = [line for line in brief.splitlines() if line.startswith("You hold")]

@@ -13,11 +13,24 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts pro
 @pytest.fixture
 async def seeded(sqlite_url, workspace):
     async with mcp_client(sqlite_url, workspace, agent="coder") as c:
-        await call(c, "add_tasks", tasks=[{"key": "api", "title": "Build the API", "priority": 2},
-                                          {"key": "ui", "title": "Build the UI", "depends_on": ["api"]}])  # fmt: skip
+        await call(
+            c,
+            "add_tasks",
+            tasks=[
+                {"key": "api", "title": "Build the API", "priority": 2},
+                {"key": "ui", "title": "Build the UI", "depends_on": ["api"]},
+            ],
+        )
         await call(c, "claim_task", lease_seconds=600)
-        await call(c, "record_progress", summary="api routes drafted", status="in_progress", task_key="api",
-                   next_steps=["add validation"], artifacts={"commit": "abc123"})  # fmt: skip
+        await call(
+            c,
+            "record_progress",
+            summary="api routes drafted",
+            status="in_progress",
+            task_key="api",
+            next_steps=["add validation"],
+            artifacts={"commit": "abc123"},
+        )
         await call(c, "record_progress", summary="docs note", thread="docs")
         await call(c, "save_checkpoint", state={"phase": 1}, label="start")
         await call(c, "save_checkpoint", state={"phase": 2})
@@ -58,8 +71,15 @@ async def test_history_show_and_status(seeded):
     db, ws = seeded
     history = run_cli("history", "main", "--db", db, "--workspace", ws)
     lines = history.stdout.splitlines()
-    assert history.returncode == 0 and lines[0].split() == ["VERSION", "SAVED", "(UTC)", "AGENT", "BYTES",
-                                                            "CHECKPOINT", "LABEL"]  # fmt: skip
+    assert history.returncode == 0 and lines[0].split() == [
+        "VERSION",
+        "SAVED",
+        "(UTC)",
+        "AGENT",
+        "BYTES",
+        "CHECKPOINT",
+        "LABEL",
+    ]
     assert lines[1].lstrip().startswith("v2") and lines[2].rstrip().endswith("start")
     listed = json.loads(run_cli("history", "main", "--json", "--db", db, "--workspace", ws).stdout)
     assert [c["version"] for c in listed] == [2, 1] and listed[1]["label"] == "start"
@@ -121,5 +141,8 @@ def test_config_snippets(tmp_path):
     vscode = json.loads(run_cli("config", "vscode", "--db", db, "--workspace", "proj").stdout)["servers"]["harness"]
     assert vscode["type"] == "stdio" and vscode["args"][-4:] == ["--workspace", "proj", "--agent", "vscode"]
     remote = json.loads(run_cli("config", "vscode", "--transport", "http", "--token", "mcph_v").stdout)
-    assert remote["servers"]["harness"] == {"type": "http", "url": "http://127.0.0.1:8765/mcp",
-                                            "headers": {"Authorization": "Bearer mcph_v"}}  # fmt: skip
+    assert remote["servers"]["harness"] == {
+        "type": "http",
+        "url": "http://127.0.0.1:8765/mcp",
+        "headers": {"Authorization": "Bearer mcph_v"},
+    }

@@ -30,9 +30,12 @@ def on_terminal(*args: str, stream: str = "stdout", **env: str) -> tuple[str, in
     """Run the CLI with `stream` on a pseudo-terminal; return what the terminal showed and the exit status."""
     master, slave = pty.openpty()
     other = subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "mcp_harness", *args], env=subprocess_env(**env),
-                            stdout=slave if stream == "stdout" else other,
-                            stderr=slave if stream == "stderr" else other)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcp_harness", *args],
+        env=subprocess_env(**env),
+        stdout=slave if stream == "stdout" else other,
+        stderr=slave if stream == "stderr" else other,
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -55,7 +58,15 @@ async def test_tables_are_coloured_on_a_terminal_unless_no_color(project_db):
     assert status == 0 and YELLOW not in plain and "Build the API" in plain
     piped = run_cli("tasks", "--db", db, "--workspace", ws)
     assert "\x1b[" not in piped.stdout and piped.stdout.splitlines()[1].split() == [
-        "KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "KIND", "TITLE"]  # fmt: skip
+        "KEY",
+        "STATUS",
+        "OWNER",
+        "LEASE",
+        "PRI",
+        "TRY",
+        "KIND",
+        "TITLE",
+    ]
 
 
 async def test_progress_bars_on_a_terminal_only(project_db, tmp_path):
@@ -75,8 +86,12 @@ async def test_progress_bars_on_a_terminal_only(project_db, tmp_path):
 async def test_a_closed_stdout_is_not_an_error(project_db):
     db, ws = project_db
     for args in (["show", "main"], ["export"], ["log"], ["tasks"]):
-        proc = subprocess.Popen([sys.executable, "-m", "mcp_harness", *args, "--db", db, "--workspace", ws],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcp_harness", *args, "--db", db, "--workspace", ws],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=subprocess_env(),
+        )
         assert proc.stdout.readline()  # like `| head -1`: read a line, then go away
         proc.stdout.close()
         assert proc.wait(timeout=60) == 0, args
@@ -132,18 +147,40 @@ def test_clean_escapes_control_characters_visibly_and_keeps_text():
 
 async def test_agents_text_reaches_no_terminal_raw_but_json_stays_exact(sqlite_url, workspace):
     async with mcp_client(sqlite_url, workspace, agent="coder") as c:
-        await call(c, "add_tasks", tasks=[{"key": "rev", "title": HOSTILE, "review": True},
-                                          {"key": "other", "title": HOSTILE, "description": HOSTILE}])  # fmt: skip
+        await call(
+            c,
+            "add_tasks",
+            tasks=[
+                {"key": "rev", "title": HOSTILE, "review": True},
+                {"key": "other", "title": HOSTILE, "description": HOSTILE},
+            ],
+        )
         lease = (await call(c, "claim_task", task_key="rev"))["lease"]["token"]
-        await call(c, "update_task", task_key="rev", action="complete", lease_token=lease, verification=HOSTILE,
-                   result={"note": HOSTILE})  # fmt: skip
+        await call(
+            c,
+            "update_task",
+            task_key="rev",
+            action="complete",
+            lease_token=lease,
+            verification=HOSTILE,
+            result={"note": HOSTILE},
+        )
         await call(c, "claim_task", task_key="other")
         await call(c, "record_progress", summary=HOSTILE, details=HOSTILE, next_steps=[HOSTILE], task_key="rev")
         await call(c, "save_checkpoint", state={"x": HOSTILE}, label="v1", metadata={"m": HOSTILE})
     db = sqlite_url.split("///", 1)[1]
     common = ("--db", db, "--workspace", workspace)
-    for command in (["review", "list"], ["tasks"], ["tasks", "show", "rev"], ["tasks", "show", "other"], ["log"],
-                    ["brief"], ["status"], ["history", "main"], ["show", "main"]):  # fmt: skip
+    for command in (
+        ["review", "list"],
+        ["tasks"],
+        ["tasks", "show", "rev"],
+        ["tasks", "show", "other"],
+        ["log"],
+        ["brief"],
+        ["status"],
+        ["history", "main"],
+        ["show", "main"],
+    ):
         out = run_cli(*command, *common)
         assert out.returncode == 0, (command, out.stderr)
         shown = out.stdout + out.stderr

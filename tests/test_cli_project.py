@@ -52,8 +52,9 @@ def _no_env(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("file", "key"), [(".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers")]
 )
-def test_read_commands_in_a_subfolder_use_the_projects_workspace_and_db(file, key, seeded, tmp_path, monkeypatch,
-                                                                        capsys):  # fmt: skip
+def test_read_commands_in_a_subfolder_use_the_projects_workspace_and_db(
+    file, key, seeded, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(project(tmp_path / "shop", file, key, stdio("--db", str(seeded), "--workspace", "shop")))
     assert main(["tasks", "--json"]) == 0
     out = capsys.readouterr()
@@ -68,8 +69,9 @@ def test_read_commands_in_a_subfolder_use_the_projects_workspace_and_db(file, ke
 
 
 def test_flags_and_environment_win_over_the_project(seeded, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(project(tmp_path / "shop", ".mcp.json", "mcpServers", stdio("--db", str(seeded),
-                                                                                  "--workspace", "shop")))  # fmt: skip
+    monkeypatch.chdir(
+        project(tmp_path / "shop", ".mcp.json", "mcpServers", stdio("--db", str(seeded), "--workspace", "shop"))
+    )
     assert main(["tasks", "--json", "--workspace", "other", "--db", str(seeded)]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["tasks"] == [] and "this database holds: shop" in out.err
@@ -82,8 +84,7 @@ def test_flags_and_environment_win_over_the_project(seeded, tmp_path, monkeypatc
     assert "no database at" in capsys.readouterr().err
 
 
-def test_a_relative_db_in_the_entry_is_the_projects_and_config_prints_the_same(seeded, tmp_path, monkeypatch,
-                                                                               capsys):  # fmt: skip
+def test_a_relative_db_in_the_entry_is_the_projects_and_config_prints_the_same(seeded, tmp_path, monkeypatch, capsys):
     root = tmp_path / "shop"
     sub = project(root, ".mcp.json", "mcpServers", stdio("--db", "../data/h.db", "--workspace", "shop"))
     monkeypatch.chdir(sub)
@@ -109,7 +110,7 @@ def test_the_first_entry_found_decides_and_a_broken_file_is_passed_over(seeded, 
     (tmp_path / "shop" / ".vscode" / "mcp.json").write_text(
         '{\n  // VS Code allows comments\n  "servers": {"harness": '
         + json.dumps(stdio("--db", str(seeded), "--workspace=shop"))
-        + ",},\n}"  # fmt: skip
+        + ",},\n}"
     )
     monkeypatch.chdir(sub)
     assert main(["tasks", "--json"]) == 0 and json.loads(capsys.readouterr().out)["tasks"][0]["key"] == "cart"
@@ -135,8 +136,9 @@ def test_a_linked_worktree_without_an_entry_uses_its_repositorys(seeded, tmp_pat
     shutil.copy(seeded, repo / "h.db")
 
     def git(*args: str, cwd: Path = repo) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True, capture_output=True
+        )
 
     git("init", "-q")
     (repo / "README").write_text("shop\n")
@@ -165,10 +167,12 @@ def test_log_refuses_what_it_cannot_read_and_says_which_filter_found_nothing(see
     thread that is not UTF-8) and "no progress recorded yet" beside entries that exist: each bad value is
     one line naming what is allowed (exit 2), and an empty filter says which filter found nothing."""
     db = ["--db", str(seeded), "--workspace", "shop"]
-    for bad, said in ((["--limit", "99999999999999999999"], "use a whole number from 1 to 9007199254740991"),
-                      (["--task", "\udcff"], "the argument '\\xff' is not valid UTF-8"),
-                      (["--thread", "a\udcfeb"], "the argument 'a\\xfeb' is not valid UTF-8"),
-                      (["--task", "bad name!"], "task 'bad name!' is not a valid name")):  # fmt: skip
+    for bad, said in (
+        (["--limit", "99999999999999999999"], "use a whole number from 1 to 9007199254740991"),
+        (["--task", "\udcff"], "the argument '\\xff' is not valid UTF-8"),
+        (["--thread", "a\udcfeb"], "the argument 'a\\xfeb' is not valid UTF-8"),
+        (["--task", "bad name!"], "task 'bad name!' is not a valid name"),
+    ):
         try:
             status = main(["log", *db, *bad])
         except SystemExit as exc:  # argparse's refusal of a --limit

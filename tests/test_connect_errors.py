@@ -34,9 +34,17 @@ def stranger() -> str:
 
 
 COMMANDS = [
-    ["status"], ["tasks"], ["tasks", "show", "k"], ["log"], ["history", "main"], ["show", "main"], ["brief"],
-    ["export"], ["prune", "--keep-last", "1"], ["schema", "set", "--thread", "t", "s.json"],
-]  # fmt: skip
+    ["status"],
+    ["tasks"],
+    ["tasks", "show", "k"],
+    ["log"],
+    ["history", "main"],
+    ["show", "main"],
+    ["brief"],
+    ["export"],
+    ["prune", "--keep-last", "1"],
+    ["schema", "set", "--thread", "t", "s.json"],
+]
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
@@ -46,8 +54,10 @@ def test_a_database_that_does_not_exist_is_one_line(argv, capsys, tmp_path, monk
     assert main([*argv, "--db", no_such_db()]) == 2
     err = capsys.readouterr().err
     host = server_url().split("@")[-1]
-    assert err == (f"mcp-harness: database 'mcp_harness_no_such_db_i19' does not exist on {host}: create it "
-                   "(createdb mcp_harness_no_such_db_i19) or fix --db\n")  # fmt: skip
+    assert err == (
+        f"mcp-harness: database 'mcp_harness_no_such_db_i19' does not exist on {host}: create it "
+        "(createdb mcp_harness_no_such_db_i19) or fix --db\n"
+    )
 
 
 @pytest.mark.parametrize("argv", COMMANDS[:3], ids=lambda a: " ".join(a[:2]))
@@ -62,18 +72,27 @@ def test_a_folder_as_db_is_one_line(capsys, tmp_path):
     for db in (str(tmp_path), f"sqlite+aiosqlite:///{tmp_path}", f"sqlite:///{tmp_path}"):
         assert main(["status", "--db", db]) == 2
         err = capsys.readouterr().err
-        assert err == f"mcp-harness: the database {tmp_path} is a directory: give a file path " \
-                      f"(e.g. {tmp_path / 'harness.db'})\n", err  # fmt: skip
+        assert (
+            err == f"mcp-harness: the database {tmp_path} is a directory: give a file path "
+            f"(e.g. {tmp_path / 'harness.db'})\n"
+        ), err
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_serve_says_it_in_one_line(transport):
     for url, needle in ((no_such_db(), "does not exist on"), (stranger(), "refused to sign in")):
-        args = ["serve", "--db", url, "--workspace", "w"] + (["--transport", "http", "--port", "0"]
-                                                              if transport == "http" else [])  # fmt: skip
-        out = subprocess.run([sys.executable, "-m", "mcp_harness", *args], capture_output=True, text=True,
-                             env=subprocess_env(), stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+        args = ["serve", "--db", url, "--workspace", "w"] + (
+            ["--transport", "http", "--port", "0"] if transport == "http" else []
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "mcp_harness", *args],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "Traceback" not in out.stderr, out.stderr
         assert SECRET not in out.stderr + out.stdout

@@ -76,8 +76,9 @@ async def test_single_statements_honour_the_prepared_statement_cache_setting(db_
     async with Harness.open(settings_for(url)) as h:
         await h.tasks.add(ident, tasks=[TaskSpec(key="a", title="A")])
         got = await h.tasks.claim(ident)
-        done = await h.tasks.update(ident, task_key="a", action="complete", lease_token=got.lease.token,
-                                    verification="checked")  # fmt: skip
+        done = await h.tasks.update(
+            ident, task_key="a", action="complete", lease_token=got.lease.token, verification="checked"
+        )
         assert done.status == "done"
         assert h.db._pool._connect_kwargs["statement_cache_size"] == 0
 

@@ -16,8 +16,12 @@ from mcp_harness.service import Harness, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts a server process
 
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}  # fmt: skip
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
 
 
 def _send(proc: subprocess.Popen, message: dict) -> None:
@@ -39,13 +43,21 @@ def _answer(proc: subprocess.Popen, request_id: int) -> dict:
 def claim_in_process(url: str, workspace: str, agent: str, *extra: str) -> tuple[subprocess.Popen, dict]:
     """Start `serve` for `agent`, claim a task through it and return the running process and the claim."""
     command = [*serve_command(url, workspace, agent), "--no-session", *extra]
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=subprocess_env())  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env()
+    )
     _send(proc, INIT)
     _answer(proc, 0)
     _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": {"name": "claim_task", "arguments": {"lease_seconds": 3600}}})  # fmt: skip
+    _send(
+        proc,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "claim_task", "arguments": {"lease_seconds": 3600}},
+        },
+    )
     claimed = _answer(proc, 1)["result"]["structuredContent"]
     assert claimed["task"]["key"] == "a", claimed
     return proc, claimed
@@ -93,8 +105,10 @@ async def test_keep_leases_keeps_them_to_their_time(db_url, workspace):
 
 
 def _call(proc: subprocess.Popen, request_id: int, tool: str, **arguments) -> dict:
-    _send(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                 "params": {"name": tool, "arguments": arguments}})  # fmt: skip
+    _send(
+        proc,
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}},
+    )
     return _answer(proc, request_id)["result"]
 
 
@@ -103,8 +117,13 @@ async def test_a_lease_ends_with_the_last_connection_that_took_or_renewed_it(db_
     end leaves it live, the second one's ends it."""
     await _plan(db_url, workspace)
     first, claimed = claim_in_process(db_url, workspace, "ann")
-    second = subprocess.Popen([*serve_command(db_url, workspace, "ann"), "--no-session"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())  # fmt: skip
+    second = subprocess.Popen(
+        [*serve_command(db_url, workspace, "ann"), "--no-session"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+    )
     _send(second, INIT)
     _answer(second, 0)
     _send(second, {"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -126,10 +145,12 @@ async def test_a_lease_the_connection_reserved_under_still_ends_with_it(db_url, 
     await _plan(db_url, workspace)
     proc, claimed = claim_in_process(db_url, workspace, "ann")
     token = claimed["lease"]["token"]
-    calls = [("update_task", {"action": "reserve", "paths": ["src/api/", "docs/api.md"]}),
-             ("update_task", {"action": "unreserve", "paths": ["docs/api.md"]}),
-             ("record_progress", {"summary": "api half done", "task_key": "a"}),
-             ("message", {"action": "send", "to": "operators", "body": "is v2 frozen?", "task_key": "a"})]  # fmt: skip
+    calls = [
+        ("update_task", {"action": "reserve", "paths": ["src/api/", "docs/api.md"]}),
+        ("update_task", {"action": "unreserve", "paths": ["docs/api.md"]}),
+        ("record_progress", {"summary": "api half done", "task_key": "a"}),
+        ("message", {"action": "send", "to": "operators", "body": "is v2 frozen?", "task_key": "a"}),
+    ]
     for i, (tool, arguments) in enumerate(calls, start=2):
         if tool == "update_task":
             arguments = {"task_key": "a", "lease_token": token, **arguments}

@@ -59,11 +59,17 @@ def sign_in_with_token(page: Any, url: str, tok: str) -> None:
 def test_the_board_shows_the_seeded_tasks(context: Any, tmp_path: Path):
     db = str(tmp_path / "board.db")
     in_thread(seed, db, "shop")
-    agent_call(db, "shop", "alice", "add_tasks", tasks=[  # schema is done: the gate waits on a person at once
-        {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
-        {"key": "copy", "title": "Checkout copy, reviewed by a person", "review": True, "depends_on": ["signoff"]},
-        {"key": "legacy", "title": "Port the legacy CSV export"},
-    ])  # fmt: skip
+    agent_call(
+        db,
+        "shop",
+        "alice",
+        "add_tasks",
+        tasks=[  # schema is done: the gate waits on a person at once
+            {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
+            {"key": "copy", "title": "Checkout copy, reviewed by a person", "review": True, "depends_on": ["signoff"]},
+            {"key": "legacy", "title": "Port the legacy CSV export"},
+        ],
+    )
     with ui_process(db, "--agent", "olivia") as (login_url, _proc):
         page = context.new_page()
         page.goto(login_url)
@@ -190,10 +196,16 @@ def test_an_operator_approves_a_gate_and_the_database_agrees(context: Any, team:
     url, db = team
     ws = f"gate-{secrets.token_hex(3)}"
     in_thread(seed, db, ws)
-    agent_call(db, ws, "alice", "add_tasks", tasks=[
-        {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
-        {"key": "build", "title": "Build the order flow", "depends_on": ["signoff"]},
-    ])  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "add_tasks",
+        tasks=[
+            {"key": "signoff", "title": "Design sign-off for orders", "kind": "gate", "depends_on": ["schema"]},
+            {"key": "build", "title": "Build the order flow", "depends_on": ["signoff"]},
+        ],
+    )
     assert tasks_json(db, ws)["signoff"]["status"] == "in_review"  # schema is done: the gate waits on a person
     page = context.new_page()
     sign_in_with_token(page, url, token(db, ws, "olga", "operator"))
@@ -203,7 +215,10 @@ def test_an_operator_approves_a_gate_and_the_database_agrees(context: Any, team:
     page.wait_for_url("**/ui/task?*key=signoff*")
     assert page.locator(".task-head .pill").inner_text() == "In review"
     assert page.locator("summary[data-action]").evaluate_all("els => els.map(e => e.dataset.action)") == [
-        "approve", "reject", "cancel"]  # fmt: skip
+        "approve",
+        "reject",
+        "cancel",
+    ]
     page.click("summary[data-action=approve]")
     page.fill("#approve-comment", "ERD and flows look right")
     shot(page, tmp_path / "approve-form.png")
@@ -255,8 +270,12 @@ def test_a_reader_sees_no_action_and_forged_posts_are_refused(
     assert reader.locator("details.action").count() == 0 and reader.locator("text=Reopen").count() == 0
     shot(reader, tmp_path / "reader-task.png")
     csrf = reader.locator("input[name=csrf]").first.get_attribute("value")
-    refused = reader.request.post(f"{url}/ui/task/reopen", headers={"origin": url}, max_redirects=0,
-                                  form={"csrf": csrf, "w": ws, "key": "schema", "reason": "reader tries"})  # fmt: skip
+    refused = reader.request.post(
+        f"{url}/ui/task/reopen",
+        headers={"origin": url},
+        max_redirects=0,
+        form={"csrf": csrf, "w": ws, "key": "schema", "reason": "reader tries"},
+    )
     assert refused.status == 403
 
     operator_ctx = browser.new_context(viewport=VIEWPORT)
@@ -267,17 +286,21 @@ def test_a_reader_sees_no_action_and_forged_posts_are_refused(
         csrf = operator.locator("input[name=csrf]").first.get_attribute("value")
         form = {"csrf": csrf, "w": ws, "key": "schema", "reason": "forged"}
         for data, origin in (({**form, "csrf": ""}, url), (form, "http://evil.example")):
-            response = operator.request.post(f"{url}/ui/task/reopen", form=data, headers={"origin": origin},
-                                             max_redirects=0)  # fmt: skip
+            response = operator.request.post(
+                f"{url}/ui/task/reopen", form=data, headers={"origin": origin}, max_redirects=0
+            )
             assert response.status == 403
         # A page on another site that posts the form (with the right CSRF token, as if it had stolen
         # it): the browser sends no SameSite=Strict cookie with it, so nobody is signed in.
         evil = operator_ctx.new_page()
         hidden = "".join(f'<input type="hidden" name="{k}" value="{v}">' for k, v in form.items())
-        evil.route("http://evil.example/", lambda route: route.fulfill(
-            content_type="text/html",
-            body=f'<form id="f" method="post" action="{url}/ui/task/reopen">{hidden}<button>go</button></form>',
-        ))  # fmt: skip
+        evil.route(
+            "http://evil.example/",
+            lambda route: route.fulfill(
+                content_type="text/html",
+                body=f'<form id="f" method="post" action="{url}/ui/task/reopen">{hidden}<button>go</button></form>',
+            ),
+        )
         evil.goto("http://evil.example/")
         evil.click("#f button")
         evil.wait_for_load_state()
@@ -339,8 +362,13 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     url, db = team
     ws = f"keys-{secrets.token_hex(3)}"
     in_thread(seed, db, ws)
-    agent_call(db, ws, "alice", "add_tasks", tasks=[
-        {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]}])  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "add_tasks",
+        tasks=[{"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]}],
+    )
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
@@ -399,7 +427,7 @@ def test_the_board_wraps_on_narrow_screens_instead_of_scrolling_sideways(
             board: [document.querySelector('.board').scrollWidth, document.querySelector('.board').clientWidth],
             right: Math.max(...[...document.querySelectorAll('section.column')]
                 .map(c => c.getBoundingClientRect().right)),
-        })""")  # fmt: skip
+        })""")
         shot(page, tmp_path / f"board-{width}.png")
         assert sizes["page"][0] <= sizes["page"][1] and sizes["board"][0] <= sizes["board"][1], sizes
         assert sizes["right"] <= width, sizes  # every column (Blocked and Failed too) is on screen

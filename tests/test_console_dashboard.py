@@ -46,16 +46,28 @@ def needs_of(html: str) -> dict[str, int]:
 
 
 def test_every_workspace_page_says_what_needs_a_person(url: str, db: str, ws: str):
-    agent_call(db, ws, "alice", "add_tasks", tasks=[
-        {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]},
-    ])  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "add_tasks",
+        tasks=[
+            {"key": "signoff", "title": "Design sign-off", "kind": "gate", "depends_on": ["schema"]},
+        ],
+    )
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
         for path in ("/board", "/agents", "/log", "/graph", "/threads"):
             page = client.get(f"/ui{path}?w={ws}")
             assert page.status_code == 200
-            assert needs_of(page.text) == {"messages to you": 0, "in review": 0, "gate waiting": 1,
-                                           "overdue leases": 0, "silent holders": 0, "failed": 1,
-                                           "blocked": 1}, path  # fmt: skip
+            assert needs_of(page.text) == {
+                "messages to you": 0,
+                "in review": 0,
+                "gate waiting": 1,
+                "overdue leases": 0,
+                "silent holders": 0,
+                "failed": 1,
+                "blocked": 1,
+            }, path
         task = client.get(f"/ui/task?w={ws}&key=api").text
         assert needs_of(task)["failed"] == 1
         assert f'href="/ui/board?w={ws}&amp;col=failed"' in task  # each count leads to what it counts
@@ -94,8 +106,9 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
         idle = agent_call(db, "shop", "carol", "claim_task", tags=["nothing-has-this-tag"])
         assert idle["task"] is None
         time.sleep(4.5)  # alice is silent now; bob heartbeats just before the page is read
-        agent_call(db, "shop", "bob", "update_task", task_key="payments", action="heartbeat",
-                   lease_token=got["lease"]["token"])  # fmt: skip
+        agent_call(
+            db, "shop", "bob", "update_task", task_key="payments", action="heartbeat", lease_token=got["lease"]["token"]
+        )
         page = client.get("/ui/agents?w=shop").text
         rows = {agent: state for state, agent in re.findall(r'<tr class="agent-(\w+)" data-agent="(\w+)"', page)}
         assert rows["alice"] == "silent" and rows["bob"] == "working" and rows["carol"] == "idle", rows
@@ -107,8 +120,16 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
         assert "api" in silent and "alice" in silent and "payments" not in silent
         assert needs_of(page)["silent holder"] == 1
         # bob finishes its work: it is idle since it completed payments (not "its last claim got a task")
-        agent_call(db, "shop", "bob", "update_task", task_key="payments", action="complete",
-                   lease_token=got["lease"]["token"], verification="captured twice, charged once")  # fmt: skip
+        agent_call(
+            db,
+            "shop",
+            "bob",
+            "update_task",
+            task_key="payments",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="captured twice, charged once",
+        )
         page = client.get("/ui/agents?w=shop").text
         bob = re.search(r'data-agent="bob".*?</tr>', page, re.S).group(0)
         assert 'idle since it completed <a href="/ui/task?w=shop&amp;key=payments">payments</a>' in bob, bob
@@ -116,13 +137,19 @@ def test_agents_show_last_contact_what_they_do_or_why_idle_and_silent_holders(tm
 
 
 def test_stuck_ranks_what_others_wait_on_and_a_blocked_task_links_to_the_root_of_its_block(url: str, db: str, ws: str):
-    agent_call(db, ws, "alice", "add_tasks", tasks=[  # ci failed: deploy is blocked, and so are these
-        {"key": "release", "title": "Release 1.0", "depends_on": ["deploy"]},
-        {"key": "arm", "title": "ARM packages", "depends_on": ["ci"]},
-        {"key": "notes", "title": "Release notes", "depends_on": ["ci"]},
-        {"key": "signoff", "title": "Launch sign-off", "kind": "gate", "depends_on": ["schema"]},
-        {"key": "launch", "title": "Launch", "depends_on": ["signoff"]},
-    ])  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "add_tasks",
+        tasks=[  # ci failed: deploy is blocked, and so are these
+            {"key": "release", "title": "Release 1.0", "depends_on": ["deploy"]},
+            {"key": "arm", "title": "ARM packages", "depends_on": ["ci"]},
+            {"key": "notes", "title": "Release notes", "depends_on": ["ci"]},
+            {"key": "signoff", "title": "Launch sign-off", "kind": "gate", "depends_on": ["schema"]},
+            {"key": "launch", "title": "Launch", "depends_on": ["signoff"]},
+        ],
+    )
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
         page = client.get(f"/ui/stuck?w={ws}").text
         order = re.findall(r'<li class="blocker s-(\w+)" data-key="(\w+)"', page)
@@ -184,19 +211,34 @@ def test_a_gone_holder_a_retry_backoff_and_a_question_each_say_what_to_do(tmp_pa
     monkeypatch.setenv("MCP_HARNESS_SILENT_AFTER", "2")
     db = str(tmp_path / "trial.db")
     seed(db, "shop")
-    agent_call(db, "shop", "alice", "add_tasks", tasks=[
-        {"key": "release-notes", "title": "Release notes"},
-        {"key": "release-signoff", "title": "Release sign-off", "kind": "gate", "depends_on": ["release-notes"]},
-        {"key": "publish", "title": "Publish", "depends_on": ["release-signoff"]},
-        {"key": "flaky", "title": "Flaky import", "max_attempts": 3},
-        {"key": "after-flaky", "title": "Uses the import", "depends_on": ["flaky"]},
-    ])  # fmt: skip
+    agent_call(
+        db,
+        "shop",
+        "alice",
+        "add_tasks",
+        tasks=[
+            {"key": "release-notes", "title": "Release notes"},
+            {"key": "release-signoff", "title": "Release sign-off", "kind": "gate", "depends_on": ["release-notes"]},
+            {"key": "publish", "title": "Publish", "depends_on": ["release-signoff"]},
+            {"key": "flaky", "title": "Flaky import", "max_attempts": 3},
+            {"key": "after-flaky", "title": "Uses the import", "depends_on": ["flaky"]},
+        ],
+    )
     agent_call(db, "shop", "dave", "claim_task", task_key="release-notes", lease_seconds=10)  # then killed
     agent_call(db, "shop", "erin", "message", action="send", to="operators", body="May I skip the slow import?")
     time.sleep(10.5)  # dave's lease ran out and he made no call since
     got = agent_call(db, "shop", "erin", "claim_task", task_key="flaky")  # fails: a retry backoff of about 5 s
-    agent_call(db, "shop", "erin", "update_task", task_key="flaky", action="fail", lease_token=got["lease"]["token"],
-               error="the import timed out", retry=True)  # fmt: skip
+    agent_call(
+        db,
+        "shop",
+        "erin",
+        "update_task",
+        task_key="flaky",
+        action="fail",
+        lease_token=got["lease"]["token"],
+        error="the import timed out",
+        retry=True,
+    )
     with sqlite3.connect(db) as conn:  # a longer backoff (as a later attempt gets), so the page sees it running
         conn.execute("UPDATE tasks SET available_at = available_at + 120 WHERE key = 'flaky'")
     with shared_server(db) as served, signed_in(served, token(db, "shop", "olga", "operator")) as client:
@@ -236,8 +278,12 @@ def test_the_timeline_filters_by_anyone_who_acted_by_event_kind_and_finds_an_eve
 ):
     async def reopen() -> None:
         async with Harness.open(settings_for(db)) as h:
-            await h.tasks.update(Identity(ws, "olga", "operator"), task_key="ci", action="reopen",
-                                 reason="the runner image was rebuilt with libssl3")  # fmt: skip
+            await h.tasks.update(
+                Identity(ws, "olga", "operator"),
+                task_key="ci",
+                action="reopen",
+                reason="the runner image was rebuilt with libssl3",
+            )
 
     anyio.run(reopen)
     with signed_in(url, token(db, ws, "olga", "reader")) as client:

@@ -72,8 +72,15 @@ def test_the_needs_you_bar_and_the_board(page: Any, tmp_path: Path):
         "links => links.map(a => [a.textContent.trim().replace(/^\\d+\\s*/, ''), +a.querySelector('b').textContent])"
     )
     counts = dict(bar.locator("a.need").evaluate_all(script))
-    assert counts == {"messages to you": 0, "in review": 1, "gate waiting": 1, "overdue leases": 0,
-                      "silent holder": 1, "failed": 1, "blocked": 6}, counts  # fmt: skip
+    assert counts == {
+        "messages to you": 0,
+        "in review": 1,
+        "gate waiting": 1,
+        "overdue leases": 0,
+        "silent holder": 1,
+        "failed": 1,
+        "blocked": 6,
+    }, counts
     assert "silent" in page.locator("article.card[data-key=api-users] li.silent").inner_text().lower()  # dana died
     assert page.locator("article.card[data-key=api-payments] li.silent").count() == 0  # bob heartbeats
     page.wait_for_selector("#live-dot.on")
@@ -85,8 +92,11 @@ def test_the_needs_you_bar_and_the_board(page: Any, tmp_path: Path):
 
 def test_agents_say_who_is_alive_what_they_do_and_who_went_silent(page: Any, tmp_path: Path):
     page.goto(f"{page.base}/ui/agents?w={WS}")
-    states = dict(page.locator("tr[data-agent]").evaluate_all(
-        "rows => rows.map(r => [r.dataset.agent, r.querySelector('.agent-state').textContent])"))  # fmt: skip
+    states = dict(
+        page.locator("tr[data-agent]").evaluate_all(
+            "rows => rows.map(r => [r.dataset.agent, r.querySelector('.agent-state').textContent])"
+        )
+    )
     assert states == {"bob": "working", "carol": "working", "dana": "silent", "erin": "idle"}, states
     silent = page.locator("section.silent-holders").inner_text()
     assert "api-users" in silent and "dana" in silent and "last call 11m" in silent

@@ -83,8 +83,14 @@ def csrf_of(html: str) -> str:
 
 def test_without_signing_in_only_the_sign_in_page_is_shown(url: str, ws: str):
     with httpx2.Client(base_url=url, follow_redirects=False, timeout=30) as client:
-        for path in ("/ui/", f"/ui/board?w={ws}", f"/ui/task?w={ws}&key=schema", f"/ui/events?w={ws}",
-                     f"/ui/log?w={ws}", f"/ui/agents?w={ws}"):  # fmt: skip
+        for path in (
+            "/ui/",
+            f"/ui/board?w={ws}",
+            f"/ui/task?w={ws}&key=schema",
+            f"/ui/events?w={ws}",
+            f"/ui/log?w={ws}",
+            f"/ui/agents?w={ws}",
+        ):
             response = client.get(path)
             assert response.status_code == 303 and response.headers["location"] == "/ui/login", path
         page = client.get("/ui/login")
@@ -107,8 +113,14 @@ def test_a_token_sees_its_own_workspace_only(url: str, db: str, ws: str):
 
 def test_pages_are_escaped_and_carry_a_csp_that_forbids_inline_script(url: str, db: str, ws: str):
     with signed_in(url, token(db, ws, "rita", "reader")) as client:
-        for path in (f"/ui/board?w={ws}", f"/ui/task?w={ws}&key=xss", f"/ui/graph?w={ws}", f"/ui/log?w={ws}",
-                     f"/ui/threads?w={ws}", f"/ui/agents?w={ws}"):  # fmt: skip
+        for path in (
+            f"/ui/board?w={ws}",
+            f"/ui/task?w={ws}&key=xss",
+            f"/ui/graph?w={ws}",
+            f"/ui/log?w={ws}",
+            f"/ui/threads?w={ws}",
+            f"/ui/agents?w={ws}",
+        ):
             page = client.get(path)
             assert page.status_code == 200, path
             assert page.headers["content-security-policy"] == CSP
@@ -127,8 +139,11 @@ def test_a_reader_sees_no_action_and_cannot_act(url: str, db: str, ws: str):
     with signed_in(url, token(db, ws, "rita", "reader")) as client:
         page = client.get(f"/ui/task?w={ws}&key=schema").text
         assert "Reopen" not in page and "/ui/task/reopen" not in page and "data-action=" not in page
-        response = client.post("/ui/task/reopen", headers={"origin": url},
-                               data={"csrf": csrf_of(page), "w": ws, "key": "schema", "reason": "try"})  # fmt: skip
+        response = client.post(
+            "/ui/task/reopen",
+            headers={"origin": url},
+            data={"csrf": csrf_of(page), "w": ws, "key": "schema", "reason": "try"},
+        )
         assert response.status_code == 403 and "operator" in response.text
     assert tasks_json(db, ws)["schema"]["status"] == "done"
 
@@ -167,11 +182,15 @@ def test_the_task_page_shows_its_events_and_the_actions_its_status_allows(url: s
         assert "Why take api back from alice?" in claimed and 'name="reason"' in claimed
         fresh = client.get(f"/ui/task?w={ws}&key=xss").text
         assert "no transitions yet" in fresh
-        response = client.post("/ui/task/explode", headers={"origin": url},
-                               data={"csrf": csrf_of(fresh), "w": ws, "key": "xss"})  # fmt: skip
+        response = client.post(
+            "/ui/task/explode", headers={"origin": url}, data={"csrf": csrf_of(fresh), "w": ws, "key": "xss"}
+        )
         assert response.status_code == 404 and "no console action 'explode'" in html.unescape(response.text)
-        response = client.post("/ui/task/cancel", headers={"origin": url},
-                               data={"csrf": csrf_of(fresh), "w": ws, "key": "xss", "reason": "  "})  # fmt: skip
+        response = client.post(
+            "/ui/task/cancel",
+            headers={"origin": url},
+            data={"csrf": csrf_of(fresh), "w": ws, "key": "xss", "reason": "  "},
+        )
         assert response.status_code == 400 and "cancel needs a reason" in response.text
     assert tasks_json(db, ws)["xss"]["status"] == "pending"
 
@@ -180,28 +199,43 @@ def test_an_operator_releases_retries_rejects_and_cancels(url: str, db: str, ws:
     """Each button's POST does what the contract's operator action does, in the person's name."""
     agent_call(db, ws, "alice", "add_tasks", tasks=[{"key": "copy", "title": "Checkout copy", "review": True}])
     lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
-    agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
-               verification="read it aloud")  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "update_task",
+        task_key="copy",
+        action="complete",
+        lease_token=lease["token"],
+        verification="read it aloud",
+    )
     held = agent_call(db, ws, "alice", "claim_task", task_key="xss")["lease"]
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
 
         def act(action: str, key: str, **fields: str) -> httpx2.Response:
             page = client.get(f"/ui/task?w={ws}&key={key}").text
             assert f'data-action="{action}"' in page, (action, key)
-            return client.post(f"/ui/task/{action}", headers={"origin": url},
-                               data={"csrf": csrf_of(page), "w": ws, "key": key, **fields})  # fmt: skip
+            return client.post(
+                f"/ui/task/{action}",
+                headers={"origin": url},
+                data={"csrf": csrf_of(page), "w": ws, "key": key, **fields},
+            )
 
         assert act("release", "xss").status_code == 400  # a person's release says why
         assert act("release", "xss", reason="stuck").headers["location"].endswith("done=released")
-        refused = agent_call_error(db, ws, "alice", "update_task", task_key="xss", action="heartbeat",
-                                   lease_token=held["token"])  # fmt: skip
+        refused = agent_call_error(
+            db, ws, "alice", "update_task", task_key="xss", action="heartbeat", lease_token=held["token"]
+        )
         assert refused.startswith("[lease_lost]") and "an operator ('olga') released it" in refused, refused
         assert act("reject", "copy").status_code == 400  # a reject needs its comment
         assert act("reject", "copy", comment="too long; half the words").status_code == 303
         assert act("cancel", "payments", reason="payments move to the next release").status_code == 303
     rows = tasks_json(db, ws)
     assert (rows["xss"]["status"], rows["copy"]["status"], rows["payments"]["status"]) == (
-        "pending", "pending", "cancelled")  # fmt: skip
+        "pending",
+        "pending",
+        "cancelled",
+    )
     summaries = [e["summary"] for e in log_json(db, ws) if e["agent"] == "harness"]
     assert any(s.startswith("operator olga released task xss (held by alice)") for s in summaries), summaries
     assert any(s.startswith("olga rejected task copy: too long; half the words") for s in summaries)
@@ -360,12 +394,22 @@ def card_of(board: str, key: str) -> str:
 
 def test_a_cancelled_dependency_is_not_waited_on_and_its_card_gives_the_reason(url: str, db: str, ws: str):
     """The board agrees with list_tasks' `ready` (contract revision 2); the cancel reason replaces the old error."""
-    plan = [{"key": "readme", "title": "README", "max_attempts": 2},
-            {"key": "docs", "title": "Docs", "depends_on": ["readme"]}]  # fmt: skip
+    plan = [
+        {"key": "readme", "title": "README", "max_attempts": 2},
+        {"key": "docs", "title": "Docs", "depends_on": ["readme"]},
+    ]
     agent_call(db, ws, "alice", "add_tasks", tasks=plan)
     lease = agent_call(db, ws, "alice", "claim_task", task_key="readme")["lease"]
-    agent_call(db, ws, "alice", "update_task", task_key="readme", action="fail", lease_token=lease["token"],
-               error="the old error")  # fmt: skip
+    agent_call(
+        db,
+        ws,
+        "alice",
+        "update_task",
+        task_key="readme",
+        action="fail",
+        lease_token=lease["token"],
+        error="the old error",
+    )
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
         page = client.get(f"/ui/task?w={ws}&key=readme").text
         form = {"csrf": csrf_of(page), "w": ws, "key": "readme", "reason": "the wiki has it"}
@@ -384,8 +428,10 @@ def test_a_cancelled_dependency_is_not_waited_on_and_its_card_gives_the_reason(u
 
 
 def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(url: str, db: str, ws: str):
-    plan = [{"key": "copy", "title": "Checkout copy", "review": True},
-            {"key": "go", "title": "Go live?", "kind": "gate", "depends_on": ["copy"]}]  # fmt: skip
+    plan = [
+        {"key": "copy", "title": "Checkout copy", "review": True},
+        {"key": "go", "title": "Go live?", "kind": "gate", "depends_on": ["copy"]},
+    ]
     agent_call(db, ws, "alice", "add_tasks", tasks=plan)
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
         board = client.get(f"/ui/board?w={ws}").text
@@ -398,8 +444,16 @@ def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(ur
         assert (nodes["go"]["kind"], nodes["go"]["status"]) == ("gate", "pending") and "Gate: a person decides" in graph
         assert nodes["copy"]["review"] is True and ["go", "copy"] in drawn["edges"]
         lease = agent_call(db, ws, "alice", "claim_task", task_key="copy")["lease"]
-        agent_call(db, ws, "alice", "update_task", task_key="copy", action="complete", lease_token=lease["token"],
-                   verification="read aloud")  # fmt: skip
+        agent_call(
+            db,
+            ws,
+            "alice",
+            "update_task",
+            task_key="copy",
+            action="complete",
+            lease_token=lease["token"],
+            verification="read aloud",
+        )
         board = client.get(f"/ui/board?w={ws}").text
         review = board[board.index('aria-label="In review"') : board.index('aria-label="Blocked"')]
         assert "Waiting for an operator: open the task to approve or reject." in review and 'data-key="copy"' in review
@@ -412,7 +466,9 @@ def test_gates_and_review_tasks_are_marked_and_in_review_asks_for_an_operator(ur
         assert client.post("/ui/task/approve", headers={"origin": url}, data=form).status_code == 303
         page = client.get(f"/ui/task?w={ws}&key=go").text
         assert 'class="pill s-in_review"' in page and re.findall(r'data-action="(\w+)"', page)[:2] == [
-            "approve", "reject"]  # fmt: skip
+            "approve",
+            "reject",
+        ]
         assert reject_prompt not in page and "A rejected gate fails" in page and "Attempts" not in page
 
 
@@ -486,8 +542,7 @@ def test_the_cookie_is_an_opaque_session_and_signing_out_ends_it_on_the_server(u
         assert out.status_code == 303
     # a copy of the cookie (kept by whatever else received it) is dead too
     port = url.rsplit(":", 1)[1]
-    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30,
-                       cookies={f"mcph_console_{port}": sid}) as copy:  # fmt: skip
+    with httpx2.Client(base_url=url, follow_redirects=False, timeout=30, cookies={f"mcph_console_{port}": sid}) as copy:
         assert copy.get(f"/ui/board?w={ws}").headers["location"] == "/ui/login"
     with signed_in(url, tok) as again:  # the token itself still signs in
         assert again.get(f"/ui/board?w={ws}").status_code == 200
@@ -662,22 +717,32 @@ def test_sessions_end_on_sign_out_and_revocation_on_both_backends(db_url: str):
 def test_a_person_answers_a_question_from_the_inbox_and_the_task_page(url: str, db: str, ws: str):
     """An agent asks the operators; the inbox shows it (a "needs you" count), the person replies (CSRF and
     Origin checked like the actions) and marks it done; the task page shows the thread and sends too."""
-    asked = agent_call(db, ws, "coder", "message", action="send", to="operators",
-                       body="Port <b>8080</b> or 9090?", task_key="schema")  # fmt: skip
+    asked = agent_call(
+        db, ws, "coder", "message", action="send", to="operators", body="Port <b>8080</b> or 9090?", task_key="schema"
+    )
     with signed_in(url, token(db, ws, "olga", "operator")) as client:
         page = client.get(f"/ui/inbox?w={ws}").text
         assert "1 needs you" in page and asked["id"] in page
         assert "Port &lt;b&gt;8080&lt;/b&gt; or 9090?" in page, "escaped"
-        form = {"csrf": csrf_of(page), "w": ws, "to": "coder", "body": "8080", "reply_to": asked["id"],
-                "key": "schema", "back": "inbox", "nonce": "n1"}  # fmt: skip
+        form = {
+            "csrf": csrf_of(page),
+            "w": ws,
+            "to": "coder",
+            "body": "8080",
+            "reply_to": asked["id"],
+            "key": "schema",
+            "back": "inbox",
+            "nonce": "n1",
+        }
         for data, headers in [({**form, "csrf": "x" * 64}, {"origin": url}), (form, {"origin": "http://evil.example"})]:
             assert client.post("/ui/messages/send", data=data, headers=headers).status_code == 403
         sent = client.post("/ui/messages/send", data=form, headers={"origin": url})
         assert sent.status_code == 303 and "/ui/inbox" in sent.headers["location"]
         again = client.post("/ui/messages/send", data=form, headers={"origin": url})  # a double submit
         assert again.status_code == 303
-        done = client.post("/ui/messages/ack", data={"csrf": form["csrf"], "w": ws, "id": asked["id"]},
-                           headers={"origin": url})  # fmt: skip
+        done = client.post(
+            "/ui/messages/ack", data={"csrf": form["csrf"], "w": ws, "id": asked["id"]}, headers={"origin": url}
+        )
         assert done.status_code == 303
         assert "Nothing waits for you" in client.get(f"/ui/inbox?w={ws}").text
         task_page = client.get(f"/ui/task?w={ws}&key=schema").text

@@ -61,8 +61,9 @@ async def test_a_version_goes_with_its_agents_nearest_entry_and_that_entrys_task
 
 async def test_without_an_entry_in_the_window_the_task_is_the_one_the_agent_held(harness: Harness, workspace: str):
     h, bob = harness, Identity(workspace, "bob")
-    await h.tasks.add(bob, tasks=[TaskSpec(key="x", title="X"), TaskSpec(key="y", title="Y"),
-                                  TaskSpec(key="z", title="Z")])  # fmt: skip
+    await h.tasks.add(
+        bob, tasks=[TaskSpec(key="x", title="X"), TaskSpec(key="y", title="Y"), TaskSpec(key="z", title="Z")]
+    )
     await h.progress.record(bob, summary="an old note, long before", task_key="z")
     clock.advance(LINK_WINDOW + 60)
     x = await h.tasks.claim(bob, task_key="x")
@@ -112,7 +113,8 @@ async def test_links_back_from_entries_and_from_a_task(harness: Harness, workspa
     saves = await h.console_links.for_task(bob, "api", page.progress, page.events)
     assert [(s.thread, s.version) for s in saves.versions] == [("main", 2), ("side", 1), ("main", 1)]
     assert {s.checkpoint_id for s in saves.versions} >= {v1, v3} and other not in {
-        s.checkpoint_id for s in saves.versions}  # fmt: skip
+        s.checkpoint_id for s in saves.versions
+    }
     assert [(s.thread, s.version) for s in saves.by_entry[entry.seq]] == [("main", 1), ("side", 1)]
 
     timeline = await h.console.timeline(bob)

@@ -42,37 +42,58 @@ def saves_and_reservations(db: str, leases: dict[str, str]) -> None:
             async with h.db.write() as conn:  # the notes of the work done days ago were written then too
                 for i, key in enumerate(DONE_ORDER):
                     back = (len(DONE_ORDER) - i) * 21600 - 3600  # as `build` moved the tasks' times
-                    await conn.execute(Query("UPDATE progress SET created_at = created_at - :back "
-                                             "WHERE workspace = :ws AND task_key = :key"),
-                                       {"ws": WS, "key": key, "back": back})  # fmt: skip
+                    await conn.execute(
+                        Query(
+                            "UPDATE progress SET created_at = created_at - :back "
+                            "WHERE workspace = :ws AND task_key = :key"
+                        ),
+                        {"ws": WS, "key": key, "back": back},
+                    )
             bob, carol = Identity(WS, "bob"), Identity(WS, "carol")
 
             async def when(sql: str, t: float) -> None:
                 async with h.db.write() as conn:
                     await conn.execute(Query(sql), {"ws": WS, "t": t})
 
-            await h.tasks.add(Identity(WS, "alice"), tasks=[
-                TaskSpec(key="refunds", title="Refunds through the payment provider", depends_on=["api-payments"],
-                         paths=["src/payments/refunds/**", "docs/api/refunds.md"], tags=["backend"]),
-            ])  # fmt: skip
+            await h.tasks.add(
+                Identity(WS, "alice"),
+                tasks=[
+                    TaskSpec(
+                        key="refunds",
+                        title="Refunds through the payment provider",
+                        depends_on=["api-payments"],
+                        paths=["src/payments/refunds/**", "docs/api/refunds.md"],
+                        tags=["backend"],
+                    ),
+                ],
+            )
             token = leases["api-payments"]
             await h.tasks.update(bob, task_key="api-payments", action="reserve", lease_token=token, paths=BOB_PATHS)
-            await h.tasks.update(bob, task_key="api-payments", action="reserve", lease_token=token,
-                                 paths=["docs/api/**"], shared=True)  # fmt: skip
+            await h.tasks.update(
+                bob, task_key="api-payments", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True
+            )
             # bob claimed api-payments 27 minutes ago and noted the capture 25 minutes ago; he saved a
             # minute later, noted the idempotency keys 4 minutes ago and saved again 40 seconds after.
             at = now()
             # the project's own saves on main (bob's, as it was built) go back an hour: far from every entry
             await when("UPDATE checkpoints SET created_at = :t WHERE workspace = :ws AND thread = 'main'", at - 3600)
-            await when("UPDATE task_events SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments' "
-                       "AND kind = 'claim'", at - 1620)  # fmt: skip
-            await when("UPDATE progress SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments'",
-                       at - 1500)  # fmt: skip
+            await when(
+                "UPDATE task_events SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments' "
+                "AND kind = 'claim'",
+                at - 1620,
+            )
+            await when(
+                "UPDATE progress SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments'", at - 1500
+            )
             plan = {"goal": "payments", "done": ["capture against the sandbox"], "next": "idempotency keys"}
             v1 = await h.checkpoints.save(bob, thread="payments", state=plan, label="capture works")
             await when(f"UPDATE checkpoints SET created_at = :t WHERE id = '{v1.checkpoint_id}'", at - 1440)
-            noted = await h.progress.record(bob, summary="Idempotency keys stored per request; retries capture once",
-                                            status="in_progress", task_key="api-payments")  # fmt: skip
+            noted = await h.progress.record(
+                bob,
+                summary="Idempotency keys stored per request; retries capture once",
+                status="in_progress",
+                task_key="api-payments",
+            )
             await when(f"UPDATE progress SET created_at = :t WHERE entry_id = '{noted.entry_id}'", at - 240)
             done = ["capture against the sandbox", "idempotency keys"]
             v2 = await h.checkpoints.save(bob, thread="payments", mode="merge", state={"done": done, "next": "refunds"})
@@ -169,8 +190,10 @@ def test_a_version_links_to_its_task_and_progress_entry_and_back(operator: Tab, 
     assert page.locator("table.versions tr.current").get_attribute("data-version") == "2"
 
     timeline = operator.go(f"/log?w={WS}&agent=bob")  # the timeline names the versions beside the entries
-    assert timeline.locator("li.entry", has_text="Capture works against the sandbox").locator(
-        "a.chip.saved").inner_text() == "payments v1"  # fmt: skip
+    assert (
+        timeline.locator("li.entry", has_text="Capture works against the sandbox").locator("a.chip.saved").inner_text()
+        == "payments v1"
+    )
     operator.fits()
 
     carol = operator.go(f"/thread?w={WS}&t=emails")  # no entry near: the task is the one carol held
@@ -232,8 +255,11 @@ def test_an_agent_sees_no_fork_form_and_forged_forks_are_refused(
     csrf = page.locator("details.fork input[name=csrf]").get_attribute("value")
     checkpoint = page.locator("details.fork input[name=checkpoint]").get_attribute("value")
     form = {"csrf": csrf, "w": WS, "checkpoint": checkpoint, "name": "forged"}
-    for data, origin in (({**form, "csrf": ""}, url), ({k: v for k, v in form.items() if k != "csrf"}, url),
-                         (form, "http://evil.example")):  # fmt: skip
+    for data, origin in (
+        ({**form, "csrf": ""}, url),
+        ({k: v for k, v in form.items() if k != "csrf"}, url),
+        (form, "http://evil.example"),
+    ):
         response = page.request.post(f"{url}/ui/thread/fork", form=data, headers={"origin": origin}, max_redirects=0)
         assert response.status == 403
     for name in ("by-an-agent", "forged"):
@@ -244,8 +270,11 @@ def test_cards_and_the_task_page_show_the_paths_a_lease_holds_now(operator: Tab,
     page = operator.go(f"/board?w={WS}")
     held = page.locator("article.card[data-key=api-payments] p.paths.held")
     codes = held.locator("code").evaluate_all("cs => cs.map(c => [c.textContent, c.className])")
-    assert codes == [["migrations/0007_payments.sql", "exclusive"], ["src/payments/**", "exclusive"],
-                     ["tests/payments/**", "exclusive"]], codes  # fmt: skip
+    assert codes == [
+        ["migrations/0007_payments.sql", "exclusive"],
+        ["src/payments/**", "exclusive"],
+        ["tests/payments/**", "exclusive"],
+    ], codes
     assert "and 1 more" in held.inner_text()  # the shared docs/api/**: a card stays compact
     declared = page.locator("article.card[data-key=refunds] p.paths")
     assert declared.locator("code").all_inner_texts() == ["src/payments/refunds/**", "docs/api/refunds.md"]

@@ -15,10 +15,13 @@ pytestmark = pytest.mark.anyio
 
 async def test_cards_tasks_and_agents_show_what_a_lease_holds_now(harness: Harness, workspace: str):
     h, bob = harness, Identity(workspace, "bob")
-    await h.tasks.add(bob, tasks=[
-        TaskSpec(key="api", title="API", paths=["src/api/**", "tests/api/**"]),
-        TaskSpec(key="docs", title="Docs", paths=["docs/**"]),
-    ])  # fmt: skip
+    await h.tasks.add(
+        bob,
+        tasks=[
+            TaskSpec(key="api", title="API", paths=["src/api/**", "tests/api/**"]),
+            TaskSpec(key="docs", title="Docs", paths=["docs/**"]),
+        ],
+    )
     got = await h.tasks.claim(bob, task_key="api", lease_seconds=60)
     token = got.lease.token
     await h.tasks.update(bob, task_key="api", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True)

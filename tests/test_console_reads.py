@@ -64,16 +64,23 @@ async def test_an_idle_agent_says_what_it_did_with_its_last_task(db_url: str, wo
     async with mcp_client(db_url, workspace, "alice") as alice, mcp_client(db_url, workspace, "bob") as bob:
         await call(alice, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
         got = await call(alice, "claim_task", task_key="a")
-        await call(alice, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
-                   verification="pytest passed")  # fmt: skip
+        await call(
+            alice,
+            "update_task",
+            task_key="a",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="pytest passed",
+        )
         held = await call(bob, "claim_task", task_key="b")
         await call(bob, "update_task", task_key="b", action="heartbeat", lease_token=held["lease"]["token"])
         async with Harness.open(settings_for(db_url)) as h:
             rows = {a.agent: a for a in (await h.console.agents(Identity(workspace, "olga", "operator"))).agents}
         assert rows["alice"].state == "idle" and rows["alice"].let_go == ("completed", "a")
         assert rows["bob"].state == "working" and rows["bob"].let_go is None and rows["bob"].claim_outcome == "claimed"
-        await call(bob, "update_task", task_key="b", action="release", lease_token=held["lease"]["token"],
-                   reason="out of time")  # fmt: skip
+        await call(
+            bob, "update_task", task_key="b", action="release", lease_token=held["lease"]["token"], reason="out of time"
+        )
         async with Harness.open(settings_for(db_url)) as h:
             rows = {a.agent: a for a in (await h.console.agents(Identity(workspace, "olga", "operator"))).agents}
         assert rows["bob"].let_go == ("released", "b")
@@ -102,14 +109,17 @@ async def test_a_quiet_holder_is_flagged_before_its_lease_ends_and_a_heartbeatin
 
 async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain(harness: Harness, workspace: str):
     me = Identity(workspace, "planner")
-    await harness.tasks.add(me, tasks=[
-        TaskSpec(key="base", title="base", max_attempts=1),
-        TaskSpec(key="mid", title="mid", depends_on=["base"]),
-        TaskSpec(key="top", title="top", depends_on=["mid"]),
-        TaskSpec(key="side", title="side", depends_on=["base"]),
-        TaskSpec(key="free", title="free"),
-        TaskSpec(key="after-free", title="after free", depends_on=["free"]),
-    ])  # fmt: skip
+    await harness.tasks.add(
+        me,
+        tasks=[
+            TaskSpec(key="base", title="base", max_attempts=1),
+            TaskSpec(key="mid", title="mid", depends_on=["base"]),
+            TaskSpec(key="top", title="top", depends_on=["mid"]),
+            TaskSpec(key="side", title="side", depends_on=["base"]),
+            TaskSpec(key="free", title="free"),
+            TaskSpec(key="after-free", title="after free", depends_on=["free"]),
+        ],
+    )
     got = await harness.tasks.claim(me, task_key="base")
     await harness.tasks.update(me, task_key="base", action="fail", lease_token=got.lease.token, error="boom")
     stuck = await harness.console.stuck(me)
@@ -122,8 +132,11 @@ async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain
 
 async def test_pace_measures_time_in_status_review_waits_throughput_and_the_burn_up(harness: Harness, workspace: str):
     me, person = Identity(workspace, "ana"), Identity(workspace, "olga", role="operator")
-    await harness.tasks.add(me, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(3)]
-                            + [TaskSpec(key="rev", title="reviewed", review=True)])  # fmt: skip
+    await harness.tasks.add(
+        me,
+        tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(3)]
+        + [TaskSpec(key="rev", title="reviewed", review=True)],
+    )
     for key in ("t0", "t1"):
         got = await harness.tasks.claim(me, task_key=key)
         await harness.tasks.update(me, task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
@@ -142,11 +155,15 @@ async def test_pace_measures_time_in_status_review_waits_throughput_and_the_burn
 
 async def test_the_task_table_filters_by_status_owner_and_tag_and_sorts(harness: Harness, workspace: str):
     me = Identity(workspace, "ana")
-    await harness.tasks.add(me, tasks=[
-        TaskSpec(key="a", title="a", priority=1, tags=["x"]), TaskSpec(key="b", title="b", priority=3),
-        TaskSpec(key="c", title="c", priority=2, tags=["x", "y"], max_attempts=1),
-        TaskSpec(key="d", title="d", depends_on=["c"]),
-    ])  # fmt: skip
+    await harness.tasks.add(
+        me,
+        tasks=[
+            TaskSpec(key="a", title="a", priority=1, tags=["x"]),
+            TaskSpec(key="b", title="b", priority=3),
+            TaskSpec(key="c", title="c", priority=2, tags=["x", "y"], max_attempts=1),
+            TaskSpec(key="d", title="d", depends_on=["c"]),
+        ],
+    )
     got = await harness.tasks.claim(me, task_key="c")
     await harness.tasks.update(me, task_key="c", action="fail", lease_token=got.lease.token, retry=False, error="e")
     table = await harness.console.table(me, sort="priority", descending=True)

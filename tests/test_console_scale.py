@@ -33,10 +33,13 @@ def build(db: str, workspace: str) -> None:
             roots = [f"root-{i:03}" for i in range(ROOTS)]
             await h.tasks.add(me, tasks=[TaskSpec(key=k, title=f"Foundation {k}") for k in roots])
             for start in range(0, DEPENDENTS, 1000):
-                await h.tasks.add(me, tasks=[
-                    TaskSpec(key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=roots)
-                    for i in range(start, start + 1000)
-                ])  # fmt: skip
+                await h.tasks.add(
+                    me,
+                    tasks=[
+                        TaskSpec(key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=roots)
+                        for i in range(start, start + 1000)
+                    ],
+                )
             for _ in range(3):  # a few events and progress on one root
                 got = await h.tasks.claim(me, task_key="root-000")
                 await h.tasks.update(me, task_key="root-000", action="release", lease_token=got.lease.token)
@@ -114,8 +117,12 @@ def test_an_agent_in_another_workspace_is_answered_while_big_pages_render(big: t
         w.start()
     try:
         other = f"other-{secrets.token_hex(3)}"
-        headers = {"authorization": f"Bearer {token(db, other, 'ada', 'agent')}", "host": url.split("//")[1],
-                   "accept": "application/json, text/event-stream", "content-type": "application/json"}  # fmt: skip
+        headers = {
+            "authorization": f"Bearer {token(db, other, 'ada', 'agent')}",
+            "host": url.split("//")[1],
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
         took = []
         with httpx2.Client(base_url=url, timeout=60) as mcp:
             hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
@@ -127,8 +134,12 @@ def test_an_agent_in_another_workspace_is_answered_while_big_pages_render(big: t
                 headers["mcp-session-id"] = session
             mcp.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
             for i in range(6):
-                call = {"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-                        "params": {"name": "record_progress", "arguments": {"summary": f"step {i}"}}}  # fmt: skip
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 10 + i,
+                    "method": "tools/call",
+                    "params": {"name": "record_progress", "arguments": {"summary": f"step {i}"}},
+                }
                 started = time.perf_counter()
                 response = mcp.post("/mcp", json=call, headers=headers)
                 took.append(time.perf_counter() - started)

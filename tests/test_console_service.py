@@ -16,15 +16,18 @@ pytestmark = pytest.mark.anyio
 async def seed(h: Harness, ws: str) -> Identity:
     """base -> mid -> top; lone; bad (fails) -> stuck (blocked); held by bob."""
     alice, bob = Identity(ws, "alice"), Identity(ws, "bob")
-    await h.tasks.add(alice, tasks=[
-        TaskSpec(key="base", title="Base <b>work</b>", priority=2, steps=["one", "two"], description="d"),
-        TaskSpec(key="mid", title="Middle", depends_on=["base"]),
-        TaskSpec(key="top", title="Top", depends_on=["mid", "base"]),
-        TaskSpec(key="lone", title="Alone", tags=["x"]),
-        TaskSpec(key="bad", title="Will fail", max_attempts=1),
-        TaskSpec(key="stuck", title="Behind a failure", depends_on=["bad"]),
-        TaskSpec(key="held", title="Held by bob", priority=9),
-    ])  # fmt: skip
+    await h.tasks.add(
+        alice,
+        tasks=[
+            TaskSpec(key="base", title="Base <b>work</b>", priority=2, steps=["one", "two"], description="d"),
+            TaskSpec(key="mid", title="Middle", depends_on=["base"]),
+            TaskSpec(key="top", title="Top", depends_on=["mid", "base"]),
+            TaskSpec(key="lone", title="Alone", tags=["x"]),
+            TaskSpec(key="bad", title="Will fail", max_attempts=1),
+            TaskSpec(key="stuck", title="Behind a failure", depends_on=["bad"]),
+            TaskSpec(key="held", title="Held by bob", priority=9),
+        ],
+    )
     got = await h.tasks.claim(alice, task_key="base")
     await h.tasks.update(alice, task_key="base", action="complete", lease_token=got.lease.token, verification="ok")
     got = await h.tasks.claim(alice, task_key="bad")
@@ -38,7 +41,14 @@ async def test_board_columns_show_every_task_with_what_it_waits_on(harness: Harn
     board = await harness.console.board(alice)
     columns = {c.status: c for c in board.columns}
     assert [c.status for c in board.columns] == [
-        "pending", "claimed", "in_review", "blocked", "failed", "done", "cancelled"]  # fmt: skip
+        "pending",
+        "claimed",
+        "in_review",
+        "blocked",
+        "failed",
+        "done",
+        "cancelled",
+    ]
     assert {s: [card.key for card in c.cards] for s, c in columns.items()} == {
         "pending": ["mid", "top", "lone"],
         "claimed": ["held"],
@@ -81,12 +91,15 @@ async def test_a_cancelled_dependency_holds_nothing_back_on_board_or_task_page(h
     """The board agrees with list_tasks' `ready` (contract revision 2): a cancelled dependency is not waited
     on; a cancelled card shows its cancel reason, not the old error; gates and review tasks are marked."""
     alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
-    await harness.tasks.add(alice, tasks=[
-        TaskSpec(key="readme", title="Write the README", max_attempts=2),
-        TaskSpec(key="docs", title="Docs site", depends_on=["readme"]),
-        TaskSpec(key="copy", title="Copy", review=True),
-        TaskSpec(key="go", title="Ship it?", kind="gate", depends_on=["copy"]),
-    ])  # fmt: skip
+    await harness.tasks.add(
+        alice,
+        tasks=[
+            TaskSpec(key="readme", title="Write the README", max_attempts=2),
+            TaskSpec(key="docs", title="Docs site", depends_on=["readme"]),
+            TaskSpec(key="copy", title="Copy", review=True),
+            TaskSpec(key="go", title="Ship it?", kind="gate", depends_on=["copy"]),
+        ],
+    )
     got = await harness.tasks.claim(alice, task_key="readme")
     await harness.tasks.update(alice, task_key="readme", action="fail", lease_token=got.lease.token, error="old boom")
     await harness.tasks.cancel(olga, "readme", "the wiki replaces it")

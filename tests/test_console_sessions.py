@@ -44,15 +44,26 @@ def runs(db: str, workspace: str) -> dict[str, str]:
             runner = f"runner-{secrets.token_hex(3)}"
             await h.runs.register(workspace, runner, "build-box", 4242)
             await h.runs.runner_seen(runner, "waiting_on_review")
-            for slot, (name, key) in enumerate([("busy", "api"), ("fresh", "ui"), ("done", "<b>docs</b>"),
-                                                ("crashed", "ci")], start=1):  # fmt: skip
-                await h.runs.start_session(workspace, ids[name], runner=runner, slot=slot, agent=f"claude-code:{name}",
-                                           task_key=key, kind="work", transcript=None)  # fmt: skip
+            for slot, (name, key) in enumerate(
+                [("busy", "api"), ("fresh", "ui"), ("done", "<b>docs</b>"), ("crashed", "ci")], start=1
+            ):
+                await h.runs.start_session(
+                    workspace,
+                    ids[name],
+                    runner=runner,
+                    slot=slot,
+                    agent=f"claude-code:{name}",
+                    task_key=key,
+                    kind="work",
+                    transcript=None,
+                )
             await h.runs.session_seen(ids["busy"], 7, 0.1234, "mcp__harness__record_progress <script>x</script>")
-            await h.runs.end_session(ids["done"], "completed", exit_code=0, turns=12, cost=0.5, last_tool=None,
-                                     last_words=HOSTILE)  # fmt: skip
-            await h.runs.end_session(ids["crashed"], "crashed", exit_code=137, turns=3, cost=None, last_tool=None,
-                                     last_words=None)  # fmt: skip
+            await h.runs.end_session(
+                ids["done"], "completed", exit_code=0, turns=12, cost=0.5, last_tool=None, last_words=HOSTILE
+            )
+            await h.runs.end_session(
+                ids["crashed"], "crashed", exit_code=137, turns=3, cost=None, last_tool=None, last_words=None
+            )
 
     anyio.run(main)
     return ids
@@ -106,8 +117,9 @@ def test_an_operator_stops_a_running_session_and_forged_or_reader_stops_are_refu
     ids = runs(db, ws)
     with signed_in(url, token(db, ws, "rita", "reader")) as reader:
         page = reader.get(f"/ui/sessions?w={ws}").text
-        refused = reader.post("/ui/sessions/stop", headers={"origin": url},
-                              data={"csrf": csrf_of(page), "w": ws, "id": ids["busy"]})  # fmt: skip
+        refused = reader.post(
+            "/ui/sessions/stop", headers={"origin": url}, data={"csrf": csrf_of(page), "w": ws, "id": ids["busy"]}
+        )
         assert refused.status_code == 403 and "operator" in refused.text
     assert stop_asked(db, ws, ids["busy"]) is None
     with signed_in(url, token(db, ws, "olga", "operator")) as client:

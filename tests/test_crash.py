@@ -47,8 +47,9 @@ def killable_server(db: str, workspace: str, agent: str, pidfile: Path) -> Clien
         "os.execv(sys.executable, [sys.executable, '-m', 'mcp_harness', *sys.argv[2:]])"
     )
     args = ["-c", launcher, str(pidfile), "serve", "--db", db, "--workspace", workspace, "--agent", agent]
-    return Client(StdioServerParameters(command=sys.executable, args=args, env=subprocess_env()),
-                  read_timeout_seconds=30)  # fmt: skip
+    return Client(
+        StdioServerParameters(command=sys.executable, args=args, env=subprocess_env()), read_timeout_seconds=30
+    )
 
 
 @pytest.mark.anyio
@@ -68,8 +69,12 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
                     i = 0
                     while True:
                         i += 1
-                        saved = await call(client, "save_checkpoint", mode="merge",
-                                           state={"round": round_no, f"k{i % 7}": "v" * (i % 50)})  # fmt: skip
+                        saved = await call(
+                            client,
+                            "save_checkpoint",
+                            mode="merge",
+                            state={"round": round_no, f"k{i % 7}": "v" * (i % 50)},
+                        )
                         acked_versions.append(saved["version"])
                         writing.set()
                         entry = await call(client, "record_progress", summary=f"round {round_no} step {i}")
@@ -77,8 +82,14 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
                         key = f"r{round_no}-{i}"
                         await call(client, "add_tasks", tasks=[{"key": key, "title": key}])
                         got = await call(client, "claim_task", task_key=key)
-                        await call(client, "update_task", task_key=key, action="complete",
-                                   lease_token=got["lease"]["token"], verification="ok")  # fmt: skip
+                        await call(
+                            client,
+                            "update_task",
+                            task_key=key,
+                            action="complete",
+                            lease_token=got["lease"]["token"],
+                            verification="ok",
+                        )
                         acked_done.add(key)
 
                 async with anyio.create_task_group() as tg:
@@ -106,8 +117,11 @@ async def test_server_sigkilled_while_clients_write(tmp_path, rng):
         tasks: dict[str, str] = {}
         listing = {"next_cursor": None}
         while True:
-            args = {"limit": 500, "status": ["done", "pending", "claimed", "failed", "blocked"],
-                    **({"cursor": listing["next_cursor"]} if listing["next_cursor"] else {})}  # fmt: skip
+            args = {
+                "limit": 500,
+                "status": ["done", "pending", "claimed", "failed", "blocked"],
+                **({"cursor": listing["next_cursor"]} if listing["next_cursor"] else {}),
+            }
             listing = await call(client, "list_tasks", **args)
             tasks.update({r["key"]: r["status"] for r in listing["tasks"]})
             if listing["next_cursor"] is None:
@@ -127,23 +141,33 @@ def test_agents_killed_and_restarted_finish_every_task_once(tmp_path, rng):
     log.touch()
     tasks = 160
     seed = subprocess.run(
-        [sys.executable, "-c",
-         "import anyio,sys\nfrom mcp_harness.config import Settings\nfrom mcp_harness.models import TaskSpec\n"
-         "from mcp_harness.service import Harness, Identity\n"
-         "async def m():\n"
-         "    async with Harness.open(Settings.from_env(sys.argv[1])) as h:\n"
-         f"        await h.tasks.add(Identity('team','planner'), tasks=[TaskSpec(key=f't{{i:03d}}', title='x') "
-         f"for i in range({tasks})])\n"
-         "anyio.run(m)", db],
-        env=subprocess_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import anyio,sys\nfrom mcp_harness.config import Settings\nfrom mcp_harness.models import TaskSpec\n"
+            "from mcp_harness.service import Harness, Identity\n"
+            "async def m():\n"
+            "    async with Harness.open(Settings.from_env(sys.argv[1])) as h:\n"
+            f"        await h.tasks.add(Identity('team','planner'), tasks=[TaskSpec(key=f't{{i:03d}}', title='x') "
+            f"for i in range({tasks})])\n"
+            "anyio.run(m)",
+            db,
+        ],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert seed.returncode == 0, seed.stderr
 
     def start(agent: str) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, str(HELPERS / "agent_worker.py"), db, "team", agent, str(log)],
-            env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            env=subprocess_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     agents = {f"agent-{i}": start(f"agent-{i}") for i in range(8)}
     kills, deadline = 0, time.time() + 240

@@ -122,9 +122,18 @@ async def test_unexpected_errors_are_internal_with_an_incident_id(client, monkey
 #: CONTRACT.md, "Errors": the codes a failed call may start with (the contract lives outside this
 #: repository; docs/reference/tools.md repeats the list, and this test checks the copy too)
 CONTRACT_CODES = {
-    "invalid_argument", "not_found", "version_conflict", "lease_lost", "task_conflict", "dependency_error",
-    "too_large", "forbidden", "schema_violation", "unavailable", "internal",
-}  # fmt: skip
+    "invalid_argument",
+    "not_found",
+    "version_conflict",
+    "lease_lost",
+    "task_conflict",
+    "dependency_error",
+    "too_large",
+    "forbidden",
+    "schema_violation",
+    "unavailable",
+    "internal",
+}
 
 
 def error_classes() -> list[type[HarnessError]]:
@@ -225,8 +234,15 @@ async def test_nul_is_refused_in_every_text_argument_and_kept_in_json_values(cli
     assert (await call(client, "restore_state", paths=["/k\u0000"]))["state"] == {"/k\u0000": nul}
     await call(client, "record_progress", summary="s", artifacts={"file": nul})
     assert (await call(client, "restore_state"))["recent_progress"][0]["artifacts"] == {"file": nul}
-    done = await call(client, "update_task", task_key="held", action="complete", lease_token=lease,
-                      verification="ok", result={"r": nul})  # fmt: skip
+    done = await call(
+        client,
+        "update_task",
+        task_key="held",
+        action="complete",
+        lease_token=lease,
+        verification="ok",
+        result={"r": nul},
+    )
     assert done["status"] == "done" and saved["version"] == 1
     assert (await call(client, "list_tasks", task_key="held"))["tasks"][0]["result"] == {"r": nul}
 

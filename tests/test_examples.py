@@ -16,9 +16,12 @@ pytestmark = pytest.mark.slow  # every example runs as its own process
 
 def run_example(name: str, *args: str) -> tuple[str, dict]:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, env=subprocess_env(),
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
         timeout=180,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -34,10 +37,16 @@ def test_resume_after_crash(tmp_path):
     assert facts["completed_after_resume"]
     assert facts["task_counts"] == {"pending": 2, "done": 3}  # zero buckets omitted
     integrity = subprocess.run(
-        [sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("
-         "'PRAGMA integrity_check').fetchone()[0])", str(tmp_path / "demo.db")],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA integrity_check').fetchone()[0])",
+            str(tmp_path / "demo.db"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert integrity.stdout.strip() == "ok"
 
 

@@ -12,8 +12,14 @@ async def test_fork_starts_a_thread_at_version_1_from_the_checkpoint(client):
     long = [f"item {i:04d}" for i in range(400)]  # long enough to be stored as a chain of segments
     first = await call(client, "save_checkpoint", state={"goal": "ship", "plan": {"a": 1, "b": 2}, "log": long})
     await call(client, "save_checkpoint", state={"goal": "changed later"})
-    fork = await call(client, "save_checkpoint", thread="try-b", fork_from=first["checkpoint_id"], mode="merge",
-                      state={"plan": {"b": None, "c": 3}, "log": [*long, "forked"]})  # fmt: skip
+    fork = await call(
+        client,
+        "save_checkpoint",
+        thread="try-b",
+        fork_from=first["checkpoint_id"],
+        mode="merge",
+        state={"plan": {"b": None, "c": 3}, "log": [*long, "forked"]},
+    )
     assert fork["version"] == 1 and fork["thread"] == "try-b" and fork["parent_id"] == first["checkpoint_id"]
     got = await call(client, "restore_state", thread="try-b")
     assert got["state"] == {"goal": "ship", "plan": {"a": 1, "c": 3}, "log": [*long, "forked"]}
@@ -24,8 +30,9 @@ async def test_fork_starts_a_thread_at_version_1_from_the_checkpoint(client):
     assert (await call(client, "restore_state", version=1))["state"]["log"] == long
     assert (await call(client, "restore_state"))["state"] == {"goal": "changed later"}
     # replace: the fork names its origin, the state is the one given
-    other = await call(client, "save_checkpoint", thread="try-c", fork_from=fork["checkpoint_id"], state={"x": 1},
-                       expected_version=0)  # fmt: skip
+    other = await call(
+        client, "save_checkpoint", thread="try-c", fork_from=fork["checkpoint_id"], state={"x": 1}, expected_version=0
+    )
     assert other["version"] == 1 and other["parent_id"] == fork["checkpoint_id"]
     assert (await call(client, "restore_state", thread="try-c"))["state"] == {"x": 1}
 
@@ -36,8 +43,9 @@ async def test_fork_refusals(db_url, workspace):
         await call(client, "save_checkpoint", state={"b": 1}, thread="busy")
         err = await fail(client, "save_checkpoint", thread="busy", fork_from=src["checkpoint_id"], state={})
         assert err.code == "invalid_argument" and "'busy' already has 1 checkpoint" in err.text
-        err = await fail(client, "save_checkpoint", thread="new", fork_from=src["checkpoint_id"], state={},
-                         expected_version=3)  # fmt: skip
+        err = await fail(
+            client, "save_checkpoint", thread="new", fork_from=src["checkpoint_id"], state={}, expected_version=3
+        )
         assert err.code == "invalid_argument" and "expected_version must be 0" in err.text
         err = await fail(client, "save_checkpoint", thread="new", fork_from="ck_nope", state={})
         assert err.code == "not_found" and "'ck_nope'" in err.text

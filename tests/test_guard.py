@@ -26,8 +26,13 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def _git_env() -> dict[str, str]:
-    return subprocess_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
-                          GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_GLOBAL="/dev/null")  # fmt: skip
+    return subprocess_env(
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@x",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@x",
+        GIT_CONFIG_GLOBAL="/dev/null",
+    )
 
 
 def repo(path: Path) -> Path:
@@ -41,8 +46,14 @@ def repo(path: Path) -> Path:
 
 def guard(cwd: Path, db: str, workspace: str, agent: str) -> subprocess.CompletedProcess:
     env = subprocess_env(MCP_HARNESS_AGENT=agent, MCP_HARNESS_NO_SESSION="1")
-    return subprocess.run([sys.executable, "-m", "mcp_harness", "guard", "--db", db, "--workspace", workspace],
-                          cwd=cwd, capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "guard", "--db", db, "--workspace", workspace],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_check_names_holder_task_and_pattern():
@@ -58,20 +69,27 @@ def test_a_folder_pattern_holds_the_plain_path_of_its_name():
     at = time.time()
     held = [Reserved("deps", "alice", "vendor/lib/", at + 600), Reserved("ui", "alice", "assets/**", at + 600)]
     clashes = check(["vendor/lib", "assets", "vendor/library", "assetsx", "vendor/lib/a.c"], held, "bob")
-    assert {c.pattern: c.paths for c in clashes} == {"vendor/lib/": ["vendor/lib", "vendor/lib/a.c"],
-                                                     "assets/**": ["assets"]}  # fmt: skip
+    assert {c.pattern: c.paths for c in clashes} == {
+        "vendor/lib/": ["vendor/lib", "vendor/lib/a.c"],
+        "assets/**": ["assets"],
+    }
 
 
 def test_a_large_commit_is_one_line_per_holder_task_and_pattern():
     at = time.time()
-    held = [Reserved("api", "alice", "src/api/**", at + 600), Reserved("web", "carol", "web/", at + 90),
-            Reserved("api", "alice", "tests/api/", at + 600)]  # fmt: skip
+    held = [
+        Reserved("api", "alice", "src/api/**", at + 600),
+        Reserved("web", "carol", "web/", at + 90),
+        Reserved("api", "alice", "tests/api/", at + 600),
+    ]
     files = [f"src/api/f{i}.py" for i in range(1000)] + ["web/index.html", "tests/api/t.py", "free.md"]
     clashes = check(files, held, "bob")
     lines = [c.line(at) for c in clashes]
     assert len(lines) == 3 and sum(len(c.paths) for c in clashes) == 1002
-    assert lines[0].startswith("  reserved by agent 'alice' (task 'api', pattern 'src/api/**') for 10m more: "
-                               "1000 files, e.g. src/api/f0.py, src/api/f1.py, src/api/f2.py")  # fmt: skip
+    assert lines[0].startswith(
+        "  reserved by agent 'alice' (task 'api', pattern 'src/api/**') for 10m more: "
+        "1000 files, e.g. src/api/f0.py, src/api/f1.py, src/api/f2.py"
+    )
     assert "src/api/f3.py" not in lines[0] and len(lines[0]) < 200
     assert lines[1].endswith("(task 'web', pattern 'web/') for 1m more: web/index.html")
     assert lines[2].endswith("pattern 'tests/api/') for 10m more: tests/api/t.py")
@@ -106,8 +124,11 @@ async def test_a_hostile_pattern_does_not_hold_up_a_commit(tmp_path, sqlite_url,
     """A pattern a backtracking match takes minutes on, against a long staged name: decided at once."""
     root = repo(tmp_path / "repo")
     async with mcp_client(sqlite_url, workspace, "alice") as a:
-        await call(a, "add_tasks", tasks=[{"key": "t", "title": "t", "paths": ["src/tests/*?*?*?*?*?*?*?*?*?*Z",
-                                                                               "*a*a*a*a*a*a*a*a*b"]}])  # fmt: skip
+        await call(
+            a,
+            "add_tasks",
+            tasks=[{"key": "t", "title": "t", "paths": ["src/tests/*?*?*?*?*?*?*?*?*?*Z", "*a*a*a*a*a*a*a*a*b"]}],
+        )
         await call(a, "claim_task")
     (root / "src" / "tests").mkdir(parents=True)
     (root / "src" / "tests" / ("a" * 120)).write_text("x\n")
@@ -126,12 +147,25 @@ async def test_a_hostile_pattern_does_not_hold_up_a_commit(tmp_path, sqlite_url,
 async def test_the_guard_refuses_reserved_paths_in_a_repo_and_a_worktree(tmp_path, db_url, workspace):
     root = repo(tmp_path / "repo")
     async with mcp_client(db_url, workspace, "alice") as a:
-        await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/api/"]},
-                                          {"key": "doc", "title": "doc", "paths": ["README.md"]}])  # fmt: skip
+        await call(
+            a,
+            "add_tasks",
+            tasks=[
+                {"key": "api", "title": "api", "paths": ["src/api/"]},
+                {"key": "doc", "title": "doc", "paths": ["README.md"]},
+            ],
+        )
         got = await call(a, "claim_task", task_key="api")
         await call(a, "claim_task", task_key="doc")
-        await call(a, "update_task", task_key="api", action="reserve", lease_token=got["lease"]["token"],
-                   paths=["docs/"], shared=True)  # fmt: skip
+        await call(
+            a,
+            "update_task",
+            task_key="api",
+            action="reserve",
+            lease_token=got["lease"]["token"],
+            paths=["docs/"],
+            shared=True,
+        )
         (root / "src" / "api").mkdir(parents=True)
         (root / "src" / "api" / "x.py").write_text("print()\n")
         (root / "docs").mkdir()
@@ -164,13 +198,24 @@ async def test_the_guard_refuses_reserved_paths_in_a_repo_and_a_worktree(tmp_pat
 
 
 def _init(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mcp_harness", "init", *args], cwd=cwd, capture_output=True,
-                          text=True, env=env, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "init", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def _hook_env(**extra: str) -> dict[str, str]:
-    return {**_git_env(), "MCP_HARNESS_NO_SESSION": "1", "MCP_HARNESS_AGENT": "bob",
-            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], **extra}  # fmt: skip
+    return {
+        **_git_env(),
+        "MCP_HARNESS_NO_SESSION": "1",
+        "MCP_HARNESS_AGENT": "bob",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        **extra,
+    }
 
 
 @pytest.mark.slow
@@ -205,8 +250,9 @@ async def test_init_guard_installs_chained_pre_commit_and_pre_merge_commit_hooks
     (root / "other.txt").write_text("o\n")
     git(root, "add", "other.txt")
     assert subprocess.run(["git", "commit", "-qm", "other"], cwd=root, env=env).returncode == 0  # free: passes
-    merge = subprocess.run(["git", "merge", "-m", "merge side", "side"], cwd=root, capture_output=True, text=True,
-                           env=env)  # fmt: skip
+    merge = subprocess.run(
+        ["git", "merge", "-m", "merge side", "side"], cwd=root, capture_output=True, text=True, env=env
+    )
     assert merge.returncode != 0, merge.stdout
     assert "earlier-pre-merge-commit-ran" in merge.stderr and "'alice'" in merge.stderr and "src/x.py" in merge.stderr
     assert git(root, "log", "-1", "--format=%s").strip() == "other"  # no merge commit was made
@@ -247,14 +293,20 @@ async def test_init_guard_in_a_linked_worktree_keeps_the_shared_hook(tmp_path, s
 
     other = _init(tree, env, "--guard", "--workspace", "wt3")  # a guard with other settings: reported and kept
     assert other.returncode == 0, other.stderr
-    assert other.stdout.count("a commit guard with other settings is there: kept; `mcp-harness init --guard "
-                              "--force` replaces it") == 2, other.stdout  # fmt: skip
+    assert (
+        other.stdout.count(
+            "a commit guard with other settings is there: kept; `mcp-harness init --guard --force` replaces it"
+        )
+        == 2
+    ), other.stdout
     assert f"old: guard --db {sqlite_url} --workspace {workspace}" in other.stdout
     assert "new: guard --workspace wt3" in other.stdout
     assert {name: path.read_text() for name, path in hooks.items()} == installed
     dry = _init(tree, env, "--guard", "--workspace", "wt3", "--force", "--dry-run")
-    assert dry.stdout.count("commit guard would be replaced") == 2 and hooks["pre-commit"].read_text() == installed[
-        "pre-commit"]  # fmt: skip
+    assert (
+        dry.stdout.count("commit guard would be replaced") == 2
+        and hooks["pre-commit"].read_text() == installed["pre-commit"]
+    )
     forced = _init(tree, env, "--guard", "--workspace", "wt3", "--force")
     assert forced.stdout.count("commit guard replaced") == 2, forced.stdout
     assert all("--workspace wt3" in path.read_text() for path in hooks.values())
@@ -268,8 +320,9 @@ async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_ur
     import shutil
 
     root = repo(tmp_path / "repo")
-    out = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
-                "--no-instructions")  # fmt: skip
+    out = _init(
+        root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks", "--no-instructions"
+    )
     assert out.returncode == 0, out.stderr
     async with mcp_client(sqlite_url, workspace, "alice") as a:
         await call(a, "add_tasks", tasks=[{"key": "api", "title": "api", "paths": ["src/"]}])
@@ -282,8 +335,9 @@ async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_ur
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(name + "\n")
         git(root, "add", *files)
-        done = subprocess.run(["git", "commit", "-qm", "c"], cwd=root, capture_output=True, text=True, env=bare,
-                              timeout=60)  # fmt: skip
+        done = subprocess.run(
+            ["git", "commit", "-qm", "c"], cwd=root, capture_output=True, text=True, env=bare, timeout=60
+        )
         if done.returncode:
             git(root, "reset", "-q")
         return done
@@ -293,8 +347,9 @@ async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_ur
     assert commit("free.txt").returncode == 0
     hook = root / ".git" / "hooks" / "pre-commit"
     text = hook.read_text()
-    hook.write_text("\n".join("run=/nowhere/mcp-harness" if line.startswith("run=") else line
-                              for line in text.splitlines()) + "\n")  # fmt: skip
+    hook.write_text(
+        "\n".join("run=/nowhere/mcp-harness" if line.startswith("run=") else line for line in text.splitlines()) + "\n"
+    )
     unchecked = commit("src/y.py")
     assert unchecked.returncode == 0, unchecked.stderr
     assert unchecked.stderr.count("\n") == 1 and "cannot run /nowhere/mcp-harness" in unchecked.stderr
@@ -302,8 +357,9 @@ async def test_the_hook_runs_without_mcp_harness_on_the_path(tmp_path, sqlite_ur
     hook.write_text(
         f"#!/bin/sh\n# mcp-harness:guard\nexec mcp-harness guard --db {sqlite_url} --workspace {workspace}\n"
     )
-    again = _init(root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks",
-                  "--no-instructions")  # fmt: skip
+    again = _init(
+        root, _hook_env(), "--guard", "--db", sqlite_url, "--workspace", workspace, "--no-hooks", "--no-instructions"
+    )
     assert "pre-commit: commit guard updated" in again.stdout and "other settings" not in again.stdout, again.stdout
     assert hook.read_text() == text
 
@@ -407,8 +463,9 @@ async def test_a_guard_that_cannot_check_says_so_and_finds_the_project_itself(tm
     env = subprocess_env(MCP_HARNESS_AGENT="bob", MCP_HARNESS_NO_SESSION="1")
     env.pop("MCP_HARNESS_WORKSPACE", None)
     env.pop("MCP_HARNESS_DB", None)
-    found = subprocess.run([sys.executable, "-m", "mcp_harness", "guard"], cwd=root, capture_output=True, text=True,
-                           env=env, timeout=60)  # fmt: skip
+    found = subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "guard"], cwd=root, capture_output=True, text=True, env=env, timeout=60
+    )
     assert found.returncode == 1 and "'alice'" in found.stderr and "'api'" in found.stderr, found.stderr
     assert "src/nl\\nhere.js" in found.stderr or "src/nl\\u000ahere.js" in found.stderr, found.stderr
     helped = run_cli("guard", "--help")

@@ -34,25 +34,45 @@ def size(value: object) -> int:
 
 
 async def complete(client, key: str, token: str, **kw) -> dict:
-    return await call(client, "update_task", task_key=key, action="complete", lease_token=token,
-                      verification=kw.pop("verification", "pytest -q passed"), **kw)  # fmt: skip
+    return await call(
+        client,
+        "update_task",
+        task_key=key,
+        action="complete",
+        lease_token=token,
+        verification=kw.pop("verification", "pytest -q passed"),
+        **kw,
+    )
 
 
 async def test_a_claim_carries_the_release_reason_and_the_dependency_result(db_url, workspace):
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "bob") as bob:
-        await call(ann, "add_tasks", tasks=[{"key": "api", "title": "API"},
-                                            {"key": "ui", "title": "UI", "depends_on": ["api"]}])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[{"key": "api", "title": "API"}, {"key": "ui", "title": "UI", "depends_on": ["api"]}],
+        )
         first = await call(ann, "claim_task")
         assert "context" not in first["task"]  # nothing to say yet: omitted
         await complete(ann, "api", first["lease"]["token"], result={"commit": "bbe720c", "port": 8080})
         got = await call(ann, "claim_task")
         assert got["task"]["context"]["dependencies"] == [
-            {"key": "api", "status": "done", "result": {"commit": "bbe720c", "port": 8080},
-             "verification": "pytest -q passed"}
-        ]  # fmt: skip
+            {
+                "key": "api",
+                "status": "done",
+                "result": {"commit": "bbe720c", "port": 8080},
+                "verification": "pytest -q passed",
+            }
+        ]
         await call(ann, "record_progress", summary="layout half done", task_key="ui")
-        await call(ann, "update_task", task_key="ui", action="release", lease_token=got["lease"]["token"],
-                   reason="out of time; the form still needs validation")  # fmt: skip
+        await call(
+            ann,
+            "update_task",
+            task_key="ui",
+            action="release",
+            lease_token=got["lease"]["token"],
+            reason="out of time; the form still needs validation",
+        )
 
         taken = await call(bob, "claim_task")
         context = taken["task"]["context"]
@@ -81,10 +101,15 @@ async def test_an_operator_release_needs_a_reason_that_reaches_the_next_claimer(
 
 async def test_a_long_result_is_cut_and_a_cancelled_dependency_says_why(db_url, workspace):
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
-        await call(ann, "add_tasks", tasks=[
-            {"key": "big", "title": "big"}, {"key": "gone", "title": "gone"},
-            {"key": "next", "title": "next", "depends_on": ["big", "gone"]},
-        ])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[
+                {"key": "big", "title": "big"},
+                {"key": "gone", "title": "gone"},
+                {"key": "next", "title": "next", "depends_on": ["big", "gone"]},
+            ],
+        )
         got = await call(ann, "claim_task", task_key="big")
         result = {"log": "x" * 400}
         await complete(ann, "big", got["lease"]["token"], result=result, verification="v" * 500)
@@ -100,12 +125,16 @@ async def test_an_approval_comment_reaches_the_dependents(db_url, workspace):
     """A person's comment on approving a gate or a review task travels to what depends on it (issue
     h8 item 1): the dependency entry carries it as `comment`, cut to 300 characters as results are."""
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
-        await call(ann, "add_tasks", tasks=[
-            {"key": "release-signoff", "title": "sign-off", "kind": "gate"},
-            {"key": "notes", "title": "notes", "review": True},
-            {"key": "plain", "title": "plain", "review": True},
-            {"key": "release", "title": "release", "depends_on": ["release-signoff", "notes", "plain"]},
-        ])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[
+                {"key": "release-signoff", "title": "sign-off", "kind": "gate"},
+                {"key": "notes", "title": "notes", "review": True},
+                {"key": "plain", "title": "plain", "review": True},
+                {"key": "release", "title": "release", "depends_on": ["release-signoff", "notes", "plain"]},
+            ],
+        )
         said = "ship 1.0 on Thursday; arm64 follows in 1.0.1"
         await call(olga, "update_task", task_key="release-signoff", action="approve", comment=said)
         for key, comment in (("notes", "c" * 400), ("plain", None)):
@@ -124,16 +153,20 @@ async def test_a_reason_that_ends_a_sentence_is_not_followed_by_a_semicolon(db_u
     """A note joins a person's or agent's text to what the harness adds: after a text that ends with
     `.`, `?` or `!` a new sentence starts (not "CHANGELOG.md.; it is pending again")."""
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
-        await call(ann, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "review": True},
-                                            {"key": "c", "title": "C"}])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "review": True}, {"key": "c", "title": "C"}],
+        )
         await call(ann, "claim_task", task_key="a")
         await call(olga, "update_task", task_key="a", action="release", reason="ann left; see CHANGELOG.md.")
         got = await call(ann, "claim_task", task_key="b")
         await complete(ann, "b", got["lease"]["token"])
         await call(olga, "update_task", task_key="b", action="reject", comment="why no tests?")
         got = await call(ann, "claim_task", task_key="c")
-        await call(ann, "update_task", task_key="c", action="fail", lease_token=got["lease"]["token"],
-                   error="disk full!")  # fmt: skip
+        await call(
+            ann, "update_task", task_key="c", action="fail", lease_token=got["lease"]["token"], error="disk full!"
+        )
         texts = {}
         for key in ("a", "b", "c"):
             texts[key] = (await call(ann, "list_tasks", task_key=key))["tasks"][0]["context"]["notes"][0]["text"]
@@ -149,8 +182,11 @@ async def test_the_context_keeps_within_its_bound_however_long_the_history(db_ur
     kept before take-over and connection-end notes, the newest first."""
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
         deps = [{"key": f"dep-{i}-" + "k" * 40, "title": "d"} for i in range(6)]
-        await call(ann, "add_tasks", tasks=[*deps, {"key": "t", "title": "T", "max_attempts": 100,
-                                                    "depends_on": [d["key"] for d in deps]}])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[*deps, {"key": "t", "title": "T", "max_attempts": 100, "depends_on": [d["key"] for d in deps]}],
+        )
         for d in deps:
             got = await call(ann, "claim_task", task_key=d["key"])
             await complete(ann, d["key"], got["lease"]["token"], result={"text": "r" * 500}, verification="v" * 400)
@@ -180,8 +216,14 @@ async def test_task_context_full_answers_results_uncut(db_url, workspace):
     async with Harness.open(settings) as h:
         await h.tasks.add(me, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "depends_on": ["a"]}])
         got = await h.tasks.claim(me)
-        await h.tasks.update(me, task_key="a", action="complete", lease_token=got.lease.token,
-                             result={"log": "x" * 5000}, verification="ok")  # fmt: skip
+        await h.tasks.update(
+            me,
+            task_key="a",
+            action="complete",
+            lease_token=got.lease.token,
+            result={"log": "x" * 5000},
+            verification="ok",
+        )
         async with h.db.read() as conn:
             from mcp_harness.store import tasks as store
 
@@ -204,8 +246,9 @@ async def test_connection_end_ends_only_its_own_leases_unless_renewed_elsewhere(
         seen = clock.now()
         clock.advance(1)
         await h.tasks.update(me, task_key="b", action="heartbeat", lease_token=b.lease.token)  # another connection
-        ended = await h.tasks.end_leases(me, "its connection ended (stdin closed)",
-                                         tokens={a.lease.token: seen, b.lease.token: seen})  # fmt: skip
+        ended = await h.tasks.end_leases(
+            me, "its connection ended (stdin closed)", tokens={a.lease.token: seen, b.lease.token: seen}
+        )
         assert ended == ["a"]
         taken = await h.tasks.claim(bob, task_key="a")
         assert taken.task is not None and taken.lease.attempt == 2
@@ -222,8 +265,9 @@ async def test_the_last_attempt_names_the_way_out_and_only_a_person_revives_a_ca
         await call(ann, "claim_task", task_key="c")
         clock.advance(11)
         assert (await call(ann, "claim_task"))["task"] is None  # settles a: failed on its last attempt
-        err = await fail(ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
-                         verification="done")  # fmt: skip
+        err = await fail(
+            ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"], verification="done"
+        )
         assert err.code == "lease_lost" and "reopen" in err.text and "claim_task(task_key='a')" in err.text, err.text
         assert err.text.index("reopen") < err.text.index("claim_task(") < err.text.index("complete with")
 
@@ -250,10 +294,24 @@ async def test_a_persons_answer_about_a_task_reaches_the_next_holder(db_url, wor
     ):
         await call(c, "add_tasks", tasks=[{"key": "api-refactor", "title": "Refactor the API"}])
         await call(c, "claim_task")
-        asked = await call(c, "message", action="send", to="operators", task_key="api-refactor", subject="layout",
-                           body="one module, or\n split per resource?")  # fmt: skip
-        answer = await call(carol, "message", action="send", to=c_name, task_key="api-refactor",
-                            reply_to=asked["id"], body="split per resource")  # fmt: skip
+        asked = await call(
+            c,
+            "message",
+            action="send",
+            to="operators",
+            task_key="api-refactor",
+            subject="layout",
+            body="one module, or\n split per resource?",
+        )
+        answer = await call(
+            carol,
+            "message",
+            action="send",
+            to=c_name,
+            task_key="api-refactor",
+            reply_to=asked["id"],
+            body="split per resource",
+        )
         [got] = (await call(c, "message", action="read"))["messages"]
         await call(c, "message", action="ack", ids=[got["id"]])
         async with Harness.open(settings_for(db_url)) as h:  # C's connection ends (its stdin closed)
@@ -263,18 +321,27 @@ async def test_a_persons_answer_about_a_task_reaches_the_next_holder(db_url, wor
         assert notes[0]["by"] == f_name and f"the lease of {c_name} ended" in notes[0]["text"]
         assert notes[1]["by"] == c_name and "its connection ended" in notes[1]["text"]
         assert notes[2] == {"message": answer["id"], "at": answer["at"], "by": "carol", "text": "split per resource"}
-        assert notes[3] == {"message": asked["id"], "at": asked["at"], "by": c_name,
-                            "text": "layout | one module, or split per resource?"}  # fmt: skip
+        assert notes[3] == {
+            "message": asked["id"],
+            "at": asked["at"],
+            "by": c_name,
+            "text": "layout | one module, or split per resource?",
+        }
         assert (await call(f, "restore_state"))["my_tasks"][0]["context"]["notes"] == notes
         # list_tasks(task_key=K) answers the same notes, whole
         assert (await call(f, "list_tasks", task_key="api-refactor"))["tasks"][0]["context"]["notes"] == notes
 
         # the bound: long notes and a long dependency result; the person's answer is kept before the
         # agents' entries and the take-over and connection-end notes
-        await call(carol, "add_tasks", tasks=[
-            {"key": "dep1", "title": "Dep"}, {"key": "dep2", "title": "Dep"},
-            {"key": "next", "title": "Next", "depends_on": ["dep1", "dep2"]},
-        ])  # fmt: skip
+        await call(
+            carol,
+            "add_tasks",
+            tasks=[
+                {"key": "dep1", "title": "Dep"},
+                {"key": "dep2", "title": "Dep"},
+                {"key": "next", "title": "Next", "depends_on": ["dep1", "dep2"]},
+            ],
+        )
         for key in ("dep1", "dep2"):
             dep = await call(carol, "claim_task", task_key=key)
             await complete(carol, key, dep["lease"]["token"], result={"log": "r" * 600}, verification="v" * 600)
@@ -396,11 +463,15 @@ async def test_a_rejected_gate_dependency_carries_the_persons_comment(db_url, wo
     """The trial (item 3): `context.dependencies` showed a rejected gate as `failed` without the comment
     that a claim's `waiting_on` carries; a rejected review task is pending again, with it too."""
     async with connect(db_url, workspace, "ann") as ann, connect(db_url, workspace, "olga", "operator") as olga:
-        await call(ann, "add_tasks", tasks=[
-            {"key": "signoff", "title": "Sign-off", "kind": "gate"},
-            {"key": "design", "title": "Design", "review": True},
-            {"key": "release", "title": "Release", "depends_on": ["signoff", "design"]},
-        ])  # fmt: skip
+        await call(
+            ann,
+            "add_tasks",
+            tasks=[
+                {"key": "signoff", "title": "Sign-off", "kind": "gate"},
+                {"key": "design", "title": "Design", "review": True},
+                {"key": "release", "title": "Release", "depends_on": ["signoff", "design"]},
+            ],
+        )
         got = await call(ann, "claim_task", task_key="design")
         await complete(ann, "design", got["lease"]["token"])
         long = "legal has not read it " + "x" * 400
@@ -433,7 +504,8 @@ async def test_a_connection_end_on_the_last_attempt_is_named_as_such(db_url, wor
         texts = [n["text"] for n in row["context"]["notes"]]
         assert texts[0] == f"task a failed: the lease of ann ended on its last attempt (1): {why}", texts
         assert not any("expired" in text for text in texts), texts
-        err = await fail(ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
-                         verification="done")  # fmt: skip
+        err = await fail(
+            ann, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"], verification="done"
+        )
         assert err.code == "lease_lost" and f"ended on the last attempt, as {why}, and the task failed" in err.text
         assert "action='reopen'" in err.text and "claim_task(task_key='a')" in err.text, err.text

@@ -26,17 +26,45 @@ from mcp_harness.service import Harness, Identity
 SESSION = "c0ffee00-1111-4222-8333-444455556666"
 ME = "claude-code:c0ffee00"
 RECORDED = {  # as Claude Code sends them (fields per the hooks reference)
-    "SessionStart": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
-                     "hook_event_name": "SessionStart", "source": "startup"},
-    "UserPromptSubmit": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
-                         "permission_mode": "default", "hook_event_name": "UserPromptSubmit", "prompt": "go on"},
-    "PreCompact": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
-                   "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": ""},
-    "SessionEnd": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
-                   "hook_event_name": "SessionEnd", "reason": "logout"},
-    "StopFailure": {"session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp/p",
-                    "hook_event_name": "StopFailure", "error": "rate_limit", "error_details": "429"},
-}  # fmt: skip
+    "SessionStart": {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp/p",
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    },
+    "UserPromptSubmit": {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp/p",
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "go on",
+    },
+    "PreCompact": {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp/p",
+        "hook_event_name": "PreCompact",
+        "trigger": "auto",
+        "custom_instructions": "",
+    },
+    "SessionEnd": {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp/p",
+        "hook_event_name": "SessionEnd",
+        "reason": "logout",
+    },
+    "StopFailure": {
+        "session_id": SESSION,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp/p",
+        "hook_event_name": "StopFailure",
+        "error": "rate_limit",
+        "error_details": "429",
+    },
+}
 
 
 class Stdin(io.TextIOWrapper):
@@ -48,13 +76,26 @@ class Stdin(io.TextIOWrapper):
 def _private_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Marks and session records of this test's own; no session variable of the machine running it."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    for name in ("MCP_HARNESS_SESSION", "CLAUDE_CODE_SESSION_ID", "MCP_HARNESS_NO_SESSION", "MCP_HARNESS_DB",
-                 "MCP_HARNESS_WORKSPACE", "MCP_HARNESS_AGENT"):  # fmt: skip
+    for name in (
+        "MCP_HARNESS_SESSION",
+        "CLAUDE_CODE_SESSION_ID",
+        "MCP_HARNESS_NO_SESSION",
+        "MCP_HARNESS_DB",
+        "MCP_HARNESS_WORKSPACE",
+        "MCP_HARNESS_AGENT",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
-def fire(event: str, db: str, workspace: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-         data: dict[str, Any] | str | None = None, *extra: str) -> tuple[str, str]:  # fmt: skip
+def fire(
+    event: str,
+    db: str,
+    workspace: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    data: dict[str, Any] | str | None = None,
+    *extra: str,
+) -> tuple[str, str]:
     """Run the hook as Claude Code does; (stdout, stderr)."""
     body = data if isinstance(data, str) else json.dumps(RECORDED[event] | (data or {}))
     monkeypatch.setattr(sys, "stdin", Stdin(io.BytesIO(body.encode())))
@@ -82,13 +123,19 @@ def test_session_start_in_an_empty_workspace_says_who_and_what_first(tmp_path, c
     db = str(tmp_path / "none.db")
     out, err = fire("SessionStart", db, "shop", capsys, monkeypatch)
     assert err == ""
-    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": (
-        f"mcp-harness: this session is agent {ME} in workspace shop: the leases it takes are its own; other "
-        "sessions are other agents.\n"
-        "mcp-harness brief: workspace shop has nothing yet (no checkpoint, no progress, no task).\n"
-        "First: plan the work as tasks (the initialize_project prompt, or add_tasks with acceptance steps),\n"
-        "then claim ONE task at a time; record_progress and save_checkpoint before you stop.\n"
-        f"Note: no database exists at {db} yet.")}}  # fmt: skip
+    assert json.loads(out) == {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": (
+                f"mcp-harness: this session is agent {ME} in workspace shop: the leases it takes are its own; other "
+                "sessions are other agents.\n"
+                "mcp-harness brief: workspace shop has nothing yet (no checkpoint, no progress, no task).\n"
+                "First: plan the work as tasks (the initialize_project prompt, or add_tasks with acceptance steps),\n"
+                "then claim ONE task at a time; record_progress and save_checkpoint before you stop.\n"
+                f"Note: no database exists at {db} yet."
+            ),
+        }
+    }
     assert not Path(db).exists()  # a hook never creates a database
 
 
@@ -97,8 +144,14 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     ann = Identity(workspace, "ann", role="operator")
 
     async def plan(h: Harness) -> None:
-        await h.tasks.add(me, tasks=[TaskSpec(key="a", title="A"), TaskSpec(key="b", title="B"),
-                                     TaskSpec(key="c", title="C", review=True)])  # fmt: skip
+        await h.tasks.add(
+            me,
+            tasks=[
+                TaskSpec(key="a", title="A"),
+                TaskSpec(key="b", title="B"),
+                TaskSpec(key="c", title="C", review=True),
+            ],
+        )
         for key in ("a", "b", "c"):
             await h.tasks.claim(me, task_key=key)
 
@@ -114,10 +167,16 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     act(db_url, others_act)
     out, err = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
     assert err == ""
-    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": (
-        f"mcp-harness: since your last turn (you are {ME}):\n"
-        "- task a: ann released your lease (taken back); it is pending again: claim it again or leave it.\n"
-        "- task b: ann cancelled it: the plan changed. Stop working on it.")}}  # fmt: skip
+    assert json.loads(out) == {
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": (
+                f"mcp-harness: since your last turn (you are {ME}):\n"
+                "- task a: ann released your lease (taken back); it is pending again: claim it again or leave it.\n"
+                "- task b: ann cancelled it: the plan changed. Stop working on it."
+            ),
+        }
+    }
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # said once
 
     async def review(h: Harness) -> None:
@@ -181,8 +240,9 @@ def test_compaction_is_noted_and_the_next_start_restores_the_task(sqlite_url, wo
     me = Identity(workspace, ME)
 
     async def setup(h: Harness) -> None:
-        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="Ship it", description="the whole release",
-                                              steps=["build", "upload"])])  # fmt: skip
+        await h.tasks.add(
+            me, tasks=[TaskSpec(key="k", title="Ship it", description="the whole release", steps=["build", "upload"])]
+        )
         await h.tasks.claim(me, task_key="k")
         await h.progress.record(me, summary="built the wheel; upload next", task_key="k")
 
@@ -198,8 +258,12 @@ def test_compaction_is_noted_and_the_next_start_restores_the_task(sqlite_url, wo
     assert text.startswith(f"mcp-harness: this session is agent {ME} in workspace {workspace}")
     lines = text.splitlines()
     assert lines[1] == "Your context was just compacted: this restores what you were doing."
-    assert lines[2:6] == ['Task you hold: k "Ship it"', "  description: the whole release", "  step: build",
-                          "  step: upload"]  # fmt: skip
+    assert lines[2:6] == [
+        'Task you hold: k "Ship it"',
+        "  description: the whole release",
+        "  step: build",
+        "  step: upload",
+    ]
     assert re.match(r"  note #\d+ by harness: the context of .* was compacted", lines[6])
     assert re.match(r"  note #\d+ by claude-code:c0ffee00: built the wheel; upload next", lines[7])
     assert f'You hold (agent {ME}): k "Ship it", attempt 1' in text
@@ -212,19 +276,25 @@ def test_the_brief_marks_ready_tasks_whose_paths_another_agent_holds(db_url, wor
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 
     async def setup(h: Harness) -> None:
-        await h.tasks.add(me, tasks=[TaskSpec(key="api", title="API", paths=["src/api/"], priority=9),
-                                     TaskSpec(key="lib", title="Lib", paths=["lib/"], priority=8),
-                                     TaskSpec(key="handlers", title="Handlers", paths=["src/api/handlers.py"]),
-                                     TaskSpec(key="lib-more", title="More lib", paths=["lib/x.py"]),
-                                     TaskSpec(key="docs", title="Docs", paths=["docs/"])])  # fmt: skip
+        await h.tasks.add(
+            me,
+            tasks=[
+                TaskSpec(key="api", title="API", paths=["src/api/"], priority=9),
+                TaskSpec(key="lib", title="Lib", paths=["lib/"], priority=8),
+                TaskSpec(key="handlers", title="Handlers", paths=["src/api/handlers.py"]),
+                TaskSpec(key="lib-more", title="More lib", paths=["lib/x.py"]),
+                TaskSpec(key="docs", title="Docs", paths=["docs/"]),
+            ],
+        )
         await h.tasks.claim(other, task_key="api")
         await h.tasks.claim(me, task_key="lib")
 
     act(db_url, setup)
     out, _err = fire("SessionStart", db_url, workspace, capsys, monkeypatch)
     [ready] = [line for line in context(out, "SessionStart").splitlines() if line.startswith("Ready to claim")]
-    assert ready == ('Ready to claim: lib-more "More lib"; docs "Docs"; '
-                     'handlers "Handlers" (paths held by claude-code:0ther000)'), ready  # fmt: skip
+    assert ready == (
+        'Ready to claim: lib-more "More lib"; docs "Docs"; handlers "Handlers" (paths held by claude-code:0ther000)'
+    ), ready
     assert act(db_url, lambda h: h.tasks.claim(me, task_key="handlers")).reason == "paths_reserved"
 
 
@@ -288,12 +358,29 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
         "'pydantic', 'mcp', 'anyio', 'asyncpg', 'mcp_harness.service', 'mcp_harness.store'))}))"
     )
     argv = ["hook", "UserPromptSubmit", "--db", sqlite_url, "--workspace", workspace]
-    out = subprocess.run([sys.executable, "-c", code, *argv], input=json.dumps(RECORDED["UserPromptSubmit"]),
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        input=json.dumps(RECORDED["UserPromptSubmit"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
-    assert out.stdout.strip().splitlines()[-1] == str(sorted(["mcp_harness", "mcp_harness.cli", "mcp_harness.cli.hook",
-        "mcp_harness.cli.hook_call", "mcp_harness.config", "mcp_harness.errors", "mcp_harness.glance",
-        "mcp_harness.identity", "mcp_harness.sessions"]))  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == str(
+        sorted(
+            [
+                "mcp_harness",
+                "mcp_harness.cli",
+                "mcp_harness.cli.hook",
+                "mcp_harness.cli.hook_call",
+                "mcp_harness.config",
+                "mcp_harness.errors",
+                "mcp_harness.glance",
+                "mcp_harness.identity",
+                "mcp_harness.sessions",
+            ]
+        )
+    )
 
 
 def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, capsys, monkeypatch):
@@ -330,8 +417,13 @@ def test_the_session_start_hook_imports_no_sqlalchemy(db_url, workspace):
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel'))}))"
     )
     argv = ["hook", "SessionStart", "--db", db_url, "--workspace", workspace]
-    out = subprocess.run([sys.executable, "-c", code, *argv], input=json.dumps(RECORDED["SessionStart"]),
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        input=json.dumps(RECORDED["SessionStart"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stderr == "", out.stderr
     *answer, imported = out.stdout.strip().splitlines()
     assert "this database holds: elsewhere" in context("\n".join(answer), "SessionStart")
@@ -351,16 +443,20 @@ def test_agent_text_never_starts_a_line_of_what_the_hooks_print(sqlite_url, work
 
     async def setup(h: Harness) -> None:
         await h.checkpoints.save(me, thread="main", state={"note": pose}, label=pose)
-        specs = [TaskSpec(key=k, title=f"{k}{pose}", description=pose, steps=[pose], review=k == "r")
-                 for k in ("held", "r", "rel", "re", "can")]  # fmt: skip
+        specs = [
+            TaskSpec(key=k, title=f"{k}{pose}", description=pose, steps=[pose], review=k == "r")
+            for k in ("held", "r", "rel", "re", "can")
+        ]
         await h.tasks.add(me, tasks=specs)
         await h.tasks.claim(me, task_key="held")
         await h.progress.record(me, summary=pose, next_steps=[pose], task_key="held")
         await h.messages.send(op, MessageArgs(action="send", to=ME, subject=pose, body=pose))
 
     act(sqlite_url, setup)
-    told = [context(fire("SessionStart", sqlite_url, workspace, capsys, monkeypatch, {"source": s})[0], "SessionStart")
-            for s in ("startup", "compact")]  # fmt: skip
+    told = [
+        context(fire("SessionStart", sqlite_url, workspace, capsys, monkeypatch, {"source": s})[0], "SessionStart")
+        for s in ("startup", "compact")
+    ]
 
     async def news(h: Harness) -> None:
         for key in ("r", "rel", "re", "can"):
@@ -427,8 +523,9 @@ def test_marks_are_never_written_through_a_folder_that_is_not_the_users_own(
     assert sorted(p.name for p in (folder / "marks").iterdir()) == planted
 
 
-def test_session_start_gives_the_brief_while_another_process_holds_a_long_write(sqlite_url, workspace, capsys,
-                                                                                  monkeypatch):  # fmt: skip
+def test_session_start_gives_the_brief_while_another_process_holds_a_long_write(
+    sqlite_url, workspace, capsys, monkeypatch
+):
     """Opening a database whose schema is up to date reads its version and writes nothing, so the brief
     does not wait for SQLite's write lock (held here by another connection, as a long import holds it)."""
     import sqlite3

@@ -24,8 +24,13 @@ class Session:
     def __init__(self, db: str, workspace: str, session_id: str, runtime: Path) -> None:
         self.id = session_id
         env = subprocess_env(XDG_RUNTIME_DIR=str(runtime))
-        self.proc = subprocess.Popen([sys.executable, str(HELPER), db, workspace, session_id], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HELPER), db, workspace, session_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         assert json.loads(self.proc.stdout.readline()) == {"ready": True}
 
     def ask(self, order: dict[str, Any]) -> dict[str, Any]:
@@ -37,8 +42,13 @@ class Session:
         return self.ask({"tool": name, "arguments": arguments})
 
     def hook(self, event: str, session_id: str | None = None, **fields: Any) -> dict[str, Any]:
-        data = {"session_id": session_id or self.id, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
-                "hook_event_name": event, **fields}  # fmt: skip
+        data = {
+            "session_id": session_id or self.id,
+            "transcript_path": "/tmp/t.jsonl",
+            "cwd": "/tmp",
+            "hook_event_name": event,
+            **fields,
+        }
         return self.ask({"hook": event, "input": data})
 
     def shell(self, *argv: str, **env: str) -> dict[str, Any]:
@@ -81,25 +91,34 @@ def test_two_sessions_never_share_a_lease_and_an_ended_one_hands_its_task_over(t
         start = context(one.hook("SessionStart", "cccc3333-0000-4000-8000-000000000003", source="clear"))
         assert start.startswith("mcp-harness: this session is agent claude-code:aaaa1111 in workspace shop")
         assert f"You hold (agent claude-code:aaaa1111): {got1['task']['key']}" in start
-        assert one.hook("SessionEnd", "aaaa1111-0000-4000-8000-000000000001", reason="clear") == \
-            {"stdout": "", "stderr": ""}  # fmt: skip
+        assert one.hook("SessionEnd", "aaaa1111-0000-4000-8000-000000000001", reason="clear") == {
+            "stdout": "",
+            "stderr": "",
+        }
         assert two.tool("claim_task")["task"] is None  # /clear ended nothing
 
         # compacted and resumed: the brief restores the held task
         assert one.hook("PreCompact", "cccc3333-0000-4000-8000-000000000003", trigger="manual")["stderr"] == ""
-        assert eventually(lambda: any("compacted (manual)" in e["summary"] for e in
-                                      one.tool("restore_state", progress_limit=5)["recent_progress"]))  # fmt: skip
+        assert eventually(
+            lambda: any(
+                "compacted (manual)" in e["summary"]
+                for e in one.tool("restore_state", progress_limit=5)["recent_progress"]
+            )
+        )
         again = context(one.hook("SessionStart", "cccc3333-0000-4000-8000-000000000003", source="compact"))
         assert f"Task you hold: {got1['task']['key']}" in again and "was compacted (manual)" in again
 
         # the session ends while holding its task: the other takes it at once, with the reason
-        assert one.hook("SessionEnd", "cccc3333-0000-4000-8000-000000000003", reason="logout") == \
-            {"stdout": "", "stderr": ""}  # fmt: skip
+        assert one.hook("SessionEnd", "cccc3333-0000-4000-8000-000000000003", reason="logout") == {
+            "stdout": "",
+            "stderr": "",
+        }
         taken = eventually(lambda: (got := two.tool("claim_task", wait_seconds=0))["task"] and got)
         assert taken["task"]["key"] == got1["task"]["key"] and taken["lease"]["attempt"] == 2
         log = two.tool("restore_state", progress_limit=10)["recent_progress"]
-        assert any("the lease of claude-code:aaaa1111 on task" in e["summary"] and "(logout)" in e["summary"]
-                   for e in log)  # fmt: skip
+        assert any(
+            "the lease of claude-code:aaaa1111 on task" in e["summary"] and "(logout)" in e["summary"] for e in log
+        )
         told = context(one.hook("UserPromptSubmit", "cccc3333-0000-4000-8000-000000000003", prompt="go on"))
         assert "your lease ended and claude-code:bbbb2222 took the task over" in told
 
@@ -152,8 +171,9 @@ def test_msg_from_a_sessions_shell_acts_as_its_servers_identity(tmp_path):
     finally:
         one.close()
 
-    no_server = run_cli("msg", "send", "--to", "bob", "hi", *where,
-                        env=subprocess_env(CLAUDE_CODE_SESSION_ID="dddd4444-0000"))  # fmt: skip
+    no_server = run_cli(
+        "msg", "send", "--to", "bob", "hi", *where, env=subprocess_env(CLAUDE_CODE_SESSION_ID="dddd4444-0000")
+    )
     assert no_server.stdout.rstrip().endswith("as claude-code:dddd4444"), no_server
     named = run_cli("msg", "send", "--to", "bob", "hi", *where, env=subprocess_env(MCP_HARNESS_AGENT="cursor"))
     assert named.stdout.rstrip().endswith("as cursor"), named

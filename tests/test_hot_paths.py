@@ -23,9 +23,25 @@ pytestmark = pytest.mark.anyio
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_harness"
 #: store modules whose functions run inside `Database.write/read/single`: literal SQL only
 HOT_STORE_MODULES = [
-    "checkpoints", "common", "connection", "engine", "errors", "idempotency", "migrations", "named", "postgres",
-    "progress", "queries", "records", "schemas", "segments", "sqlite", "tasks", "tokens", "urls",
-]  # fmt: skip
+    "checkpoints",
+    "common",
+    "connection",
+    "engine",
+    "errors",
+    "idempotency",
+    "migrations",
+    "named",
+    "postgres",
+    "progress",
+    "queries",
+    "records",
+    "schemas",
+    "segments",
+    "sqlite",
+    "tasks",
+    "tokens",
+    "urls",
+]
 
 
 def imported(path: Path) -> set[str]:
@@ -65,8 +81,12 @@ async def workload(h: Harness, ident: Identity) -> None:
     await h.restore(ident, checkpoint_id=(await c.list(ident, limit=1)).checkpoints[0].checkpoint_id)
     await c.list(ident, limit=2, before_version=3)
     await h.progress.recent(ident, thread="main", limit=5, before_seq=10)
-    specs = [TaskSpec(key="a", title="A", tags=["x"]), TaskSpec(key="b", title="B", depends_on=["a"]),
-             TaskSpec(key="c", title="C"), TaskSpec(key="d", title="D", tags=["y"])]  # fmt: skip
+    specs = [
+        TaskSpec(key="a", title="A", tags=["x"]),
+        TaskSpec(key="b", title="B", depends_on=["a"]),
+        TaskSpec(key="c", title="C"),
+        TaskSpec(key="d", title="D", tags=["y"]),
+    ]
     await t.add(ident, tasks=specs)
     await h.progress.record(ident, summary="did a thing", task_key="a", next_steps=["more"])
     a = await t.claim(ident, tags=["x"])
@@ -102,20 +122,43 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         await workload(h, Identity(workspace, "agent"))
         assert h.db._cold is None, "a hot path made the cold paths' SQLAlchemy engine"
     expected = {
-        "checkpoints.lock_thread", "checkpoints.insert_checkpoint", "checkpoints.advance_thread",
-        "checkpoints.insert_blob", "checkpoints.latest_checkpoint", "checkpoints.checkpoint_by_version",
-        "checkpoints.checkpoint_by_label", "checkpoints.checkpoint_by_id", "checkpoints.list_checkpoints",
-        "checkpoints.list_checkpoints_before", "segments.add_segment", "segments.segment_chain",
-        "idempotency.stored_result", "idempotency.store_result", "idempotency.purge_results",
-        "progress.insert_progress", "workspaces.next_progress_seq", "tokens.live_token",
-        "schemas.next_schema_version", "schemas.insert_schema",
-        "recent_progress(True, False, True)", "recent_progress(False, False, False)",
-        "tasks.insert_task", "claim(True, False, first, facts)", "claim(False, True, first, facts)",
+        "checkpoints.lock_thread",
+        "checkpoints.insert_checkpoint",
+        "checkpoints.advance_thread",
+        "checkpoints.insert_blob",
+        "checkpoints.latest_checkpoint",
+        "checkpoints.checkpoint_by_version",
+        "checkpoints.checkpoint_by_label",
+        "checkpoints.checkpoint_by_id",
+        "checkpoints.list_checkpoints",
+        "checkpoints.list_checkpoints_before",
+        "segments.add_segment",
+        "segments.segment_chain",
+        "idempotency.stored_result",
+        "idempotency.store_result",
+        "idempotency.purge_results",
+        "progress.insert_progress",
+        "workspaces.next_progress_seq",
+        "tokens.live_token",
+        "schemas.next_schema_version",
+        "schemas.insert_schema",
+        "recent_progress(True, False, True)",
+        "recent_progress(False, False, False)",
+        "tasks.insert_task",
+        "claim(True, False, first, facts)",
+        "claim(False, True, first, facts)",
         "claim(False, False, first, facts)",
-        "tasks.held_by", "tasks.task_counts_ran_out",
-        "why_nothing(True, False)", "task_page(True, True)", "task_page(True, False)", "tasks.dependents_of",
-        "tasks.dependencies_of", "tasks.task_events", "tasks.insert_task_event", "waiting(True, False)",
-    }  # fmt: skip
+        "tasks.held_by",
+        "tasks.task_counts_ran_out",
+        "why_nothing(True, False)",
+        "task_page(True, True)",
+        "task_page(True, False)",
+        "tasks.dependents_of",
+        "tasks.dependencies_of",
+        "tasks.task_events",
+        "tasks.insert_task_event",
+        "waiting(True, False)",
+    }
     if db_url.startswith("sqlite"):  # SQLite claims as four statements under its write lock (see claim())
         claims = {name for name in expected if name.startswith("claim(")}
         picks = {name.replace("claim(", "claim_pick(").replace(", facts", "") for name in claims}
@@ -138,14 +181,34 @@ def test_a_sessions_first_restore_state_loads_no_sqlalchemy(tmp_path):
     import sys
 
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "restore_state", "arguments": {}}},
-    ]  # fmt: skip
-    command = [sys.executable, "-X", "importtime", "-m", "mcp_harness", "serve", "--db", str(tmp_path / "h.db"),
-               "--workspace", "w", "--agent", "a"]  # fmt: skip
+    ]
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "mcp_harness",
+        "serve",
+        "--db",
+        str(tmp_path / "h.db"),
+        "--workspace",
+        "w",
+        "--agent",
+        "a",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
     log = tmp_path / "imports.txt"
     with log.open("wb") as stderr:

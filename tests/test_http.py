@@ -116,8 +116,14 @@ async def test_several_agents_share_one_server(served):
                     return
                 row = (await call(client, "list_tasks", task_key=got["task"]["key"]))["tasks"][0]
                 assert row["owner"] == name  # identity comes from the token
-                await call(client, "update_task", task_key=got["task"]["key"], action="complete",
-                           lease_token=got["lease"]["token"], verification="ok")  # fmt: skip
+                await call(
+                    client,
+                    "update_task",
+                    task_key=got["task"]["key"],
+                    action="complete",
+                    lease_token=got["lease"]["token"],
+                    verification="ok",
+                )
                 mine.append(got["task"]["key"])
 
     async with anyio.create_task_group() as tg:
@@ -235,16 +241,46 @@ def test_init_url_writes_the_workspace_the_token_names(served, tmp_path):
     project = tmp_path / "some-folder"
     project.mkdir()
     env = subprocess_env(TEAM_TOKEN=token, HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp", "--token-env",
-                          "TEAM_TOKEN", "--no-hooks"], cwd=project, capture_output=True, text=True, env=env,
-                         timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcp_harness",
+            "init",
+            "--url",
+            f"{served.url}/mcp",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--no-hooks",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "Workspace 'ws-team' (the one the token in TEAM_TOKEN names" in out.stdout
     assert "workspace `ws-team`" in (project / "AGENTS.md").read_text() and "Workspace 'some-folder'" not in out.stdout
     env["TEAM_TOKEN"] = "mcph_not-a-real-token"
-    refused = subprocess.run([sys.executable, "-m", "mcp_harness", "init", "--url", f"{served.url}/mcp",
-                              "--token-env", "TEAM_TOKEN", "--force"], cwd=project, capture_output=True, text=True,
-                             env=env, timeout=60)  # fmt: skip
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcp_harness",
+            "init",
+            "--url",
+            f"{served.url}/mcp",
+            "--token-env",
+            "TEAM_TOKEN",
+            "--force",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "refused the token in TEAM_TOKEN" in refused.stderr
 
 
@@ -254,9 +290,24 @@ def test_hooks_over_http_give_the_brief_and_write_notes_as_the_token(served, tmp
 
     def hook(event: str, **fields: str) -> subprocess.CompletedProcess:
         data = json.dumps({"session_id": "s1", "hook_event_name": event, **fields})
-        return subprocess.run([sys.executable, "-m", "mcp_harness", "hook", event, "--url", f"{served.url}/mcp",
-                               "--token-env", "TEAM_TOKEN"], input=data, capture_output=True, text=True, env=env,
-                              timeout=60)  # fmt: skip
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mcp_harness",
+                "hook",
+                event,
+                "--url",
+                f"{served.url}/mcp",
+                "--token-env",
+                "TEAM_TOKEN",
+            ],
+            input=data,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
 
     start = hook("SessionStart", source="startup")
     assert start.stderr == "" and json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"].startswith(
@@ -364,9 +415,15 @@ async def test_brief_from_a_shared_server(served):
         await call(client, "record_progress", summary="remote progress", task_key="t1")
     # another agent holds src/ (declared with its task): the ready task under it is marked, last
     async with http_client(served.url, served.token("ws-brief", "remote-other")) as other:
-        await call(other, "add_tasks", tasks=[{"key": "src", "title": "Src", "paths": ["src/"], "priority": 9},
-                                              {"key": "src-x", "title": "Src x", "paths": ["src/x.py"]},
-                                              {"key": "docs", "title": "Docs", "paths": ["docs/"]}])  # fmt: skip
+        await call(
+            other,
+            "add_tasks",
+            tasks=[
+                {"key": "src", "title": "Src", "paths": ["src/"], "priority": 9},
+                {"key": "src-x", "title": "Src x", "paths": ["src/x.py"]},
+                {"key": "docs", "title": "Docs", "paths": ["docs/"]},
+            ],
+        )
         await call(other, "claim_task", task_key="src")
     env = subprocess_env(TEAM_TOKEN=token)
     out = run_cli("brief", "--url", f"{served.url}/mcp", "--token-env", "TEAM_TOKEN", env=env)
@@ -461,8 +518,13 @@ def test_the_readme_script_connects_with_a_token_and_records_as_documented(serve
             await call(client, "add_tasks", tasks=[{"key": "api", "title": "API"}])
 
     anyio.run(plan)
-    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                         env=subprocess_env(HARNESS_TOKEN=token))  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(HARNESS_TOKEN=token),
+    )
     assert ran.returncode == 0 and "'status': 'done'" in ran.stdout, (ran.stdout, ran.stderr)
 
     async def check() -> dict:

@@ -53,8 +53,11 @@ def serve(db: Path, *args: str, wait: float = 30) -> subprocess.CompletedProcess
     reported as such (exit status None)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--db", str(db), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
     try:
         out, err = proc.communicate(timeout=wait)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
@@ -86,10 +89,27 @@ def test_ipv6_all_interfaces_serves_with_an_allowed_host(tmp_path):
     assert run_cli("token", "create", "--db", str(db), "--workspace", "w", "--agent", "a").returncode == 0
     port = free_port(socket.AF_INET6)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--db", str(db), "--host", "::0",
-         "--port", str(port), "--allowed-host", "harness.example"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mcp_harness",
+            "serve",
+            "--transport",
+            "http",
+            "--db",
+            str(db),
+            "--host",
+            "::0",
+            "--port",
+            str(port),
+            "--allowed-host",
+            "harness.example",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -43,12 +43,14 @@ def server(tmp_path: Path, ulimit: str, **env: str) -> Iterator[Server]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    command = shlex.join([sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--db", str(db),
-                          "--port", str(port)])  # fmt: skip
+    command = shlex.join(
+        [sys.executable, "-m", "mcp_harness", "serve", "--transport", "http", "--db", str(db), "--port", str(port)]
+    )
     log = tmp_path / "server.log"
     with open(log, "w") as stderr:
-        proc = subprocess.Popen(["sh", "-c", f"ulimit {ulimit} && exec {command}"], stderr=stderr,
-                                env=subprocess_env(**env))  # fmt: skip
+        proc = subprocess.Popen(
+            ["sh", "-c", f"ulimit {ulimit} && exec {command}"], stderr=stderr, env=subprocess_env(**env)
+        )
     try:
         deadline = time.monotonic() + 30
         while True:

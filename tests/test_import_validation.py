@@ -27,8 +27,9 @@ async def export(sqlite_url: str, workspace: str) -> list[str]:
     await populate(sqlite_url, workspace)
     async with mcp_client(sqlite_url, workspace) as c:
         await call(c, "save_checkpoint", state={"log": [f"entry {i:04d}" for i in range(300)]}, thread="long")
-        await call(c, "save_checkpoint", mode="merge", state={"log": [f"entry {i:04d}" for i in range(310)]},
-                   thread="long")  # fmt: skip
+        await call(
+            c, "save_checkpoint", mode="merge", state={"log": [f"entry {i:04d}" for i in range(310)]}, thread="long"
+        )
     async with Harness.open(settings_for(sqlite_url)) as h:
         await h.schemas.set_schema(Identity(workspace, "a"), "main", {"type": "object"})
     return await export_text(sqlite_url, workspace)
@@ -154,8 +155,12 @@ async def test_references_between_records(tmp_path, export):
     lines, line = edit(export, "thread", setter(workspace="elsewhere"))
     await refused(tmp_path, lines, line, "elsewhere")
     # a claimed task whose dependency is not done (claim_task never leaves one so)
-    lines, line = edit(export, "task", setter(status="claimed", owner="x", lease_token="tok", lease_expires_at=1e10,
-                                              lease_seconds=60), nth=1)  # fmt: skip
+    lines, line = edit(
+        export,
+        "task",
+        setter(status="claimed", owner="x", lease_token="tok", lease_expires_at=1e10, lease_seconds=60),
+        nth=1,
+    )
     await refused(tmp_path, lines, line, "claimed")
 
 
@@ -200,9 +205,14 @@ async def test_duplicates_are_one_line_errors(tmp_path, export, kind):
 @pytest.mark.slow  # starts a process
 @pytest.mark.parametrize(
     ("kind", "change"),
-    [("task", setter(priority=[1])), ("blob", setter(data=5)), ("header", setter(format_version="3")),
-     ("header", setter(format_version=None)), ("checkpoint", setter(version=2**63))],
-)  # fmt: skip
+    [
+        ("task", setter(priority=[1])),
+        ("blob", setter(data=5)),
+        ("header", setter(format_version="3")),
+        ("header", setter(format_version=None)),
+        ("checkpoint", setter(version=2**63)),
+    ],
+)
 async def test_wrong_types_are_one_line_errors(tmp_path, export, kind, change):
     lines, line = edit(export, kind, change)
     code, err = cli_import(tmp_path, text(lines))
@@ -261,11 +271,14 @@ async def test_statuses_that_do_not_fit_the_graph_are_refused(tmp_path, sqlite_u
     from mcp_harness.models import TaskSpec
 
     async with Harness.open(settings_for(sqlite_url)) as h:
-        await h.tasks.add(Identity(workspace, "a"), tasks=[
-            TaskSpec(key="build", title="Build"),
-            TaskSpec(key="gate", title="Sign-off", kind="gate", depends_on=["build"]),
-            TaskSpec(key="ship", title="Ship", review=True, depends_on=["gate"]),
-        ])  # fmt: skip
+        await h.tasks.add(
+            Identity(workspace, "a"),
+            tasks=[
+                TaskSpec(key="build", title="Build"),
+                TaskSpec(key="gate", title="Sign-off", kind="gate", depends_on=["build"]),
+                TaskSpec(key="ship", title="Ship", review=True, depends_on=["gate"]),
+            ],
+        )
     lines = await export_text(sqlite_url, workspace)
     done = {"status": "done", "completed_at": 1.0, "verification": "ok"}
     # a gate left pending with every dependency done: it would never enter review

@@ -28,11 +28,18 @@ def project(tmp_path: Path) -> Path:
 
 
 def init(project: Path, *args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    environment = subprocess_env(HOME=str(project.parent / "home"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-                                 **env)  # fmt: skip
+    environment = subprocess_env(
+        HOME=str(project.parent / "home"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **env
+    )
     environment.pop("XDG_CONFIG_HOME", None)
-    return subprocess.run([sys.executable, "-m", "mcp_harness", "init", *args], cwd=cwd or project,
-                          capture_output=True, text=True, env=environment, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "init", *args],
+        cwd=cwd or project,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+    )
 
 
 def read(path: Path) -> dict:
@@ -49,15 +56,19 @@ def test_each_client_file_is_written_and_merged_once(project):
     (project / ".cursor").mkdir()
     (project / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {"docs": {"command": "docs-server"}}}))
     (project / ".vscode").mkdir()
-    (project / ".vscode" / "mcp.json").write_text(json.dumps({"servers": {"db": {"type": "stdio", "command": "x"}},
-                                                               "inputs": []}))  # fmt: skip
+    (project / ".vscode" / "mcp.json").write_text(
+        json.dumps({"servers": {"db": {"type": "stdio", "command": "x"}}, "inputs": []})
+    )
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"web": {"type": "http", "url": "http://w"}}}))
     first = init(project, cwd=project / "src")  # from a subfolder: the git top level is the project
     assert first.returncode == 0, first.stderr
     code = read(project / ".mcp.json")["mcpServers"]
     assert code["web"] == {"type": "http", "url": "http://w"}  # other servers stay
-    assert code["harness"] == {"type": "stdio", "command": "mcp-harness",  # by name: it is on PATH
-                               "args": ["serve", "--workspace", "shop-front", "--agent", "claude-code"]}  # fmt: skip
+    assert code["harness"] == {
+        "type": "stdio",
+        "command": "mcp-harness",  # by name: it is on PATH
+        "args": ["serve", "--workspace", "shop-front", "--agent", "claude-code"],
+    }
     cursor = read(project / ".cursor" / "mcp.json")["mcpServers"]
     assert cursor["docs"] == {"command": "docs-server"} and cursor["harness"]["args"][-1] == "cursor"
     vscode = read(project / ".vscode" / "mcp.json")
@@ -75,17 +86,29 @@ def test_an_existing_different_entry_is_kept_unless_force(project):
     mine = {"mcpServers": {"harness": {"command": "/opt/old/mcp-harness", "args": ["serve"]}}}
     (project / ".mcp.json").write_text(json.dumps(mine))
     kept = init(project, "--no-hooks", "--no-instructions")
-    assert kept.returncode == 0 and "exists with other settings: kept; `mcp-harness init --force` replaces it" \
-        in kept.stdout  # fmt: skip
+    assert (
+        kept.returncode == 0
+        and "exists with other settings: kept; `mcp-harness init --force` replaces it" in kept.stdout
+    )
     old, new = [line.strip() for line in kept.stdout.splitlines() if line.strip().startswith(("old:", "new:"))]
     assert json.loads(old.removeprefix("old: ")) == mine["mcpServers"]["harness"]  # what differs, a line each
-    assert json.loads(new.removeprefix("new: "))["args"] == ["serve", "--workspace", "shop-front", "--agent",
-                                                              "claude-code"]  # fmt: skip
+    assert json.loads(new.removeprefix("new: "))["args"] == [
+        "serve",
+        "--workspace",
+        "shop-front",
+        "--agent",
+        "claude-code",
+    ]
     assert read(project / ".mcp.json") == mine
     forced = init(project, "--no-hooks", "--no-instructions", "--force", "--workspace", "shop")
     assert forced.returncode == 0 and "replaced server 'harness'" in forced.stdout
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["args"] == [
-        "serve", "--workspace", "shop", "--agent", "claude-code"]  # fmt: skip
+        "serve",
+        "--workspace",
+        "shop",
+        "--agent",
+        "claude-code",
+    ]
     assert not (project / "AGENTS.md").exists()  # without hooks, Claude Code's settings hold the permission only
     assert read(project / ".claude" / "settings.json") == {"permissions": {"allow": ["mcp__harness"]}}
 
@@ -129,11 +152,13 @@ async def test_the_session_start_hook_gives_the_brief_as_the_sessions_context(pr
     assert group["matcher"] == "startup|resume|clear|compact"
     command = group["hooks"][0]["command"]
     assert command == "mcp-harness hook SessionStart --workspace shop-front --agent claude-code"
-    env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(data),
-                         XDG_RUNTIME_DIR=str(tmp_path))  # fmt: skip
+    env = subprocess_env(
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(data), XDG_RUNTIME_DIR=str(tmp_path)
+    )
     event = {"session_id": "feed1234-0000", "hook_event_name": "SessionStart", "source": "startup", "cwd": "."}
-    shown = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env, timeout=60,
-                           input=json.dumps(event))  # fmt: skip
+    shown = subprocess.run(
+        command, shell=True, cwd=project, capture_output=True, text=True, env=env, timeout=60, input=json.dumps(event)
+    )
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
     text = json.loads(shown.stdout)["hookSpecificOutput"]["additionalContext"]
     assert text.startswith("mcp-harness: this session is agent claude-code:feed1234 in workspace shop-front")
@@ -144,8 +169,14 @@ def test_an_earlier_brief_hook_is_replaced_by_the_pack(project):
     (project / ".claude").mkdir()
     mine = {"type": "command", "command": "./lint.sh"}
     old = {"type": "command", "command": "mcp-harness brief --workspace shop-front --agent claude-code"}
-    (project / ".claude" / "settings.json").write_text(json.dumps({"model": "opus", "hooks": {
-        "SessionStart": [{"matcher": "startup", "hooks": [mine, old]}], "Stop": [{"hooks": [mine]}]}}))  # fmt: skip
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "model": "opus",
+                "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [mine, old]}], "Stop": [{"hooks": [mine]}]},
+            }
+        )
+    )
     assert init(project).returncode == 0
     settings = read(project / ".claude" / "settings.json")
     assert settings["model"] == "opus" and settings["hooks"]["Stop"] == [{"hooks": [mine]}]
@@ -205,15 +236,32 @@ def test_the_instructions_section_is_written_once(project):
 
 
 def test_http_entries_reference_the_token_through_an_environment_variable(project):
-    out = init(project, "--transport", "http", "--url", "https://harness.example/mcp", "--token-env", "TEAM_TOKEN",
-               "--workspace", "shop-front", "--client", "claude-code", "--client", "cursor",
-               "--client", "vscode")  # fmt: skip
+    out = init(
+        project,
+        "--transport",
+        "http",
+        "--url",
+        "https://harness.example/mcp",
+        "--token-env",
+        "TEAM_TOKEN",
+        "--workspace",
+        "shop-front",
+        "--client",
+        "claude-code",
+        "--client",
+        "cursor",
+        "--client",
+        "vscode",
+    )
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"] == {
-        "type": "http", "url": "https://harness.example/mcp",
-        "headers": {"Authorization": "Bearer ${TEAM_TOKEN}"}}  # fmt: skip
+        "type": "http",
+        "url": "https://harness.example/mcp",
+        "headers": {"Authorization": "Bearer ${TEAM_TOKEN}"},
+    }
     assert read(project / ".cursor" / "mcp.json")["mcpServers"]["harness"]["headers"] == {
-        "Authorization": "Bearer ${env:TEAM_TOKEN}"}  # fmt: skip
+        "Authorization": "Bearer ${env:TEAM_TOKEN}"
+    }
     assert read(project / ".vscode" / "mcp.json")["servers"]["harness"]["type"] == "http"
     hook = read(project / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]
     assert hook == "mcp-harness hook SessionStart --url https://harness.example/mcp --token-env TEAM_TOKEN"
@@ -298,8 +346,13 @@ def test_db_paths_are_made_absolute_and_passwords_refused(project):
 
 def test_the_hook_brief_creates_no_database(project, tmp_path):
     missing = tmp_path / "nowhere" / "h.db"
-    shown = subprocess.run([sys.executable, "-m", "mcp_harness", "brief", "--db", str(missing)], capture_output=True,
-                           text=True, env=subprocess_env(), timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [sys.executable, "-m", "mcp_harness", "brief", "--db", str(missing)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
     assert shown.returncode == 0 and "has nothing yet" in shown.stdout
     assert f"no database exists at {missing}" in shown.stdout and not missing.parent.exists()
 
@@ -311,9 +364,13 @@ def test_url_means_http_and_token_env_needs_it(project):
     out = init(project, "--url", "https://harness.example/mcp", "--no-hooks", "--no-instructions", "--workspace", "w")
     assert out.returncode == 0, out.stderr
     assert read(project / ".mcp.json")["mcpServers"]["harness"]["headers"] == {
-        "Authorization": "Bearer ${MCP_HARNESS_TOKEN}"}  # fmt: skip
-    for flags in (("--token-env", "T"), ("--transport", "stdio", "--token-env", "T"),
-                  ("--transport", "stdio", "--url", "https://h/mcp")):  # fmt: skip
+        "Authorization": "Bearer ${MCP_HARNESS_TOKEN}"
+    }
+    for flags in (
+        ("--token-env", "T"),
+        ("--transport", "stdio", "--token-env", "T"),
+        ("--transport", "stdio", "--url", "https://h/mcp"),
+    ):
         refused = init(project, "--force", *flags)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, (flags, refused.stderr)
     assert "--transport http" in init(project, "--token-env", "T").stderr
@@ -359,17 +416,31 @@ async def test_after_init_commands_in_a_subfolder_use_the_projects_workspace(pro
         await call(c, "add_tasks", tasks=[{"key": "cart", "title": "Shopping cart"}])
     assert init(project, "--db", str(db), "--no-hooks", "--no-instructions").returncode == 0
     env = subprocess_env(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", XDG_DATA_HOME=str(tmp_path / "xdg"))
-    for argv, needle in ((["tasks"], "cart"), (["tasks", "show", "cart"], "Shopping cart"),
-                         (["status"], "workspace shop-front")):  # fmt: skip
-        out = subprocess.run([sys.executable, "-m", "mcp_harness", *argv], cwd=project / "src", capture_output=True,
-                             text=True, env=env, timeout=60)  # fmt: skip
+    for argv, needle in (
+        (["tasks"], "cart"),
+        (["tasks", "show", "cart"], "Shopping cart"),
+        (["status"], "workspace shop-front"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "mcp_harness", *argv],
+            cwd=project / "src",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert out.returncode == 0 and needle in out.stdout and out.stderr == "", (argv, out.stdout, out.stderr)
     assert not (tmp_path / "xdg").exists()  # the project's database, not this user's default
 
 
 def _git(cwd: Path, *args: str) -> None:
-    env = subprocess_env(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
-                         GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_GLOBAL="/dev/null")  # fmt: skip
+    env = subprocess_env(
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@x",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@x",
+        GIT_CONFIG_GLOBAL="/dev/null",
+    )
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
 
@@ -385,8 +456,10 @@ def test_a_linked_worktree_is_its_repositorys_workspace(project, tmp_path):
     _git(project, "worktree", "add", "-q", str(tree), "-b", "side")
     plain = init(tree, "--no-hooks", "--no-instructions", "--dry-run")  # the main checkout has no entry yet
     assert plain.returncode == 0, plain.stderr
-    assert f"Workspace 'shop-front' (from the folder name 'shop front' of {project}: this folder is a linked " \
-        "worktree of it" in plain.stdout  # fmt: skip
+    assert (
+        f"Workspace 'shop-front' (from the folder name 'shop front' of {project}: this folder is a linked "
+        "worktree of it" in plain.stdout
+    )
 
     db = str(tmp_path / "team.db")
     assert init(project, "--db", db, "--workspace", "shop", "--no-instructions").returncode == 0
@@ -395,8 +468,10 @@ def test_a_linked_worktree_is_its_repositorys_workspace(project, tmp_path):
     _git(tree, "merge", "-q", "main")  # the worktree's checkout has the same .mcp.json now
     out = init(tree, "--no-instructions")
     assert out.returncode == 0, out.stderr
-    assert f"Workspace 'shop' and its database: this folder is a linked worktree of {project}, whose .mcp.json " \
-        "names it" in out.stdout  # fmt: skip
+    assert (
+        f"Workspace 'shop' and its database: this folder is a linked worktree of {project}, whose .mcp.json "
+        "names it" in out.stdout
+    )
     assert ".mcp.json: server 'harness' already set up (unchanged)" in out.stdout and "--force" not in out.stdout
     assert read(tree / ".mcp.json") == read(project / ".mcp.json")
     hooks = read(tree / ".claude" / "settings.json")["hooks"]["SessionStart"][0]["hooks"][0]["command"]

@@ -25,10 +25,17 @@ async def test_every_timestamp_in_a_result_is_to_the_second(client):
     listed = await call(client, "list_checkpoints")
     brief = await call(client, "restore_state")
     beat = await call(client, "update_task", task_key="t", action="heartbeat", lease_token=claimed["lease"]["token"])
-    stamps = [saved["created_at"], logged["created_at"], claimed["lease"]["expires_at"], claimed["task"]["created_at"],
-              listed["checkpoints"][0]["created_at"], brief["checkpoint"]["created_at"],
-              brief["recent_progress"][0]["created_at"], brief["my_tasks"][0]["lease"]["expires_at"],
-              beat["lease"]["expires_at"]]  # fmt: skip
+    stamps = [
+        saved["created_at"],
+        logged["created_at"],
+        claimed["lease"]["expires_at"],
+        claimed["task"]["created_at"],
+        listed["checkpoints"][0]["created_at"],
+        brief["checkpoint"]["created_at"],
+        brief["recent_progress"][0]["created_at"],
+        brief["my_tasks"][0]["lease"]["expires_at"],
+        beat["lease"]["expires_at"],
+    ]
     assert all(SECOND.match(s) for s in stamps), stamps
     # and the seconds a lease has left are whole (a claim answers at its own moment: all 900)
     left = [claimed["lease"]["expires_in_seconds"], brief["my_tasks"][0]["lease"]["expires_in_seconds"]]
@@ -42,10 +49,22 @@ async def test_progress_entries_leave_out_main_note_and_unset_fields(client):
     await call(client, "record_progress", summary="plain", task_key="t")
     await call(client, "record_progress", summary="tagged", thread="docs", details="d", status="done")
     entries = (await call(client, "restore_state"))["recent_progress"]
-    assert entries[0] == {"seq": 2, "created_at": entries[0]["created_at"], "agent": "agent-a", "thread": "docs",
-                          "status": "done", "summary": "tagged", "details": "d"}  # fmt: skip
-    assert entries[1] == {"seq": 1, "created_at": entries[1]["created_at"], "agent": "agent-a", "summary": "plain",
-                          "task_key": "t"}  # fmt: skip
+    assert entries[0] == {
+        "seq": 2,
+        "created_at": entries[0]["created_at"],
+        "agent": "agent-a",
+        "thread": "docs",
+        "status": "done",
+        "summary": "tagged",
+        "details": "d",
+    }
+    assert entries[1] == {
+        "seq": 1,
+        "created_at": entries[1]["created_at"],
+        "agent": "agent-a",
+        "summary": "plain",
+        "task_key": "t",
+    }
     resource = json.loads((await client.read_resource("harness://progress")).contents[0].text)["progress"]
     assert "thread" not in resource[1] and "details" not in resource[1] and resource[0]["thread"] == "docs"
     assert "status" not in resource[1] and resource[0]["status"] == "done"
@@ -81,8 +100,11 @@ async def test_restore_state_says_who_the_connection_is(db_url, workspace):
 async def test_a_name_published_without_its_pattern_is_still_checked(client):
     """Names that refer to existing things are published as plain strings (the pattern cost every
     session ~350 bytes); the server still refuses a malformed one, naming the pattern."""
-    for tool, args in (("claim_task", {"task_key": "bad key"}), ("restore_state", {"thread": "bad thread"}),
-                       ("record_progress", {"summary": "s", "task_key": "bad key"})):  # fmt: skip
+    for tool, args in (
+        ("claim_task", {"task_key": "bad key"}),
+        ("restore_state", {"thread": "bad thread"}),
+        ("record_progress", {"summary": "s", "task_key": "bad key"}),
+    ):
         err = await fail(client, tool, **args)
         assert err.code == "invalid_argument" and "pattern" in err.text, (tool, err.text)
 

@@ -26,8 +26,15 @@ async def populate(url: str, workspace: str) -> None:
             {"key": "t2", "title": "two", "depends_on": ["t1"], "priority": 3},
         ]
         await call(c, "add_tasks", tasks=tasks)
-        await call(c, "record_progress", summary="did things", status="done", next_steps=["more"], task_key="t1",
-                   artifacts={"commit": "abc"})  # fmt: skip
+        await call(
+            c,
+            "record_progress",
+            summary="did things",
+            status="done",
+            next_steps=["more"],
+            task_key="t1",
+            artifacts={"commit": "abc"},
+        )
         got = await call(c, "claim_task", lease_seconds=600)  # a live lease must survive too
         assert got["task"]["key"] == "t1"
 
@@ -47,13 +54,24 @@ async def test_export_import_round_trips_exactly(db_url, workspace, tmp_path):
         await h.runs.register(workspace, f"run_{workspace}", "host-a", 4242)
         session = f"s-{workspace}"
         await h.runs.start_session(
-            workspace, session, runner=f"run_{workspace}", slot=1, agent=f"claude-code:{workspace[-8:]}",
-            task_key="t1", kind="work", transcript="/data/transcripts/x.jsonl",
-        )  # fmt: skip
+            workspace,
+            session,
+            runner=f"run_{workspace}",
+            slot=1,
+            agent=f"claude-code:{workspace[-8:]}",
+            task_key="t1",
+            kind="work",
+            transcript="/data/transcripts/x.jsonl",
+        )
         await h.runs.end_session(
-            session, "completed", exit_code=0, turns=4, cost=0.02, last_tool="mcp__harness__update_task",
+            session,
+            "completed",
+            exit_code=0,
+            turns=4,
+            cost=0.02,
+            last_tool="mcp__harness__update_task",
             last_words="Finished t1.",
-        )  # fmt: skip
+        )
     first = await export_text(db_url, workspace)
     header = json.loads(first[0])
     assert header["format"] == "mcp-harness-export" and header["workspaces"] == [workspace]

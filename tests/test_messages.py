@@ -27,8 +27,16 @@ async def test_send_read_ack_over_the_tool(db_url, workspace):
         got = await call(bob, "message", action="read")
         assert got["unread"] == 1
         [m] = got["messages"]
-        assert m == {"id": sent["id"], "from": "alice", "to": "bob", "subject": "q", "body": "which port?",
-                     "task_key": "t1", "at": sent["at"], "read": False}  # fmt: skip
+        assert m == {
+            "id": sent["id"],
+            "from": "alice",
+            "to": "bob",
+            "subject": "q",
+            "body": "which port?",
+            "task_key": "t1",
+            "at": sent["at"],
+            "read": False,
+        }
         assert (await call(bob, "message", action="read"))["unread"] == 1, "reading does not acknowledge"
         assert (await call(alice, "message", action="read")) == {"messages": [], "unread": 0}
         reply = await call(bob, "message", action="send", to="alice", body="8080", reply_to=sent["id"])
@@ -70,8 +78,13 @@ async def test_send_warns_when_the_addressee_may_not_be_who_was_meant(db_url, wo
         assert 'to="operators"' in never["warning"]
         typo = await send(carol, to="claude-code:fffffff")
         assert "no session 'claude-code:fffffff' has been seen" in typo["warning"] and f_name in typo["warning"]
-        for fine in (dict(to=f_name, task_key="api-refactor"), dict(to="*"), dict(to="operators"),
-                     dict(to="carol"), dict(to=f_name, task_key="docs")):  # fmt: skip
+        for fine in (
+            dict(to=f_name, task_key="api-refactor"),
+            dict(to="*"),
+            dict(to="operators"),
+            dict(to="carol"),
+            dict(to=f_name, task_key="docs"),
+        ):
             assert "warning" not in await send(f, **fine), fine
         # the warning is what the message tool answered: it comes back with a replay
         again = await send(carol, to="bob", idempotency_key="k-1")
@@ -356,10 +369,30 @@ async def test_acks_from_concurrent_processes_count_once_per_addressee(db_url, w
         alice = me(workspace, "alice")
         direct = (await h.messages.act(alice, action="send", to="bob", body="for bob")).id or ""
         everyone = (await h.messages.act(alice, action="send", to="*", body="for all")).id or ""
-    start = [sys.executable, "-m", "mcp_harness", "msg", "ack", direct, everyone, "--db", db_url,
-             "--workspace", workspace, "--json"]  # fmt: skip
-    procs = [subprocess.Popen([*start, "--agent", f"bob:s{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=subprocess_env()) for i in range(6)]  # fmt: skip
+    start = [
+        sys.executable,
+        "-m",
+        "mcp_harness",
+        "msg",
+        "ack",
+        direct,
+        everyone,
+        "--db",
+        db_url,
+        "--workspace",
+        workspace,
+        "--json",
+    ]
+    procs = [
+        subprocess.Popen(
+            [*start, "--agent", f"bob:s{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+        )
+        for i in range(6)
+    ]
     outs = [p.communicate(timeout=60) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
     acked = [json.loads(out)["acked"] for out, _err in outs]

@@ -29,11 +29,13 @@ async def test_a_lease_taken_over_is_counted(harness: Harness, workspace: str) -
 
 async def test_tasks_by_status_come_from_the_counters(harness: Harness, workspace: str) -> None:
     ident = Identity(workspace, "a")
-    await harness.tasks.add(ident, tasks=[{"key": "base", "title": "base"},
-                                          {"key": "next", "title": "next", "depends_on": ["base"]}])  # fmt: skip
+    await harness.tasks.add(
+        ident, tasks=[{"key": "base", "title": "base"}, {"key": "next", "title": "next", "depends_on": ["base"]}]
+    )
     got = await harness.tasks.claim(ident, task_key="base")
-    await harness.tasks.update(ident, task_key="base", action="fail", lease_token=got.lease.token, error="x",
-                               retry=False)  # fmt: skip
+    await harness.tasks.update(
+        ident, task_key="base", action="fail", lease_token=got.lease.token, error="x", retry=False
+    )
     text = (await render(harness)).decode()
     assert f'mcp_harness_tasks{{status="failed",workspace="{workspace}"}} 1.0' in text
     assert f'mcp_harness_tasks{{status="blocked",workspace="{workspace}"}} 1.0' in text
@@ -62,11 +64,18 @@ async def test_the_runners_sessions_are_counted_by_outcome_with_their_cost(harne
     for n, (outcome, cost) in enumerate([("completed", 0.25), ("completed", None), ("stalled", 0.5)]):
         session = f"{workspace}-s{n}"
         await harness.runs.start_session(
-            workspace, session, runner=f"run-{workspace}", slot=1, agent=f"claude-code:s{n}", task_key="t",
-            kind="work", transcript=None,
-        )  # fmt: skip
-        await harness.runs.end_session(session, outcome, exit_code=0, turns=3, cost=cost, last_tool=None,
-                                       last_words=None)  # fmt: skip
+            workspace,
+            session,
+            runner=f"run-{workspace}",
+            slot=1,
+            agent=f"claude-code:s{n}",
+            task_key="t",
+            kind="work",
+            transcript=None,
+        )
+        await harness.runs.end_session(
+            session, outcome, exit_code=0, turns=3, cost=cost, last_tool=None, last_words=None
+        )
     text = (await render(harness)).decode()
     assert f'mcp_harness_sessions{{outcome="completed",workspace="{workspace}"}} 2.0' in text
     assert f'mcp_harness_sessions{{outcome="stalled",workspace="{workspace}"}} 1.0' in text

@@ -172,11 +172,14 @@ def _normal(sql: str) -> str:
 def _triggers(conn: Connection, table: str) -> dict[str, str]:
     """Trigger name -> its definition as the database reports it (whitespace normalised)."""
     if conn.dialect.name == "sqlite":
-        rows = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :t"),
-                            {"t": table})  # fmt: skip
+        rows = conn.execute(
+            text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :t"), {"t": table}
+        )
     else:
-        sql = ("SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger AS t JOIN pg_class AS c "
-               "ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relname = :t")  # fmt: skip
+        sql = (
+            "SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger AS t JOIN pg_class AS c "
+            "ON c.oid = t.tgrelid WHERE NOT t.tgisinternal AND c.relname = :t"
+        )
         rows = conn.execute(text(sql), {"t": table})
     return {name: _normal(sql) for name, sql in rows}
 
@@ -185,8 +188,12 @@ def _functions(conn: Connection) -> dict[str, str]:
     """Function name -> its definition (PostgreSQL; SQLite has none)."""
     if conn.dialect.name == "sqlite":
         return {}
-    rows = conn.execute(text("SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc AS p JOIN pg_namespace AS n "
-                             "ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"))  # fmt: skip
+    rows = conn.execute(
+        text(
+            "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc AS p JOIN pg_namespace AS n "
+            "ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
+        )
+    )
     return {name: _normal(sql) for name, sql in rows}
 
 
@@ -213,9 +220,11 @@ async def schema_of(url: str, build: Callable[[Connection], None] | None = None)
 def differences(built: dict[str, Any], declared: dict[str, Any]) -> list[str]:
     """Readable differences between two `describe()` results (empty when they agree)."""
     functions = built.get("(functions)", {}), declared.get("(functions)", {})
-    out = [f"function {name}: migrations give {functions[0].get(name)}, tables.py declares {functions[1].get(name)}"
-           for name in sorted(functions[0].keys() | functions[1].keys())
-           if functions[0].get(name) != functions[1].get(name)]  # fmt: skip
+    out = [
+        f"function {name}: migrations give {functions[0].get(name)}, tables.py declares {functions[1].get(name)}"
+        for name in sorted(functions[0].keys() | functions[1].keys())
+        if functions[0].get(name) != functions[1].get(name)
+    ]
     views = built.get("(views)", {}), declared.get("(views)", {})
     out += [
         f"view {name}: migrations give {views[0].get(name)}, tables.py declares {views[1].get(name)}"
@@ -230,12 +239,15 @@ def differences(built: dict[str, Any], declared: dict[str, Any]) -> list[str]:
             have, want = built[table][part], declared[table][part]
             for name in sorted(have.keys() | want.keys()):
                 if have.get(name) != want.get(name):
-                    out.append(f"{table} {part[:-1] if part != 'indexes' else 'index'} {name}: "
-                               f"migrations give {have.get(name)}, tables.py declares {want.get(name)}")  # fmt: skip
+                    out.append(
+                        f"{table} {part[:-1] if part != 'indexes' else 'index'} {name}: "
+                        f"migrations give {have.get(name)}, tables.py declares {want.get(name)}"
+                    )
         for part in ("primary key", "unique"):
             if built[table][part] != declared[table][part]:
-                out.append(f"{table} {part}: migrations give {built[table][part]}, "
-                           f"tables.py declares {declared[table][part]}")  # fmt: skip
+                out.append(
+                    f"{table} {part}: migrations give {built[table][part]}, tables.py declares {declared[table][part]}"
+                )
     return out
 
 
@@ -351,8 +363,9 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
     kept["tasks"] = [(*row, False, "work", None, None, None, None, False) for row in kept["tasks"]]
     search = {name: after.pop(name) for name in list(after) if "_fts" in name}  # migration 10 (SQLite)
     assert sorted(search.get("progress_fts", [("a note", None), ("did things", None)])) == [
-        ("a note", None), ("did things", None)
-    ]  # fmt: skip
+        ("a note", None),
+        ("did things", None),
+    ]
     # migration 8: console sessions; 9: messages; 11: path reservations; 12: agent contacts; 17: the runner's
     assert after == {
         **kept,
@@ -388,8 +401,10 @@ async def test_a_database_from_a_newer_version_is_refused(new_database):
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("UPDATE harness_meta SET value = :v WHERE \"key\" = 'schema_version'"),
-                               {"v": str(SCHEMA_VERSION + 1)})  # fmt: skip
+            await conn.execute(
+                text("UPDATE harness_meta SET value = :v WHERE \"key\" = 'schema_version'"),
+                {"v": str(SCHEMA_VERSION + 1)},
+            )
     finally:
         await engine.dispose()
     with pytest.raises(Unavailable, match="written by a newer mcp-harness"):

@@ -35,22 +35,31 @@ def test_ci_runs_exactly_the_readme_test_command():
 @pytest.mark.anyio
 async def test_a_wheel_built_from_the_checkout_installs_and_serves(tmp_path):
     dist = tmp_path / "dist"
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], capture_output=True,
-                           text=True, timeout=600)  # fmt: skip
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], capture_output=True, text=True, timeout=600
+    )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     [wheel] = dist.glob("*.whl")
     assert len(list(dist.glob("*.tar.gz"))) == 1
-    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.iterdir())],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.iterdir())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
-    installed = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True,
-                               text=True, timeout=900)  # fmt: skip
+    installed = subprocess.run(
+        [str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True, text=True, timeout=900
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    server = StdioServerParameters(command=str(env_dir / "bin" / "mcp-harness"),
-                                   args=["serve", "--db", str(tmp_path / "h.db"), "--workspace", "wheel"],
-                                   env=subprocess_env(), cwd=str(tmp_path))  # fmt: skip
+    server = StdioServerParameters(
+        command=str(env_dir / "bin" / "mcp-harness"),
+        args=["serve", "--db", str(tmp_path / "h.db"), "--workspace", "wheel"],
+        env=subprocess_env(),
+        cwd=str(tmp_path),
+    )
     async with Client(server, read_timeout_seconds=60) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert {"save_checkpoint", "restore_state", "claim_task"} <= tools

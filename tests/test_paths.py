@@ -47,8 +47,20 @@ def test_disjoint_means_no_file_matches_both():
     """Where the rule says disjoint, no file of a sample tree matches both patterns (the rule may only err
     towards overlap)."""
     files = ["src/a.py", "src/a.md", "src/b.py", "src/c.py", "src/a/b.py", "src/api/x.py", "docs/x.md", "x.py"]
-    patterns = ["src/a.py", "src/b.py", "src/api", "src/", "docs/", "src/*.py", "docs/*.md", "src/*", "src/[ab].py",
-                "src/a.md", "*.py", "**/*.md"]  # fmt: skip
+    patterns = [
+        "src/a.py",
+        "src/b.py",
+        "src/api",
+        "src/",
+        "docs/",
+        "src/*.py",
+        "docs/*.md",
+        "src/*",
+        "src/[ab].py",
+        "src/a.md",
+        "*.py",
+        "**/*.md",
+    ]
     for a in patterns:
         assert [f for f in files if matcher(a)(f)] == [f for f in files if matches(a, f)], a  # the guard's
         for b in patterns:
@@ -62,8 +74,13 @@ _FILES = st.lists(st.sampled_from(["src", "docs", "a", "ab", "a.py", "b.md", "x"
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_SEGMENTS, min_size=1, max_size=4), st.lists(_SEGMENTS, min_size=1, max_size=4),
-       st.booleans(), st.booleans(), st.lists(_FILES, min_size=1, max_size=30))  # fmt: skip
+@given(
+    st.lists(_SEGMENTS, min_size=1, max_size=4),
+    st.lists(_SEGMENTS, min_size=1, max_size=4),
+    st.booleans(),
+    st.booleans(),
+    st.lists(_FILES, min_size=1, max_size=30),
+)
 def test_the_rule_never_calls_overlapping_patterns_disjoint(a, b, slash_a, slash_b, files):
     """Property: whenever a file matches both patterns, `overlap` says so (it may only err towards
     overlap)."""
@@ -262,9 +279,15 @@ def t(key: str, **kw) -> dict:
 
 async def test_a_claim_passes_over_reserved_paths_and_says_who_holds_them(db_url, workspace):
     async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
-        await call(a, "add_tasks", tasks=[t("api", paths=["src/api/"], priority=3),
-                                          t("api-tests", paths=["src/api/handlers.py", "tests/"], priority=2),
-                                          t("docs", paths=["docs/"])])  # fmt: skip
+        await call(
+            a,
+            "add_tasks",
+            tasks=[
+                t("api", paths=["src/api/"], priority=3),
+                t("api-tests", paths=["src/api/handlers.py", "tests/"], priority=2),
+                t("docs", paths=["docs/"]),
+            ],
+        )
         first = await call(a, "claim_task")
         assert first["task"]["key"] == "api" and first["task"]["paths"] == ["src/api/"]
         second = await call(b, "claim_task")  # api-tests overlaps alice's src/api/: passed over
@@ -299,8 +322,13 @@ async def test_hostile_patterns_do_not_hold_up_claims_and_reserves(db_url, works
         assert time.perf_counter() - started < 5
         assert got["task"]["key"] == "hostile"  # no path is named by both (none of alice's ends in b or Z)
         lease = got["lease"]["token"]
-        wanted = {"*?" * 140 + "Z": False, "src/tests/*?*?*?*?*?*?*?*?*?*a": False, "src/" + "*?" * 140: False,
-                  "*a" * 40 + "*b": True, "docs/*?*?*?*?*?*?*?*?*?*Z": True}  # fmt: skip
+        wanted = {
+            "*?" * 140 + "Z": False,
+            "src/tests/*?*?*?*?*?*?*?*?*?*a": False,
+            "src/" + "*?" * 140: False,
+            "*a" * 40 + "*b": True,
+            "docs/*?*?*?*?*?*?*?*?*?*Z": True,
+        }
         for pattern, free in wanted.items():
             started = time.perf_counter()
             args = {"task_key": "hostile", "action": "reserve", "lease_token": lease, "paths": [pattern]}
@@ -338,14 +366,14 @@ async def test_reserve_and_unreserve_under_a_lease(db_url, workspace):
         assert "reserve it shared" not in err.text, "alice holds docs/api.md exclusively: sharing would not help"
         assert re.search(r"for \d+ s more;", err.text), err.text  # whole seconds, as a person reads them
         # a shared request that clashes with an exclusive reservation says so (not "reserve them shared")
-        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"],
-                         shared=True)  # fmt: skip
+        err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["docs/"], shared=True)
         assert err.code == "task_conflict" and "cannot reserve shared" in err.text, err.text
         assert "reserved exclusively by agent 'alice'" in err.text and "reserve it shared" not in err.text
         # shared: held back only by exclusive reservations
         await call(a, "update_task", task_key="a", action="reserve", lease_token=ta, paths=["README.md"], shared=True)
-        shared = await call(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["README.md"],
-                            shared=True)  # fmt: skip
+        shared = await call(
+            b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["README.md"], shared=True
+        )
         assert shared["shared_paths"] == ["README.md"]
         err = await fail(b, "update_task", task_key="b", action="reserve", lease_token=tb, paths=["src/a/x.py"])
         assert err.code == "task_conflict"
@@ -379,8 +407,14 @@ async def test_a_revived_lease_gets_its_paths_back_only_where_free(db_url, works
         err = await fail(a, "update_task", task_key="a", action="heartbeat", lease_token=got_a["lease"]["token"])
         assert err.code == "lease_lost" and "'bob'" in err.text and "'b'" in err.text
         # once bob is done, alice's heartbeat brings the lease and its paths back
-        await call(b, "update_task", task_key="b", action="complete", lease_token=got_b["lease"]["token"],
-                   verification="tested")  # fmt: skip
+        await call(
+            b,
+            "update_task",
+            task_key="b",
+            action="complete",
+            lease_token=got_b["lease"]["token"],
+            verification="tested",
+        )
         beat = await call(a, "update_task", task_key="a", action="heartbeat", lease_token=got_a["lease"]["token"])
         assert beat["lease"]["expires_in_seconds"] > 0
         got_c = await call(b, "claim_task", task_key="c")
@@ -420,11 +454,13 @@ async def test_too_many_paths_are_refused(db_url, workspace):
             assert err.code == "invalid_argument" and "forward slashes" in err.text, err.text
         await call(a, "add_tasks", tasks=[t("a", paths=[f"f{i}" for i in range(50)])])
         got = await call(a, "claim_task")
-        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"],
-                         paths=["more"])  # fmt: skip
+        err = await fail(
+            a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"], paths=["more"]
+        )
         assert err.code == "invalid_argument" and "at most 50" in err.text
-        err = await fail(a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"],
-                         paths=["docs\\x.md"])  # fmt: skip
+        err = await fail(
+            a, "update_task", task_key="a", action="reserve", lease_token=got["lease"]["token"], paths=["docs\\x.md"]
+        )
         assert err.code == "invalid_argument" and "backslash" in err.text and "forward slashes" in err.text
 
 
@@ -444,8 +480,14 @@ async def test_a_waiting_claim_is_not_woken_by_reserved_paths(db_url, workspace)
             tg.start_soon(wait)
             await anyio.sleep(0.5)
             assert not got  # still waiting: the reserved paths did not wake it
-            await call(a, "update_task", task_key="one", action="complete", lease_token=one["lease"]["token"],
-                       verification="tested")  # fmt: skip
+            await call(
+                a,
+                "update_task",
+                task_key="one",
+                action="complete",
+                lease_token=one["lease"]["token"],
+                verification="tested",
+            )
         assert got["task"]["key"] == "two"
 
 
@@ -455,12 +497,26 @@ async def test_reservations_are_found_by_anchor_whatever_the_collation(db_url, w
     async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
         await call(a, "add_tasks", tasks=[t("held", paths=["src/a/"])])
         await call(a, "claim_task")
-        specs = {"under": ["src/a/b.py"], "above": ["src/"], "beside": ["src/ab/"], "after": ["src/a0"],
-                 "root": ["*.py"], "deep": ["**/x"], "sibling": ["src/a.py"]}  # fmt: skip
+        specs = {
+            "under": ["src/a/b.py"],
+            "above": ["src/"],
+            "beside": ["src/ab/"],
+            "after": ["src/a0"],
+            "root": ["*.py"],
+            "deep": ["**/x"],
+            "sibling": ["src/a.py"],
+        }
         await call(b, "add_tasks", tasks=[t(k, paths=v) for k, v in specs.items()])
         outcome = {k: (await call(b, "claim_task", task_key=k, lease_seconds=10))["reason"] for k in specs}
-        assert outcome == {"under": "paths_reserved", "above": "paths_reserved", "beside": None, "after": None,
-                           "root": None, "deep": "paths_reserved", "sibling": None}  # fmt: skip
+        assert outcome == {
+            "under": "paths_reserved",
+            "above": "paths_reserved",
+            "beside": None,
+            "after": None,
+            "root": None,
+            "deep": "paths_reserved",
+            "sibling": None,
+        }
 
 
 async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
@@ -533,5 +589,12 @@ async def test_paths_reserved_lists_every_clashing_pattern_of_a_holder(db_url, w
         got = await call(b, "claim_task")
         assert got["reason"] == "paths_reserved"
         (holder,) = got["waiting_on"]
-        assert holder == {"key": "a", "status": "claimed", "owner": "alice", "retry_after": got["retry_after"],
-                          "paths": ["src/x.py", "src/y.py"], "silent_seconds": 0, "alive": None}  # fmt: skip
+        assert holder == {
+            "key": "a",
+            "status": "claimed",
+            "owner": "alice",
+            "retry_after": got["retry_after"],
+            "paths": ["src/x.py", "src/y.py"],
+            "silent_seconds": 0,
+            "alive": None,
+        }

@@ -64,8 +64,10 @@ WORKER = textwrap.dedent(
 
 @pytest.mark.slow
 async def test_eight_processes_never_hold_overlapping_paths(db_url, workspace, tmp_path):
-    tasks = [{"key": f"t{i}", "title": f"t{i}", "paths": [AREAS[i % len(AREAS)], AREAS[(i * 3 + 1) % len(AREAS)]]}
-             for i in range(60)]  # fmt: skip
+    tasks = [
+        {"key": f"t{i}", "title": f"t{i}", "paths": [AREAS[i % len(AREAS)], AREAS[(i * 3 + 1) % len(AREAS)]]}
+        for i in range(60)
+    ]
     async with Harness.open(settings_for(db_url)) as h:
         await h.tasks.add(Identity(workspace=workspace, agent="planner"), tasks=tasks)
     notes = tmp_path / "notes"
@@ -76,7 +78,7 @@ async def test_eight_processes_never_hold_overlapping_paths(db_url, workspace, t
             env=env,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for i in range(WORKERS)
     ]
     for proc in procs:

@@ -26,8 +26,10 @@ async def drain_with_processes(
     errors: list[str] = []
     async with stdio_client(url, workspace, "planner") as planner:
         for start in range(0, tasks, 250):
-            specs = [{"key": f"t{i:04d}", "title": f"task {i}", "priority": random.randint(0, 3)}
-                     for i in range(start, min(tasks, start + 250))]  # fmt: skip
+            specs = [
+                {"key": f"t{i:04d}", "title": f"task {i}", "priority": random.randint(0, 3)}
+                for i in range(start, min(tasks, start + 250))
+            ]
             await call(planner, "add_tasks", tasks=specs)
 
     async def worker(agent: str) -> None:
@@ -109,7 +111,11 @@ def test_processes_opening_a_new_database_together(tmp_path):
     )
     for _round in range(3):
         fresh = f"{db}.{_round}"
-        procs = [subprocess.Popen([sys.executable, "-c", code, fresh, f"p{i}"], env=subprocess_env(),
-                                  stderr=subprocess.PIPE, text=True) for i in range(8)]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, fresh, f"p{i}"], env=subprocess_env(), stderr=subprocess.PIPE, text=True
+            )
+            for i in range(8)
+        ]
         failures = [p.communicate(timeout=120)[1] for p in procs if p.wait(timeout=120) != 0]
         assert failures == [], failures[0][-800:]

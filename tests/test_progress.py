@@ -29,10 +29,15 @@ async def test_entries_are_append_only_and_ordered(client):
 async def test_entry_fields_round_trip(client):
     await call(client, "add_tasks", tasks=[{"key": "auth-login", "title": "Login"}])
     await call(
-        client, "record_progress", summary="implemented login", status="done", details="all 4 steps pass",
-        next_steps=["wire logout", "add rate limit"], task_key="auth-login",
+        client,
+        "record_progress",
+        summary="implemented login",
+        status="done",
+        details="all 4 steps pass",
+        next_steps=["wire logout", "add rate limit"],
+        task_key="auth-login",
         artifacts={"files": ["app/login.py"], "commit": "abc123"},
-    )  # fmt: skip
+    )
     entry = (await call(client, "restore_state"))["recent_progress"][0]
     assert entry["agent"] == "agent-a" and "thread" not in entry and entry["status"] == "done"
     assert entry["details"] == "all 4 steps pass" and entry["next_steps"] == ["wire logout", "add rate limit"]
@@ -104,8 +109,13 @@ async def test_brief_stays_small_on_a_big_workspace(harness, workspace):
     ident = Identity(workspace=workspace, agent="a")
     async with harness.db.write() as conn:
         for i in range(10_000):
-            await append_entry(conn, ident, summary=f"worked on item {i} and verified it end to end",
-                               next_steps=[f"item {i + 1}"], task_key=f"t{i % 1000}")  # fmt: skip
+            await append_entry(
+                conn,
+                ident,
+                summary=f"worked on item {i} and verified it end to end",
+                next_steps=[f"item {i + 1}"],
+                task_key=f"t{i % 1000}",
+            )
     specs = [{"key": f"t{i}", "title": f"Task number {i} of the big plan"} for i in range(1000)]
     from mcp_harness.models import TaskSpec
 
@@ -201,6 +211,12 @@ async def test_done_about_a_task_still_held_warns_to_complete_it(db_url, workspa
         # not about what it says: progress on a held task, done about another agent's, done after complete
         assert "warning" not in await call(a, "record_progress", summary="halfway", status="in_progress", task_key="x")
         assert "warning" not in await call(a, "record_progress", summary="y done?", status="done", task_key="y")
-        await call(a, "update_task", task_key="x", action="complete", lease_token=x["lease"]["token"],
-                   verification="tests pass")  # fmt: skip
+        await call(
+            a,
+            "update_task",
+            task_key="x",
+            action="complete",
+            lease_token=x["lease"]["token"],
+            verification="tests pass",
+        )
         assert "warning" not in await call(a, "record_progress", summary="x done", status="done", task_key="x")

@@ -58,10 +58,13 @@ DESCRIBED = {
 def model_visible(tools: list) -> bytes:
     """Each tool's name, description, input schema and annotations, all tools together, as compact JSON."""
     seen = [
-        {k: v for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
-         if k in ("name", "description", "inputSchema", "annotations")}
+        {
+            k: v
+            for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
+            if k in ("name", "description", "inputSchema", "annotations")
+        }
         for t in tools
-    ]  # fmt: skip
+    ]
     return json.dumps(seen, separators=(",", ":"), ensure_ascii=False).encode()
 
 

@@ -27,14 +27,22 @@ async def twice(client, tool: str, **arguments) -> tuple[dict, dict]:
 async def test_every_mutating_tool_marks_a_replay(client):
     await twice(client, "save_checkpoint", state={"goal": "g"}, idempotency_key="s-1")
     await twice(client, "record_progress", summary="started", idempotency_key="p-1")
-    await twice(client, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}],
-                idempotency_key="add-1")  # fmt: skip
+    await twice(
+        client, "add_tasks", tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}], idempotency_key="add-1"
+    )
     # (the task work will answer a replayed claim or update with the task's status now: `replay=`)
     claimed, _ = await twice(client, "claim_task", task_key="a", idempotency_key="c-1")
     token = claimed["lease"]["token"]
     await twice(client, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="h-1")
-    await twice(client, "update_task", task_key="a", action="complete", lease_token=token, verification="ran it",
-                idempotency_key="u-1")  # fmt: skip
+    await twice(
+        client,
+        "update_task",
+        task_key="a",
+        action="complete",
+        lease_token=token,
+        verification="ran it",
+        idempotency_key="u-1",
+    )
     # and nothing happened twice
     brief = await call(client, "restore_state", progress_limit=10)
     assert brief["checkpoint"]["version"] == 1 and [e["summary"] for e in brief["recent_progress"]] == ["started"]

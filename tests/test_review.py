@@ -42,13 +42,19 @@ async def test_the_whole_review_cycle(db_url, workspace):
         connect(db_url, workspace, "coder") as agent,
         connect(db_url, workspace, "ann", "operator") as ann,
     ):
-        plan = [t("design", review=True), t("signoff", kind="gate", depends_on=["design"]),
-                t("build", depends_on=["signoff"])]  # fmt: skip
+        plan = [
+            t("design", review=True),
+            t("signoff", kind="gate", depends_on=["design"]),
+            t("build", depends_on=["signoff"]),
+        ]
         assert (await call(agent, "add_tasks", tasks=plan))["created"] == ["design", "signoff", "build"]
         listed = await rows(agent)
         # rows leave out review false and kind work (revision 3)
         assert [(r.get("review", False), r.get("kind", "work"), r["ready"]) for r in listed.values()] == [
-            (True, "work", True), (False, "gate", False), (False, "work", False)]  # fmt: skip
+            (True, "work", True),
+            (False, "gate", False),
+            (False, "work", False),
+        ]
         err = await fail(agent, "add_tasks", tasks=[t("design")])  # review is part of the content
         assert err.code == "task_conflict"
 
@@ -68,8 +74,12 @@ async def test_the_whole_review_cycle(db_url, workspace):
         assert brief["task_counts"]["in_review"] == 1
         # nothing to do on a task in review, with or without the lease that submitted it
         # (a complete by the lease that submitted it is a retry, a no-op: checked above)
-        for action, sent in (("heartbeat", {}), ("heartbeat", {"lease_token": got["lease"]["token"]}),
-                             ("complete", {}), ("complete", {"lease_token": "not-the-token"})):  # fmt: skip
+        for action, sent in (
+            ("heartbeat", {}),
+            ("heartbeat", {"lease_token": got["lease"]["token"]}),
+            ("complete", {}),
+            ("complete", {"lease_token": "not-the-token"}),
+        ):
             err = await fail(agent, "update_task", task_key="design", action=action, verification="v", **sent)
             assert err.text == (
                 f"[invalid_argument] task design is in review: a person approves or rejects it; nothing to {action}"
@@ -108,8 +118,11 @@ async def test_the_whole_review_cycle(db_url, workspace):
 
         log = (await call(agent, "restore_state", progress_limit=10))["recent_progress"]
         said = [(e["agent"], e["task_key"], e["summary"]) for e in log]
-        assert ("harness", "design", "ann rejected task design: add the error states; it is pending again for its "
-                "next claimer") in said  # fmt: skip
+        assert (
+            "harness",
+            "design",
+            "ann rejected task design: add the error states; it is pending again for its next claimer",
+        ) in said
         assert ("harness", "design", "ann approved task design: good") in said
         assert ("harness", "signoff", "ann approved task signoff") in said
 
@@ -170,8 +183,9 @@ async def test_operator_release_retry_now_and_cancel(db_url, workspace):
         assert err.code == "invalid_argument" and "reason" in err.text
         cancelled = await call(ann, "update_task", task_key="a", action="cancel", reason="replaced by a2")
         assert cancelled["status"] == "cancelled" and sorted(cancelled["unblocked"]) == ["b", "c"]
-        err = await fail(agent, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
-                         verification="x")  # fmt: skip
+        err = await fail(
+            agent, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"], verification="x"
+        )
         assert err.code == "lease_lost" and "cancelled by 'ann' (replaced by a2)" in err.text, err.text
         err = await fail(ann, "update_task", task_key="a", action="cancel", reason="twice")
         assert err.code == "invalid_argument" and "is cancelled" in err.text
@@ -225,14 +239,20 @@ def test_review_cli(tmp_path, workspace):
     async def prepare() -> None:
         async with Harness.open(settings_for(db)) as h:
             coder = Identity(workspace, "coder")
-            plan = [t("design", review=True), t("old"), t("signoff", kind="gate", depends_on=["design"]), t("held"),
-                    t("release", depends_on=["signoff"])]  # fmt: skip
+            plan = [
+                t("design", review=True),
+                t("old"),
+                t("signoff", kind="gate", depends_on=["design"]),
+                t("held"),
+                t("release", depends_on=["signoff"]),
+            ]
             await h.tasks.add(coder, tasks=plan)
             await h.tasks.claim(coder, task_key="held")
             for verification in ("first try", "read it"):
                 got = await h.tasks.claim(coder, task_key="design")
-                await h.tasks.update(coder, task_key="design", action="complete", lease_token=got.lease.token,
-                                     verification=verification)  # fmt: skip
+                await h.tasks.update(
+                    coder, task_key="design", action="complete", lease_token=got.lease.token, verification=verification
+                )
                 if verification == "first try":
                     await h.tasks.reject(Identity(workspace, "bob", role="operator"), "design", "name the sizes")
 
@@ -334,8 +354,11 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
         await h.maintenance.import_lines(lines)
         tasks, counts = await h.tasks.board(coder)
         shown = {task.key: (task.status, task.review, task.kind, task.review_comment) for task in tasks}
-        assert shown == {"d": ("pending", True, "work", "again"), "g": ("pending", False, "gate", None),
-                         "x": ("cancelled", False, "work", None)}  # fmt: skip
+        assert shown == {
+            "d": ("pending", True, "work", "again"),
+            "g": ("pending", False, "gate", None),
+            "x": ("cancelled", False, "work", None),
+        }
         assert (await h.tasks.claim(coder, task_key="d")).task.review_comment == "again"
         assert counts.cancelled == 1
 
@@ -354,7 +377,10 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
         await h.maintenance.import_lines(old)
         tasks, _counts = await h.tasks.board(coder)
         assert {task.key: (task.review, task.kind) for task in tasks} == {
-            "d": (False, "work"), "g": (False, "work"), "x": (False, "work")}  # fmt: skip
+            "d": (False, "work"),
+            "g": (False, "work"),
+            "x": (False, "work"),
+        }
         assert (await h.tasks.add(coder, tasks=[t("x")])).unchanged == ["x"]  # the old content hash still matches
 
 
@@ -363,8 +389,11 @@ async def test_reopening_a_dependency_sends_what_waits_in_review_back(db_url, wo
         connect(db_url, workspace, "coder") as agent,
         connect(db_url, workspace, "ann", "operator") as ann,
     ):
-        await call(agent, "add_tasks", tasks=[t("base"), t("doc", review=True, depends_on=["base"]),
-                                              t("go", kind="gate", depends_on=["base"])])  # fmt: skip
+        await call(
+            agent,
+            "add_tasks",
+            tasks=[t("base"), t("doc", review=True, depends_on=["base"]), t("go", kind="gate", depends_on=["base"])],
+        )
         got = await call(agent, "claim_task")
         await complete(agent, "base", got["lease"]["token"])
         assert (await rows(agent))["go"]["status"] == "in_review"

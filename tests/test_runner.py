@@ -54,8 +54,9 @@ def test_the_runner_does_the_plan_one_task_per_session_and_records_each(tmp_path
     assert tasks["b"]["context"]["dependencies"][0]["result"] == "a"  # the next session read what a said
     records = sessions(db, WS)
     assert sorted((r["task_key"], r["outcome"], r["slot"]) for r in records) == [
-        ("a", "completed", 1), ("b", "completed", 1)
-    ]  # fmt: skip
+        ("a", "completed", 1),
+        ("b", "completed", 1),
+    ]
     assert len(model.sessions()) == 2 and {r["id"] for r in records} == set(model.sessions())  # one each
     for record in records:
         assert record["agent"] == f"claude-code:{record['id'][:8]}"
@@ -161,9 +162,13 @@ def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path,
     with ScriptedModel(lambda turn: [load("update_task"), stall(120)]) as model:
         env = runner_env(tmp_path / "home", model.url)
         runner = subprocess.Popen(
-            runner_command(db, WS, claude=wrapper), cwd=proj, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            runner_command(db, WS, claude=wrapper),
+            cwd=proj,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             _wait_for(lambda: len(model.conversation()) >= 2, 60)  # the first session is talking
             os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
@@ -185,19 +190,24 @@ def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path,
 
 def test_a_gate_waits_for_a_person_and_the_run_goes_on_after_the_approval(tmp_path, proj, db, claude_binary):
     add_tasks(
-        db, WS,
+        db,
+        WS,
         [
             {"key": "build", "title": "build it"},
             {"key": "ok", "title": "a person checks the build", "kind": "gate", "depends_on": ["build"]},
             {"key": "ship", "title": "ship it", "depends_on": ["ok"]},
         ],
-    )  # fmt: skip
+    )
     with ScriptedModel(completes) as model:
         env = runner_env(tmp_path / "home", model.url)
         runner = subprocess.Popen(
-            runner_command(db, WS, claude=claude_binary), cwd=proj, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            runner_command(db, WS, claude=claude_binary),
+            cwd=proj,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             lines = []
             while True:
@@ -259,8 +269,10 @@ def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_
     assert done.returncode == 0, done.stdout + done.stderr
     records = sorted(sessions(db, WS), key=lambda r: r["started_at"])
     assert [(r["kind"], r["task_key"], r["outcome"]) for r in records] == [
-        ("initializer", None, "completed"), ("work", "code", "completed"), ("work", "test", "completed")
-    ]  # fmt: skip
+        ("initializer", None, "completed"),
+        ("work", "code", "completed"),
+        ("work", "test", "completed"),
+    ]
     assert str(spec) in model.conversation(records[0]["id"])[0].body["messages"][0]["content"][-1]["text"]
 
 
@@ -298,9 +310,20 @@ def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_comm
     with ScriptedModel(script) as model:
         env = runner_env(tmp_path / "home", model.url)
         done = run(
-            db, WS, proj, env, "--parallel", "2", "--worktrees", "--max-sessions", "2", "--",
-            "--allowedTools", "Bash", claude=claude_binary,
-        )  # fmt: skip
+            db,
+            WS,
+            proj,
+            env,
+            "--parallel",
+            "2",
+            "--worktrees",
+            "--max-sessions",
+            "2",
+            "--",
+            "--allowedTools",
+            "Bash",
+            claude=claude_binary,
+        )
     assert done.returncode == 4, done.stdout + done.stderr
     records = sessions(db, WS)
     assert sorted(r["slot"] for r in records) == [1, 2] and all(r["outcome"] == "no_progress" for r in records)
@@ -339,9 +362,13 @@ def test_a_command_template_runs_any_agent_without_a_shell(tmp_path, proj, db):
     add_tasks(db, WS, [{"key": "inj", "title": title}])
     template = f"{sys.executable} {agent} {{prompt_file}} --title-of {{task_key}} {{prompt}}"
     done = subprocess.run(
-        runner_command(db, WS, "--command", template, "--max-sessions", "1"), cwd=proj, env=subprocess_env(),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        runner_command(db, WS, "--command", template, "--max-sessions", "1"),
+        cwd=proj,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["argv"][1:3] == ["--title-of", "inj"] and len(seen["argv"]) == 4  # the prompt: one argument
@@ -388,7 +415,7 @@ def test_two_runners_on_one_postgresql_database_never_run_a_task_twice(tmp_path,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-            )  # fmt: skip
+            )
             for _ in range(2)
         ]
         try:
@@ -409,9 +436,13 @@ def test_two_runners_on_one_postgresql_database_never_run_a_task_twice(tmp_path,
 def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
     add_tasks(db, WS, [{"key": "a", "title": "first"}])
     done = subprocess.run(
-        runner_command(db, WS, "--dry-run", "--claude", "/bin/true"), cwd=proj, env=subprocess_env(),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        runner_command(db, WS, "--dry-run", "--claude", "/bin/true"),
+        cwd=proj,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and "1 task(s) ready now: a" in done.stdout, done.stdout + done.stderr
     assert not sessions(db, WS) and board(db, WS)["a"]["status"] == "pending"
 
@@ -469,9 +500,13 @@ def test_a_session_that_cannot_be_set_up_gives_its_task_back(tmp_path, db):
     subprocess.run(["git", "init", "-q"], cwd=bare, check=True)  # no first commit: no worktree can be made
     add_tasks(db, WS, [{"key": "t", "title": "the task"}])
     done = subprocess.run(
-        runner_command(db, WS, "--parallel", "2", "--worktrees", "--claude", "/bin/true"), cwd=bare,
-        env=subprocess_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        runner_command(db, WS, "--parallel", "2", "--worktrees", "--claude", "/bin/true"),
+        cwd=bare,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 5, done.stdout + done.stderr
     assert "could not start a session on t: --worktrees needs a repository with a first commit" in done.stdout
     assert "Traceback" not in done.stderr
@@ -491,9 +526,10 @@ def test_parallel_slots_with_exit_when_idle_wait_for_their_own_sessions(tmp_path
 
 def test_a_review_task_completed_is_in_review_and_extra_claims_go_back(tmp_path, proj, db, claude_binary):
     add_tasks(
-        db, WS,
+        db,
+        WS,
         [{"key": "r", "title": "needs a look", "review": True, "priority": 5}, {"key": "x", "title": "another"}],
-    )  # fmt: skip
+    )
 
     def script(turn):
         key, token = task_of(turn)
@@ -524,9 +560,11 @@ def test_a_429_that_a_retry_got_past_is_not_a_rate_limit(tmp_path, proj, db, cla
 
 def test_in_a_project_set_up_by_init_the_runner_says_why_a_lease_ended(tmp_path, proj, db, claude_binary):
     subprocess.run(
-        [sys.executable, "-m", "mcp_harness", "init", "--db", db, "--workspace", WS], cwd=proj, check=True,
+        [sys.executable, "-m", "mcp_harness", "init", "--db", db, "--workspace", WS],
+        cwd=proj,
+        check=True,
         capture_output=True,
-    )  # fmt: skip
+    )
     add_tasks(db, WS, [{"key": "t", "title": "the task"}])
     with ScriptedModel(lambda turn: [say("I only looked.")]) as model:
         done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--max-sessions", "1", claude=claude_binary)

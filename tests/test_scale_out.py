@@ -51,7 +51,7 @@ def http_servers(postgres_url):
             env=subprocess_env(MCP_HARNESS_DB_POOL_SIZE="4"),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-        )  # fmt: skip
+        )
         for port in ports
     ]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
@@ -85,8 +85,11 @@ async def test_three_servers_sixteen_agents_two_thousand_tasks(postgres_url, htt
 
     async with agent_client(http_servers[0], tokens[0]) as planner:
         for start in range(0, TASKS, 500):
-            await call(planner, "add_tasks", tasks=[{"key": f"t{i:05d}", "title": f"task {i}"}
-                                                    for i in range(start, start + 500)])  # fmt: skip
+            await call(
+                planner,
+                "add_tasks",
+                tasks=[{"key": f"t{i:05d}", "title": f"task {i}"} for i in range(start, start + 500)],
+            )
         saved = await call(planner, "save_checkpoint", state={"plan": "scale", "tasks": TASKS}, label="plan")
 
     accepted: Counter[str] = Counter()

@@ -39,8 +39,9 @@ async def test_restore_state_query_answers_the_best_matches(client):
     assert [e["summary"] for e in phrase["recent_progress"]] == ["fixed the login page"]
     either = await call(client, "restore_state", query="alembic OR login")
     assert sorted(e["summary"] for e in either["recent_progress"]) == [
-        "fixed the login page", "set up the database migrations"
-    ]  # fmt: skip
+        "fixed the login page",
+        "set up the database migrations",
+    ]
     without = await call(client, "restore_state", query="cookie -banner")
     assert [e["summary"] for e in without["recent_progress"]] == ["fixed the login page"]
     punctuated = await call(client, "restore_state", query="login.page")  # punctuation splits, never breaks
@@ -97,14 +98,25 @@ async def test_a_prefix_finds_longer_words(client):
 
 
 async def test_list_tasks_query_keeps_matching_tasks_of_every_status(client):
-    await call(client, "add_tasks", tasks=[
-        {"key": "a", "title": "Parser for dates", "description": "ISO 8601 parsing"},
-        {"key": "b", "title": "Login page"},
-        {"key": "c", "title": "Export", "description": "write CSV"},
-    ])  # fmt: skip
+    await call(
+        client,
+        "add_tasks",
+        tasks=[
+            {"key": "a", "title": "Parser for dates", "description": "ISO 8601 parsing"},
+            {"key": "b", "title": "Login page"},
+            {"key": "c", "title": "Export", "description": "write CSV"},
+        ],
+    )
     claim = await call(client, "claim_task", task_key="b")
-    await call(client, "update_task", task_key="b", action="complete", lease_token=claim["lease"]["token"],
-               verification="checked the parser of cookies by hand", result={"note": "uses dateutil"})  # fmt: skip
+    await call(
+        client,
+        "update_task",
+        task_key="b",
+        action="complete",
+        lease_token=claim["lease"]["token"],
+        verification="checked the parser of cookies by hand",
+        result={"note": "uses dateutil"},
+    )
     got = await call(client, "list_tasks", query="parser")
     assert [t["key"] for t in got["tasks"]] == ["a", "b"], "title, verification; done tasks too"
     assert [t["key"] for t in (await call(client, "list_tasks", query="dateutil"))["tasks"]] == ["b"]  # result
@@ -301,12 +313,14 @@ async def test_a_small_workspace_is_searched_apart_from_the_shared_index(harness
         await harness.progress.record(me, summary=summary)
     phrase = search_terms('"worked on the widget" OR "with the usual care"')
     for name, search in {
-        "list_tasks": lambda conn: tasks_store.page(conn, workspace, statuses=None, tag=None, limit=51, after_id=0,
-                                                    search=phrase),
+        "list_tasks": lambda conn: tasks_store.page(
+            conn, workspace, statuses=None, tag=None, limit=51, after_id=0, search=phrase
+        ),
         "restore_state": lambda conn: progress_store.search(conn, workspace, phrase, limit=5),
-        "timeline": lambda conn: console_store.timeline(conn, workspace, agent=None, task_key=None, thread=None,
-                                                        status=None, text=phrase, before_seq=None, limit=51),
-    }.items():  # fmt: skip
+        "timeline": lambda conn: console_store.timeline(
+            conn, workspace, agent=None, task_key=None, thread=None, status=None, text=phrase, before_seq=None, limit=51
+        ),
+    }.items():
         async with harness.db.read() as conn:
             await conn.execute(Query("SET LOCAL plan_cache_mode = force_generic_plan"))
             started = time.perf_counter()

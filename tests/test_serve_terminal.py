@@ -18,12 +18,14 @@ def test_serve_on_a_terminal_says_what_it_is_and_a_client_sees_nothing(tmp_path)
 
     db = str(tmp_path / "h.db")
     command = [sys.executable, "-m", "mcp_harness", "serve", "--db", db, "--workspace", "shop"]
-    piped = subprocess.run(command, capture_output=True, text=True, env=subprocess_env(), stdin=subprocess.DEVNULL,
-                           timeout=60)  # fmt: skip
+    piped = subprocess.run(
+        command, capture_output=True, text=True, env=subprocess_env(), stdin=subprocess.DEVNULL, timeout=60
+    )
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
     controller, terminal = pty.openpty()
-    proc = subprocess.Popen(command, stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=subprocess_env())  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env()
+    )
     try:
         ready, _, _ = select.select([proc.stderr], [], [], 30)
         assert ready, "nothing said on stderr within 30 s"

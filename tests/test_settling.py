@@ -78,8 +78,14 @@ async def test_a_look_fails_a_task_whose_lease_ran_out_on_its_last_attempt(db_ur
         assert nothing["task"] is None and nothing["reason"] == "blocked_by_failure"
         assert [w["key"] for w in nothing["waiting_on"]] == ["once"]
         # the holder's late complete: lease_lost, naming the way out
-        err = await fail(ann, "update_task", task_key="once", action="complete", lease_token=got["lease"]["token"],
-                         verification="pytest passed")  # fmt: skip
+        err = await fail(
+            ann,
+            "update_task",
+            task_key="once",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="pytest passed",
+        )
         assert err.code == "lease_lost", err.text
         assert "the lease expired on the last attempt and the task failed" in err.text, err.text
         assert "action='reopen'" in err.text and "claim_task(task_key='once')" in err.text, err.text
@@ -99,8 +105,9 @@ async def test_until_a_look_the_holder_may_still_heartbeat_and_complete(db_url, 
         listed = await call(ann, "list_tasks")
         assert statuses(listed)["once"] == "claimed", "a live lease is left alone"
         clock.advance(11)
-        done = await call(ann, "update_task", task_key="once", action="complete", lease_token=token,
-                          verification="pytest passed")  # fmt: skip
+        done = await call(
+            ann, "update_task", task_key="once", action="complete", lease_token=token, verification="pytest passed"
+        )
         assert done["status"] == "done" and done["unblocked"] == ["after"]
 
 
@@ -115,8 +122,14 @@ async def test_a_lease_that_ran_out_with_attempts_left_is_left_for_a_claim(db_ur
         held = (await call(ann, "restore_state"))["my_tasks"]
         assert held[0]["key"] == "twice" and held[0]["lease"]["expired"] is True
         assert [k for k, _a, _d in await events(db_url, workspace, "twice")] == ["claim"]
-        done = await call(ann, "update_task", task_key="twice", action="complete", lease_token=got["lease"]["token"],
-                          verification="pytest passed")  # fmt: skip
+        done = await call(
+            ann,
+            "update_task",
+            task_key="twice",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="pytest passed",
+        )
         assert done["status"] == "done"
 
 

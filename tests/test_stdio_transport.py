@@ -24,10 +24,14 @@ from mcp_harness.stdio import CLOSE_TIMEOUT_SECONDS, MAX_MESSAGE_BYTES
 pytestmark = pytest.mark.slow  # every test here starts processes
 
 INITIALIZE = [
-    {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    },
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]  # fmt: skip
+]
 
 
 def tool_call(request_id: Any, name: str, **arguments: Any) -> dict:
@@ -274,15 +278,26 @@ def test_stray_output_goes_to_stderr_not_the_wire(wires, sqlite_url, tmp_path):
 
 def test_stdin_from_dev_null_ends_at_once(sqlite_url, workspace):
     with open(os.devnull, "rb") as devnull:
-        proc = subprocess.run(serve_command(sqlite_url, workspace, "a"), stdin=devnull, capture_output=True,
-                              env=subprocess_env(), timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            serve_command(sqlite_url, workspace, "a"),
+            stdin=devnull,
+            capture_output=True,
+            env=subprocess_env(),
+            timeout=60,
+        )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
 
 
 def test_a_closed_stdin_is_refused_in_one_line(sqlite_url, workspace):
-    proc = subprocess.run(serve_command(sqlite_url, workspace, "a"), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=subprocess_env(), timeout=60,
-                          preexec_fn=lambda: os.close(0))  # fmt: skip
+    proc = subprocess.run(
+        serve_command(sqlite_url, workspace, "a"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "mcp-harness: stdin is closed; start the server from an MCP client (or a shell)"
 

@@ -56,9 +56,12 @@ def test_serve_stdio_on_a_damaged_file_exits_with_one_line(tmp_path):
     path = damaged_file(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_harness", "serve", "--db", str(path)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=subprocess_env(),
-    )  # fmt: skip
+    )
     try:
         stdout, stderr = proc.communicate(timeout=30)
     finally:
@@ -108,8 +111,10 @@ async def test_new_database_files_are_private_whatever_the_umask(tmp_path, monke
     async with Harness.open(Settings.from_env(str(chosen))) as h:
         await h.checkpoints.save(Identity("w", "a"), state={"v": 1})
         assert {p.name: mode(p) for p in chosen.parent.iterdir()} == {
-            "h.db": 0o600, "h.db-wal": 0o600, "h.db-shm": 0o600,
-        }  # fmt: skip
+            "h.db": 0o600,
+            "h.db-wal": 0o600,
+            "h.db-shm": 0o600,
+        }
 
 
 @contextlib.contextmanager
@@ -293,11 +298,13 @@ def refuse_blob_inserts(db_url: str, workspace: str) -> Iterator[str]:
         finally:
             await conn.close()
 
-    asyncio.run(admin(
-        f"CREATE FUNCTION {name}() RETURNS trigger AS $$ BEGIN IF NEW.workspace = '{workspace}' THEN "
-        f"RAISE EXCEPTION 'refused by a test trigger'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
-        f"CREATE TRIGGER {name} BEFORE INSERT ON blobs FOR EACH ROW EXECUTE FUNCTION {name}()"
-    ))  # fmt: skip
+    asyncio.run(
+        admin(
+            f"CREATE FUNCTION {name}() RETURNS trigger AS $$ BEGIN IF NEW.workspace = '{workspace}' THEN "
+            f"RAISE EXCEPTION 'refused by a test trigger'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
+            f"CREATE TRIGGER {name} BEFORE INSERT ON blobs FOR EACH ROW EXECUTE FUNCTION {name}()"
+        )
+    )
     try:
         yield db_url
     finally:

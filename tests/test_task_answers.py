@@ -69,13 +69,22 @@ async def test_a_replayed_dead_lease_says_no_time_is_left(client, end):
     assert again["replayed"] is True and again["task"]["status"] == ("done" if end == "complete" else "pending")
     replayed_at = iso(time.time())
     assert again["lease"]["expires_at"] <= replayed_at < first["lease"]["expires_at"]  # ended by now
-    assert again["lease"] == {**first["lease"], "expires_in_seconds": 0, "live": False,
-                              "expires_at": again["lease"]["expires_at"]}  # fmt: skip
-    beat_again = await call(client, "update_task", task_key="a", action="heartbeat", lease_token=token,
-                            idempotency_key="b")  # fmt: skip
+    assert again["lease"] == {
+        **first["lease"],
+        "expires_in_seconds": 0,
+        "live": False,
+        "expires_at": again["lease"]["expires_at"],
+    }
+    beat_again = await call(
+        client, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="b"
+    )
     assert beat_again["lease"]["expires_at"] <= iso(time.time()) < beat["lease"]["expires_at"]
-    assert beat_again["lease"] == {**beat["lease"], "expires_in_seconds": 0, "live": False,
-                                   "expires_at": beat_again["lease"]["expires_at"]}  # fmt: skip
+    assert beat_again["lease"] == {
+        **beat["lease"],
+        "expires_in_seconds": 0,
+        "live": False,
+        "expires_at": beat_again["lease"]["expires_at"],
+    }
 
 
 async def test_a_replayed_claim_after_a_take_over_and_after_expiry(db_url, workspace):
@@ -95,17 +104,33 @@ async def test_a_replayed_update_shows_the_status_now(db_url, workspace):
         await call(agent, "add_tasks", tasks=[t("a")])
         got = await call(agent, "claim_task")
         token = got["lease"]["token"]
-        beat = await call(agent, "update_task", task_key="a", action="heartbeat", lease_token=token,
-                          idempotency_key="h")  # fmt: skip
-        done = await call(agent, "update_task", task_key="a", action="complete", lease_token=token,
-                          verification="ok", idempotency_key="u")  # fmt: skip
+        beat = await call(
+            agent, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="h"
+        )
+        done = await call(
+            agent,
+            "update_task",
+            task_key="a",
+            action="complete",
+            lease_token=token,
+            verification="ok",
+            idempotency_key="u",
+        )
         assert done == {"key": "a", "status": "done", "last_error": None, "unblocked": []}
         await call(ann, "update_task", task_key="a", action="reopen", reason="it regressed")
-        again = await call(agent, "update_task", task_key="a", action="complete", lease_token=token,
-                           verification="ok", idempotency_key="u")  # fmt: skip
+        again = await call(
+            agent,
+            "update_task",
+            task_key="a",
+            action="complete",
+            lease_token=token,
+            verification="ok",
+            idempotency_key="u",
+        )
         assert again == {**done, "status": "pending", "replayed": True}
-        beat_again = await call(agent, "update_task", task_key="a", action="heartbeat", lease_token=token,
-                                idempotency_key="h")  # fmt: skip
+        beat_again = await call(
+            agent, "update_task", task_key="a", action="heartbeat", lease_token=token, idempotency_key="h"
+        )
         assert beat_again["lease"]["live"] is False and beat_again["lease"]["token"] == beat["lease"]["token"]
         assert (await full(agent, "a"))["status"] == "pending", "a replay changes nothing"
 
@@ -114,8 +139,9 @@ async def test_a_replayed_update_shows_the_status_now(db_url, workspace):
 async def test_waiting_on_other_work_instead_of_a_wait_loop(client):
     """The issue's case: the frontend task waits on a backend task nobody holds; claiming with
     tags=["frontend"] said all_claimed with retry_after 0, and waiting never changed it."""
-    await call(client, "add_tasks", tasks=[t("api", tags=["backend"]),
-                                           t("page", tags=["frontend"], depends_on=["api"])])  # fmt: skip
+    await call(
+        client, "add_tasks", tasks=[t("api", tags=["backend"]), t("page", tags=["frontend"], depends_on=["api"])]
+    )
     got = await call(client, "claim_task", tags=["frontend"])
     assert got["task"] is None and got["reason"] == "waiting_on_other_work" and got["retry_after"] is None
     assert got["waiting_on"] == [{"key": "api", "status": "pending", "owner": None, "retry_after": None}]
@@ -125,14 +151,23 @@ async def test_waiting_on_other_work_instead_of_a_wait_loop(client):
     api = await call(client, "claim_task", tags=["backend"], lease_seconds=60)
     held = await call(client, "claim_task", tags=["frontend"])
     assert held["reason"] == "all_claimed" and 59 < held["retry_after"] <= 60
-    assert held["waiting_on"] == [{"key": "api", "status": "claimed", "owner": "agent-a",
-                                   "retry_after": held["retry_after"], "mine": True,
-                                   "silent_seconds": 0, "alive": None}]  # fmt: skip
+    assert held["waiting_on"] == [
+        {
+            "key": "api",
+            "status": "claimed",
+            "owner": "agent-a",
+            "retry_after": held["retry_after"],
+            "mine": True,
+            "silent_seconds": 0,
+            "alive": None,
+        }
+    ]
     # a lease that ran out, outside the call's tags, is nobody's: other work again
     clock.advance(61)
     assert (await call(client, "claim_task", tags=["frontend"]))["reason"] == "waiting_on_other_work"
-    await call(client, "update_task", task_key="api", action="complete", lease_token=api["lease"]["token"],
-               verification="ok")  # fmt: skip
+    await call(
+        client, "update_task", task_key="api", action="complete", lease_token=api["lease"]["token"], verification="ok"
+    )
     assert (await call(client, "claim_task", tags=["frontend"]))["task"]["key"] == "page"
 
 
@@ -140,25 +175,37 @@ async def test_the_precedence_of_reasons_over_the_roots(db_url, workspace):
     """backoff, all_claimed, waiting_on_other_work, waiting_on_review, blocked_by_failure: the first
     that applies to any root wins."""
     async with mcp_client(db_url, workspace, agent="B") as b, operator(db_url, workspace) as ann:
-        plan = [t("free"), t("review", review=True), t("bad", max_attempts=1), t("mine"),
-                t("w", tags=["w"], depends_on=["free", "review", "bad", "mine"])]  # fmt: skip
+        plan = [
+            t("free"),
+            t("review", review=True),
+            t("bad", max_attempts=1),
+            t("mine"),
+            t("w", tags=["w"], depends_on=["free", "review", "bad", "mine"]),
+        ]
         await call(b, "add_tasks", tasks=plan)
         for key in ("review", "bad"):
             got = await call(b, "claim_task", task_key=key)
             if key == "review":
-                await call(b, "update_task", task_key=key, action="complete", lease_token=got["lease"]["token"],
-                           verification="v")  # fmt: skip
+                await call(
+                    b,
+                    "update_task",
+                    task_key=key,
+                    action="complete",
+                    lease_token=got["lease"]["token"],
+                    verification="v",
+                )
             else:
-                await call(b, "update_task", task_key=key, action="fail", lease_token=got["lease"]["token"],
-                           error="e")  # fmt: skip
+                await call(b, "update_task", task_key=key, action="fail", lease_token=got["lease"]["token"], error="e")
         mine = await call(b, "claim_task", task_key="mine")
         assert (await call(b, "claim_task", tags=["w"]))["reason"] == "all_claimed"
-        await call(b, "update_task", task_key="mine", action="complete", lease_token=mine["lease"]["token"],
-                   verification="v")  # fmt: skip
+        await call(
+            b, "update_task", task_key="mine", action="complete", lease_token=mine["lease"]["token"], verification="v"
+        )
         assert (await call(b, "claim_task", tags=["w"]))["reason"] == "waiting_on_other_work"
         free = await call(b, "claim_task", task_key="free")
-        await call(b, "update_task", task_key="free", action="complete", lease_token=free["lease"]["token"],
-                   verification="v")  # fmt: skip
+        await call(
+            b, "update_task", task_key="free", action="complete", lease_token=free["lease"]["token"], verification="v"
+        )
         assert (await call(b, "claim_task", tags=["w"]))["reason"] == "waiting_on_review"
         await call(ann, "update_task", task_key="review", action="approve")
         assert (await call(b, "claim_task", tags=["w"]))["reason"] == "blocked_by_failure"
@@ -170,8 +217,9 @@ async def test_a_rejected_gate_says_its_comment_where_the_claim_waits(db_url, wo
         await call(ann, "update_task", task_key="go", action="reject", comment="not before the audit")
         got = await call(agent, "claim_task")
         assert got["reason"] == "blocked_by_failure"
-        assert got["waiting_on"] == [{"key": "go", "status": "failed", "owner": None, "retry_after": None,
-                                      "comment": "not before the audit"}]  # fmt: skip
+        assert got["waiting_on"] == [
+            {"key": "go", "status": "failed", "owner": None, "retry_after": None, "comment": "not before the audit"}
+        ]
 
 
 async def test_tags_that_match_no_task_name_the_known_ones(client):
@@ -199,25 +247,48 @@ async def test_task_objects_leave_out_defaults_and_unset_fields(client):
 
 async def test_action_answers_are_compact(db_url, workspace):
     async with mcp_client(db_url, workspace) as agent, operator(db_url, workspace) as ann:
-        await call(agent, "add_tasks", tasks=[t("a", steps=["x"], description="d"), t("b", depends_on=["a"]),
-                                              t("c", max_attempts=3), t("r", review=True)])  # fmt: skip
+        await call(
+            agent,
+            "add_tasks",
+            tasks=[
+                t("a", steps=["x"], description="d"),
+                t("b", depends_on=["a"]),
+                t("c", max_attempts=3),
+                t("r", review=True),
+            ],
+        )
         a = await call(agent, "claim_task", task_key="a")
-        done = await call(agent, "update_task", task_key="a", action="complete", lease_token=a["lease"]["token"],
-                          verification="ok", result={"commit": "abc"})  # fmt: skip
+        done = await call(
+            agent,
+            "update_task",
+            task_key="a",
+            action="complete",
+            lease_token=a["lease"]["token"],
+            verification="ok",
+            result={"commit": "abc"},
+        )
         assert done == {"key": "a", "status": "done", "last_error": None, "unblocked": ["b"]}
         c = await call(agent, "claim_task", task_key="c")
-        back = await call(agent, "update_task", task_key="c", action="fail", lease_token=c["lease"]["token"],
-                          error="flaky")  # fmt: skip
+        back = await call(
+            agent, "update_task", task_key="c", action="fail", lease_token=c["lease"]["token"], error="flaky"
+        )
         assert set(back) == {"key", "status", "available_at"} and back["status"] == "pending"
         c = await call(agent, "claim_task", task_key="b")
         released = await call(agent, "update_task", task_key="b", action="release", lease_token=c["lease"]["token"])
         assert released == {"key": "b", "status": "pending", "attempts": 0}
         reopened = await call(agent, "update_task", task_key="a", action="reopen", reason="again")
-        assert reopened == {"key": "a", "status": "pending", "attempts": 0, "result": None, "verification": None,
-                            "revoked": []}  # fmt: skip
+        assert reopened == {
+            "key": "a",
+            "status": "pending",
+            "attempts": 0,
+            "result": None,
+            "verification": None,
+            "revoked": [],
+        }
         r = await call(agent, "claim_task", task_key="r")
-        await call(agent, "update_task", task_key="r", action="complete", lease_token=r["lease"]["token"],
-                   verification="v")  # fmt: skip
+        await call(
+            agent, "update_task", task_key="r", action="complete", lease_token=r["lease"]["token"], verification="v"
+        )
         approved = await call(ann, "update_task", task_key="r", action="approve")
         assert approved == {"key": "r", "status": "done", "review_comment": None, "unblocked": []}
         cancelled = await call(ann, "update_task", task_key="c", action="cancel", reason="not needed")
@@ -226,11 +297,20 @@ async def test_action_answers_are_compact(db_url, workspace):
 
 async def test_list_tasks_lists_open_tasks_and_counts_everything(db_url, workspace):
     async with mcp_client(db_url, workspace) as agent, operator(db_url, workspace) as ann:
-        await call(agent, "add_tasks", tasks=[t("done"), t("gone"), t("open", priority=2, tags=["x"]),
-                                              t("later", depends_on=["open"])])  # fmt: skip
+        await call(
+            agent,
+            "add_tasks",
+            tasks=[t("done"), t("gone"), t("open", priority=2, tags=["x"]), t("later", depends_on=["open"])],
+        )
         got = await call(agent, "claim_task", task_key="done")
-        await call(agent, "update_task", task_key="done", action="complete", lease_token=got["lease"]["token"],
-                   verification="v")  # fmt: skip
+        await call(
+            agent,
+            "update_task",
+            task_key="done",
+            action="complete",
+            lease_token=got["lease"]["token"],
+            verification="v",
+        )
         await call(ann, "update_task", task_key="gone", action="cancel", reason="r")
         listed = await call(agent, "list_tasks")
         assert listed["tasks"] == [
@@ -241,15 +321,28 @@ async def test_list_tasks_lists_open_tasks_and_counts_everything(db_url, workspa
         every = await call(agent, "list_tasks", status=["done", "cancelled", "pending"])
         assert [r["key"] for r in every["tasks"]] == ["done", "gone", "open", "later"]
         done = (await call(agent, "list_tasks", status="done"))["tasks"][0]
-        assert done == {"key": "done", "title": "task done", "status": "done", "ready": False, "owner": "agent-a",
-                        "attempts": 1}  # fmt: skip
+        assert done == {
+            "key": "done",
+            "title": "task done",
+            "status": "done",
+            "ready": False,
+            "owner": "agent-a",
+            "attempts": 1,
+        }
 
 
 async def test_list_tasks_task_key_answers_one_task_in_full(client):
     await call(client, "add_tasks", tasks=[t("a", description="the whole text", steps=["s"], tags=["x"])])
     got = await call(client, "claim_task")
-    await call(client, "update_task", task_key="a", action="complete", lease_token=got["lease"]["token"],
-               verification="ran it", result={"commit": "abc", "notes": "n" * 500})  # fmt: skip
+    await call(
+        client,
+        "update_task",
+        task_key="a",
+        action="complete",
+        lease_token=got["lease"]["token"],
+        verification="ran it",
+        result={"commit": "abc", "notes": "n" * 500},
+    )
     listed = await call(client, "list_tasks", task_key="a")
     (row,) = listed["tasks"]
     assert row["status"] == "done" and row["ready"] is False and row["result"] == {"commit": "abc", "notes": "n" * 500}
@@ -279,8 +372,7 @@ async def test_people_keep_every_field_in_the_cli_json(sqlite_url, workspace):
     board = json.loads(run_cli("tasks", "--db", db, "--workspace", workspace, "--json").stdout)
     row = next(r for r in board["tasks"] if r["key"] == "b")
     assert row["review"] is False and row["kind"] == "work" and row["owner"] is None and row["tags"] == []
-    out = run_cli("tasks", "release", "a", "--reason", "handing over", "--db", db, "--workspace", workspace,
-                  "--json")  # fmt: skip
+    out = run_cli("tasks", "release", "a", "--reason", "handing over", "--db", db, "--workspace", workspace, "--json")
     assert out.returncode == 0, out.stderr
     released = json.loads(out.stdout)
     assert released["status"] == "pending" and released["title"] == "task a" and released["owner"] is None

@@ -37,15 +37,19 @@ async def _sql(url: str, sql: str, **params: object) -> list[tuple]:
 
 async def truth(url: str, workspace: str) -> dict[tuple[str, bool], int]:
     """(status, blocked) -> tasks, counted the slow way."""
-    rows = await _sql(url, "SELECT status, blocked, count(*) FROM tasks WHERE workspace = :ws GROUP BY status, blocked",
-                      ws=workspace)  # fmt: skip
+    rows = await _sql(
+        url, "SELECT status, blocked, count(*) FROM tasks WHERE workspace = :ws GROUP BY status, blocked", ws=workspace
+    )
     return {(s, bool(b)): int(n) for s, b, n in rows}
 
 
 async def counters(url: str, workspace: str) -> dict[tuple[str, bool], int]:
     """(status, blocked) -> the triggers' count (keys whose count is 0 left out)."""
-    rows = await _sql(url, "SELECT status, blocked, sum(n) FROM task_counts WHERE workspace = :ws "
-                      "GROUP BY status, blocked", ws=workspace)  # fmt: skip
+    rows = await _sql(
+        url,
+        "SELECT status, blocked, sum(n) FROM task_counts WHERE workspace = :ws GROUP BY status, blocked",
+        ws=workspace,
+    )
     return {(s, bool(b)): int(n) for s, b, n in rows if int(n) != 0}
 
 
@@ -68,8 +72,16 @@ async def _random_step(h: Harness, rng: random.Random, agents: list[Identity], h
             key = f"t{base + i}"
             deps = rng.sample(added, k=min(len(added), rng.randint(0, 2))) if added else []
             kind = rng.choices(["work", "review", "gate"], weights=[6, 2, 1])[0]
-            specs.append({"key": key, "title": f"task {key}", "depends_on": deps, "max_attempts": rng.randint(1, 3),
-                          "review": kind == "review", "kind": "gate" if kind == "gate" else "work"})  # fmt: skip
+            specs.append(
+                {
+                    "key": key,
+                    "title": f"task {key}",
+                    "depends_on": deps,
+                    "max_attempts": rng.randint(1, 3),
+                    "review": kind == "review",
+                    "kind": "gate" if kind == "gate" else "work",
+                }
+            )
         await h.tasks.add(ident, tasks=specs)
         added.extend(s["key"] for s in specs)
     elif move < 0.45:
@@ -155,20 +167,28 @@ async def test_an_empty_claim_reads_the_roots_directly_and_agrees_with_the_walk(
         other = Identity(f"{workspace}-b", "a")
         for step in ("empty", "failed", "done", "review"):
             if step == "failed":
-                await h.tasks.add(other, tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b",
-                                                                             "depends_on": ["a"]}])  # fmt: skip
+                await h.tasks.add(
+                    other, tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b", "depends_on": ["a"]}]
+                )
                 got = await h.tasks.claim(other)
-                await h.tasks.update(other, task_key="a", action="fail", lease_token=got.lease.token, error="x",
-                                     retry=False)  # fmt: skip
+                await h.tasks.update(
+                    other, task_key="a", action="fail", lease_token=got.lease.token, error="x", retry=False
+                )
             elif step == "done":
                 await h.tasks.update(other, task_key="a", action="reopen", reason="again")
                 for key in ("a", "b"):
                     got = await h.tasks.claim(other)
-                    await h.tasks.update(other, task_key=key, action="complete", lease_token=got.lease.token,
-                                         verification="ok")  # fmt: skip
+                    await h.tasks.update(
+                        other, task_key=key, action="complete", lease_token=got.lease.token, verification="ok"
+                    )
             elif step == "review":  # a gate whose dependency is done waits on a person, and so does c
-                await h.tasks.add(other, tasks=[{"key": "g", "title": "sign-off", "kind": "gate", "depends_on": ["a"]},
-                                                {"key": "c", "title": "c", "depends_on": ["g"]}])  # fmt: skip
+                await h.tasks.add(
+                    other,
+                    tasks=[
+                        {"key": "g", "title": "sign-off", "kind": "gate", "depends_on": ["a"]},
+                        {"key": "c", "title": "c", "depends_on": ["g"]},
+                    ],
+                )
             async with h.db.read() as conn:
                 direct = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None)
                 walked = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None, walk=True)
@@ -207,8 +227,9 @@ async def test_an_import_is_counted(tmp_path: Path, workspace: str) -> None:
     async with Harness.open(settings_for(source)) as h:
         await h.tasks.add(ident, tasks=[{"key": k, "title": k} for k in "abc"])
         got = await h.tasks.claim(ident)
-        await h.tasks.update(ident, task_key=got.task.key, action="complete", lease_token=got.lease.token,
-                             verification="ok")  # fmt: skip
+        await h.tasks.update(
+            ident, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="ok"
+        )
         lines = [line async for line in h.maintenance.export(workspace)]
     async with Harness.open(settings_for(target)) as h:
         await h.maintenance.import_lines(lines)
@@ -255,7 +276,7 @@ async def test_processes_claiming_at_once_on_postgres_keep_counts_right(postgres
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for i in range(6)
     ]
     async with Harness.open(settings_for(postgres_url)) as h:  # more tasks while the claims run

@@ -50,8 +50,11 @@ async def harness_log(client, key: str) -> list[str]:
 
 
 async def test_claim_result_carries_the_lease_once_and_is_small(client):
-    await call(client, "add_tasks", tasks=[t("a", description="Add a /health endpoint returning 200.",
-                                             steps=["GET /health is 200"])])  # fmt: skip
+    await call(
+        client,
+        "add_tasks",
+        tasks=[t("a", description="Add a /health endpoint returning 200.", steps=["GET /health is 200"])],
+    )
     result = await client.call_tool("claim_task", {})
     got = result.structured_content
     assert set(got) == {"task", "lease", "reason", "waiting_on", "retry_after"}
@@ -70,8 +73,9 @@ async def test_claim_result_carries_the_lease_once_and_is_small(client):
 
 
 async def test_complete_reports_unblocked_and_is_idempotent_for_its_lease(client):
-    await call(client, "add_tasks", tasks=[t("base"), t("x", depends_on=["base"]), t("y", depends_on=["base", "z"]),
-                                           t("z")])  # fmt: skip
+    await call(
+        client, "add_tasks", tasks=[t("base"), t("x", depends_on=["base"]), t("y", depends_on=["base", "z"]), t("z")]
+    )
     got = await claim(client, task_key="base")
     failed = await update(client, "base", "fail", lease_token=got["lease"]["token"], error="flaky")
     assert set(failed) == {"key", "status", "available_at"}, "a retry backoff began; nothing to report on dependents"
@@ -82,8 +86,9 @@ async def test_complete_reports_unblocked_and_is_idempotent_for_its_lease(client
     assert done["last_error"] is None, "complete clears last_error"
     repeat = await complete(client, "base", again["lease"]["token"], verification="other words")
     assert repeat == {**done, "unblocked": []}, "a retried complete by the same lease changes nothing"
-    stale = await fail(client, "update_task", task_key="base", action="complete", lease_token=got["lease"]["token"],
-                       verification="x")  # fmt: skip
+    stale = await fail(
+        client, "update_task", task_key="base", action="complete", lease_token=got["lease"]["token"], verification="x"
+    )
     assert stale.code == "lease_lost" and "failed by agent 'agent-a'" in stale.text
 
 
@@ -96,8 +101,14 @@ async def test_reopen_revokes_dependent_leases_clears_and_logs(client, db_url, w
     reopened = await update(client, "lib", "reopen", reason="API changed")
     assert reopened["revoked"] == ["app"], "reopen says whose lease it revoked (the caller's own included)"
     # compact (revision 3): what changed, and the fields it cleared as null; a reason is no error
-    assert reopened == {"key": "lib", "status": "pending", "attempts": 0, "result": None, "verification": None,
-                        "revoked": ["app"]}  # fmt: skip
+    assert reopened == {
+        "key": "lib",
+        "status": "pending",
+        "attempts": 0,
+        "result": None,
+        "verification": None,
+        "revoked": ["app"],
+    }
     err = await fail(client, "update_task", task_key="app", action="heartbeat", lease_token=app["lease"]["token"])
     assert err.code == "lease_lost" and "a dependency was reopened" in err.text and "'lib'" in err.text
     kinds = await events(db_url, workspace, "lib")
@@ -143,8 +154,9 @@ async def test_failures_and_take_overs_reach_the_log(db_url, workspace):
 async def test_lease_lost_for_a_token_that_never_held_the_task(client):
     await call(client, "add_tasks", tasks=[t("a"), t("b")])
     a = await claim(client, task_key="a")
-    err = await fail(client, "update_task", task_key="b", action="complete", lease_token=a["lease"]["token"],
-                     verification="x")  # fmt: skip
+    err = await fail(
+        client, "update_task", task_key="b", action="complete", lease_token=a["lease"]["token"], verification="x"
+    )
     assert err.code == "lease_lost" and "never held it" in err.text and "pending" in err.text
     made_up = await fail(client, "update_task", task_key="a", action="heartbeat", lease_token="made-up")
     assert "never held it" in made_up.text and "held by agent 'agent-a' (attempt 1)" in made_up.text
@@ -152,8 +164,13 @@ async def test_lease_lost_for_a_token_that_never_held_the_task(client):
 
 async def test_claim_reasons_and_their_precedence(client):
     assert (await claim(client))["reason"] == "none_pending"
-    plan = [t("f", max_attempts=1, tags=["x"]), t("after-f", depends_on=["f"], tags=["x"]), t("held", tags=["y"]),
-            t("after-held", depends_on=["held"], tags=["y"]), t("slow", tags=["z"])]  # fmt: skip
+    plan = [
+        t("f", max_attempts=1, tags=["x"]),
+        t("after-f", depends_on=["f"], tags=["x"]),
+        t("held", tags=["y"]),
+        t("after-held", depends_on=["held"], tags=["y"]),
+        t("slow", tags=["z"]),
+    ]
     await call(client, "add_tasks", tasks=plan)
     assert (await claim(client, tags=["nothing-has-this"]))["reason"] == "none_pending"
     f = await claim(client, task_key="f")
@@ -166,9 +183,16 @@ async def test_claim_reasons_and_their_precedence(client):
     only_y = await claim(client, tags=["y"])
     assert only_y["reason"] == "all_claimed" and 99 < only_y["retry_after"] <= 100
     assert only_y["waiting_on"] == [
-        {"key": "held", "status": "claimed", "owner": "agent-a", "retry_after": only_y["retry_after"], "mine": True,
-         "silent_seconds": only_y["waiting_on"][0]["silent_seconds"], "alive": None}  # in-process: unknown
-    ]  # fmt: skip
+        {
+            "key": "held",
+            "status": "claimed",
+            "owner": "agent-a",
+            "retry_after": only_y["retry_after"],
+            "mine": True,
+            "silent_seconds": only_y["waiting_on"][0]["silent_seconds"],
+            "alive": None,
+        }  # in-process: unknown
+    ]
     assert isinstance(only_y["waiting_on"][0]["silent_seconds"], int) and only_y["waiting_on"][0]["silent_seconds"] >= 0
     everything = await claim(client)
     assert everything["reason"] == "backoff" and 0 < everything["retry_after"] <= 5
@@ -189,12 +213,16 @@ async def test_list_tasks_status_string_or_list_and_ready(client):
     got = await claim(client, task_key="c")
     rows = (await call(client, "list_tasks"))["tasks"]
     assert {r["key"]: (r["status"], r["ready"]) for r in rows} == {
-        "a": ("pending", True), "b": ("pending", False), "c": ("claimed", False),
-    }  # fmt: skip
+        "a": ("pending", True),
+        "b": ("pending", False),
+        "c": ("claimed", False),
+    }
     assert [r["key"] for r in (await call(client, "list_tasks", status="pending"))["tasks"]] == ["a", "b"]
     assert [r["key"] for r in (await call(client, "list_tasks", status=["claimed", "pending"]))["tasks"]] == [
-        "a", "b", "c",
-    ]  # fmt: skip
+        "a",
+        "b",
+        "c",
+    ]
     assert [r["key"] for r in (await call(client, "list_tasks", ready=True))["tasks"]] == ["a"]
     assert [r["key"] for r in (await call(client, "list_tasks", ready=False, status="pending"))["tasks"]] == ["b"]
     clock.advance(1000)  # c's lease ran out: claimable again

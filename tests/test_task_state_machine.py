@@ -79,9 +79,17 @@ class TaskMachine(RuleBasedStateMachine):
         tasks = []
         for i, (priority, attempts, deps, kind) in enumerate(specs):
             depends = sorted(f"k{d}" for d in deps if d < i)  # a DAG: only earlier tasks
-            tasks.append(TaskSpec(key=f"k{i}", title=f"t{i}", priority=priority, max_attempts=attempts,
-                                  depends_on=depends, review=kind == "review",
-                                  kind="gate" if kind == "gate" else "work"))  # fmt: skip
+            tasks.append(
+                TaskSpec(
+                    key=f"k{i}",
+                    title=f"t{i}",
+                    priority=priority,
+                    max_attempts=attempts,
+                    depends_on=depends,
+                    review=kind == "review",
+                    kind="gate" if kind == "gate" else "work",
+                )
+            )
         self.run(self.h.tasks.add(Identity(WS, "planner"), tasks=tasks))
         self.keys = [t.key for t in tasks]
         self.holder = {k: None for k in self.keys}
@@ -266,8 +274,11 @@ class TaskMachine(RuleBasedStateMachine):
         their holders' next calls are refused); nothing else changes."""
         before = self._rows()[0]
         now = clock.now()
-        ran_out = {k for k, r in before.items()
-                   if r.status == "claimed" and r.lease_expires_at <= now and r.attempts >= r.max_attempts}  # fmt: skip
+        ran_out = {
+            k
+            for k, r in before.items()
+            if r.status == "claimed" and r.lease_expires_at <= now and r.attempts >= r.max_attempts
+        }
         if restore:
             self.run(self.h.restore(Identity(WS, agent)))
         else:

@@ -123,11 +123,23 @@ async def test_lease_expiry_fencing(db_url, workspace):
         assert done == {"key": "job", "status": "done", "last_error": None, "unblocked": []}
         assert (await row(b, "job"))["owner"] == "B"
         # a retried complete by the lease that completed it answers the task unchanged (revision 2)
-        again = await call(a, "update_task", task_key="job", action="complete", lease_token=second["lease"]["token"],
-                           verification="again")  # fmt: skip
+        again = await call(
+            a,
+            "update_task",
+            task_key="job",
+            action="complete",
+            lease_token=second["lease"]["token"],
+            verification="again",
+        )
         assert again == done and (await row(a, "job"))["verification"] == "tested"
-        err = await fail(a, "update_task", task_key="job", action="complete", lease_token=first["lease"]["token"],
-                         verification="again")  # fmt: skip
+        err = await fail(
+            a,
+            "update_task",
+            task_key="job",
+            action="complete",
+            lease_token=first["lease"]["token"],
+            verification="again",
+        )
         assert err.code == "lease_lost" and "done" in err.text and "'B' took the task over" in err.text
 
 
@@ -136,8 +148,18 @@ async def test_a_claim_merges_lapsed_leases_and_pending_tasks_in_claim_order(db_
     lapsed lease of a higher priority comes before a lower pending task and after a higher one; a live
     lease and a lapsed one on its last attempt are never taken; ties go to the older task."""
     async with mcp_client(db_url, workspace, agent="A") as a, mcp_client(db_url, workspace, agent="B") as b:
-        await call(a, "add_tasks", tasks=[t("live", priority=9), t("lapsed", priority=5), t("last", priority=8,
-                   max_attempts=1), t("top", priority=6), t("low", priority=1), t("tie", priority=5)])  # fmt: skip
+        await call(
+            a,
+            "add_tasks",
+            tasks=[
+                t("live", priority=9),
+                t("lapsed", priority=5),
+                t("last", priority=8, max_attempts=1),
+                t("top", priority=6),
+                t("low", priority=1),
+                t("tie", priority=5),
+            ],
+        )
         tokens = {}
         for key, lease in (("live", 600), ("last", 10), ("top", 10), ("lapsed", 10)):  # in claim order
             got = await claim(a, lease_seconds=lease)
@@ -156,8 +178,9 @@ async def test_expired_uncontested_lease_may_still_finish(client):
     clock.advance(30)
     brief = await call(client, "restore_state")
     assert brief["my_tasks"][0]["key"] == "slow" and brief["my_tasks"][0]["lease"]["expired"] is True
-    beat = await call(client, "update_task", task_key="slow", action="heartbeat", lease_token=got["lease"]["token"],
-                      lease_seconds=60)  # fmt: skip
+    beat = await call(
+        client, "update_task", task_key="slow", action="heartbeat", lease_token=got["lease"]["token"], lease_seconds=60
+    )
     assert "expired" not in beat and "expired" not in beat["lease"] and beat["lease"]["expires_in_seconds"] == 60
     assert set(beat) == {"lease"}, "a heartbeat answers the lease only"
     done = await complete(client, "slow", got["lease"]["token"])
@@ -167,8 +190,9 @@ async def test_expired_uncontested_lease_may_still_finish(client):
 async def test_fail_retries_with_backoff_then_fails(client):
     await call(client, "add_tasks", tasks=[t("flaky", max_attempts=2)])
     got = await claim(client)
-    back = await call(client, "update_task", task_key="flaky", action="fail", lease_token=got["lease"]["token"],
-                      error="timeout")  # fmt: skip
+    back = await call(
+        client, "update_task", task_key="flaky", action="fail", lease_token=got["lease"]["token"], error="timeout"
+    )
     assert back["status"] == "pending" and back["available_at"] is not None
     waiting = await claim(client)
     assert waiting["task"] is None and waiting["reason"] == "backoff"
@@ -177,8 +201,14 @@ async def test_fail_retries_with_backoff_then_fails(client):
     clock.advance(5.5)
     again = await claim(client)
     assert again["task"]["key"] == "flaky" and again["lease"]["attempt"] == 2
-    final = await call(client, "update_task", task_key="flaky", action="fail", lease_token=again["lease"]["token"],
-                       error="timeout again")  # fmt: skip
+    final = await call(
+        client,
+        "update_task",
+        task_key="flaky",
+        action="fail",
+        lease_token=again["lease"]["token"],
+        error="timeout again",
+    )
     assert final == {"key": "flaky", "status": "failed"} and (await row(client, "flaky"))["attempts"] == 2
 
 
@@ -186,8 +216,15 @@ async def test_fail_without_retry_and_release(client):
     await call(client, "add_tasks", tasks=[t("x"), t("y")])
     x = await claim(client, task_key="x")
     assert x["task"]["key"] == "x"
-    out = await call(client, "update_task", task_key="x", action="fail", lease_token=x["lease"]["token"],
-                     error="impossible", retry=False)  # fmt: skip
+    out = await call(
+        client,
+        "update_task",
+        task_key="x",
+        action="fail",
+        lease_token=x["lease"]["token"],
+        error="impossible",
+        retry=False,
+    )
     assert out == {"key": "x", "status": "failed"} and (await row(client, "x"))["attempts"] == 1
     y = await claim(client, task_key="y")
     released = await call(client, "update_task", task_key="y", action="release", lease_token=y["lease"]["token"])
@@ -315,8 +352,9 @@ async def test_reopening_a_dependency_revokes_claims_downstream(db_url, workspac
         await call(a, "update_task", task_key="base", action="reopen", reason="regression in base")
         rows = {r["key"]: r for r in (await call(a, "list_tasks"))["tasks"]}
         assert rows["top"]["status"] == "pending" and "owner" not in rows["top"] and "attempts" not in rows["top"]
-        err = await fail(b, "update_task", task_key="top", action="complete", lease_token=top["lease"]["token"],
-                         verification="v")  # fmt: skip
+        err = await fail(
+            b, "update_task", task_key="top", action="complete", lease_token=top["lease"]["token"], verification="v"
+        )
         assert err.code == "lease_lost" and "a dependency was reopened" in err.text
         again = await claim(b)
         assert again["task"]["key"] == "base", "the reopened dependency comes first; top waits for it"

@@ -244,24 +244,75 @@ async def main(args: argparse.Namespace) -> str:
     rows = [
         "| metric | mcp-harness | LangGraph / baseline | ratio | target | met |",
         "|---|---|---|---|---|---|",
-        row("write ops/s (one-key workload)", ours_w, lg_w, ours_w / lg_w, ">= 1.5x LangGraph", ours_w >= 1.5 * lg_w,
-            "/s"),
-        row("restore-latest p50 (ratio: times faster)", ours_r * 1000, lg_r * 1000, lg_r / ours_r, "(no target)",
-            None, "ms"),
-        row("list 2,000 history entries (ratio: times faster)", ours_l * 1000, lg_l * 1000, lg_l / ours_l,
-            ">= 20x faster", lg_l >= 20 * ours_l, "ms"),
-        row("bytes per checkpoint, one key of three changes", ours_b1, lg_b1, ours_b1 / lg_b1, "<= 0.25x LangGraph",
-            ours_b1 <= 0.25 * lg_b1, "B"),
-        row("bytes per checkpoint, list grows by one message", ours_b2, lg_b2, ours_b2 / lg_b2,
-            f"<= 2x message ({2 * message_bytes} B)", ours_b2 <= 2 * message_bytes, "B"),
-        row(f"restore-latest p50 at {args.history:,} vs 1,000 checkpoints", big * 1000, small * 1000, big / small,
-            "<= 1.2x", big <= 1.2 * small, "ms"),
-        row("stdio round trip: save_checkpoint vs no-op tool", save_p50 * 1000, noop_p50 * 1000, save_p50 / noop_p50,
-            "<= 1.25x", save_p50 <= 1.25 * noop_p50, "ms"),
-    ]  # fmt: skip
-    versions = (f"mcp-harness {version('mcp-harness')}, langgraph-checkpoint-sqlite "
-                f"{version('langgraph-checkpoint-sqlite')}, mcp {version('mcp')}, Python {platform.python_version()}, "
-                f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs")  # fmt: skip
+        row(
+            "write ops/s (one-key workload)",
+            ours_w,
+            lg_w,
+            ours_w / lg_w,
+            ">= 1.5x LangGraph",
+            ours_w >= 1.5 * lg_w,
+            "/s",
+        ),
+        row(
+            "restore-latest p50 (ratio: times faster)",
+            ours_r * 1000,
+            lg_r * 1000,
+            lg_r / ours_r,
+            "(no target)",
+            None,
+            "ms",
+        ),
+        row(
+            "list 2,000 history entries (ratio: times faster)",
+            ours_l * 1000,
+            lg_l * 1000,
+            lg_l / ours_l,
+            ">= 20x faster",
+            lg_l >= 20 * ours_l,
+            "ms",
+        ),
+        row(
+            "bytes per checkpoint, one key of three changes",
+            ours_b1,
+            lg_b1,
+            ours_b1 / lg_b1,
+            "<= 0.25x LangGraph",
+            ours_b1 <= 0.25 * lg_b1,
+            "B",
+        ),
+        row(
+            "bytes per checkpoint, list grows by one message",
+            ours_b2,
+            lg_b2,
+            ours_b2 / lg_b2,
+            f"<= 2x message ({2 * message_bytes} B)",
+            ours_b2 <= 2 * message_bytes,
+            "B",
+        ),
+        row(
+            f"restore-latest p50 at {args.history:,} vs 1,000 checkpoints",
+            big * 1000,
+            small * 1000,
+            big / small,
+            "<= 1.2x",
+            big <= 1.2 * small,
+            "ms",
+        ),
+        row(
+            "stdio round trip: save_checkpoint vs no-op tool",
+            save_p50 * 1000,
+            noop_p50 * 1000,
+            save_p50 / noop_p50,
+            "<= 1.25x",
+            save_p50 <= 1.25 * noop_p50,
+            "ms",
+        ),
+    ]
+    versions = (
+        f"mcp-harness {version('mcp-harness')}, langgraph-checkpoint-sqlite "
+        f"{version('langgraph-checkpoint-sqlite')}, mcp {version('mcp')}, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs"
+    )
     return "\n".join([f"{n} saves per workload; {versions}", "", *rows])
 
 

@@ -55,8 +55,9 @@ def prepare(db: str) -> None:
             await h.tasks.add(me, tasks=[TaskSpec(key=f"t{i}", title=f"task {i}") for i in range(200)])
             for who in [me, other] * 20:
                 got = await h.tasks.claim(who)
-                await h.tasks.update(who, task_key=got.task.key, action="complete", lease_token=got.lease.token,
-                                     verification="checked")  # fmt: skip
+                await h.tasks.update(
+                    who, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="checked"
+                )
             await h.tasks.claim(me)
             await h.checkpoints.save(other, thread="main", state={"plan": "the shop", "done": 40}, label="midway")
 
@@ -76,8 +77,14 @@ def harness_command() -> list[str]:
 
 def bench_prompt(db: str, tmp: str, rounds: int) -> bool:
     hook = [*harness_command(), "hook", "UserPromptSubmit", "--db", db, "--workspace", WORKSPACE]
-    event = {"session_id": SESSION, "transcript_path": f"{tmp}/t.jsonl", "cwd": tmp, "permission_mode": "default",
-             "hook_event_name": "UserPromptSubmit", "prompt": "go on"}  # fmt: skip
+    event = {
+        "session_id": SESSION,
+        "transcript_path": f"{tmp}/t.jsonl",
+        "cwd": tmp,
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "go on",
+    }
     stdin = json.dumps(event).encode()
     env = {**os.environ, "XDG_RUNTIME_DIR": tmp}
     env.pop("MCP_HARNESS_SESSION", None)
@@ -102,8 +109,13 @@ def find_claude(given: str | None) -> Path | None:
 
 def context_bytes(db: str, workspace: str, tmp: str) -> int:
     """The bytes (UTF-8) of the context `hook SessionStart` gives a new session."""
-    event = {"session_id": SESSION, "transcript_path": f"{tmp}/t.jsonl", "cwd": tmp, "hook_event_name": "SessionStart",
-             "source": "startup"}  # fmt: skip
+    event = {
+        "session_id": SESSION,
+        "transcript_path": f"{tmp}/t.jsonl",
+        "cwd": tmp,
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
     env = {**os.environ, "XDG_RUNTIME_DIR": tmp}
     hook = [*harness_command(), "hook", "SessionStart", "--db", db, "--workspace", workspace]
     out = timed(hook, json.dumps(event).encode(), env)[1]
@@ -131,8 +143,15 @@ def bench_sessions(db: str, tmp: str, rounds: int, claude: Path) -> bool:
             hooks, the stdio server): less swayed by a busy machine than the wall time."""
             cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            done = subprocess.run(claude_command(claude, "go on", *extra), cwd=project, env=env,
-                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+            done = subprocess.run(
+                claude_command(claude, "go on", *extra),
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
             took = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             time.sleep(SETTLE)  # the writing hooks' detached writers finish outside the clock, not in the next run

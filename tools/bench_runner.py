@@ -48,9 +48,13 @@ def tasks(prefix: str, n: int) -> list[dict]:
 def runner_seconds(db: str, ws: str, folder: Path, env: dict, claude: Path, parallel: int) -> float:
     began = time.monotonic()
     done = subprocess.run(
-        [*runner_command(db, ws, "--parallel", str(parallel), claude=claude)], cwd=folder, env=env,
-        capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [*runner_command(db, ws, "--parallel", str(parallel), claude=claude)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         sys.exit(f"the runner failed: {done.stdout[-500:]} {done.stderr[-500:]}")
     return time.monotonic() - began
@@ -86,8 +90,14 @@ def bare_seconds(db: str, ws: str, folder: Path, env: dict, claude: Path, loops:
 
 def idle_cpu(db: str, folder: Path, env: dict, claude: Path, seconds: float) -> float:
     """CPU seconds a runner uses while it waits on a gate for `seconds`."""
-    add_tasks(db, "idle", [{"key": "gate", "title": "a person decides", "kind": "gate"},
-                           {"key": "after", "title": "then this", "depends_on": ["gate"]}])  # fmt: skip
+    add_tasks(
+        db,
+        "idle",
+        [
+            {"key": "gate", "title": "a person decides", "kind": "gate"},
+            {"key": "after", "title": "then this", "depends_on": ["gate"]},
+        ],
+    )
     runner = subprocess.Popen(
         runner_command(db, "idle", claude=claude), cwd=folder, env=env, stdout=subprocess.PIPE, text=True
     )

@@ -104,13 +104,35 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
     pending of which 4 are blocked behind a failure; 20 tasks held under leases that do not run out during
     the run (one per agent, as a team holds them)."""
     off, block = i % 100, i - i % 100
-    row = {"workspace": WORKSPACE, "added_by": None, "key": f"t{i:06d}", "title": f"task {i}: do the thing number {i}",
-           "description": None, "steps": "[]", "priority": i % 4, "depends_on": "[]", "tags": "[]",
-           "max_attempts": 3, "dependents": 0, "content_hash": f"h{i}", "status": "pending", "ready": True,
-           "blocked": False, "available_at": 0.0, "created_at": at + i * 0.01, "updated_at": at + i * 0.01,
-           "completed_at": None, "owner": None, "lease_token": None, "lease_expires_at": None, "lease_seconds": None,
-           "attempts": 0, "review": False, "kind": "work",
-           "paths": None}  # fmt: skip
+    row = {
+        "workspace": WORKSPACE,
+        "added_by": None,
+        "key": f"t{i:06d}",
+        "title": f"task {i}: do the thing number {i}",
+        "description": None,
+        "steps": "[]",
+        "priority": i % 4,
+        "depends_on": "[]",
+        "tags": "[]",
+        "max_attempts": 3,
+        "dependents": 0,
+        "content_hash": f"h{i}",
+        "status": "pending",
+        "ready": True,
+        "blocked": False,
+        "available_at": 0.0,
+        "created_at": at + i * 0.01,
+        "updated_at": at + i * 0.01,
+        "completed_at": None,
+        "owner": None,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "lease_seconds": None,
+        "attempts": 0,
+        "review": False,
+        "kind": "work",
+        "paths": None,
+    }
     dep = None
     if off < 60:
         row.update(status="done", ready=False, completed_at=row["updated_at"], owner="agent-0", attempts=1)
@@ -120,8 +142,14 @@ def _task_row(i: int, at: float) -> tuple[dict[str, Any], str | None]:
         row.update(status="failed", ready=False)
     elif off in (62, 64) and i < 1000:
         until = time.time() + 86400
-        row.update(status="claimed", owner=f"agent-{i % AGENTS}", lease_token=f"bench-{i}", lease_expires_at=until,
-                   lease_seconds=3600, attempts=1)  # fmt: skip
+        row.update(
+            status="claimed",
+            owner=f"agent-{i % AGENTS}",
+            lease_token=f"bench-{i}",
+            lease_expires_at=until,
+            lease_seconds=3600,
+            attempts=1,
+        )
     elif off % 10 == 3:
         dep = f"t{block + 60:06d}"
         row.update(blocked=True, ready=False, depends_on=json.dumps([dep]))
@@ -137,8 +165,17 @@ def _event_rows(tasks: int, entries: int, at: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     def add(t: float, i: int, kind: str, actor: str, attempt: int, detail: dict[str, Any]) -> None:
-        rows.append({"ws": WORKSPACE, "key": f"t{i:06d}", "ev_kind": kind, "ev_actor": actor, "ev_attempt": attempt,
-                     "ev_detail": json.dumps(detail), "ev_at": t})  # fmt: skip
+        rows.append(
+            {
+                "ws": WORKSPACE,
+                "key": f"t{i:06d}",
+                "ev_kind": kind,
+                "ev_actor": actor,
+                "ev_attempt": attempt,
+                "ev_detail": json.dumps(detail),
+                "ev_at": t,
+            }
+        )
 
     ends = {"done": ("complete", {"verification": "tests pass"}), "failed": ("fail", {"error": "the build broke"})}
     for i in range(tasks):
@@ -195,7 +232,7 @@ async def build(
                 + (" needle" if i % (entries // NEEDLES) == 0 else ""),
                 "task_key": f"t{i % tasks:06d}" if i % 3 == 0 else None,
                 "created_at": at + i * 0.05,
-            }  # fmt: skip
+            }
             for i in range(start, min(entries, start + 10000))
         ]
         async with db.write() as conn:
@@ -208,8 +245,10 @@ async def build(
     for start in range(0, len(events), 10000):
         async with db.write() as conn:
             await conn.execute_many(TASK_QUERIES.insert_task_event, events[start : start + 10000])
-    say(f"  {len(events):,} task events ({round(tasks * HOT_EVENTS_PER_TASK):,} of them {HOT_TASK}'s) in "
-        f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    say(
+        f"  {len(events):,} task events ({round(tasks * HOT_EVENTS_PER_TASK):,} of them {HOT_TASK}'s) in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     started = time.perf_counter()
     for j in range(checkpoints):
         who = Identity(WORKSPACE, f"agent-{j % AGENTS}")
@@ -224,10 +263,18 @@ async def build(
             acked = i % 10 != 0 and to != "*" and to != "bench"  # bench: 3 unread at either size
             recent = i % (messages // 5) == 0  # 5 messages to everyone are recent; the others are old news
             created = at + i * 0.5 if to != "*" or recent else at - 8 * 86400 + i * 0.001
-            rows.append({"message_id": f"m{secrets.token_hex(8)}-{i}", "workspace": WORKSPACE,
-                         "sender": f"agent-{(i + 1) % AGENTS}", "recipient": to, "body": f"message {i}",
-                         "created_at": created, "acked_at": at + i if acked else None,
-                         "acked_by": to if acked else None})  # fmt: skip
+            rows.append(
+                {
+                    "message_id": f"m{secrets.token_hex(8)}-{i}",
+                    "workspace": WORKSPACE,
+                    "sender": f"agent-{(i + 1) % AGENTS}",
+                    "recipient": to,
+                    "body": f"message {i}",
+                    "created_at": created,
+                    "acked_at": at + i if acked else None,
+                    "acked_by": to if acked else None,
+                }
+            )
         async with db.write() as conn:
             await conn.execute_many(_INSERT_MESSAGE, rows)
     if messages:
@@ -340,10 +387,12 @@ async def console_pages(
         "page: board, a live refresh (its live part)": ("/ui/board", live),
         "page: task with the most events (see below)": (f"/ui/task?key={HOT_TASK}", {}),
         "(info) page: that task's oldest events (its last 'older events' page)": (
-            f"/ui/task?key={HOT_TASK}&events_before={oldest}", {}),
+            f"/ui/task?key={HOT_TASK}&events_before={oldest}",
+            {},
+        ),
         "page: graph": ("/ui/graph", {}),
         "page: timeline (progress and task events)": ("/ui/log", {}),
-    }  # fmt: skip
+    }
     sizes: dict[str, int] = {}
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=base) as client:
         signed = await client.post("/ui/login", data={"token": token}, headers={"origin": base})
@@ -438,8 +487,15 @@ async def _reserved(h: Harness, workspace: str, held: int, rounds: int) -> Calla
     reserved, and `rounds` more such tasks wait: the claim to time takes one, reserving its paths past
     every live reservation, then hands it back (untimed) so the count of live reservations stays."""
     planner = Identity(workspace, "planner")
-    specs = [{"key": f"p{i:05d}", "title": f"paths {i}", "priority": 1 if i < held else 0,
-              "paths": [f"src/area{i:05d}/", f"docs/area{i:05d}.md"]} for i in range(held + rounds + 10)]  # fmt: skip
+    specs = [
+        {
+            "key": f"p{i:05d}",
+            "title": f"paths {i}",
+            "priority": 1 if i < held else 0,
+            "paths": [f"src/area{i:05d}/", f"docs/area{i:05d}.md"],
+        }
+        for i in range(held + rounds + 10)
+    ]
     for start in range(0, len(specs), 500):
         await h.tasks.add(planner, tasks=specs[start : start + 500])
     for i in range(held):
@@ -449,8 +505,9 @@ async def _reserved(h: Harness, workspace: str, held: int, rounds: int) -> Calla
     async def claim_and_hand_back() -> None:
         got = await h.tasks.claim(me, lease_seconds=3600)
         assert got.task is not None and got.lease is not None, got.reason
-        await h.tasks.update(me, task_key=got.task.key, action="complete", lease_token=got.lease.token,
-                             verification="bench")  # fmt: skip
+        await h.tasks.update(
+            me, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="bench"
+        )
 
     return claim_and_hand_back
 
@@ -518,9 +575,11 @@ def main() -> None:
             if args.paths:
                 reserved[name] = anyio.run(paths_claims, url, min(args.rounds, 100), Path(tmp))
     print()
-    print(f"big: {big[0]:,} tasks, {big[1]:,} progress entries, {big[2]:,} checkpoints; small: 1,000 / 10,000 / 100;"
-          f" p50 of {args.rounds} in-process calls each; Python {platform.python_version()}, SQLite "
-          f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(
+        f"big: {big[0]:,} tasks, {big[1]:,} progress entries, {big[2]:,} checkpoints; small: 1,000 / 10,000 / 100;"
+        f" p50 of {args.rounds} in-process calls each; Python {platform.python_version()}, SQLite "
+        f"{sqlite3.sqlite_version}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
     hot = [round(n * HOT_EVENTS_PER_TASK) for n in (big[0], sizes["small"][0])]
     print(
         f"The task with the most events ({HOT_TASK}, the console's task page): {hot[0]:,} events on the big side,"
@@ -548,8 +607,11 @@ def main() -> None:
             f"| {none:.3f} ms | {ratio:.2f}x | {met} |"
         )
     for backend, pages in page_sizes.items():
-        shown = "; ".join(f"{name.removeprefix('page: ')} {b / 1024:,.0f} KB / {s / 1024:,.0f} KB"
-                          for name, (b, s) in pages.items() if not name.startswith("(info)"))  # fmt: skip
+        shown = "; ".join(
+            f"{name.removeprefix('page: ')} {b / 1024:,.0f} KB / {s / 1024:,.0f} KB"
+            for name, (b, s) in pages.items()
+            if not name.startswith("(info)")
+        )
         print(f"\nconsole pages, bytes big / small ({backend}): {shown}")
     for backend, line in wakes.items():
         print(f"\nwake-up ({backend}, tools/bench_wake.py, 60 rounds): {line}")

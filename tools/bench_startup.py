@@ -59,11 +59,19 @@ CALLS = {
 }
 
 MESSAGES = [
-    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    },
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-]  # fmt: skip
+]
 
 
 def our_command(db: str, checkout: str | None = None) -> list[str]:
@@ -96,8 +104,9 @@ def one_round(command: list[str], call: dict | None, cwd: str | None = None) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HARNESS_")}
     env["CLAUDE_CODE_SESSION_ID"] = str(uuid.uuid4())  # as Claude Code starts a session's servers
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                            cwd=cwd)  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in MESSAGES))
     proc.stdin.flush()
@@ -128,8 +137,10 @@ def measure(rounds: int, baseline: str | None) -> dict[str, dict[str, list[float
     """Every server once per round, in turns: (name, command, tool call, working folder)."""
     samples: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        servers = [("noop", noop_command(), CALLS["noop"], None),
-                   ("ours", our_command(str(Path(tmp) / "harness.db")), CALLS["ours"], None)]  # fmt: skip
+        servers = [
+            ("noop", noop_command(), CALLS["noop"], None),
+            ("ours", our_command(str(Path(tmp) / "harness.db")), CALLS["ours"], None),
+        ]
         if baseline:
             servers.append(("baseline", our_command(str(Path(tmp) / "base.db"), baseline), CALLS["ours"], baseline))
         for _name, command, call, cwd in servers:

@@ -48,8 +48,13 @@ def _waiter(db: str, workspace: str, rounds: int, ready: mp.Queue, got: mp.Queue
                     got.put((None, at))
                     continue
                 got.put((result.task.key, at))
-                await h.tasks.update(ident, task_key=result.task.key, action="complete",
-                                     lease_token=result.lease.token, verification="bench")  # fmt: skip
+                await h.tasks.update(
+                    ident,
+                    task_key=result.task.key,
+                    action="complete",
+                    lease_token=result.lease.token,
+                    verification="bench",
+                )
 
     anyio.run(main)
 

@@ -75,9 +75,14 @@ def version(binary: Path) -> str:
 
 def run(binary: Path, folder: Path, env: dict[str, str], *args: str) -> list[dict[str, Any]]:
     done = subprocess.run(
-        claude_command(binary, "start", *args), cwd=folder, env=env, capture_output=True, text=True, timeout=180,
+        claude_command(binary, "start", *args),
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     return parse_stream(done.stdout)
 
 
@@ -135,9 +140,14 @@ def time_to_init(binary: Path, folder: Path, env: dict[str, str], config: Path) 
     log.unlink(missing_ok=True)
     began = time.perf_counter()
     proc = subprocess.Popen(
-        claude_command(binary, "start", *flags(config), "--debug", "mcp", "--debug-file", str(log)), cwd=folder,
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        claude_command(binary, "start", *flags(config), "--debug", "mcp", "--debug-file", str(log)),
+        cwd=folder,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     took, status = float("nan"), None
     for line in proc.stdout:

@@ -25,8 +25,15 @@ from mcp_harness.store.connection import Query  # noqa: E402
 from mcp_harness.store.urls import pg_dsn as asyncpg_dsn  # noqa: E402
 
 DONE_COLUMNS = (
-    "completed_at", "last_error", "lease_expires_at", "ready", "result", "status", "updated_at", "verification",
-)  # fmt: skip
+    "completed_at",
+    "last_error",
+    "lease_expires_at",
+    "ready",
+    "result",
+    "status",
+    "updated_at",
+    "verification",
+)
 
 
 def _args(query: Query, values: dict) -> list:
@@ -50,19 +57,49 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
             me = f"floor-{secrets.token_hex(3)}"  # a contact row per connection: none waits on another's
             while True:
                 at = time.time()
-                values = {"ws": workspace, "now": at, "agent": "floor", "token": secrets.token_urlsafe(18),
-                          "expires": at + 300, "lease": 300, "fp": "floor", "process": None, "c_agent": me,
-                          "c_at": at, "c_tool": "claim_task", "c_outcome": "claimed", "me": "floor",
-                          "base": "floor", "ops": "", "since": at - 86400}  # fmt: skip
+                values = {
+                    "ws": workspace,
+                    "now": at,
+                    "agent": "floor",
+                    "token": secrets.token_urlsafe(18),
+                    "expires": at + 300,
+                    "lease": 300,
+                    "fp": "floor",
+                    "process": None,
+                    "c_agent": me,
+                    "c_at": at,
+                    "c_tool": "claim_task",
+                    "c_outcome": "claimed",
+                    "me": "floor",
+                    "base": "floor",
+                    "ops": "",
+                    "since": at - 86400,
+                }
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(claim.postgresql, *_args(claim, values))
                 if not rows:
                     return
-                values = {"ws": workspace, "key": rows[0]["key"], "token": rows[0]["lease_token"],
-                          "v_status": "done", "v_ready": False, "v_result": None, "v_verification": "floor",
-                          "v_completed_at": at, "v_lease_expires_at": None, "v_updated_at": at, "v_last_error": None,
-                          "ev_kind": "complete", "ev_actor": "floor", "ev_detail": None, "ev_at": at,
-                          "c_agent": me, "c_at": at, "c_tool": "update_task", "c_outcome": "completed"}  # fmt: skip
+                values = {
+                    "ws": workspace,
+                    "key": rows[0]["key"],
+                    "token": rows[0]["lease_token"],
+                    "v_status": "done",
+                    "v_ready": False,
+                    "v_result": None,
+                    "v_verification": "floor",
+                    "v_completed_at": at,
+                    "v_lease_expires_at": None,
+                    "v_updated_at": at,
+                    "v_last_error": None,
+                    "ev_kind": "complete",
+                    "ev_actor": "floor",
+                    "ev_detail": None,
+                    "ev_at": at,
+                    "c_agent": me,
+                    "c_at": at,
+                    "c_tool": "update_task",
+                    "c_outcome": "completed",
+                }
                 async with pool.acquire() as conn:
                     await conn.fetch(done.postgresql, *_args(done, values))
                 count += 1
@@ -120,8 +157,10 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
-    print(f"{args.processes} processes x {per} connections: {total / elapsed:,.0f} claim+complete/s "
-          f"({total}/{args.tasks} in {elapsed:.2f} s)")  # fmt: skip
+    print(
+        f"{args.processes} processes x {per} connections: {total / elapsed:,.0f} claim+complete/s "
+        f"({total}/{args.tasks} in {elapsed:.2f} s)"
+    )
     if total != args.tasks:
         raise SystemExit(f"expected {args.tasks} completions, got {total}")
 

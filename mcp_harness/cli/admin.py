@@ -32,8 +32,10 @@ def cmd_token(args: argparse.Namespace) -> int:
     async def run(h: Harness) -> int:
         if args.token_command == "create":
             token = await h.tokens.create(args.workspace, args.agent, args.role)
-            print(f"token for agent {args.agent!r} in workspace {args.workspace!r} (role {args.role}); "
-                  "it is shown only now:")  # fmt: skip
+            print(
+                f"token for agent {args.agent!r} in workspace {args.workspace!r} (role {args.role}); "
+                "it is shown only now:"
+            )
             print(token)
         elif args.token_command == "list":
             rows = await h.tokens.list(args.workspace)
@@ -108,8 +110,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             )
         after = await h.database_bytes()
         freed = f"; database {before / 1024:.0f} KiB -> {after / 1024:.0f} KiB"
-        print(f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
-              f"in {report.workspaces} workspace(s){freed}")  # fmt: skip
+        print(
+            f"deleted {report.checkpoints_deleted} checkpoints and {report.values_deleted} unused values "
+            f"in {report.workspaces} workspace(s){freed}"
+        )
         return 0
 
     return with_harness(args, run, existing=True)

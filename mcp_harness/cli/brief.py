@@ -53,8 +53,14 @@ def cmd_brief(args: argparse.Namespace) -> int:
         restored = await h.restore(ident, thread=args.thread)
         rows = await waiting_rows(h, ident)
         others = await other_workspaces(h, ident)
-        text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}",
-                      thread=args.thread, agent=ident.agent, others=others)  # fmt: skip
+        text = render(
+            restored.model_dump(mode="json"),
+            rows,
+            where=f"workspace {ident.workspace}",
+            thread=args.thread,
+            agent=ident.agent,
+            others=others,
+        )
         say(text)
         return 0
 
@@ -80,12 +86,30 @@ async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
     lease holds)."""
     listed = await h.tasks.list(ident, status=["pending"], limit=20)
     claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
-    lapsed = [{"key": t.key, "title": t.title, "status": "claimed", "ready": False, "owner": t.owner,
-               "lapsed": True, "ended": await h.lease_end_reason(ident, t)}
-              for t in claimed if t.lease is not None and t.lease.expired]  # fmt: skip
-    held = [{"key": t.key, "status": "claimed", "ready": False, "owner": t.owner,
-             "paths": [*(t.held_paths or []), *(t.shared_paths or [])]}
-            for t in claimed if t.held_paths or t.shared_paths]  # fmt: skip
+    lapsed = [
+        {
+            "key": t.key,
+            "title": t.title,
+            "status": "claimed",
+            "ready": False,
+            "owner": t.owner,
+            "lapsed": True,
+            "ended": await h.lease_end_reason(ident, t),
+        }
+        for t in claimed
+        if t.lease is not None and t.lease.expired
+    ]
+    held = [
+        {
+            "key": t.key,
+            "status": "claimed",
+            "ready": False,
+            "owner": t.owner,
+            "paths": [*(t.held_paths or []), *(t.shared_paths or [])],
+        }
+        for t in claimed
+        if t.held_paths or t.shared_paths
+    ]
     return [r.model_dump(mode="json") for r in listed.tasks] + lapsed + held
 
 
@@ -162,8 +186,15 @@ def _reason(exc: BaseException, token_env: str, statuses: list[int]) -> str:
     return str(exc) or type(exc).__name__
 
 
-def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: str, thread: str,
-           agent: str | None = None, others: str | None = None) -> str:  # fmt: skip
+def render(
+    restored: dict[str, Any],
+    waiting: list[dict[str, Any]],
+    *,
+    where: str,
+    thread: str,
+    agent: str | None = None,
+    others: str | None = None,
+) -> str:
     """The brief as text: a heading, the state, the tasks, the recent progress and what to do first."""
     counts = restored["task_counts"]
     if not restored["found"] and not restored["recent_progress"] and not any(counts.values()):
@@ -172,9 +203,11 @@ def render(restored: dict[str, Any], waiting: list[dict[str, Any]], *, where: st
     head = f"mcp-harness brief: {where}, thread {thread} ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)"
     tasks = _tasks(restored, waiting, counts, agent)
     progress = [_entry(e) for e in restored["recent_progress"]]
-    first = ("First: continue a task you hold (heartbeat it; a task in review waits for a person); otherwise "
-             "claim_task ONE task. Verify before complete; record_progress (with task_key) and save_checkpoint "
-             "before you stop.")  # fmt: skip
+    first = (
+        "First: continue a task you hold (heartbeat it; a task in review waits for a person); otherwise "
+        "claim_task ONE task. Verify before complete; record_progress (with task_key) and save_checkpoint "
+        "before you stop."
+    )
     state = STATE_BYTES
     while True:
         parts = [head, _state(restored, state), *tasks, *_inbox(restored)]
@@ -225,8 +258,10 @@ def _state(restored: dict[str, Any], budget: int) -> str:
     if behind:  # the log holds what the state does not
         since = f"; since then {behind['progress']} progress entries and {behind['task_changes']} task changes"
         since += " (where they differ, the log wins)"
-    return (f"State: v{meta['version']} saved {_when(meta['created_at'])} by {meta['agent']}{label}, "
-            f"{meta['size_bytes']} B{since}:\n  {text}")  # fmt: skip
+    return (
+        f"State: v{meta['version']} saved {_when(meta['created_at'])} by {meta['agent']}{label}, "
+        f"{meta['size_bytes']} B{since}:\n  {text}"
+    )
 
 
 def _tasks(
@@ -238,23 +273,31 @@ def _tasks(
     lapsed = {r["key"]: r for r in waiting if r.get("lapsed")}
     for held in restored["my_tasks"]:
         if held.get("status") == "in_review":
-            lines.append(f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; '
-                         "do not work on it)")  # fmt: skip
+            lines.append(
+                f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; do not work on it)'
+            )
             continue
         lease = held.get("lease") or {}
-        lines.append(f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
-                     f"lease {_left(lease, lapsed.get(held['key']))}")  # fmt: skip
+        lines.append(
+            f'You hold{who}: {held["key"]} "{_cut(held["title"], 120)}", attempt {lease.get("attempt")}, '
+            f"lease {_left(lease, lapsed.get(held['key']))}"
+        )
     others = [r for r in lapsed.values() if r.get("owner") != me]
     ready = others + [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
-        held = [(r.get("owner") or "?", r["paths"]) for r in waiting
-                if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me]  # fmt: skip
+        held = [
+            (r.get("owner") or "?", r["paths"])
+            for r in waiting
+            if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me
+        ]
         holder = {r["key"]: _holder(r, held) for r in ready}
         ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)
-        names = "; ".join(f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}{_lapsed(r)}'
-                          + (f" (paths held by {holder[r['key']]})" if holder[r["key"]] else "")
-                          for r in ready[:WAITING])  # fmt: skip
+        names = "; ".join(
+            f'{r["key"]} "{_cut(r["title"], 80)}"{_after(r)}{_lapsed(r)}'
+            + (f" (paths held by {holder[r['key']]})" if holder[r["key"]] else "")
+            for r in ready[:WAITING]
+        )
         more = f" (+{len(ready) - WAITING} more)" if len(ready) > WAITING else ""
         lines.append(f"{title}: {names}{more}")
     return lines

@@ -102,7 +102,15 @@ def cmd_config(args: argparse.Namespace) -> int:
         db = db.removeprefix("sqlite+aiosqlite:///")  # a plain path reads better in a config file
     ident = identity(args, with_agent=True)
     agent = args.agent or env("AGENT", args.client)
-    print(snippet(args.client, args.transport, db=db, workspace=ident.workspace, agent=agent,
-                  url=args.url or f"http://127.0.0.1:{env('PORT', '8765')}/mcp",
-                  token=args.token or "PASTE-TOKEN-FROM-mcp-harness-token-create"))  # fmt: skip
+    print(
+        snippet(
+            args.client,
+            args.transport,
+            db=db,
+            workspace=ident.workspace,
+            agent=agent,
+            url=args.url or f"http://127.0.0.1:{env('PORT', '8765')}/mcp",
+            token=args.token or "PASTE-TOKEN-FROM-mcp-harness-token-create",
+        )
+    )
     return 0

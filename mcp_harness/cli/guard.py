@@ -67,8 +67,10 @@ def staged() -> list[str]:
     try:
         out = subprocess.run(
             ["git", "diff", "--cached", "--name-only", "--no-renames", "-z"],
-            capture_output=True, check=True, timeout=30,
-        )  # fmt: skip
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise GuardError(f"cannot list the staged files with git: {exc}") from None
     return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
@@ -101,8 +103,10 @@ class Clash:
     def line(self, at: float) -> str:
         shown = ", ".join(_shown(p) for p in self.paths[:EXAMPLES])
         what = shown if len(self.paths) == 1 else f"{len(self.paths)} files, e.g. {shown}"
-        return (f"  reserved by agent {self.owner!r} (task {self.key!r}, pattern {self.pattern!r}) for "
-                f"{_left(self.expires_at - at)} more: {what}")  # fmt: skip
+        return (
+            f"  reserved by agent {self.owner!r} (task {self.key!r}, pattern {self.pattern!r}) for "
+            f"{_left(self.expires_at - at)} more: {what}"
+        )
 
 
 def check(files: list[str], reservations: list, agent: str) -> list[Clash]:
@@ -162,9 +166,11 @@ def run(argv: list[str]) -> int:
             print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
             return 0
         except glance.Unchecked as exc:  # a wrong --db or --workspace would let every commit through unsaid
-            print(f"mcp-harness guard: {exc}, so nothing is reserved there; the commit is not checked (the "
-                  "hook's --db and --workspace, or the project's .mcp.json, name where agents reserve paths)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"mcp-harness guard: {exc}, so nothing is reserved there; the commit is not checked (the "
+                "hook's --db and --workspace, or the project's .mcp.json, name where agents reserve paths)",
+                file=sys.stderr,
+            )
             return 0
         clashes = check(files, found, agent)
     except GuardError as exc:

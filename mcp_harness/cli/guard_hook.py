@@ -22,8 +22,9 @@ SUFFIX = ".before-mcp-harness"  #: a hook that was there, moved aside and run fi
 def hook_path(root: Path, name: str = "pre-commit") -> Path | None:
     """The repository's hook file `name` (None: not a git repository)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--git-path", f"hooks/{name}"], cwd=root,
-                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        out = subprocess.run(
+            ["git", "rev-parse", "--git-path", f"hooks/{name}"], cwd=root, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0 or not out.stdout.strip():
@@ -85,13 +86,17 @@ def _install(path: Path, text: str, *, dry_run: bool, force: bool) -> str:
         return f"{path}: the commit guard is already installed (unchanged)"
     ours = old is not None and MARK in old
     if ours and _command(old or "") != _command(text) and not force:
-        return (f"{path}: a commit guard with other settings is there: kept; `mcp-harness init --guard --force` "
-                f"replaces it\n      old: {_command(old or '')}\n      new: {_command(text)}")  # fmt: skip
+        return (
+            f"{path}: a commit guard with other settings is there: kept; `mcp-harness init --guard --force` "
+            f"replaces it\n      old: {_command(old or '')}\n      new: {_command(text)}"
+        )
     before = path.with_name(path.name + SUFFIX)
     chain = old is not None and not ours
     if chain and before.exists():  # moving this hook aside would overwrite the one moved aside earlier
-        return (f"{path}: a hook of another program is there and {before.name} too: kept, no guard installed; "
-                "chain them by hand (or move one away) and run init --guard again")  # fmt: skip
+        return (
+            f"{path}: a hook of another program is there and {before.name} too: kept, no guard installed; "
+            "chain them by hand (or move one away) and run init --guard again"
+        )
     if not ours:
         done = f"commit guard {would}installed"
     else:  # --force, or the same settings in an earlier version's words

@@ -32,16 +32,21 @@ DETACHED_VARIABLE = "MCP_HARNESS_HOOK_DETACHED"
 WRITE_FIELDS = ("session_id", "hook_event_name", "reason", "error", "trigger")
 HOOK_SECONDS = 20  #: the whole hook, at most (Claude Code's own timeout for it is longer)
 MAX_INPUT = 1 << 20  #: bytes of stdin read, at most
-USAGE = (f"usage: mcp-harness hook {{{'|'.join(EVENTS)}}} [--db DB] [--workspace W] [--agent A] [--no-session] "
-         "[--url URL --token-env VAR] (reads the client's hook JSON on stdin)")  # fmt: skip
+USAGE = (
+    f"usage: mcp-harness hook {{{'|'.join(EVENTS)}}} [--db DB] [--workspace W] [--agent A] [--no-session] "
+    "[--url URL --token-env VAR] (reads the client's hook JSON on stdin)"
+)
 
 
 def parse(argv: list[str]) -> HookCall:
     if not argv or argv[0] not in EVENTS:
         raise HookError(f"unknown hook event {argv[0] if argv else ''!r}; {USAGE}")
-    call = HookCall(argv[0], db=os.environ.get("MCP_HARNESS_DB") or None,
-                    workspace=os.environ.get("MCP_HARNESS_WORKSPACE") or "default",
-                    agent=os.environ.get("MCP_HARNESS_AGENT") or DEFAULT_AGENT)  # fmt: skip
+    call = HookCall(
+        argv[0],
+        db=os.environ.get("MCP_HARNESS_DB") or None,
+        workspace=os.environ.get("MCP_HARNESS_WORKSPACE") or "default",
+        agent=os.environ.get("MCP_HARNESS_AGENT") or DEFAULT_AGENT,
+    )
     options = {"--db": "db", "--workspace": "workspace", "--agent": "agent", "--url": "url", "--token-env": "token_env"}
     words = iter(argv[1:])
     for word in words:
@@ -144,8 +149,10 @@ def tell(item: Any, me: str) -> str | None:
         return f"- task {k} failed: your lease ran out on its last attempt."
     said = {"approve": "approved it", "reject": "rejected it", "cancel": "cancelled it", "reopen": "reopened it"}
     why = d.get("comment") or d.get("reason")
-    then = {"reject": " It is pending again for its next claimer." if not d.get("gate") else " The gate failed.",
-            "cancel": " Stop working on it."}.get(item.kind, "")  # fmt: skip
+    then = {
+        "reject": " It is pending again for its next claimer." if not d.get("gate") else " The gate failed.",
+        "cancel": " Stop working on it.",
+    }.get(item.kind, "")
     why = one_line(why or "", 300)
     told = f": {why}" + ("" if why.endswith((".", "?", "!")) else ".") if why else "."  # one sentence end, not two
     return f"- task {k}: {who} {said[item.kind]}{told}{then}"
@@ -172,13 +179,30 @@ def detach(call: HookCall) -> None:
 
     if call.event == "SessionEnd" and call.data.get("reason") == "clear":
         return  # nothing to do (see `hook_events._session_end`): no process for it
-    argv = [sys.executable, "-m", "mcp_harness", "hook", call.event, "--workspace", call.workspace,
-            "--agent", call.agent, "--no-session", *(["--db", call.db] if call.db else []),
-            *(["--url", call.url, "--token-env", call.token_env] if call.url else [])]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "mcp_harness",
+        "hook",
+        call.event,
+        "--workspace",
+        call.workspace,
+        "--agent",
+        call.agent,
+        "--no-session",
+        *(["--db", call.db] if call.db else []),
+        *(["--url", call.url, "--token-env", call.token_env] if call.url else []),
+    ]
     data = {k: call.data[k] for k in WRITE_FIELDS if isinstance(call.data.get(k), str)}
-    writer = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, DETACHED_VARIABLE: "1"}, start_new_session=True,
-                              close_fds=True)  # fmt: skip
+    writer = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, DETACHED_VARIABLE: "1"},
+        start_new_session=True,
+        close_fds=True,
+    )
     assert writer.stdin is not None
     writer.stdin.write(json.dumps(data)[:4096].encode())  # well under a pipe's buffer: never waits
     writer.stdin.close()

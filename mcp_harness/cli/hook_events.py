@@ -48,8 +48,10 @@ def _run(call: HookCall, body: Any) -> Any:
 def who(call: HookCall) -> str:
     if call.url is not None:
         return f"mcp-harness: this session acts as the agent of the token in {call.token_env} on {call.url}."
-    return (f"mcp-harness: this session is agent {call.agent} in workspace {call.workspace}: the leases it "
-            "takes are its own; other sessions are other agents.")  # fmt: skip
+    return (
+        f"mcp-harness: this session is agent {call.agent} in workspace {call.workspace}: the leases it "
+        "takes are its own; other sessions are other agents."
+    )
 
 
 def session_start(call: HookCall) -> str:
@@ -76,8 +78,14 @@ async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
     restored = await harness.restore(ident, thread="main")
     rows = await waiting_rows(harness, ident)
     others = await other_workspaces(harness, ident)
-    text = render(restored.model_dump(mode="json"), rows, where=f"workspace {ident.workspace}", thread="main",
-                  agent=ident.agent, others=others)  # fmt: skip
+    text = render(
+        restored.model_dump(mode="json"),
+        rows,
+        where=f"workspace {ident.workspace}",
+        thread="main",
+        agent=ident.agent,
+        others=others,
+    )
     if call.data.get("source") != "compact":
         return text
     lost = []
@@ -106,8 +114,9 @@ async def _note(harness: Harness, ident: Identity, summary: str, key: str | None
 async def _pre_compact(harness: Harness, ident: Identity, call: HookCall) -> None:
     trigger = call.data.get("trigger") if call.data.get("trigger") in ("manual", "auto") else "auto"
     for key in await _held(harness, ident):
-        await _note(harness, ident, f"the context of {ident.agent} was compacted ({trigger}) while it held task {key}",
-                    key)  # fmt: skip
+        await _note(
+            harness, ident, f"the context of {ident.agent} was compacted ({trigger}) while it held task {key}", key
+        )
 
 
 async def _session_end(harness: Harness, ident: Identity, call: HookCall) -> None:
@@ -137,9 +146,11 @@ def _remote_note(call: HookCall) -> None:
     """Over HTTP the token is the identity and its leases end by time: a hook only writes a note."""
     import anyio
 
-    what = {"PreCompact": "its context was compacted", "SessionEnd": f"its session ended "
-            f"({_word(call.data.get('reason'), 'other')})", "StopFailure": f"it stopped on "
-            f"{_word(call.data.get('error'), 'an API error')}; it may go on"}[call.event]  # fmt: skip
+    what = {
+        "PreCompact": "its context was compacted",
+        "SessionEnd": f"its session ended ({_word(call.data.get('reason'), 'other')})",
+        "StopFailure": f"it stopped on {_word(call.data.get('error'), 'an API error')}; it may go on",
+    }[call.event]
     if call.event == "SessionEnd" and _word(call.data.get("reason"), "") == "clear":
         return None
     from .brief import remote_call

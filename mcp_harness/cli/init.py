@@ -137,8 +137,11 @@ def _server_change(args: argparse.Namespace, root: Path, client: str, workspace:
         exe = command_path() if desktop else command  # Desktop does not start servers with a shell's PATH
         entry = stdio_entry(client, exe, serve_args(workspace, args.agent or client, args.db))
         runs = shlex.join([entry["command"], *entry["args"]])
-    path, key = (desktop_config_path(), "mcpServers") if desktop else (root / PROJECT_FILES[client][0],
-                                                                      PROJECT_FILES[client][1])  # fmt: skip
+    path, key = (
+        (desktop_config_path(), "mcpServers")
+        if desktop
+        else (root / PROJECT_FILES[client][0], PROJECT_FILES[client][1])
+    )
     change = merge_server(
         path, _read(path), key, SERVER_NAME, entry, force=args.force, runs=runs, jsonc_ok=client == "vscode"
     )  # VS Code reads its file as JSONC
@@ -213,8 +216,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.remove:
             said = guard_hook.remove(root, dry_run=args.dry_run)
         else:
-            said = guard_hook.install(root, command_path(), args.db, workspace, dry_run=args.dry_run,
-                                      force=args.force)  # fmt: skip
+            said = guard_hook.install(root, command_path(), args.db, workspace, dry_run=args.dry_run, force=args.force)
         for line in said:
             print(f"  {line}")
     for line in notes:
@@ -222,7 +224,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     asked = [c for c in changes if c.by_hand and "vscode" in (args.client or [])]
     if asked:  # asked for by name, and not done: the others are written, the exit status says so
         shown = asked[0].path.relative_to(root) if asked[0].path.is_relative_to(root) else asked[0].path
-        print(f"mcp-harness: {shown} has comments or trailing commas and is not rewritten: add the harness entry "
-              "shown above by hand", file=sys.stderr)  # fmt: skip
+        print(
+            f"mcp-harness: {shown} has comments or trailing commas and is not rewritten: add the harness entry "
+            "shown above by hand",
+            file=sys.stderr,
+        )
         return 2
     return 0

@@ -34,8 +34,9 @@ def main_checkout(root: Path) -> tuple[Path, bool] | None:
     """When `root` is a linked worktree (`git worktree add`): the repository's main working tree (or
     its bare folder, and True), which the first record of `git worktree list` names; else None."""
     try:
-        out = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=root, capture_output=True, text=True,
-                             timeout=10)  # fmt: skip
+        out = subprocess.run(
+            ["git", "worktree", "list", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     first = out.stdout.split("\n\n", 1)[0].splitlines() if out.returncode == 0 else []
@@ -55,12 +56,15 @@ def check_root(root: Path) -> None:
     Claude Code's settings for every project of this user) or the file system's root."""
     resolved = root.resolve()
     if resolved == Path.home().resolve():
-        raise InvalidArgument(f"{root} is your home directory: its .claude/settings.json holds Claude Code's "
-                              "settings for all your projects; run init inside a project folder "
-                              "(nothing was written)")  # fmt: skip
+        raise InvalidArgument(
+            f"{root} is your home directory: its .claude/settings.json holds Claude Code's "
+            "settings for all your projects; run init inside a project folder "
+            "(nothing was written)"
+        )
     if resolved.parent == resolved:
-        raise InvalidArgument(f"{root} is the file system's root: run init inside a project folder "
-                              "(nothing was written)")  # fmt: skip
+        raise InvalidArgument(
+            f"{root} is the file system's root: run init inside a project folder (nothing was written)"
+        )
 
 
 def workspace_name(folder: str) -> str:
@@ -84,8 +88,9 @@ def token_workspace(url: str, token_env: str) -> tuple[str | None, str]:
         return None, f"{token_env} is not set, so the server could not be asked which workspace the token names"
     parts = urlsplit(url)
     base = parts.path[: -len("/mcp")] if parts.path.endswith("/mcp") else parts.path.rstrip("/")
-    ask = urllib.request.Request(parts._replace(path=f"{base}/whoami", query="").geturl(),
-                                 headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    ask = urllib.request.Request(
+        parts._replace(path=f"{base}/whoami", query="").geturl(), headers={"Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(ask, timeout=10) as response:  # noqa: S310 - http(s) only (--url is checked)
             name = json.loads(response.read()).get("workspace")
@@ -103,20 +108,26 @@ def choose_workspace(args: argparse.Namespace, root: Path) -> tuple[str, str]:
         name, why = token_workspace(args.url or "", args.token_env)
         if name is not None:
             return name, f"Workspace {name!r} (the one the token in {args.token_env} names on {args.url})."
-        raise InvalidArgument(f"{why}: set {args.token_env} to your token (or name the token's workspace with "
-                              "--workspace W) and run init again (nothing was written)")  # fmt: skip
+        raise InvalidArgument(
+            f"{why}: set {args.token_env} to your token (or name the token's workspace with "
+            "--workspace W) and run init again (nothing was written)"
+        )
     if args.workspace is not None:
         if not NAME_RE.fullmatch(args.workspace):
-            raise InvalidArgument(f"--workspace {args.workspace!r} is not a valid workspace name: use 1-128 characters "
-                                  "from A-Z a-z 0-9 . _ : / -, starting with a letter or digit")  # fmt: skip
+            raise InvalidArgument(
+                f"--workspace {args.workspace!r} is not a valid workspace name: use 1-128 characters "
+                "from A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
+            )
         return args.workspace, f"Workspace {args.workspace!r} (from --workspace)."
     linked = main_checkout(root)
     if linked is not None:
         return _worktree_workspace(args, *linked)
     name = workspace_name(root.name)
     if not name:
-        raise InvalidArgument(f"the folder name {root.name!r} leaves no valid workspace name: choose one with "
-                              "--workspace NAME (letters, digits and . _ : / -)")  # fmt: skip
+        raise InvalidArgument(
+            f"the folder name {root.name!r} leaves no valid workspace name: choose one with "
+            "--workspace NAME (letters, digits and . _ : / -)"
+        )
     return name, (
         f"Workspace {name!r} (from the project folder's name {root.name!r}; another project in a folder of the "
         "same name would share it: --workspace NAME chooses another)."
@@ -141,8 +152,10 @@ def _worktree_workspace(args: argparse.Namespace, main: Path, bare: bool) -> tup
     folder = main.name[: -len(".git")] if bare and main.name.endswith(".git") else main.name
     name = workspace_name(folder)
     if not name:
-        raise InvalidArgument(f"the main checkout's folder name {folder!r} leaves no valid workspace name: choose "
-                              "one with --workspace NAME (letters, digits and . _ : / -)")  # fmt: skip
+        raise InvalidArgument(
+            f"the main checkout's folder name {folder!r} leaves no valid workspace name: choose "
+            "one with --workspace NAME (letters, digits and . _ : / -)"
+        )
     return name, (
         f"Workspace {name!r} (from the folder name {folder!r} of {main}: this folder is a linked worktree of it, "
         "and every worktree of a repository is one workspace; --workspace NAME chooses another)."
@@ -155,8 +168,10 @@ def settle_transport(args: argparse.Namespace) -> None:
         raise InvalidArgument("--url is the address of a shared HTTP server: drop --transport stdio (or --url)")
     args.transport = args.transport or ("http" if args.url else "stdio")
     if args.token_env is not None and args.transport == "stdio":
-        raise InvalidArgument("--token-env names the token of a shared HTTP server: use it with --transport http "
-                              "--url URL, or drop it for a stdio set-up")  # fmt: skip
+        raise InvalidArgument(
+            "--token-env names the token of a shared HTTP server: use it with --transport http "
+            "--url URL, or drop it for a stdio set-up"
+        )
     args.token_env = args.token_env or DEFAULT_TOKEN_ENV
 
 
@@ -178,7 +193,9 @@ def project_db(db: str | None) -> str | None:
     except ValueError:
         password = None
     if password:
-        raise InvalidArgument("--db carries a password, which init would write into the project's files: give "
-                              "the URL without it and set PGPASSWORD or ~/.pgpass where the server runs, or use "
-                              "--transport http with a token (nothing was written)")  # fmt: skip
+        raise InvalidArgument(
+            "--db carries a password, which init would write into the project's files: give "
+            "the URL without it and set PGPASSWORD or ~/.pgpass where the server runs, or use "
+            "--transport http with a token (nothing was written)"
+        )
     return db

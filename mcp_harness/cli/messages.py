@@ -21,9 +21,14 @@ def cmd_msg(args: argparse.Namespace) -> int:
 
         async def send(h: Harness) -> int:
             sent = await h.messages.act(
-                who, action="send", to=args.to, body=args.body, subject=args.subject, task_key=args.task,
+                who,
+                action="send",
+                to=args.to,
+                body=args.body,
+                subject=args.subject,
+                task_key=args.task,
                 reply_to=args.reply_to,
-            )  # fmt: skip
+            )
             if args.json:
                 print(json.dumps(sent.model_dump(mode="json")))
             else:

@@ -72,8 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", default=None, help="SQLAlchemy URL or file path (env MCP_HARNESS_DB)")
     ws = argparse.ArgumentParser(add_help=False)
-    ws.add_argument("--workspace", default=None,
-                    help="workspace (env MCP_HARNESS_WORKSPACE; default: the project's, else 'default')")  # fmt: skip
+    ws.add_argument(
+        "--workspace",
+        default=None,
+        help="workspace (env MCP_HARNESS_WORKSPACE; default: the project's, else 'default')",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _serve(sub, [common, ws])
     _reading(sub, [common, ws])
@@ -89,12 +92,19 @@ def _serve(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParse
     p = sub.add_parser("serve", parents=parents, help="run the MCP server (stdio by default)")
     p.add_argument("--transport", choices=["stdio", "http"], default=env("TRANSPORT", "stdio"))
     p.add_argument("--agent", default=None, help="agent name for stdio (env MCP_HARNESS_AGENT, default 'default')")
-    p.add_argument("--role", choices=ROLES, default=None,
-                   help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)")  # fmt: skip
-    p.add_argument("--no-session", action="store_true",
-                   help="stdio: act as --agent, not --agent:<session> (env MCP_HARNESS_NO_SESSION=1)")  # fmt: skip
-    p.add_argument("--keep-leases", action="store_true",
-                   help="stdio: leases outlive the connection (env MCP_HARNESS_KEEP_LEASES=1)")  # fmt: skip
+    p.add_argument(
+        "--role", choices=ROLES, default=None, help="stdio: the connection's role (env MCP_HARNESS_ROLE, default agent)"
+    )
+    p.add_argument(
+        "--no-session",
+        action="store_true",
+        help="stdio: act as --agent, not --agent:<session> (env MCP_HARNESS_NO_SESSION=1)",
+    )
+    p.add_argument(
+        "--keep-leases",
+        action="store_true",
+        help="stdio: leases outlive the connection (env MCP_HARNESS_KEEP_LEASES=1)",
+    )
     p.add_argument("--host", default=env("HOST", "127.0.0.1"))
     p.add_argument("--port", type=port_number, default=int(env("PORT", "8765")))
     p.add_argument("--allowed-host", action="append", default=None, help="extra Host header value allowed (http)")
@@ -110,13 +120,18 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser(
-        "tasks", parents=parents,
+        "tasks",
+        parents=parents,
         help="the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks release|retry|cancel|reopen KEY`",
-    )  # fmt: skip
-    p.add_argument("show", nargs="*", metavar="show|add|release|retry|cancel|reopen KEY",
-                   help="show: one task's lease, events and progress; add: a new task; release (--reason): end "
-                   "its lease; retry: end its backoff; cancel (--reason): the plan no longer needs it; reopen "
-                   "(--reason): revive a done, failed or cancelled task")  # fmt: skip
+    )
+    p.add_argument(
+        "show",
+        nargs="*",
+        metavar="show|add|release|retry|cancel|reopen KEY",
+        help="show: one task's lease, events and progress; add: a new task; release (--reason): end "
+        "its lease; retry: end its backoff; cancel (--reason): the plan no longer needs it; reopen "
+        "(--reason): revive a done, failed or cancelled task",
+    )
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
     p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
     add = p.add_argument_group(
@@ -150,8 +165,12 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     m = msub.add_parser("ack", parents=parents, help="acknowledge messages: they stop coming back")
     m.add_argument("ids", nargs="+", metavar="ID")
     for m in msub.choices.values():
-        m.add_argument("--agent", default=None, help="who acts (default: run from an agent's session, its agent, as "
-                       "the hooks resolve it; else your login name, else 'operator')")  # fmt: skip
+        m.add_argument(
+            "--agent",
+            default=None,
+            help="who acts (default: run from an agent's session, its agent, as "
+            "the hooks resolve it; else your login name, else 'operator')",
+        )
         m.add_argument("--json", action="store_true")
 
     p = sub.add_parser("review", parents=parents, help="tasks waiting for a person: list, approve KEY, reject KEY")
@@ -174,12 +193,21 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     p = sub.add_parser("brief", parents=parents, help="the resume brief as text (for a person or a session-start hook)")
     p.add_argument("--thread", default="main")
-    p.add_argument("--agent", default=None, help="whose held tasks to show (default: run in an agent's session, "
-                   "its agent, as `msg` resolves it; else MCP_HARNESS_AGENT, else 'default')")  # fmt: skip
-    p.add_argument("--url", type=http_url, default=None,
-                   help="ask a shared HTTP server (its /mcp URL), not the database")  # fmt: skip
-    p.add_argument("--token-env", default="MCP_HARNESS_TOKEN", metavar="VAR",
-                   help="with --url: the variable holding the bearer token (default MCP_HARNESS_TOKEN)")  # fmt: skip
+    p.add_argument(
+        "--agent",
+        default=None,
+        help="whose held tasks to show (default: run in an agent's session, "
+        "its agent, as `msg` resolves it; else MCP_HARNESS_AGENT, else 'default')",
+    )
+    p.add_argument(
+        "--url", type=http_url, default=None, help="ask a shared HTTP server (its /mcp URL), not the database"
+    )
+    p.add_argument(
+        "--token-env",
+        default="MCP_HARNESS_TOKEN",
+        metavar="VAR",
+        help="with --url: the variable holding the bearer token (default MCP_HARNESS_TOKEN)",
+    )
 
 
 def _maintenance(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, ws: argparse.ArgumentParser) -> None:
@@ -239,19 +267,28 @@ def _clients(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="http (implied): the shared server's /mcp URL (default http://127.0.0.1:8765/mcp)",
     )
-    p.add_argument("--token-env", default=None, metavar="VAR",
-                   help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)")  # fmt: skip
-    p.add_argument("--db", default=None,
-                   help="stdio: the server's database (default: each user's own); a path is made absolute")  # fmt: skip
+    p.add_argument(
+        "--token-env",
+        default=None,
+        metavar="VAR",
+        help="http: the environment variable that holds the token (default MCP_HARNESS_TOKEN)",
+    )
+    p.add_argument(
+        "--db", default=None, help="stdio: the server's database (default: each user's own); a path is made absolute"
+    )
     p.add_argument("--agent", default=None, help="stdio: the agent name (default: the client's name)")
     p.add_argument("--force", action="store_true", help="replace an existing different harness entry or hook")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     p.add_argument("--no-hooks", action="store_true", help="no Claude Code lifecycle hooks")
-    p.add_argument("--remove", action="store_true",
-                   help="take out what init added (servers, hooks, instructions, the CLAUDE.md import)")  # fmt: skip
+    p.add_argument(
+        "--remove",
+        action="store_true",
+        help="take out what init added (servers, hooks, instructions, the CLAUDE.md import)",
+    )
     p.add_argument("--no-instructions", action="store_true", help="no section in AGENTS.md / CLAUDE.md")
-    p.add_argument("--guard", action="store_true",
-                   help="also install the commit guard as the repository's git pre-commit hook")  # fmt: skip
+    p.add_argument(
+        "--guard", action="store_true", help="also install the commit guard as the repository's git pre-commit hook"
+    )
 
 
 def _tokens_and_schemas(

@@ -43,8 +43,10 @@ def load_json(path: Path, text: str | None) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix or move it, then "
-                              "run init again (nothing was written)") from None  # fmt: skip
+        raise InvalidArgument(
+            f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix or move it, then "
+            "run init again (nothing was written)"
+        ) from None
     if not isinstance(data, dict):
         raise InvalidArgument(f"{path} does not hold a JSON object: fix or move it (nothing was written)")
     return data
@@ -54,8 +56,17 @@ def dump_json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def merge_server(path: Path, text: str | None, key: str, name: str, entry: dict[str, Any], *, force: bool,
-                 runs: str, jsonc_ok: bool = False) -> Change:  # fmt: skip
+def merge_server(
+    path: Path,
+    text: str | None,
+    key: str,
+    name: str,
+    entry: dict[str, Any],
+    *,
+    force: bool,
+    runs: str,
+    jsonc_ok: bool = False,
+) -> Change:
     """Add `entry` as server `name` under `key`, keeping every other server; an existing different
     entry of that name is kept unless `force`. With `jsonc_ok` (VS Code's file) a file with comments
     or trailing commas is read but never rewritten: the person is shown the entry to add."""
@@ -69,8 +80,12 @@ def merge_server(path: Path, text: str | None, key: str, name: str, entry: dict[
     if current == entry:
         return Change(path, None, f"server {name!r} already set up (unchanged)")
     if current is not None and not force:
-        return Change(path, None, f"server {name!r} exists with other settings: kept; `mcp-harness init --force` "
-                                  f"replaces it\n{_differs(current, entry)}")  # fmt: skip
+        return Change(
+            path,
+            None,
+            f"server {name!r} exists with other settings: kept; `mcp-harness init --force` "
+            f"replaces it\n{_differs(current, entry)}",
+        )
     servers[name] = entry
     verb = "replaced" if current is not None else "added"
     return Change(path, dump_json(data), f"{verb} server {name!r}, which runs: {runs}")
@@ -90,23 +105,32 @@ def _by_hand(path: Path, text: str, key: str, name: str, entry: dict[str, Any]) 
     try:
         data = jsonc.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidArgument(f"{path} is not valid JSON, even allowing comments ({exc.msg}, line {exc.lineno}): "
-                              "fix or move it, then run init again (nothing was written)") from None  # fmt: skip
+        raise InvalidArgument(
+            f"{path} is not valid JSON, even allowing comments ({exc.msg}, line {exc.lineno}): "
+            "fix or move it, then run init again (nothing was written)"
+        ) from None
     servers = data.get(key) if isinstance(data, dict) else None
     current = servers.get(name) if isinstance(servers, dict) else None
     if current == entry:
         return Change(path, None, f"server {name!r} already set up (unchanged)")
     why = "has other settings for it" if current is not None else "has no entry for it"
-    what = (f"has comments or trailing commas, so init does not rewrite it (they would be lost), and it {why}: "
-            f"add this under {key!r} by hand:\n      {json.dumps(name)}: {_compact(entry)}")  # fmt: skip
+    what = (
+        f"has comments or trailing commas, so init does not rewrite it (they would be lost), and it {why}: "
+        f"add this under {key!r} by hand:\n      {json.dumps(name)}: {_compact(entry)}"
+    )
     if current is not None:
         what += "\n" + _differs(current, entry)
     return Change(path, None, what, by_hand=True)
 
 
 #: the lifecycle pack: event -> matcher (None: every occurrence); SessionStart covers every source
-HOOK_EVENTS = {"SessionStart": HOOK_MATCHER, "UserPromptSubmit": None, "PreCompact": None, "SessionEnd": None,
-               "StopFailure": None}  # fmt: skip
+HOOK_EVENTS = {
+    "SessionStart": HOOK_MATCHER,
+    "UserPromptSubmit": None,
+    "PreCompact": None,
+    "SessionEnd": None,
+    "StopFailure": None,
+}
 
 
 def merge_hooks(path: Path, text: str | None, commands: dict[str, str], *, force: bool) -> Change:
@@ -253,19 +277,21 @@ def instructions(workspace: str) -> str:
     """The marked section: the session loop in five lines. One text whichever clients and hooks a run
     sets up, so running `init` again with other flags never finds it "edited"."""
     opening = "Start with `restore_state` (where the SessionStart hook is set up, its brief came first)"
-    return "\n".join([
-        BEGIN,
-        f"## Working memory: mcp-harness (workspace `{workspace}`, MCP server `harness`)",
-        "",
-        f"1. {opening}: the latest state, recent progress of every thread, the tasks you hold.",
-        "2. Continue the task you hold, or `claim_task` ONE task; no task? its `reason` says why.",
-        "3. Work on that one task; `update_task(action=\"heartbeat\")` during long work.",
-        "4. Verify end to end, then `update_task(action=\"complete\", verification=...)`; stopping before it is "
-        "done? `release` it.",
-        "5. Before you stop: `record_progress` (with `task_key`, what was verified, `next_steps`), then "
-        "`save_checkpoint(mode=\"merge\")`.",
-        END,
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            BEGIN,
+            f"## Working memory: mcp-harness (workspace `{workspace}`, MCP server `harness`)",
+            "",
+            f"1. {opening}: the latest state, recent progress of every thread, the tasks you hold.",
+            "2. Continue the task you hold, or `claim_task` ONE task; no task? its `reason` says why.",
+            '3. Work on that one task; `update_task(action="heartbeat")` during long work.',
+            '4. Verify end to end, then `update_task(action="complete", verification=...)`; stopping before it is '
+            "done? `release` it.",
+            "5. Before you stop: `record_progress` (with `task_key`, what was verified, `next_steps`), then "
+            '`save_checkpoint(mode="merge")`.',
+            END,
+        ]
+    )
 
 
 def merge_instructions(path: Path, text: str | None, section: str, *, force: bool) -> Change:

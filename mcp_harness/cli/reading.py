@@ -112,8 +112,14 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         t = table("VERSION", "SAVED (UTC)", "AGENT", "BYTES", "CHECKPOINT", "LABEL")
         for c in page.checkpoints:
-            t.add_row(f"v{c.version}", c.created_at[:19].replace("T", " "), c.agent, str(c.size_bytes),
-                      c.checkpoint_id, c.label or "")  # fmt: skip
+            t.add_row(
+                f"v{c.version}",
+                c.created_at[:19].replace("T", " "),
+                c.agent,
+                str(c.size_bytes),
+                c.checkpoint_id,
+                c.label or "",
+            )
         show(t)
         return 0
 

@@ -68,12 +68,27 @@ def _list(args: argparse.Namespace) -> int:
             print("nothing waits for review")
             return 0
         rejected = any(task.review_comment for task in tasks)  # sent back before: what the reviewer asked
-        t = table("KEY", "KIND", "BY", "SINCE (UTC)", "VERIFICATION", *(["REJECTED BEFORE"] if rejected else []),
-                  "TITLE", wide="TITLE")  # fmt: skip
+        t = table(
+            "KEY",
+            "KIND",
+            "BY",
+            "SINCE (UTC)",
+            "VERIFICATION",
+            *(["REJECTED BEFORE"] if rejected else []),
+            "TITLE",
+            wide="TITLE",
+        )
         for task in tasks:
             earlier = [task.review_comment or "-"] if rejected else []
-            t.add_row(task.key, styled("in_review", task.kind), task.owner or "-", when(task.updated_at),
-                      task.verification or "-", *earlier, task.title)  # fmt: skip
+            t.add_row(
+                task.key,
+                styled("in_review", task.kind),
+                task.owner or "-",
+                when(task.updated_at),
+                task.verification or "-",
+                *earlier,
+                task.title,
+            )
         show(t)
         if sys.stderr.isatty():  # a hint for a person; piped output stays the table alone
             print("next: mcp-harness review approve KEY [--comment C] | reject KEY --comment C", file=sys.stderr)

@@ -27,8 +27,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             ident = Identity(workspace=ident.workspace, agent=ident.agent, role=ident.role, process=this_process())
         server = create_server(settings, ident, end_leases=not keep)
         if sys.stdin is not None and sys.stdin.isatty():  # a person typed it; a client's stdin is a pipe
-            print(f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "
-                  'starts this command (docs/setup.md, "Connect a client"); Ctrl-C stops', file=sys.stderr)  # fmt: skip
+            print(
+                f"mcp-harness: serving MCP on stdio for workspace {ident.workspace!r}; an MCP client normally "
+                'starts this command (docs/setup.md, "Connect a client"); Ctrl-C stops',
+                file=sys.stderr,
+            )
         recorded = record(ident.workspace, ident.agent)  # for this client's hooks and commit guard
         try:
             server.run("stdio")

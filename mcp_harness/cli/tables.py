@@ -57,8 +57,16 @@ def task_board(tasks: list[Any]) -> Any:
         if not lease and task.available_at:  # pending, waiting out a backoff (`tasks retry KEY` ends it)
             lease = "retry in " + time_left(task.available_at).removesuffix(" left")
         kind = "gate" if task.kind == "gate" else "review" if task.review else ""
-        t.add_row(task.key, styled(task.status), task.owner or "-", lease, str(task.priority),
-                  f"{task.attempts}/{task.max_attempts}", kind, task.title)  # fmt: skip
+        t.add_row(
+            task.key,
+            styled(task.status),
+            task.owner or "-",
+            lease,
+            str(task.priority),
+            f"{task.attempts}/{task.max_attempts}",
+            kind,
+            task.title,
+        )
     return t
 
 
@@ -72,9 +80,16 @@ def progress_log(entries: list[Any]) -> Any:
         if e.artifacts:
             body.append(f"artifacts: {json.dumps(e.artifacts, ensure_ascii=False)}")
         by_harness = e.agent == HARNESS_AGENT
-        t.add_row(str(e.seq), when(e.created_at), Text(e.agent, style="italic" if by_harness else "bold"),
-                  styled(e.status, e.status.upper()), e.task_key or "-", e.thread, "\n".join(body),
-                  style="dim" if by_harness else None)  # fmt: skip
+        t.add_row(
+            str(e.seq),
+            when(e.created_at),
+            Text(e.agent, style="italic" if by_harness else "bold"),
+            styled(e.status, e.status.upper()),
+            e.task_key or "-",
+            e.thread,
+            "\n".join(body),
+            style="dim" if by_harness else None,
+        )
     return t
 
 
@@ -103,13 +118,26 @@ def status_report(report: dict[str, Any]) -> list[Any]:
         if group:
             out.append(Text(title, style=style))
             held = any(lease.get("paths") or lease.get("shared_paths") for lease in group)
-            leases = table("TASK", "OWNER", "ATTEMPT", "ENDED (UTC)" if why else "EXPIRES (UTC)", *(["WHY"] * why),
-                           "LAST PROGRESS (UTC)", *(["PATHS"] * held))  # fmt: skip
+            leases = table(
+                "TASK",
+                "OWNER",
+                "ATTEMPT",
+                "ENDED (UTC)" if why else "EXPIRES (UTC)",
+                *(["WHY"] * why),
+                "LAST PROGRESS (UTC)",
+                *(["PATHS"] * held),
+            )
             for lease in group:
                 paths = [*lease.get("paths", []), *(f"{p} (shared)" for p in lease.get("shared_paths", []))]
-                leases.add_row(lease["task"], lease["owner"] or "-", str(lease["attempt"]), when(lease["expires_at"]),
-                               *([lease.get("ended") or ""] * why), when(lease["last_progress_at"]),
-                               *([", ".join(paths)] * held))  # fmt: skip
+                leases.add_row(
+                    lease["task"],
+                    lease["owner"] or "-",
+                    str(lease["attempt"]),
+                    when(lease["expires_at"]),
+                    *([lease.get("ended") or ""] * why),
+                    when(lease["last_progress_at"]),
+                    *([", ".join(paths)] * held),
+                )
             out.append(leases)
     for runner in report.get("runners", []):
         waits = f", {runner['waiting']}" if runner.get("waiting") else ""
@@ -122,8 +150,16 @@ def status_report(report: dict[str, Any]) -> list[Any]:
             cost = f"${r['cost_usd']:.4f}" if r.get("cost_usd") is not None else "unknown"
             turns = str(r["turns"]) if r.get("turns") is not None else "unknown"
             session = r["id"][:8] + (" (runner gone)" if r.get("runner_gone") else "")
-            running.add_row(session, str(r["slot"]), r["task_key"] or r["kind"], r["agent"], when(r["started_at"]),
-                            turns, cost, r.get("last_tool") or "")  # fmt: skip
+            running.add_row(
+                session,
+                str(r["slot"]),
+                r["task_key"] or r["kind"],
+                r["agent"],
+                when(r["started_at"]),
+                turns,
+                cost,
+                r.get("last_tool") or "",
+            )
         out.append(running)
     if report["largest_checkpoints"]:
         out.append("largest checkpoints:")

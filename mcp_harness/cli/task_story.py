@@ -29,8 +29,16 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
         say(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
     if t.kind == "gate" or t.review:
         say("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
-    for name in ("depends_on", "paths", "held_paths", "shared_paths", "last_error", "verification", "result",
-                 "review_comment"):  # fmt: skip
+    for name in (
+        "depends_on",
+        "paths",
+        "held_paths",
+        "shared_paths",
+        "last_error",
+        "verification",
+        "result",
+        "review_comment",
+    ):
         if getattr(t, name) not in (None, []):
             say(f"  {name}: {json.dumps(getattr(t, name), ensure_ascii=False)}")
     say("events:" if story.events else "events: none")

@@ -25,9 +25,14 @@ async def login_page(console: Console, request: Request) -> Response:
     if code is not None and isinstance(login, CodeLogin):
         sid = login.redeem(code)
         if sid is None:
-            return _login(console, request, 403, "This login code was already used, or it is not the one "
-                          "mcp-harness ui printed. Use the browser window that opened it, or restart "
-                          "mcp-harness ui for a new code.")  # fmt: skip
+            return _login(
+                console,
+                request,
+                403,
+                "This login code was already used, or it is not the one "
+                "mcp-harness ui printed. Use the browser window that opened it, or restart "
+                "mcp-harness ui for a new code.",
+            )
         response = RedirectResponse(console.url("/"), status_code=303)
         set_cookie(request, response, sid)
         return response
@@ -37,8 +42,16 @@ async def login_page(console: Console, request: Request) -> Response:
 
 
 def _login(console: Console, request: Request, status: int, error: str | None) -> Response:
-    return console.render(request, "login.html", status, session=None, workspace=None, title="Sign in",
-                          error=error, kind=console.login.kind)  # fmt: skip
+    return console.render(
+        request,
+        "login.html",
+        status,
+        session=None,
+        workspace=None,
+        title="Sign in",
+        error=error,
+        kind=console.login.kind,
+    )
 
 
 @page
@@ -51,8 +64,13 @@ async def login(console: Console, request: Request) -> Response:
     token = str(form.get("token") or "").strip()
     sid = await console.login.start(token) if token else None
     if sid is None:
-        return _login(console, request, 401, "That token is not valid (mistyped, or revoked). Ask for a new one: "
-                      "mcp-harness token create --workspace W --agent YOUR-NAME --role operator")  # fmt: skip
+        return _login(
+            console,
+            request,
+            401,
+            "That token is not valid (mistyped, or revoked). Ask for a new one: "
+            "mcp-harness token create --workspace W --agent YOUR-NAME --role operator",
+        )
     response = RedirectResponse(console.url("/"), status_code=303)
     set_cookie(request, response, sid)  # the session id: the token itself never leaves this request
     return response
@@ -118,9 +136,12 @@ async def act(console: Console, request: Request) -> Response:
             given[action.field] = text
     nonce = _field(form, "nonce")
     await console.harness.tasks.update(
-        Identity(workspace=workspace, agent=session.agent, role="operator"), task_key=key, action=name,
-        idempotency_key=f"console:{name}:{nonce}" if nonce else None, **given,
-    )  # fmt: skip
+        Identity(workspace=workspace, agent=session.agent, role="operator"),
+        task_key=key,
+        action=name,
+        idempotency_key=f"console:{name}:{nonce}" if nonce else None,
+        **given,
+    )
     count_console_action(name)
     return RedirectResponse(console.url("/task", w=workspace, key=key, done=action.done), status_code=303)
 
@@ -173,10 +194,14 @@ async def send_message(console: Console, request: Request) -> Response:
     key = _field(form, "key") or None
     nonce = _field(form, "nonce")
     await console.harness.messages.act(
-        who, action="send", to=(_field(form, "to") or "").strip(), body=_field(form, "body") or "",
-        task_key=key, reply_to=_field(form, "reply_to") or None,
+        who,
+        action="send",
+        to=(_field(form, "to") or "").strip(),
+        body=_field(form, "body") or "",
+        task_key=key,
+        reply_to=_field(form, "reply_to") or None,
         idempotency_key=f"console:message:{nonce}" if nonce else None,
-    )  # fmt: skip
+    )
     if _field(form, "back") == "task" and key:
         return RedirectResponse(console.url("/task", w=who.workspace, key=key) + "#messages", status_code=303)
     return RedirectResponse(console.url("/inbox", w=who.workspace, sent=1), status_code=303)
@@ -213,8 +238,12 @@ async def fork(console: Console, request: Request) -> Response:
         raise InvalidArgument("a fork needs the new thread's name")
     nonce = _field(form, "nonce")
     saved = await console.harness.checkpoints.save(
-        who, thread=name, fork_from=source,
-        mode="merge", state={}, idempotency_key=f"console:fork:{nonce}" if nonce else None,
-    )  # fmt: skip
+        who,
+        thread=name,
+        fork_from=source,
+        mode="merge",
+        state={},
+        idempotency_key=f"console:fork:{nonce}" if nonce else None,
+    )
     count_console_action("fork")
     return RedirectResponse(console.url("/thread", w=who.workspace, t=saved.thread, forked=1), status_code=303)

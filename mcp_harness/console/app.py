@@ -43,8 +43,15 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),  # not no-referrer: that would make a form's Origin "null"
 ]
 #: how statuses read on the page
-LABELS = {S.PENDING: "Pending", S.CLAIMED: "Claimed", BLOCKED: "Blocked", S.FAILED: "Failed", S.DONE: "Done",
-          S.IN_REVIEW: "In review", S.CANCELLED: "Cancelled"}  # fmt: skip
+LABELS = {
+    S.PENDING: "Pending",
+    S.CLAIMED: "Claimed",
+    BLOCKED: "Blocked",
+    S.FAILED: "Failed",
+    S.DONE: "Done",
+    S.IN_REVIEW: "In review",
+    S.CANCELLED: "Cancelled",
+}
 #: the HTTP status of each contract error a page or an action meets: what the person asked for is refused
 #: (4xx, with the message), the database is away (503), or something unexpected happened (500)
 STATUS = {
@@ -119,8 +126,16 @@ class Console:
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Page:
         """A page; for htmx's live refresh (`HX-Request`) only its `live` block. It is rendered when sent,
         in a worker thread: a big page never holds up the event loop (and every agent's call on it)."""
-        context = {"request": request, "now": when_now(), "tab": None, "workspace": None, "session": None,
-                   "title": "", "needs": None, **context}  # fmt: skip
+        context = {
+            "request": request,
+            "now": when_now(),
+            "tab": None,
+            "workspace": None,
+            "session": None,
+            "title": "",
+            "needs": None,
+            **context,
+        }
         return Page(self, request, name, status, context)
 
     def render_now(self, request: Request, name: str, context: dict[str, Any]) -> str:
@@ -199,8 +214,10 @@ def page(fn: Handler) -> Handler:
             except Exception as exc:  # noqa: BLE001 - the boundary, as below
                 incident = secrets.token_hex(6)
                 log.error("internal error %s rendering console page %s", incident, request.url.path, exc_info=exc)
-                return PlainTextResponse(f"An unexpected error happened (incident {incident}); the server log "
-                                         "has the details.", status_code=500)  # fmt: skip
+                return PlainTextResponse(
+                    f"An unexpected error happened (incident {incident}); the server log has the details.",
+                    status_code=500,
+                )
         return response
 
     async def respond(console: Console, request: Request) -> Response:
@@ -214,20 +231,32 @@ def page(fn: Handler) -> Handler:
             status = status_of(exc)
             session = await console.login.session(request)
             back = request.query_params.get("w") if not isinstance(exc, Forbidden) else None
-            return console.render(request, "message.html", status, session=session, title="Not possible",
-                                  message=exc.message, back=back)  # fmt: skip
+            return console.render(
+                request, "message.html", status, session=session, title="Not possible", message=exc.message, back=back
+            )
         except HTTPException as exc:  # Starlette refused the request itself (a form too large, malformed)
             if exc.status_code >= 500:
                 raise
             detail = " ".join(str(exc.detail).split())[:200]
-            return console.render(request, "message.html", exc.status_code, title="Not possible", back=None,
-                                  message=f"This request could not be read: {detail}.")  # fmt: skip
+            return console.render(
+                request,
+                "message.html",
+                exc.status_code,
+                title="Not possible",
+                back=None,
+                message=f"This request could not be read: {detail}.",
+            )
         except Exception as exc:  # noqa: BLE001 - the boundary: a person sees an incident id, the log the rest
             incident = secrets.token_hex(6)
             log.error("internal error %s in console page %s", incident, request.url.path, exc_info=exc)
-            return console.render(request, "message.html", 500, title="Something went wrong", back=None,
-                                  message=f"An unexpected error happened (incident {incident}); the server log "
-                                  "has the details.")  # fmt: skip
+            return console.render(
+                request,
+                "message.html",
+                500,
+                title="Something went wrong",
+                back=None,
+                message=f"An unexpected error happened (incident {incident}); the server log has the details.",
+            )
 
     return handle
 

@@ -71,9 +71,14 @@ def cookie_name(request: Request) -> str:
 
 def set_cookie(request: Request, response: Response, value: str) -> None:
     response.set_cookie(
-        cookie_name(request), value, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="strict",
+        cookie_name(request),
+        value,
+        max_age=SESSION_SECONDS,
+        path="/",
+        httponly=True,
+        samesite="strict",
         secure=request.url.scheme == "https",
-    )  # fmt: skip
+    )
 
 
 def clear_cookie(request: Request, response: Response) -> None:

@@ -63,5 +63,13 @@ def bars(values: list[int], width: int = WIDTH, height: int = 120) -> list[tuple
     """Bars for `values` (x, y, w, h, value), filling `width` by `height` with a baseline at the bottom."""
     top = max(values, default=0) or 1
     slot = width / max(len(values), 1)
-    return [(round(i * slot + 2, 1), round(height - v / top * (height - 16), 1), round(slot - 4, 1),
-             round(v / top * (height - 16), 1), v) for i, v in enumerate(values)]  # fmt: skip
+    return [
+        (
+            round(i * slot + 2, 1),
+            round(height - v / top * (height - 16), 1),
+            round(slot - 4, 1),
+            round(v / top * (height - 16), 1),
+            v,
+        )
+        for i, v in enumerate(values)
+    ]

@@ -38,8 +38,9 @@ async def events(console: Console, request: Request) -> Response:
         return PlainTextResponse(
             f"this sign-in already has {limit} live views open (MCP_HARNESS_MAX_STREAMS_PER_TOKEN); close some "
             "console tabs and reload",
-            status_code=429, headers={"retry-after": "30", "cache-control": "no-store"},
-        )  # fmt: skip
+            status_code=429,
+            headers={"retry-after": "30", "cache-control": "no-store"},
+        )
     counts[session.key] += 1
     feed = console.harness.console.changes
     workspace = ident.workspace
@@ -78,8 +79,15 @@ async def events(console: Console, request: Request) -> Response:
 
     # On shutdown the generator returns within the grace period, so the response is completed (the
     # browser reconnects later) instead of cut off, which uvicorn would log as an ERROR.
-    return _CountedStream(counts, session.key, stream(), ping=15, headers={"cache-control": "no-store"},
-                          shutdown_event=stopping, shutdown_grace_period=STOP_GRACE_SECONDS)  # fmt: skip
+    return _CountedStream(
+        counts,
+        session.key,
+        stream(),
+        ping=15,
+        headers={"cache-control": "no-store"},
+        shutdown_event=stopping,
+        shutdown_grace_period=STOP_GRACE_SECONDS,
+    )
 
 
 class _CountedStream(EventSourceResponse):

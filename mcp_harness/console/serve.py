@@ -50,8 +50,9 @@ def serve_ui(settings: Settings, args: argparse.Namespace) -> int:
             async def root(_request: Request) -> RedirectResponse:
                 return RedirectResponse("/ui/", status_code=303)
 
-            routes = console_routes(harness, login, allowed_hosts=loopback_hosts(port), metrics_open=True,
-                                    workspace=args.workspace)  # fmt: skip
+            routes = console_routes(
+                harness, login, allowed_hosts=loopback_hosts(port), metrics_open=True, workspace=args.workspace
+            )
             app = Starlette(routes=[Route("/", root), *routes])
             config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
             server = uvicorn.Server(config)
@@ -61,8 +62,10 @@ def serve_ui(settings: Settings, args: argparse.Namespace) -> int:
                     if server.should_exit:
                         return 1
                     await anyio.sleep(0.02)
-                print(f"mcp-harness console, acting as {agent!r} (operator). Open this URL in a browser (its login "
-                      "code works once); Ctrl-C stops the console:")  # fmt: skip
+                print(
+                    f"mcp-harness console, acting as {agent!r} (operator). Open this URL in a browser (its login "
+                    "code works once); Ctrl-C stops the console:"
+                )
                 print(f"http://{HOST}:{port}/ui/login?code={login.code}", flush=True)
         return 0
 

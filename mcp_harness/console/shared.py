@@ -89,8 +89,17 @@ def shared(fn: Handler) -> Handler:
         session, ident = await console.viewer(request)  # signed in and allowed: checked for every tab
         # the version first: what is rendered after it is at least as new as the key says
         version = console.harness.console.changes.version_of(ident.workspace)
-        key = (ident.workspace, version, request.url.path, request.url.query, request.headers.get("hx-target"),
-               session.agent, session.role, session.workspace, session.csrf)  # fmt: skip
+        key = (
+            ident.workspace,
+            version,
+            request.url.path,
+            request.url.query,
+            request.headers.get("hx-target"),
+            session.agent,
+            session.role,
+            session.workspace,
+            session.csrf,
+        )
         return await parts_of(console).get(key, lambda: fn(console, request))
 
     return handle

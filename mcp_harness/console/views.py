@@ -72,8 +72,15 @@ async def home(console: Console, request: Request) -> Response:
     if len(names) == 1 and request.query_params.get("pick") is None:
         raise Redirect(console.url("/board", w=names[0]))
     picker_needs = {name: await console.needs(name) for name in names[:PICKER_NEEDS]}
-    return console.render(request, "workspaces.html", session=session, workspace=None, names=names,
-                          picker_needs=picker_needs, title="Workspaces")  # fmt: skip
+    return console.render(
+        request,
+        "workspaces.html",
+        session=session,
+        workspace=None,
+        names=names,
+        picker_needs=picker_needs,
+        title="Workspaces",
+    )
 
 
 @page
@@ -81,8 +88,9 @@ async def home(console: Console, request: Request) -> Response:
 async def needs(console: Console, request: Request) -> Response:
     """The "needs you" bar alone: what a page's bar re-fetches when something changes."""
     session, ident = await console.viewer(request)
-    return console.render(request, "_needs.html", session=session, workspace=ident.workspace,
-                          needs=await console.needs(ident.workspace))  # fmt: skip
+    return console.render(
+        request, "_needs.html", session=session, workspace=ident.workspace, needs=await console.needs(ident.workspace)
+    )
 
 
 @page
@@ -93,8 +101,17 @@ async def board(console: Console, request: Request) -> Response:
     offset = _int(request, "offset", low=0) or 0
     per_column = COLUMN_PAGE if only else PER_COLUMN
     data = await console.harness.console.board(ident, per_column=per_column, only=only, offset=offset)
-    return console.render(request, "board.html", session=session, workspace=ident.workspace, board=data,
-                          title="Board", tab="board", only=only, per_column=per_column)  # fmt: skip
+    return console.render(
+        request,
+        "board.html",
+        session=session,
+        workspace=ident.workspace,
+        board=data,
+        title="Board",
+        tab="board",
+        only=only,
+        per_column=per_column,
+    )
 
 
 @page
@@ -104,19 +121,36 @@ async def task(console: Console, request: Request) -> Response:
     if key is None:
         raise Redirect(console.url("/board", w=ident.workspace))
     data = await console.harness.console.task(
-        ident, key, before_seq=_int(request, "before"), before_event=_int(request, "events_before"),
-        deps_offset=_int(request, "deps", low=0) or 0, needed_offset=_int(request, "needed", low=0) or 0,
-    )  # fmt: skip
+        ident,
+        key,
+        before_seq=_int(request, "before"),
+        before_event=_int(request, "events_before"),
+        deps_offset=_int(request, "deps", low=0) or 0,
+        needed_offset=_int(request, "needed", low=0) or 0,
+    )
     waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
     held = root[-1].key if root and root[-1].status == "claimed" else None
     holder = await console.harness.console.holder(ident, held) if held else None
     task_messages = await console.harness.messages.about_task(ident, key)
     saves = await console.harness.console_links.for_task(ident, key, data.progress, data.events)
-    return console.render(request, "task.html", session=session, workspace=ident.workspace, page=data, root=root,
-                          holder=holder, span=span,
-                          title=key, tab="board", nonce=secrets.token_urlsafe(12), saves=saves,
-                          saved=saves.by_entry, done=_done(request), task_messages=task_messages)  # fmt: skip
+    return console.render(
+        request,
+        "task.html",
+        session=session,
+        workspace=ident.workspace,
+        page=data,
+        root=root,
+        holder=holder,
+        span=span,
+        title=key,
+        tab="board",
+        nonce=secrets.token_urlsafe(12),
+        saves=saves,
+        saved=saves.by_entry,
+        done=_done(request),
+        task_messages=task_messages,
+    )
 
 
 def _done(request: Request) -> str | None:
@@ -131,12 +165,30 @@ async def graph(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.graph(ident)
     drawn = {  # what the browser lays out (dagre) and draws; a data block, never run
-        "nodes": [{"key": n.key, "title": n.title or "", "status": n.status, "owner": n.owner, "kind": n.kind,
-                   "review": n.review} for n in data.nodes],
+        "nodes": [
+            {
+                "key": n.key,
+                "title": n.title or "",
+                "status": n.status,
+                "owner": n.owner,
+                "kind": n.kind,
+                "review": n.review,
+            }
+            for n in data.nodes
+        ],
         "edges": data.edges,
-    }  # fmt: skip
-    return console.render(request, "graph.html", session=session, workspace=ident.workspace, graph=data,
-                          data=drawn, edge_cap=GRAPH_EDGES, title="Dependencies", tab="graph")  # fmt: skip
+    }
+    return console.render(
+        request,
+        "graph.html",
+        session=session,
+        workspace=ident.workspace,
+        graph=data,
+        data=drawn,
+        edge_cap=GRAPH_EDGES,
+        title="Dependencies",
+        tab="graph",
+    )
 
 
 @page
@@ -155,18 +207,33 @@ async def timeline(console: Console, request: Request) -> Response:
     kind = _text(request, "kind")
     if kind:
         show = "events"  # a kind of event: those events alone
-    data = await console.harness.console.timeline(ident, **filters, before_seq=_int(request, "before"),
-                                                  with_events=show != "progress", kind=kind)  # fmt: skip
+    data = await console.harness.console.timeline(
+        ident, **filters, before_seq=_int(request, "before"), with_events=show != "progress", kind=kind
+    )
     items: list[tuple[str, str, Any]] = [] if show == "events" else [(e.created_at, "entry", e) for e in data.entries]
     items += [(e.event.created_at, "event", e) for e in data.events]
     items.sort(key=lambda item: item[0], reverse=True)  # task events beside the progress, newest first
     threads = await console.harness.console.thread_names(ident)
     saved = await console.harness.console_links.for_entries(ident, data.entries) if show != "events" else {}
-    return console.render(request, "log.html", session=session, workspace=ident.workspace, timeline=data,
-                          filters=filters, title="Timeline", tab="log", before=_int(request, "before"), items=items,
-                          show=show, agents=await console.harness.console.agent_names(ident),
-                          threads=threads, saved=saved, kind=kind, kinds=sorted(EVENT_KINDS),
-                          task_keys=await console.harness.console.task_keys(ident))  # fmt: skip
+    return console.render(
+        request,
+        "log.html",
+        session=session,
+        workspace=ident.workspace,
+        timeline=data,
+        filters=filters,
+        title="Timeline",
+        tab="log",
+        before=_int(request, "before"),
+        items=items,
+        show=show,
+        agents=await console.harness.console.agent_names(ident),
+        threads=threads,
+        saved=saved,
+        kind=kind,
+        kinds=sorted(EVENT_KINDS),
+        task_keys=await console.harness.console.task_keys(ident),
+    )
 
 
 @page
@@ -174,9 +241,16 @@ async def stuck(console: Console, request: Request) -> Response:
     """The tasks everything else waits on, most waited on first, each with what unsticks it."""
     session, ident = await console.viewer(request)
     data = await console.harness.console.stuck(ident)
-    return console.render(request, "stuck.html", session=session, workspace=ident.workspace, stuck=data,
-                          nonce=secrets.token_urlsafe(12),
-                          title="Stuck", tab="stuck")  # fmt: skip
+    return console.render(
+        request,
+        "stuck.html",
+        session=session,
+        workspace=ident.workspace,
+        stuck=data,
+        nonce=secrets.token_urlsafe(12),
+        title="Stuck",
+        tab="stuck",
+    )
 
 
 @page
@@ -184,9 +258,17 @@ async def pace(console: Console, request: Request) -> Response:
     """How fast the work goes: time in each status, review waiting time, throughput, the burn-up."""
     session, ident = await console.viewer(request)
     data = await console.harness.console.pace(ident)
-    return console.render(request, "pace.html", session=session, workspace=ident.workspace, pace=data,
-                          burn=charts.burn_up(data.scope, data.done), hours=charts.bars(data.per_hour),
-                          title="Pace", tab="pace")  # fmt: skip
+    return console.render(
+        request,
+        "pace.html",
+        session=session,
+        workspace=ident.workspace,
+        pace=data,
+        burn=charts.burn_up(data.scope, data.done),
+        hours=charts.bars(data.per_hour),
+        title="Pace",
+        tab="pace",
+    )
 
 
 GROUPS = ("status", "owner", "tag")
@@ -220,20 +302,41 @@ async def table(console: Console, request: Request) -> Response:
             groups.setdefault(name, []).append(row)
     # groups in a stable order: statuses as the board's columns, owners and tags by name, "(no tag)" last
     place = {status: i for i, status in enumerate(BOARD_COLUMNS)}
-    groups = dict(sorted(groups.items(), key=lambda g: (g[0].startswith("("), place.get(g[0], 99)
-                                                        if group == "status" else 0, g[0])))  # fmt: skip
-    return console.render(request, "tasks.html", session=session, workspace=ident.workspace, table=data,
-                          groups=groups, group=group, sort=sort, desc=descending, filters=filters,
-                          agents=await console.harness.console.agent_names(ident),
-                          title="Tasks", tab="tasks")  # fmt: skip
+    groups = dict(
+        sorted(
+            groups.items(), key=lambda g: (g[0].startswith("("), place.get(g[0], 99) if group == "status" else 0, g[0])
+        )
+    )
+    return console.render(
+        request,
+        "tasks.html",
+        session=session,
+        workspace=ident.workspace,
+        table=data,
+        groups=groups,
+        group=group,
+        sort=sort,
+        desc=descending,
+        filters=filters,
+        agents=await console.harness.console.agent_names(ident),
+        title="Tasks",
+        tab="tasks",
+    )
 
 
 @page
 async def threads(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.threads(ident)
-    return console.render(request, "threads.html", session=session, workspace=ident.workspace, threads=data,
-                          title="Threads", tab="threads")  # fmt: skip
+    return console.render(
+        request,
+        "threads.html",
+        session=session,
+        workspace=ident.workspace,
+        threads=data,
+        title="Threads",
+        tab="threads",
+    )
 
 
 @page
@@ -254,18 +357,32 @@ async def thread(console: Console, request: Request) -> Response:
     ids = [c.checkpoint_id for c in history.checkpoints] + ([shown[0].checkpoint_id] if shown else [])
     saved_with = await links.versions(ident, ids)  # the entry and task each version went with
     origin = await links.forked_from(ident, shown[0]) if shown else None
-    return console.render(request, "thread.html", session=session, workspace=ident.workspace, thread=name,
-                          history=history, shown=shown, diff=changes, title=f"Thread {name}", tab="threads",
-                          before=before, saved_with=saved_with, origin=origin, nonce=secrets.token_urlsafe(12),
-                          forked=request.query_params.get("forked") == "1")  # fmt: skip
+    return console.render(
+        request,
+        "thread.html",
+        session=session,
+        workspace=ident.workspace,
+        thread=name,
+        history=history,
+        shown=shown,
+        diff=changes,
+        title=f"Thread {name}",
+        tab="threads",
+        before=before,
+        saved_with=saved_with,
+        origin=origin,
+        nonce=secrets.token_urlsafe(12),
+        forked=request.query_params.get("forked") == "1",
+    )
 
 
 @page
 async def agents(console: Console, request: Request) -> Response:
     session, ident = await console.viewer(request)
     data = await console.harness.console.agents(ident)
-    return console.render(request, "agents.html", session=session, workspace=ident.workspace, agents=data,
-                          title="Agents", tab="agents")  # fmt: skip
+    return console.render(
+        request, "agents.html", session=session, workspace=ident.workspace, agents=data, title="Agents", tab="agents"
+    )
 
 
 @page
@@ -275,9 +392,18 @@ async def inbox(console: Console, request: Request) -> Response:
     person = Identity(workspace=ident.workspace, agent=session.agent, role="operator")
     show_all = bool(request.query_params.get("all"))
     data = await console.harness.messages.read(person, unread_only=not show_all, limit=200)
-    return console.render(request, "inbox.html", session=session, workspace=ident.workspace, inbox=data,
-                          title="Inbox", tab="inbox", show_all=show_all, nonce=secrets.token_urlsafe(12),
-                          sent=request.query_params.get("sent") == "1")  # fmt: skip
+    return console.render(
+        request,
+        "inbox.html",
+        session=session,
+        workspace=ident.workspace,
+        inbox=data,
+        title="Inbox",
+        tab="inbox",
+        show_all=show_all,
+        nonce=secrets.token_urlsafe(12),
+        sent=request.query_params.get("sent") == "1",
+    )
 
 
 @page
@@ -290,7 +416,16 @@ async def sessions(console: Console, request: Request) -> Response:
     running = await runs.list(ident, live=True)
     ended = [s for s in listed if s.ended_at is not None][:FINISHED_SHOWN]
     outcomes = await runs.outcomes(ident)
-    return console.render(request, "sessions.html", session=session, workspace=ident.workspace, running=running,
-                          ended=ended, runners=await runs.live_runners(ident), outcomes=outcomes,
-                          stopped=request.query_params.get("stopped") == "1",
-                          title="Sessions", tab="sessions")  # fmt: skip
+    return console.render(
+        request,
+        "sessions.html",
+        session=session,
+        workspace=ident.workspace,
+        running=running,
+        ended=ended,
+        runners=await runs.live_runners(ident),
+        outcomes=outcomes,
+        stopped=request.query_params.get("stopped") == "1",
+        title="Sessions",
+        tab="sessions",
+    )

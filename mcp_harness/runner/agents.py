@@ -109,10 +109,21 @@ class ClaudeCode:
 
     def launch(self, plan: Plan) -> Launch:
         argv = [
-            self.binary, "-p", plan.prompt, "--output-format", "stream-json", "--verbose",
-            "--session-id", plan.session, "--mcp-config", str(plan.mcp_config), "--strict-mcp-config",
-            "--allowedTools", f"mcp__{SERVER_NAME}", *self.extra,
-        ]  # fmt: skip
+            self.binary,
+            "-p",
+            plan.prompt,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--session-id",
+            plan.session,
+            "--mcp-config",
+            str(plan.mcp_config),
+            "--strict-mcp-config",
+            "--allowedTools",
+            f"mcp__{SERVER_NAME}",
+            *self.extra,
+        ]
         env = dict(os.environ)
         env.update(MCP_CONNECTION_NONBLOCKING="0", MCP_CONNECT_TIMEOUT_MS="30000", **RUNNER_OWNS_THE_LEASE)
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", "2")
@@ -195,9 +206,13 @@ class CommandAgent:
 
     def launch(self, plan: Plan) -> Launch:
         values = {
-            "prompt": plan.prompt, "prompt_file": str(plan.prompt_file), "session": plan.session,
-            "task_key": plan.task_key or "", "mcp_config": str(plan.mcp_config), "workdir": str(plan.workdir),
-        }  # fmt: skip
+            "prompt": plan.prompt,
+            "prompt_file": str(plan.prompt_file),
+            "session": plan.session,
+            "task_key": plan.task_key or "",
+            "mcp_config": str(plan.mcp_config),
+            "workdir": str(plan.workdir),
+        }
         argv = [re.sub(r"\{([a-z_]+)\}", lambda m: values[m.group(1)], word) for word in self.words]
         env = dict(os.environ)
         env.update(MCP_HARNESS_SESSION=plan.session, MCP_HARNESS_TASK=plan.task_key or "", **RUNNER_OWNS_THE_LEASE)

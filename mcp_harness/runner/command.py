@@ -44,27 +44,52 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", parents=parents, help=RUN_HELP, description=RUN_HELP)
     p.add_argument("--parallel", type=count, default=1, metavar="N", help="sessions at once (default 1)")
     p.add_argument("--max-sessions", type=count, default=None, metavar="N", help="start at most N sessions")
-    p.add_argument("--max-cost", type=amount, default=None, metavar="USD",
-                   help="start none once the sessions' reported cost reaches this")  # fmt: skip
+    p.add_argument(
+        "--max-cost",
+        type=amount,
+        default=None,
+        metavar="USD",
+        help="start none once the sessions' reported cost reaches this",
+    )
     p.add_argument("--max-hours", type=amount, default=None, metavar="H", help="start none after H hours")
-    p.add_argument("--session-timeout", type=minutes, default=60, metavar="MIN",
-                   help="stop a session after MIN minutes (default 60)")  # fmt: skip
-    p.add_argument("--stall-timeout", type=minutes, default=10, metavar="MIN",
-                   help="stop a session with no output for MIN minutes (default 10)")  # fmt: skip
+    p.add_argument(
+        "--session-timeout",
+        type=minutes,
+        default=60,
+        metavar="MIN",
+        help="stop a session after MIN minutes (default 60)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=minutes,
+        default=10,
+        metavar="MIN",
+        help="stop a session with no output for MIN minutes (default 10)",
+    )
     p.add_argument("--tags", action="append", default=None, metavar="T", help="only tasks with one of these tags")
-    p.add_argument("--spec", type=Path, default=None, metavar="FILE",
-                   help="a workspace with no tasks: one initializer session plans them from FILE")  # fmt: skip
+    p.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a workspace with no tasks: one initializer session plans them from FILE",
+    )
     p.add_argument("--worktrees", action="store_true", help="each slot in its own linked git worktree")
-    p.add_argument("--exit-when-idle", action="store_true",
-                   help="exit (3) instead of waiting when the rest waits for a person")  # fmt: skip
+    p.add_argument(
+        "--exit-when-idle", action="store_true", help="exit (3) instead of waiting when the rest waits for a person"
+    )
     p.add_argument("--dry-run", action="store_true", help="say what would run, start nothing")
     agent = p.add_mutually_exclusive_group()
     agent.add_argument("--claude", default=None, metavar="PATH", help="Claude Code's binary (default: claude)")
-    agent.add_argument("--command", default=None, metavar="TEMPLATE",
-                       help="another agent: placeholders {prompt} {prompt_file} {session} {task_key} {mcp_config} "
-                       "{workdir}")  # fmt: skip
-    p.add_argument("agent_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
-                   help="passed to every agent command as they are")  # fmt: skip
+    agent.add_argument(
+        "--command",
+        default=None,
+        metavar="TEMPLATE",
+        help="another agent: placeholders {prompt} {prompt_file} {session} {task_key} {mcp_config} {workdir}",
+    )
+    p.add_argument(
+        "agent_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="passed to every agent command as they are"
+    )
     p.set_defaults(handler=run)
 
     p = sub.add_parser("sessions", parents=parents, help="the runner's agent sessions; `sessions show ID`; `stop ID`")

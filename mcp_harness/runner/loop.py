@@ -208,9 +208,14 @@ class Runner:
                 continue
             words = "its runner stopped answering (the runner process died)"
             if await self.h.runs.end_session(
-                orphan.id, "crashed", exit_code=None, turns=orphan.turns or 0, cost=orphan.cost_usd,
-                last_tool=orphan.last_tool, last_words=words,
-            ):  # fmt: skip
+                orphan.id,
+                "crashed",
+                exit_code=None,
+                turns=orphan.turns or 0,
+                cost=orphan.cost_usd,
+                last_tool=orphan.last_tool,
+                last_words=words,
+            ):
                 ident = Identity(self.workspace, orphan.agent)
                 await self.h.tasks.end_leases(ident, f"runner: session {orphan.id[:8]} crashed: {words}")
                 summary = f"session {orphan.id[:8]}: crashed, {orphan.turns or 0} turns"
@@ -399,9 +404,15 @@ class Runner:
         transcript_path = self.data / "transcripts" / self.workspace / f"{session}.jsonl"
         plan = Plan(session, ident.agent, text, workdir, config, prompt_file, key, token)
         await self.h.runs.start_session(
-            self.workspace, session, runner=self.id, slot=slot, agent=ident.agent, task_key=key, kind=kind,
+            self.workspace,
+            session,
+            runner=self.id,
+            slot=slot,
+            agent=ident.agent,
+            task_key=key,
+            kind=kind,
             transcript=str(transcript_path),
-        )  # fmt: skip
+        )
         self.tally.started += 1
         control = self.controls[session] = process.Control()
         if self.stopping is not None:
@@ -423,10 +434,15 @@ class Runner:
                     side.start_soon(self._heartbeat, ident, key, token)
                 side.start_soon(self._report, session, seen, shown)
                 ended = await process.run(
-                    self.agent.launch(plan), lambda line: self.agent.observe(seen, line), seen, transcript, control,
-                    stall_seconds=self.options.stall_timeout, session_seconds=self.options.session_timeout,
+                    self.agent.launch(plan),
+                    lambda line: self.agent.observe(seen, line),
+                    seen,
+                    transcript,
+                    control,
+                    stall_seconds=self.options.stall_timeout,
+                    session_seconds=self.options.session_timeout,
                     on_output=shown,
-                )  # fmt: skip
+                )
                 side.cancel_scope.cancel()
         finally:
             transcript.close()
@@ -508,15 +524,23 @@ class Runner:
             details += f"; uncommitted work committed as {commit} on harness/slot-{slot}: {shown_files}"
         try:
             await self.h.progress.record(
-                Identity(self.workspace, RUNNER_AGENT, own=True), summary=summary, details=details, task_key=key,
+                Identity(self.workspace, RUNNER_AGENT, own=True),
+                summary=summary,
+                details=details,
+                task_key=key,
                 thread="main",
-            )  # fmt: skip
+            )
         except HarnessError as exc:
             self.display.say(f"slot {slot}: could not write the progress entry: {exc.message}")
         await self.h.runs.end_session(
-            session, outcome, exit_code=ended.exit_code, turns=seen.turns, cost=seen.cost_usd,
-            last_tool=seen.last_tool, last_words=words or None,
-        )  # fmt: skip
+            session,
+            outcome,
+            exit_code=ended.exit_code,
+            turns=seen.turns,
+            cost=seen.cost_usd,
+            last_tool=seen.last_tool,
+            last_words=words or None,
+        )
         self.tally.add(outcome, seen.cost_usd)
         if outcome == "rate_limited":
             wait = max(0.0, seen.reset_at - time.time()) if seen.reset_at else self.backoff

@@ -38,9 +38,17 @@ def checkpoint_meta(row: CheckpointRow | CheckpointWithManifest) -> CheckpointMe
     """A checkpoint's metadata, as tools show it."""
     metadata = json.loads(row.metadata_json) if row.metadata_json else None
     return CheckpointMeta(
-        row.id, row.thread, row.version, row.parent_id, row.label, metadata, iso(row.created_at), row.size_bytes,
-        row.agent, row.schema_version,
-    )  # fmt: skip
+        row.id,
+        row.thread,
+        row.version,
+        row.parent_id,
+        row.label,
+        metadata,
+        iso(row.created_at),
+        row.size_bytes,
+        row.agent,
+        row.schema_version,
+    )
 
 
 #: what was written since a restored checkpoint is counted up to this many of each (entries, task events)
@@ -247,8 +255,12 @@ class CheckpointService(ServiceBase):
     ) -> tuple[CheckpointMeta | None, dict[str, Any] | None, list[str] | None]:
         """(metadata, state or the requested paths, missing paths) of one checkpoint, or Nones."""
         thread, version, checkpoint_id, label, paths = (
-            args.thread, args.version, args.checkpoint_id, args.label, args.paths
-        )  # fmt: skip
+            args.thread,
+            args.version,
+            args.checkpoint_id,
+            args.label,
+            args.paths,
+        )
         chosen = [
             name
             for name, v in (("version", version), ("checkpoint_id", checkpoint_id), ("label", label))

@@ -53,10 +53,23 @@ PACE_EVENTS = 5000  #: task events the pace page reads (the newest)
 FILTER_EVENTS = 1000  #: task events whose actors the agent filter offers (the newest; contacts add the rest)
 BURN_BUCKETS = 40  #: points of the burn-up chart
 #: the status a task is in after an event of each kind (a failure or reject may also end it: see `_after`)
-AFTER_EVENT = {"claim": "claimed", "take_over": "claimed", "complete": "done", "submit": "in_review",
-               "approve": "done", "reject": "pending", "fail": "pending", "expire": "pending", "release": "pending",
-               "revoke": "pending", "operator_release": "pending", "returned": "pending", "retry_now": "pending",
-               "reopen": "pending", "cancel": "cancelled"}  # fmt: skip
+AFTER_EVENT = {
+    "claim": "claimed",
+    "take_over": "claimed",
+    "complete": "done",
+    "submit": "in_review",
+    "approve": "done",
+    "reject": "pending",
+    "fail": "pending",
+    "expire": "pending",
+    "release": "pending",
+    "revoke": "pending",
+    "operator_release": "pending",
+    "returned": "pending",
+    "retry_now": "pending",
+    "reopen": "pending",
+    "cancel": "cancelled",
+}
 WAITING_CAP = 10_000  #: tasks counted behind one blocker (more shows as "10000+")
 ROOT_STEPS = 50  #: dependencies followed up from a task to the root of what holds it back
 AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
@@ -342,9 +355,15 @@ class ConsoleService(ServiceBase):
             overdue = await store.expired_leases(conn, workspace, at)
             silent = len(await silent_holders(conn, workspace, at, self.settings.silent_after_seconds))
             messages = await message_store.count_unread_operators(conn, workspace)
-        return Needs(in_review=counts.get("in_review", 0) - gates, gates=gates, overdue=overdue, silent=silent,
-                     failed=counts.get("failed", 0), blocked=counts.get("blocked", 0),
-                     messages=messages)  # fmt: skip
+        return Needs(
+            in_review=counts.get("in_review", 0) - gates,
+            gates=gates,
+            overdue=overdue,
+            silent=silent,
+            failed=counts.get("failed", 0),
+            blocked=counts.get("blocked", 0),
+            messages=messages,
+        )
 
     async def stuck(self, ident: Identity) -> Stuck:
         """The tasks others wait on, most waited on first, each with what unsticks it: a failure to
@@ -416,9 +435,13 @@ class ConsoleService(ServiceBase):
             in_status=[StatusTime(s, _median(v), sum(v), len(v)) for s, v in spells.items()],
             review_wait=_median(review) if review else None,
             oldest_review=max(waiting_review) if waiting_review else None,
-            done_last_hour=per_hour[-1], per_hour=per_hour, scope=scope, done=done, events_seen=len(events),
+            done_last_hour=per_hour[-1],
+            per_hour=per_hour,
+            scope=scope,
+            done=done,
+            events_seen=len(events),
             hours_covered=min(24.0, (at - t0) / 3600) if t0 is not None else 24.0,
-        )  # fmt: skip
+        )
 
     async def table(
         self,
@@ -444,23 +467,48 @@ class ConsoleService(ServiceBase):
         check_int("limit", limit, 1, 500)
         async with self.db.page_read() as conn:
             rows, total = await store.task_table(
-                conn, ident.workspace, status=status, owner=owner, tag=tag, sort=sort, descending=descending,
-                limit=limit, offset=offset,
-            )  # fmt: skip
+                conn,
+                ident.workspace,
+                status=status,
+                owner=owner,
+                tag=tag,
+                sort=sort,
+                descending=descending,
+                limit=limit,
+                offset=offset,
+            )
         shown = [
-            TableRow(r.key, r.title, status_of(r), r.owner, r.priority, json.loads(r.tags), r.attempts,
-                     r.max_attempts, iso(r.updated_at), r.kind, bool(r.review))
+            TableRow(
+                r.key,
+                r.title,
+                status_of(r),
+                r.owner,
+                r.priority,
+                json.loads(r.tags),
+                r.attempts,
+                r.max_attempts,
+                iso(r.updated_at),
+                r.kind,
+                bool(r.review),
+            )
             for r in rows
-        ]  # fmt: skip
+        ]
         return TaskTable(shown, total, offset, limit)
 
     async def task_keys(self, ident: Identity, limit: int = 500) -> list[str]:
         """The workspace's first `limit` task keys, by key (the timeline's task filter offers them)."""
         async with self.db.page_read() as conn:
             rows, _total = await store.task_table(
-                conn, ident.workspace, status=None, owner=None, tag=None, sort="key", descending=False,
-                limit=limit, offset=0,
-            )  # fmt: skip
+                conn,
+                ident.workspace,
+                status=None,
+                owner=None,
+                tag=None,
+                sort="key",
+                descending=False,
+                limit=limit,
+                offset=0,
+            )
         return [r.key for r in rows]
 
     async def agent_names(self, ident: Identity) -> list[str]:
@@ -536,12 +584,25 @@ class ConsoleService(ServiceBase):
             waits.setdefault(d.task_key, []).append(Dependency(d.key, status_of(d), d.owner))
             totals[d.task_key] = int(d.n)
         columns = [
-            Column(status, counts.get(status, 0),
-                   [_card(r, at, waits.get(r.key, []), reasons.get(r.key), totals.get(r.key, 0), silent.get(r.key),
-                          held.get(r.key))
-                    for r in rows[status]], offset if only else 0)
+            Column(
+                status,
+                counts.get(status, 0),
+                [
+                    _card(
+                        r,
+                        at,
+                        waits.get(r.key, []),
+                        reasons.get(r.key),
+                        totals.get(r.key, 0),
+                        silent.get(r.key),
+                        held.get(r.key),
+                    )
+                    for r in rows[status]
+                ],
+                offset if only else 0,
+            )
             for status in shown
-        ]  # fmt: skip
+        ]
         return Board(columns=columns, counts=task_counts(counts), generated_at=iso(at))
 
     async def task(
@@ -572,9 +633,16 @@ class ConsoleService(ServiceBase):
                 conn, ws, key, reverse=True, limit=DEPS_PAGE, offset=needed_offset
             )
             entries = await store.timeline(
-                conn, ws, agent=None, task_key=key, thread=None, status=None, text=None,
-                before_seq=before_seq, limit=limit + 1,
-            )  # fmt: skip
+                conn,
+                ws,
+                agent=None,
+                task_key=key,
+                thread=None,
+                status=None,
+                text=None,
+                before_seq=before_seq,
+                limit=limit + 1,
+            )
             events = await store.task_events(conn, ws, key, before_id=before_event, limit=EVENTS_PAGE + 1)
             held = await reservations.held(conn, row.id, row.lease_token) if row.lease_token else None
         more = entries[limit - 1].seq if len(entries) > limit else None
@@ -631,9 +699,16 @@ class ConsoleService(ServiceBase):
         check_int("limit", limit, 1, 500)
         async with reading(self.db, terms) as conn:
             rows = await store.timeline(
-                conn, ident.workspace, agent=agent, task_key=task_key, thread=thread, status=status,
-                text=terms, before_seq=before_seq, limit=limit + 1,
-            )  # fmt: skip
+                conn,
+                ident.workspace,
+                agent=agent,
+                task_key=task_key,
+                thread=thread,
+                status=status,
+                text=terms,
+                before_seq=before_seq,
+                limit=limit + 1,
+            )
             events = []
             if with_events and thread is None and status is None:
                 shown = rows[:limit]
@@ -642,9 +717,14 @@ class ConsoleService(ServiceBase):
                 until = float(shown[0].created_at) if shown and before_seq is not None else now()
                 since = float(shown[-1].created_at) if shown and len(rows) > limit else None
                 events = await store.events_window(
-                    conn, ident.workspace, agent=agent, task_key=task_key, since=since, until=until,
+                    conn,
+                    ident.workspace,
+                    agent=agent,
+                    task_key=task_key,
+                    since=since,
+                    until=until,
                     limit=EVENTS_PAGE,
-                )  # fmt: skip
+                )
         more = rows[limit - 1].seq if len(rows) > limit else None
         shown_events = [TimelineEvent(e.task_key, task_event(e)) for e in events if kind is None or e.kind == kind]
         if text:
@@ -715,11 +795,18 @@ class ConsoleService(ServiceBase):
         rows = []
         for a in names:
             c = contacts.get(a)
-            rows.append(AgentRow(
-                a, iso(seen.get(a)), holds.get(a, []), last_tool=c.tool if c else None,
-                claim_outcome=c.claim_outcome if c else None, claim_at=iso(c.claim_at) if c and c.claim_at else None,
-                silent=a in silent_owners, overdue=a in gone,
-            ))  # fmt: skip
+            rows.append(
+                AgentRow(
+                    a,
+                    iso(seen.get(a)),
+                    holds.get(a, []),
+                    last_tool=c.tool if c else None,
+                    claim_outcome=c.claim_outcome if c else None,
+                    claim_at=iso(c.claim_at) if c and c.claim_at else None,
+                    silent=a in silent_owners,
+                    overdue=a in gone,
+                )
+            )
         return Agents(rows, overdue, silent, quiet)
 
     async def ages(self) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -852,8 +939,19 @@ def _count(n: int, noun: str) -> str:
 
 def _held_card(row: Any, at: float, silent_since: str | None = None, held: dict[str, bool] | None = None) -> Card:
     return Card(
-        key=row.key, title=row.title, status="claimed", priority=0, owner=row.owner,
-        attempts=row.attempts, max_attempts=row.max_attempts, lease_expires_at=iso(row.lease_expires_at),
-        lease_expired=row.lease_expires_at <= at, retry_at=None, last_error=None, tags=[], waits_on=[],
-        silent_since=silent_since, held=_held(held),
-    )  # fmt: skip
+        key=row.key,
+        title=row.title,
+        status="claimed",
+        priority=0,
+        owner=row.owner,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        lease_expires_at=iso(row.lease_expires_at),
+        lease_expired=row.lease_expires_at <= at,
+        retry_at=None,
+        last_error=None,
+        tags=[],
+        waits_on=[],
+        silent_since=silent_since,
+        held=_held(held),
+    )

@@ -79,8 +79,7 @@ class ConsoleLinks(ServiceBase):
         """The versions saved with each of these entries (by seq): a timeline page's links back."""
         seqs = {e.seq for e in entries}
         async with self.db.read() as conn:
-            ids = await store.saved_near_entries(conn, ident.workspace, seqs, window=LINK_WINDOW,
-                                                 limit=LINKED_AT_ONCE)  # fmt: skip
+            ids = await store.saved_near_entries(conn, ident.workspace, seqs, window=LINK_WINDOW, limit=LINKED_AT_ONCE)
             links = await _link(conn, ident.workspace, ids, tasks=False)  # an entry's chips name no task
         return _by_entry(links.values(), seqs)
 
@@ -92,13 +91,17 @@ class ConsoleLinks(ServiceBase):
         whose link lands on `key`, the newest first."""
         holds = _holds(events, now())[-HOLDS_LOOKED:]
         async with self.db.read() as conn:
-            ids = await store.saved_near_entries(conn, ident.workspace, [e.seq for e in entries],
-                                                 window=LINK_WINDOW, limit=LINKED_AT_ONCE // 2)  # fmt: skip
+            ids = await store.saved_near_entries(
+                conn, ident.workspace, [e.seq for e in entries], window=LINK_WINDOW, limit=LINKED_AT_ONCE // 2
+            )
             for agent, since, until in reversed(holds):
                 ids += await store.saved_between(conn, ident.workspace, agent, since, until, PER_HOLD)
             links = await _link(conn, ident.workspace, list(dict.fromkeys(ids))[:LINKED_AT_ONCE])
-        mine = sorted((s for s in links.values() if s.task_key == key),
-                      key=lambda s: (s.saved_at, s.thread, s.version), reverse=True)  # fmt: skip
+        mine = sorted(
+            (s for s in links.values() if s.task_key == key),
+            key=lambda s: (s.saved_at, s.thread, s.version),
+            reverse=True,
+        )
         return TaskSaves(mine[:SAVES_SHOWN], _by_entry(mine, {e.seq for e in entries}))
 
     async def forked_from(self, ident: Identity, meta: CheckpointMeta) -> tuple[str, int] | None:
@@ -127,11 +130,16 @@ async def _link(
         at, entry = float(r.created_at), nearest[r.id]
         task, source = (entry.task_key, "entry") if entry is not None and entry.task_key else (held.get(r.id), "held")
         out[r.id] = SavedWith(
-            r.id, r.thread, int(r.version), r.agent, iso(at),
+            r.id,
+            r.thread,
+            int(r.version),
+            r.agent,
+            iso(at),
             entry=progress_entry(entry) if entry is not None else None,
             entry_gap=round(float(entry.created_at) - at, 3) if entry is not None else None,
-            task_key=task, task_from=source if task else None,
-        )  # fmt: skip
+            task_key=task,
+            task_from=source if task else None,
+        )
     return out
 
 

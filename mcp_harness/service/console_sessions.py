@@ -43,8 +43,13 @@ class ConsoleSessionService(ServiceBase):
         at = now()
         async with self.db.write() as conn:
             await store.purge(conn, at)  # expired sessions go as new ones come
-            await store.insert(conn, session_hash=session_hash(session_id), token_hash=token_hash(token), at=at,
-                               expires=at + SESSION_SECONDS)  # fmt: skip
+            await store.insert(
+                conn,
+                session_hash=session_hash(session_id),
+                token_hash=token_hash(token),
+                at=at,
+                expires=at + SESSION_SECONDS,
+            )
         return session_id
 
     async def find(self, session_id: str) -> ConsoleSession | None:

@@ -143,8 +143,9 @@ class ImportChecker:
         self._unique(("segment", ws, seg), f"segment {seg}")
         if prev is not None and (prev >= seg or (ws, prev) not in self.segments):
             raise InvalidArgument(f"segment {seg} follows segment {prev}, which is not an earlier segment here")
-        elements = self._json(f"[{r['data']}]", f"segment {seg}", list, self.limits.max_state_bytes + 2,
-                              self.limits.max_depth - 1)  # fmt: skip
+        elements = self._json(
+            f"[{r['data']}]", f"segment {seg}", list, self.limits.max_state_bytes + 2, self.limits.max_depth - 1
+        )
         if not elements:
             raise InvalidArgument(f"segment {seg} holds no elements")
         self.segments[(ws, seg)] = (prev, len(elements))
@@ -165,15 +166,22 @@ class ImportChecker:
         if r["size_bytes"] != size:
             raise InvalidArgument(f"checkpoint {r['id']!r} says its state is {r['size_bytes']} bytes; it is {size}")
         if size > self.limits.max_state_bytes:
-            raise InvalidArgument(f"checkpoint {r['id']!r} holds a state of {size} bytes, over the limit of "
-                                  f"{self.limits.max_state_bytes} (MCP_HARNESS_MAX_STATE_BYTES)")  # fmt: skip
+            raise InvalidArgument(
+                f"checkpoint {r['id']!r} holds a state of {size} bytes, over the limit of "
+                f"{self.limits.max_state_bytes} (MCP_HARNESS_MAX_STATE_BYTES)"
+            )
         if thread not in self.newest or version > self.newest[thread][0]:
             self.newest[thread] = (version, r["id"])
 
     def _entry(self, ws: str, item: Any) -> Entry:
         """One manifest entry (`manifest.py`): a stored value, an inline value or an array chain."""
-        if not (isinstance(item, list) and len(item) in (3, 4, 6) and isinstance(item[0], str)
-                and type(item[2]) is int and item[2] >= 0):  # fmt: skip
+        if not (
+            isinstance(item, list)
+            and len(item) in (3, 4, 6)
+            and isinstance(item[0], str)
+            and type(item[2]) is int
+            and item[2] >= 0
+        ):
             raise InvalidArgument(f"the manifest entry {str(item)[:60]} is not one mcp-harness writes")
         entry = manifests.from_json(item)
         if isinstance(entry, Blob):
@@ -249,8 +257,9 @@ class ImportChecker:
             where = ".".join(str(p) for p in first["loc"])
             raise InvalidArgument(f"task {str(r['key'])[:60]!r}: {where}: {first['msg']}") from None
         if spec.description is not None and len(spec.description) > self.limits.max_text_chars:
-            raise InvalidArgument(f"task {spec.key!r}: description is over the limit of "
-                                  f"{self.limits.max_text_chars} characters")  # fmt: skip
+            raise InvalidArgument(
+                f"task {spec.key!r}: description is over the limit of {self.limits.max_text_chars} characters"
+            )
         self._unique(("task", ws, spec.key), f"task {spec.key!r}")
         if r["result"] is not None:
             self._json(r["result"], f"the result of task {spec.key!r}", None, self.limits.max_value_bytes)
@@ -320,17 +329,23 @@ class ImportChecker:
             newest = self.newest.get((_ws, thread))
             if (newest is None and latest_id is not None) or (newest is not None and newest != (latest, latest_id)):
                 shown = f"version {newest[0]} ({newest[1]!r})" if newest else "none"
-                raise InvalidArgument(f"line {line}: thread {thread!r} says its latest checkpoint is version {latest} "
-                                      f"({latest_id!r}); its newest is {shown}")  # fmt: skip
+                raise InvalidArgument(
+                    f"line {line}: thread {thread!r} says its latest checkpoint is version {latest} "
+                    f"({latest_id!r}); its newest is {shown}"
+                )
         for ws, top in self.max_seq.items():
             if self.progress_seq[ws] < top:
                 given = self.progress_seq[ws]
-                raise InvalidArgument(f"line {self.workspaces[ws]}: workspace {ws!r} has handed out {given} "
-                                      f"progress numbers, but an entry has number {top}")  # fmt: skip
+                raise InvalidArgument(
+                    f"line {self.workspaces[ws]}: workspace {ws!r} has handed out {given} "
+                    f"progress numbers, but an entry has number {top}"
+                )
         for (_ws, key), facts in self.tasks.items():
             if set(facts.depends_on) != facts.deps_seen or facts.tags != facts.tags_seen:
-                raise InvalidArgument(f"line {facts.line}: the dependency or tag records of task {key!r} do not "
-                                      "match its depends_on and tags")  # fmt: skip
+                raise InvalidArgument(
+                    f"line {facts.line}: the dependency or tag records of task {key!r} do not "
+                    "match its depends_on and tags"
+                )
         for ws in self.workspaces:
             self._task_flags(ws)
 

@@ -48,8 +48,16 @@ class MaintenanceService(ServiceBase):
         """JSON Lines: a header, then every row of the workspace (or of all workspaces)."""
         async with self.db.cold_read() as conn:
             names = [check_name("workspace", workspace)] if workspace else await store.list_workspaces(conn)
-            yield json.dumps({"type": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
-                              "schema_version": SCHEMA_VERSION, "workspaces": names, "exported_at": now()})  # fmt: skip
+            yield json.dumps(
+                {
+                    "type": "header",
+                    "format": FORMAT,
+                    "format_version": FORMAT_VERSION,
+                    "schema_version": SCHEMA_VERSION,
+                    "workspaces": names,
+                    "exported_at": now(),
+                }
+            )
             total = 0
             for name in names:
                 total += await store.count_rows(conn, name)
@@ -119,9 +127,13 @@ class MaintenanceService(ServiceBase):
         return counts
 
     async def prune(
-        self, *, keep_last: int, older_than_days: float | None = None, workspace: str | None = None,
+        self,
+        *,
+        keep_last: int,
+        older_than_days: float | None = None,
+        workspace: str | None = None,
         progress: Progress = _quiet,
-    ) -> PruneReport:  # fmt: skip
+    ) -> PruneReport:
         """Delete old checkpoints (never the last `keep_last` of a thread, never a labelled one) and the
         values only they used, then return the space to the file system."""
         if keep_last < 1:
@@ -168,8 +180,9 @@ def _check_header(header: dict[str, Any]) -> list[str]:
     if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
         if type(version) is int and version > FORMAT_VERSION:
             raise InvalidArgument(f"this export uses format version {version}; upgrade mcp-harness")
-        raise InvalidArgument(f"line 1: format_version must be a whole number from 1 to {FORMAT_VERSION}, "
-                              f"not {str(version)[:40]!r}")  # fmt: skip
+        raise InvalidArgument(
+            f"line 1: format_version must be a whole number from 1 to {FORMAT_VERSION}, not {str(version)[:40]!r}"
+        )
     names = header.get("workspaces")
     if not isinstance(names, list) or not all(isinstance(n, str) and NAME_RE.fullmatch(n) for n in names):
         raise InvalidArgument("line 1: the header's workspaces must be a list of workspace names")

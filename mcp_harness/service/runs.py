@@ -54,9 +54,13 @@ def runner_gone(row: RunnerRow | None, at: float) -> bool:
 
 def runner_record(row: RunnerRow) -> RunnerRecord:
     return RunnerRecord(
-        id=row.id, host=row.host, pid=row.pid, started_at=iso(row.started_at), seen_at=iso(row.seen_at),
+        id=row.id,
+        host=row.host,
+        pid=row.pid,
+        started_at=iso(row.started_at),
+        seen_at=iso(row.seen_at),
         waiting=row.waiting,
-    )  # fmt: skip
+    )
 
 
 class RunService(ServiceBase):
@@ -99,9 +103,17 @@ class RunService(ServiceBase):
     ) -> None:
         async with self.db.write() as conn:
             await store.insert_session(
-                conn, id=session, ws=workspace, runner=runner, slot=slot, agent=agent, task_key=task_key, kind=kind,
-                at=now(), transcript=transcript,
-            )  # fmt: skip
+                conn,
+                id=session,
+                ws=workspace,
+                runner=runner,
+                slot=slot,
+                agent=agent,
+                task_key=task_key,
+                kind=kind,
+                at=now(),
+                transcript=transcript,
+            )
 
     async def session_seen(self, session: str, turns: int, cost: float | None, last_tool: str | None) -> None:
         async with self.db.write() as conn:
@@ -121,9 +133,16 @@ class RunService(ServiceBase):
         """Close a session's record with its outcome (once: False when it was closed already)."""
         async with self.db.write() as conn:
             changed = await store.end_session(
-                conn, id=session, at=now(), outcome=outcome, exit_code=exit_code, turns=turns, cost=cost,
-                last_tool=last_tool, last_words=last_words,
-            )  # fmt: skip
+                conn,
+                id=session,
+                at=now(),
+                outcome=outcome,
+                exit_code=exit_code,
+                turns=turns,
+                cost=cost,
+                last_tool=last_tool,
+                last_words=last_words,
+            )
         return changed > 0
 
     async def request_stop(self, ident: Identity, session: str) -> SessionRecord:

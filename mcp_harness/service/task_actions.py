@@ -116,12 +116,20 @@ class TaskActions(ServiceBase):
     def _given(self, args: UpdateTaskArgs, at: float, ident: Identity | None = None) -> Given:
         return Given(
             process=ident.process if ident is not None else None,
-            at=at, lease_token=args.lease_token, lease_seconds=args.lease_seconds,
-            result=dumps(args.result) if args.result is not None else None, verification=args.verification,
-            error=args.error, retry=args.retry, reason=args.reason, comment=args.comment,
-            paths=tuple(args.paths or ()), shared=args.shared,
-            backoff_base=self.settings.backoff_base_seconds, backoff_cap=self.settings.backoff_cap_seconds,
-        )  # fmt: skip
+            at=at,
+            lease_token=args.lease_token,
+            lease_seconds=args.lease_seconds,
+            result=dumps(args.result) if args.result is not None else None,
+            verification=args.verification,
+            error=args.error,
+            retry=args.retry,
+            reason=args.reason,
+            comment=args.comment,
+            paths=tuple(args.paths or ()),
+            shared=args.shared,
+            backoff_base=self.settings.backoff_base_seconds,
+            backoff_cap=self.settings.backoff_cap_seconds,
+        )
 
     # -- applying a row ---------------------------------------------------------------------------
     async def _apply(
@@ -233,9 +241,16 @@ class TaskActions(ServiceBase):
             await reservations.lock(conn, ident.workspace)
             row, outcome = await self._apply(conn, ident, args, action, at)
             held = await task_paths.change(
-                conn, ident.workspace, ident.agent, row, args.lease_token or "", list(args.paths or []),
-                reserve=reserve, shared=args.shared, at=at,
-            )  # fmt: skip
+                conn,
+                ident.workspace,
+                ident.agent,
+                row,
+                args.lease_token or "",
+                list(args.paths or []),
+                reserve=reserve,
+                shared=args.shared,
+                at=at,
+            )
             return row, outcome, at, held
 
         def finish(raw: tuple[TaskRecord, Outcome, float, dict[str, bool]]) -> UpdateTaskResult:
@@ -256,9 +271,16 @@ class TaskActions(ServiceBase):
             with riding(ident, let_go("complete", args.task_key)) as ride:  # the contact row, in the statement
                 async with self.db.single() as conn:
                     row = await store.update_leased(
-                        conn, ident.workspace, args.task_key, args.lease_token or "", outcome.change, ev, at,
-                        leaf_only=True, contact=ride.contact,
-                    )  # fmt: skip
+                        conn,
+                        ident.workspace,
+                        args.task_key,
+                        args.lease_token or "",
+                        outcome.change,
+                        ev,
+                        at,
+                        leaf_only=True,
+                        contact=ride.contact,
+                    )
                 ride.done = row is not None
             if row is not None:
                 self.wakeup.notify(ident.workspace)

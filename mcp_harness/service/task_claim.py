@@ -49,10 +49,21 @@ async def _take(
     claimer as the unread count names it, for a row with its `HandoffFacts`."""
     token = secrets.token_urlsafe(18)
     return await store.claim(
-        conn, ident.workspace, agent=ident.agent, token=token, fingerprint=fingerprint(token), now=at,
-        lease_seconds=lease_seconds, tags=tags, task_key=task_key, paths=paths, allowed=allowed,
-        process=ident.process, contact=contact, inbox=inbox,
-    )  # fmt: skip
+        conn,
+        ident.workspace,
+        agent=ident.agent,
+        token=token,
+        fingerprint=fingerprint(token),
+        now=at,
+        lease_seconds=lease_seconds,
+        tags=tags,
+        task_key=task_key,
+        paths=paths,
+        allowed=allowed,
+        process=ident.process,
+        contact=contact,
+        inbox=inbox,
+    )
 
 
 def _claimed(row: ClaimedTask, at: float, context: TaskContext | None, inbox: Unread | None = None) -> ClaimTaskResult:

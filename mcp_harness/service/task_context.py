@@ -97,10 +97,13 @@ async def _notes(conn: Connection, workspace: str, key: str, read: _Read) -> lis
     read.full = len(entries) >= CANDIDATES
     messages = await message_store.about_task(conn, workspace, key, limit=CANDIDATES)
     out = [
-        (m.created_at, _REASON, ContextNote(message=m.message_id, at=iso(m.created_at), by=m.sender,
-                                            text=_message_text(m)))
+        (
+            m.created_at,
+            _REASON,
+            ContextNote(message=m.message_id, at=iso(m.created_at), by=m.sender, text=_message_text(m)),
+        )
         for m in messages
-    ]  # fmt: skip
+    ]
     if not entries:
         return _chosen(out)
     # (time, text) -> its event; time alone where the text cannot be told again

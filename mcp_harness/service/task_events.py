@@ -71,8 +71,10 @@ def _reopened(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     room = max(NOTE_CHARS - len(head + then(d["reason"], f"it was done {labels}")), MIN_ROOM)
     r, v = result or "", verification or ""
     v_room = min(len(v), max(room // 2, room - len(r)))
-    said = [f"with result {_within(r, room - v_room)}" if result is not None else None,
-            f"verification {_within(v, v_room)}" if verification is not None else None]  # fmt: skip
+    said = [
+        f"with result {_within(r, room - v_room)}" if result is not None else None,
+        f"verification {_within(v, v_room)}" if verification is not None else None,
+    ]
     return head + then(d["reason"], "it was done " + " / ".join(x for x in said if x))
 
 
@@ -160,7 +162,7 @@ KINDS: dict[str, EventKind] = {
             + then(d["comment"], "the gate failed" if d.get("gate") else "it is pending again for its next claimer")
         ),
         status=lambda d: "blocked" if d.get("gate") else "note",
-    ),  # fmt: skip
+    ),
     "returned": EventKind(),  #: left review (back to pending): a dependency was reopened
     # operator powers
     "cancel": EventKind(
@@ -249,8 +251,13 @@ async def fail_exhausted(conn: Connection, workspace: str, at: float, ended: dic
     its `last_error` and note say that rather than an expiry."""
     failed = []
     for key, why in (ended or {}).items():
-        change = TaskChange(status=Status.FAILED, ready=False, lease_token=None,
-                            last_error=f"{ENDED_ON_LAST_ATTEMPT}: {why}", updated_at=at)  # fmt: skip
+        change = TaskChange(
+            status=Status.FAILED,
+            ready=False,
+            lease_token=None,
+            last_error=f"{ENDED_ON_LAST_ATTEMPT}: {why}",
+            updated_at=at,
+        )
         row = await store.update_where_status(conn, workspace, key, frozenset({Status.CLAIMED}), change)
         if row is not None:
             failed.append(row)

@@ -89,23 +89,27 @@ async def claim_reserving(
     task with paths no lock is taken: the claim then takes only tasks without paths, reserving nothing."""
     found: list[Clash] = []
     allowed = None
-    candidates = await store.path_candidates(conn, workspace, now=at, tags=tags, task_key=task_key,
-                                             limit=MAX_CANDIDATES)  # fmt: skip
+    candidates = await store.path_candidates(
+        conn, workspace, now=at, tags=tags, task_key=task_key, limit=MAX_CANDIDATES
+    )
     if candidates:  # judged under the lock, as they are once it is held
         await held_paths.lock(conn, workspace)
-        candidates = await store.path_candidates(conn, workspace, now=at, tags=tags, task_key=task_key,
-                                                 limit=MAX_CANDIDATES)  # fmt: skip
+        candidates = await store.path_candidates(
+            conn, workspace, now=at, tags=tags, task_key=task_key, limit=MAX_CANDIDATES
+        )
     for candidate in candidates:
-        stop = await find_clashes(conn, workspace, agent, json.loads(candidate.paths), shared=False, at=at,
-                                  own_key=candidate.key)  # fmt: skip
+        stop = await find_clashes(
+            conn, workspace, agent, json.loads(candidate.paths), shared=False, at=at, own_key=candidate.key
+        )
         if not stop:
             allowed = candidate.id
             break
         found.extend(stop)
     row = await take("allowed", allowed)
     if row is not None and row.paths:
-        await held_paths.reserve(conn, workspace, row.id, row.lease_token or "", dict.fromkeys(task_paths(row), False),
-                                 fresh=True)  # fmt: skip
+        await held_paths.reserve(
+            conn, workspace, row.id, row.lease_token or "", dict.fromkeys(task_paths(row), False), fresh=True
+        )
     return row, found if row is None else []
 
 
@@ -141,8 +145,10 @@ def reserved_answer(found: list[Clash], why: ClaimTaskResult) -> ClaimTaskResult
         patterns_held = holders.setdefault(clash.key, (clash, []))[1]
         if clash.pattern not in patterns_held:
             patterns_held.append(clash.pattern)
-    waiting = [WaitingOn(key=c.key, status="claimed", owner=c.owner, retry_after=c.retry_after, paths=held)
-               for c, held in holders.values()]  # fmt: skip
+    waiting = [
+        WaitingOn(key=c.key, status="claimed", owner=c.owner, retry_after=c.retry_after, paths=held)
+        for c, held in holders.values()
+    ]
     on = sorted(waiting, key=lambda w: w.retry_after or 0)[:MAX_WAITING_ON]
     return paths_reserved(why, on)
 
@@ -168,9 +174,17 @@ async def check_revival(conn: Connection, workspace: str, agent: str, row: TaskR
 
 
 async def change(
-    conn: Connection, workspace: str, agent: str, row: TaskRecord, token: str, wanted: list[str], *,
-    reserve: bool, shared: bool, at: float,
-) -> dict[str, bool]:  # fmt: skip
+    conn: Connection,
+    workspace: str,
+    agent: str,
+    row: TaskRecord,
+    token: str,
+    wanted: list[str],
+    *,
+    reserve: bool,
+    shared: bool,
+    at: float,
+) -> dict[str, bool]:
     """Reserve (under the lock, refusing a clash with `task_conflict` naming the holder) or drop `wanted`
     under the lease; answers what the lease holds now."""
     if not wanted:

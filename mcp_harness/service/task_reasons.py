@@ -215,8 +215,9 @@ def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskR
     # the other waits' roots after the holders; not the tasks claimable now (those the paths held back)
     rest = [w for w in why.waiting_on or [] if not (w.status == "pending" and w.retry_after == 0)]
     on = shared([holders, rest])
-    return ClaimTaskResult(task=None, lease=None, reason="paths_reserved", waiting_on=on,
-                           retry_after=min(times) if times else None)  # fmt: skip
+    return ClaimTaskResult(
+        task=None, lease=None, reason="paths_reserved", waiting_on=on, retry_after=min(times) if times else None
+    )
 
 
 async def with_holders(conn: Connection, workspace: str, why: ClaimTaskResult, at: float) -> ClaimTaskResult:

@@ -46,9 +46,14 @@ class TokenService(ServiceBase):
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         async with self.db.write() as conn:
             await store.insert(
-                conn, token_hash=token_hash(token), token_id="tk_" + secrets.token_hex(6), workspace=workspace,
-                agent=agent, role=role, created_at=now(),
-            )  # fmt: skip
+                conn,
+                token_hash=token_hash(token),
+                token_id="tk_" + secrets.token_hex(6),
+                workspace=workspace,
+                agent=agent,
+                role=role,
+                created_at=now(),
+            )
         return token
 
     async def verify(self, token: str) -> Identity | None:
@@ -60,8 +65,9 @@ class TokenService(ServiceBase):
         if row is None:
             return None
         if reserved_agent(row.agent):  # made before the name was reserved: it names nobody now
-            log.warning("refused token %s: its agent %r is a reserved name (revoke it, make another)", row.token_id,
-                        row.agent)  # fmt: skip
+            log.warning(
+                "refused token %s: its agent %r is a reserved name (revoke it, make another)", row.token_id, row.agent
+            )
             return None
         return Identity(workspace=row.workspace, agent=row.agent, role=cast(Role, row.role))  # a Role when stored
 

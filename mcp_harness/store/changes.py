@@ -113,9 +113,14 @@ class ChangeFeed:
         self._signal.set()
 
     async def wait(
-        self, seen: int, timeout: float, *, workspace: str, also: anyio.Event | None = None,
+        self,
+        seen: int,
+        timeout: float,
+        *,
+        workspace: str,
+        also: anyio.Event | None = None,
         interval: float = SQLITE_INTERVAL,
-    ) -> int:  # fmt: skip
+    ) -> int:
         """Wait until the workspace's version moves past `seen` (a commit there by any process), `also`
         is set, or `timeout` seconds pass; returns the workspace's version then. `interval`: how soon
         after a commit a SQLite waiter must hear of it (a waiter that can wait longer, such as an idle
@@ -148,9 +153,14 @@ class ChangeFeed:
         return self.version_of(workspace)
 
     async def wait_until(
-        self, check: Callable[[], Awaitable[bool]], timeout: float, *, workspace: str, recheck: float,
+        self,
+        check: Callable[[], Awaitable[bool]],
+        timeout: float,
+        *,
+        workspace: str,
+        recheck: float,
         local: anyio.Event,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """For a waiting claim: return True as soon as `local` is set (a change by this process) or
         `check()` (a cheap read) says yes, which it is asked after every commit seen in the workspace
         and every `recheck` seconds (the clock alone makes work claimable: leases run out, backoffs

@@ -31,9 +31,13 @@ BORROWED: ContextVar[Any] = ContextVar("mcp_harness_borrowed_connection")
 
 def sqlite_engine(url: str, pool_size: int) -> AsyncEngine:
     engine = create_async_engine(
-        url, poolclass=AsyncAdaptedQueuePool, pool_size=pool_size, max_overflow=0, pool_timeout=60,
+        url,
+        poolclass=AsyncAdaptedQueuePool,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=60,
         hide_parameters=True,  # parameters hold users' data: never in an error message or a log
-    )  # fmt: skip
+    )
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn, _record):  # noqa: ANN001 - SQLAlchemy's listener signature
@@ -53,9 +57,12 @@ def pg_engine(url: str) -> AsyncEngine:
         return _Borrowed(BORROWED.get())
 
     return create_async_engine(
-        url, poolclass=NullPool, async_creator=borrowed, isolation_level="AUTOCOMMIT",
+        url,
+        poolclass=NullPool,
+        async_creator=borrowed,
+        isolation_level="AUTOCOMMIT",
         hide_parameters=True,  # parameters hold users' data: never log them
-    )  # fmt: skip
+    )
 
 
 class _Borrowed:

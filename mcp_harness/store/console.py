@@ -20,8 +20,10 @@ from .search import Terms, search_refused
 Q = named.load("console")
 FILTERS = named.load("console_filters")
 #: each board column's query (`blocked`: pending behind a failed dependency)
-COLUMN = {status: Q[f"board_{status}"] for status in (S.PENDING, S.CLAIMED, S.IN_REVIEW, S.CANCELLED, BLOCKED,
-                                                       S.FAILED, S.DONE)}  # fmt: skip
+COLUMN = {
+    status: Q[f"board_{status}"]
+    for status in (S.PENDING, S.CLAIMED, S.IN_REVIEW, S.CANCELLED, BLOCKED, S.FAILED, S.DONE)
+}
 #: (workspace, agent) seen in this many newest progress entries count for "last seen"
 RECENT_ENTRIES = 5000
 RECENT_EVENTS = 1000  #: task events `last_seen` reads (the newest): who ended a hold lately
@@ -107,14 +109,25 @@ async def timeline(
     limit: int,
 ) -> list[ProgressRow]:
     """Progress entries newest first, filtered; `text`: a full-text query their summary or details match."""
-    params: dict[str, Any] = {"ws": workspace, "agent": agent, "task_key": task_key, "thread": thread,
-                              "status": status, "before_seq": before_seq, "limit": limit}  # fmt: skip
+    params: dict[str, Any] = {
+        "ws": workspace,
+        "agent": agent,
+        "task_key": task_key,
+        "thread": thread,
+        "status": status,
+        "before_seq": before_seq,
+        "limit": limit,
+    }
     if text is not None:
         params.update(text.params(conn.dialect))
     try:
         small = text is not None and conn.dialect != "sqlite" and await progress.scoped(conn, workspace)
-        query = queries.timeline(*(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
-                               text.shape if text is not None else None, before_seq is not None, small)  # fmt: skip
+        query = queries.timeline(
+            *(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
+            text.shape if text is not None else None,
+            before_seq is not None,
+            small,
+        )
         return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
     except Exception as exc:
         if text is None:
@@ -159,8 +172,14 @@ async def record_contact(
     conn: Connection, workspace: str, agent: str, at: float, tool: str, claim_outcome: str | None
 ) -> None:
     """`agent` made a call to `tool` at `at` (and, when `claim_outcome` is given, a claim answered that)."""
-    params = {"ws": workspace, "agent": agent, "at": at, "tool": tool, "outcome": claim_outcome,
-              "claim_at": at if claim_outcome is not None else None}  # fmt: skip
+    params = {
+        "ws": workspace,
+        "agent": agent,
+        "at": at,
+        "tool": tool,
+        "outcome": claim_outcome,
+        "claim_at": at if claim_outcome is not None else None,
+    }
     await conn.execute(Q.record_contact, params)
 
 

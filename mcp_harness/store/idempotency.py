@@ -18,8 +18,15 @@ async def put(
     conn: Connection, workspace: str, agent: str, tool: str, key: str, request_hash: str, result: str, at: float
 ) -> None:
     """Remember a result. Two calls with one key racing: the loser gets `UniqueViolation` (PostgreSQL)."""
-    params = {"ws": workspace, "agent": agent, "tool": tool, "key": key, "request_hash": request_hash,
-              "result": result, "at": at}  # fmt: skip
+    params = {
+        "ws": workspace,
+        "agent": agent,
+        "tool": tool,
+        "key": key,
+        "request_hash": request_hash,
+        "result": result,
+        "at": at,
+    }
     await conn.execute(Q.store_result, params)
 
 

@@ -138,8 +138,10 @@ def parse(text: str, *, source: str) -> Queries:
         else:
             body.append(line.rstrip())
     finish()
-    dialects = {name: DIALECTS if (name, None) in blocks else tuple(d for d in DIALECTS if (name, d) in blocks)
-                for name, _d in blocks}  # fmt: skip
+    dialects = {
+        name: DIALECTS if (name, None) in blocks else tuple(d for d in DIALECTS if (name, d) in blocks)
+        for name, _d in blocks
+    }
     return Queries(source, _queries(blocks, source), dialects)
 
 

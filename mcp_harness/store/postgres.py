@@ -58,6 +58,10 @@ async def driver_pool(url: str, size: int) -> Any:
 
     address, cache = pg_dsn(url)
     return await asyncpg.create_pool(
-        address, min_size=1, max_size=size, max_inactive_connection_lifetime=1800,
-        statement_cache_size=cache, reset=keep_session,
-    )  # fmt: skip
+        address,
+        min_size=1,
+        max_size=size,
+        max_inactive_connection_lifetime=1800,
+        statement_cache_size=cache,
+        reset=keep_session,
+    )

@@ -211,8 +211,9 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any", contact: bool = 
     What a claim sets is written here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose
     BEGIN IMMEDIATE keeps other writers out already: it runs `claim_pick`, `claim_by_id` and
     `insert_task_event` instead)."""
-    pick = _pick(by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any",
-                 walk=True)  # fmt: skip
+    pick = _pick(
+        by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any", walk=True
+    )
     first = " AND pick.paths IS NULL" if paths == "first" else ""
     detail = (
         "CASE WHEN was_status = 'claimed' "
@@ -439,8 +440,14 @@ def progress_search(shape: Shape, scoped: bool = False) -> Query:
 # Built: a person picks the filters, and the table's sort column and direction (from `TABLE_SORTS`).
 
 #: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
-TABLE_SORTS = {"key": '"key"', "status": "status", "owner": "owner", "priority": "priority", "updated": "updated_at",
-               "created": "id"}  # fmt: skip
+TABLE_SORTS = {
+    "key": '"key"',
+    "status": "status",
+    "owner": "owner",
+    "priority": "priority",
+    "updated": "updated_at",
+    "created": "id",
+}
 #: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
 TABLE_STATUS = {
     "blocked": "status = 'pending' AND blocked = TRUE",
@@ -475,8 +482,9 @@ def events_window(agent: bool, task_key: bool, since: bool) -> Query:
     # one task's: `+created_at` (no index on it) keeps SQLite, which has no statistics, on the task's index
     at = "+created_at" if task_key else "created_at"
     where = ["workspace = :ws", f"{at} <= :until"]
-    where += [c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key),
-                              (f"{at} >= :since", since)) if on]  # fmt: skip
+    where += [
+        c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key), (f"{at} >= :since", since)) if on
+    ]
     # newest first by time, the order ix_task_event_time (or, for an agent, ix_task_event_actor) holds them in,
     # so the window is read, not sorted; one task's events are read from ix_task_event_task, in id order
     order = "id DESC" if task_key else "created_at DESC, id DESC"
@@ -492,8 +500,11 @@ def timeline(
     (`search.py`) the entries must match; `scoped` (PostgreSQL, with `text`): a small workspace, read
     apart (`SCOPED_PROGRESS`)."""
     where = ["workspace = :ws"]
-    where += [f"{c} = :{c}" for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread),
-                                          ("status", status)) if on]  # fmt: skip
+    where += [
+        f"{c} = :{c}"
+        for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread), ("status", status))
+        if on
+    ]
     if before:
         where.append("seq < :before_seq")
     head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "

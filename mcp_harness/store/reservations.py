@@ -76,8 +76,16 @@ async def reserve(
     rows: list[dict[str, Any]] = []
     for pattern, shared in patterns.items():
         await conn.execute(Q.drop_one, {"task_id": task_id, "token": token, "pattern": pattern})
-        rows.append({"task_id": task_id, "token": token, "pattern": pattern, "ws": workspace, "shared": shared,
-                     "anchor": "/".join(anchor(pattern))})  # fmt: skip
+        rows.append(
+            {
+                "task_id": task_id,
+                "token": token,
+                "pattern": pattern,
+                "ws": workspace,
+                "shared": shared,
+                "anchor": "/".join(anchor(pattern)),
+            }
+        )
     if rows:
         await conn.execute_many(Q.insert, rows)
 

@@ -63,11 +63,16 @@ class Checkpoint(SQLModel, table=True):
         UniqueConstraint("workspace", "thread", "version", name="uq_checkpoint_version"),
         # most checkpoints have no label: index only those that do (the label lookup implies it)
         Index(
-            "ix_checkpoint_label", "workspace", "thread", "label", "version",
-            sqlite_where=text("label IS NOT NULL"), postgresql_where=text("label IS NOT NULL"),
+            "ix_checkpoint_label",
+            "workspace",
+            "thread",
+            "label",
+            "version",
+            sqlite_where=text("label IS NOT NULL"),
+            postgresql_where=text("label IS NOT NULL"),
         ),
         Index("ix_checkpoint_agent", "workspace", "agent", "created_at"),  # the console: versions saved for a task
-    )  # fmt: skip
+    )
     id: str = Field(primary_key=True)
     workspace: str
     thread: str
@@ -190,10 +195,17 @@ Index("ix_task_page", _tasks.c.workspace, _tasks.c.id)
 #: the console board's columns, each read in its own order (pending, blocked; claimed by its prefix)
 Index("ix_task_board", _tasks.c.workspace, _tasks.c.status, _tasks.c.blocked, _tasks.c.priority.desc(), _tasks.c.id)
 _done, _failed = text("status = 'done'"), text("status = 'failed'")
-Index("ix_task_done", _tasks.c.workspace, _tasks.c.completed_at, _tasks.c.id,
-      sqlite_where=_done, postgresql_where=_done)  # fmt: skip
-Index("ix_task_failed", _tasks.c.workspace, _tasks.c.updated_at, _tasks.c.id,
-      sqlite_where=_failed, postgresql_where=_failed)  # fmt: skip
+Index(
+    "ix_task_done", _tasks.c.workspace, _tasks.c.completed_at, _tasks.c.id, sqlite_where=_done, postgresql_where=_done
+)
+Index(
+    "ix_task_failed",
+    _tasks.c.workspace,
+    _tasks.c.updated_at,
+    _tasks.c.id,
+    sqlite_where=_failed,
+    postgresql_where=_failed,
+)
 #: claimed tasks on their last attempt, by expiry: list and restore probe it for a lease that ran out (to
 #: settle it), a seek whatever the workspace's size (`store/sql/tasks.sql`: `task_counts_ran_out`)
 _last = text("status = 'claimed' AND attempts >= max_attempts")
@@ -202,10 +214,19 @@ Index("ix_task_last_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlit
 #: claim order (`status` and `ready` as columns too: SQLite's planner then prefers it to `ix_task_claim`),
 #: and claimed tasks with attempts left by expiry (with `ix_task_last_lease`: every claimed task, once)
 _pending, _retry = text("status = 'pending'"), text(RETRY_LEASE)
-Index("ix_task_pending", _tasks.c.workspace, _tasks.c.status, _tasks.c.ready, _tasks.c.priority.desc(), _tasks.c.id,
-      sqlite_where=_pending, postgresql_where=_pending)  # fmt: skip
-Index("ix_task_retry_lease", _tasks.c.workspace, _tasks.c.lease_expires_at,
-      sqlite_where=_retry, postgresql_where=_retry)  # fmt: skip
+Index(
+    "ix_task_pending",
+    _tasks.c.workspace,
+    _tasks.c.status,
+    _tasks.c.ready,
+    _tasks.c.priority.desc(),
+    _tasks.c.id,
+    sqlite_where=_pending,
+    postgresql_where=_pending,
+)
+Index(
+    "ix_task_retry_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlite_where=_retry, postgresql_where=_retry
+)
 
 
 class TaskCount(SQLModel, table=True):
@@ -339,7 +360,7 @@ class Message(SQLModel, table=True):
             "created_at",
             sqlite_where=text("acked_at IS NULL"),
             postgresql_where=text("acked_at IS NULL"),
-        ),  # fmt: skip
+        ),
         Index("ix_message_to", "workspace", "recipient", "acked_at", "id"),
         Index("ix_message_task", "workspace", "task_key", "id"),
     )

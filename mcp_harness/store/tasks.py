@@ -105,8 +105,15 @@ class Settled(NamedTuple):
 
 
 async def record_event(conn: Connection, workspace: str, key: str, attempt: int, event: Event, at: float) -> None:
-    params = {"ws": workspace, "key": key, "ev_kind": event.kind, "ev_actor": event.actor, "ev_attempt": attempt,
-              "ev_detail": event.detail, "ev_at": at}  # fmt: skip
+    params = {
+        "ws": workspace,
+        "key": key,
+        "ev_kind": event.kind,
+        "ev_actor": event.actor,
+        "ev_attempt": attempt,
+        "ev_detail": event.detail,
+        "ev_at": at,
+    }
     await conn.execute(Q.insert_task_event, params)
 
 
@@ -275,8 +282,16 @@ async def claim(
     caller's contact row, written only when a task was taken. `inbox`: the claimer as the unread count
     names it (`me`, `base`, `ops`, `since`: `messages.count_unread`); then the row is `ClaimedWithFacts`,
     read by the claim statement itself on PostgreSQL, in its transaction on SQLite."""
-    params = {"ws": workspace, "now": now, "agent": agent, "token": token, "expires": now + lease_seconds,
-              "lease": lease_seconds, "fp": fingerprint, "process": process}  # fmt: skip
+    params = {
+        "ws": workspace,
+        "now": now,
+        "agent": agent,
+        "token": token,
+        "expires": now + lease_seconds,
+        "lease": lease_seconds,
+        "fp": fingerprint,
+        "process": process,
+    }
     _filters(conn, params, tags, task_key)
     if paths == "allowed":
         params["allowed"] = -1 if allowed is None else allowed

@@ -12,8 +12,14 @@ Q = named.load("tokens")
 async def insert(
     conn: Connection, *, token_hash: str, token_id: str, workspace: str, agent: str, role: str, created_at: float
 ) -> None:
-    params = {"token_hash": token_hash, "token_id": token_id, "workspace": workspace, "agent": agent,
-              "role": role, "created_at": created_at}  # fmt: skip
+    params = {
+        "token_hash": token_hash,
+        "token_id": token_id,
+        "workspace": workspace,
+        "agent": agent,
+        "role": role,
+        "created_at": created_at,
+    }
     await conn.execute(Q.insert_token, params)
 
 

@@ -24,8 +24,11 @@ async def main(db: str, workspace: str, session: str) -> None:
     env = {**os.environ, "CLAUDE_CODE_SESSION_ID": session}
     env.pop("MCP_HARNESS_SESSION", None)
     command = [sys.executable, "-m", "mcp_harness"]
-    server = StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--db", db, "--workspace",
-                                   workspace, "--agent", "claude-code"], env=env)  # fmt: skip
+    server = StdioServerParameters(
+        command=command[0],
+        args=[*command[1:], "serve", "--db", db, "--workspace", workspace, "--agent", "claude-code"],
+        env=env,
+    )
     async with Client(server, raise_exceptions=False) as client:
         print(json.dumps({"ready": True}), flush=True)
         while line := await anyio.to_thread.run_sync(sys.stdin.readline):

@@ -61,8 +61,9 @@ async def fail(client: Client, tool: str, **arguments: Any) -> ToolFailed:
     raise AssertionError(f"{tool} should have failed but returned {result}")
 
 
-async def drain(client: Client, agent: str, accepted: Counter, errors: list[str], *, lease_seconds: int = 300,
-                idle: float = 0.01) -> None:  # fmt: skip
+async def drain(
+    client: Client, agent: str, accepted: Counter, errors: list[str], *, lease_seconds: int = 300, idle: float = 0.01
+) -> None:
     """A worker: claim and complete until the list is all done, counting accepted completions per key
     and collecting refused ones (a second accepted completion of one key would be a double claim)."""
     while True:
@@ -72,9 +73,15 @@ async def drain(client: Client, agent: str, accepted: Counter, errors: list[str]
                 return
             await anyio.sleep(idle)
             continue
-        result = await client.call_tool("update_task", {
-            "task_key": got["task"]["key"], "action": "complete", "lease_token": got["lease"]["token"],
-            "verification": f"done by {agent}"})  # fmt: skip
+        result = await client.call_tool(
+            "update_task",
+            {
+                "task_key": got["task"]["key"],
+                "action": "complete",
+                "lease_token": got["lease"]["token"],
+                "verification": f"done by {agent}",
+            },
+        )
         if result.is_error:
             errors.append(result.content[0].text)
         else:

@@ -16,8 +16,15 @@ from typing import Any
 import pytest
 
 CHROMIUM = os.environ.get("MCP_HARNESS_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def require() -> ModuleType:
@@ -45,8 +52,14 @@ class Watched:
     def __init__(self, browser: Any, width: int, height: int = 900) -> None:
         self.ctx = browser.new_context(viewport={"width": width, "height": height})
         self.violations: list[str] = []
-        self.ctx.on("console", lambda m: self.violations.append(f"{m.page.url if m.page else ''}: {m.text}")
-                    if "Content Security Policy" in m.text else None)  # fmt: skip
+        self.ctx.on(
+            "console",
+            lambda m: (
+                self.violations.append(f"{m.page.url if m.page else ''}: {m.text}")
+                if "Content Security Policy" in m.text
+                else None
+            ),
+        )
         self.ctx.expose_function("cspViolation", lambda text: self.violations.append(text))
         self.ctx.add_init_script(
             "document.addEventListener('securitypolicyviolation', e => window.cspViolation("

@@ -201,9 +201,14 @@ class Conversation:
     def __init__(self, binary: Path, cwd: Path, env: dict[str, str], *args: str) -> None:
         command = [str(binary), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
         self.proc = subprocess.Popen(
-            [*command, *args], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [*command, *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.events: list[dict[str, Any]] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._errors: list[str] = []  # drained as it comes, so a chatty stderr never blocks the process

@@ -74,8 +74,11 @@ def ui_process(db: str, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     """`mcp-harness ui` as a real process; the URL it printed alone on its last line of stdout."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcp_harness", "ui", "--db", db, "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
     try:
         lines = []
         deadline = time.time() + 60
@@ -105,24 +108,48 @@ def seed(db: str, workspace: str) -> None:
     async def main() -> None:
         async with Harness.open(settings_for(db)) as h:
             alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
-            await h.tasks.add(alice, tasks=[
-                TaskSpec(key="schema", title="Design the database schema for orders", priority=5, tags=["db"],
-                         steps=["migration runs on an empty database", "ERD committed under docs/"]),
-                TaskSpec(key="api", title="REST endpoints for orders", depends_on=["schema"], priority=3),
-                TaskSpec(key="payments", title="Payment capture with idempotency keys", depends_on=["schema"]),
-                TaskSpec(key="cart", title="Cart page: add, remove, change quantities", depends_on=["api"]),
-                TaskSpec(key="ci", title="Fix the flaky CI job on the ARM runner", max_attempts=1),
-                TaskSpec(key="deploy", title="Deploy to staging behind a feature flag", depends_on=["ci", "cart"]),
-                TaskSpec(key="xss", title=XSS_TITLE),
-            ])  # fmt: skip
+            await h.tasks.add(
+                alice,
+                tasks=[
+                    TaskSpec(
+                        key="schema",
+                        title="Design the database schema for orders",
+                        priority=5,
+                        tags=["db"],
+                        steps=["migration runs on an empty database", "ERD committed under docs/"],
+                    ),
+                    TaskSpec(key="api", title="REST endpoints for orders", depends_on=["schema"], priority=3),
+                    TaskSpec(key="payments", title="Payment capture with idempotency keys", depends_on=["schema"]),
+                    TaskSpec(key="cart", title="Cart page: add, remove, change quantities", depends_on=["api"]),
+                    TaskSpec(key="ci", title="Fix the flaky CI job on the ARM runner", max_attempts=1),
+                    TaskSpec(key="deploy", title="Deploy to staging behind a feature flag", depends_on=["ci", "cart"]),
+                    TaskSpec(key="xss", title=XSS_TITLE),
+                ],
+            )
             got = await h.tasks.claim(alice, task_key="schema")
-            await h.tasks.update(alice, task_key="schema", action="complete", lease_token=got.lease.token,
-                                 verification="migration ran on an empty database")  # fmt: skip
-            await h.progress.record(alice, summary="Schema done: orders, lines, payments", status="done",
-                                    task_key="schema", next_steps=["api can start"])  # fmt: skip
+            await h.tasks.update(
+                alice,
+                task_key="schema",
+                action="complete",
+                lease_token=got.lease.token,
+                verification="migration ran on an empty database",
+            )
+            await h.progress.record(
+                alice,
+                summary="Schema done: orders, lines, payments",
+                status="done",
+                task_key="schema",
+                next_steps=["api can start"],
+            )
             got = await h.tasks.claim(bob, task_key="ci")
-            await h.tasks.update(bob, task_key="ci", action="fail", lease_token=got.lease.token, retry=False,
-                                 error="the ARM runner image lacks libssl3")  # fmt: skip
+            await h.tasks.update(
+                bob,
+                task_key="ci",
+                action="fail",
+                lease_token=got.lease.token,
+                retry=False,
+                error="the ARM runner image lacks libssl3",
+            )
             await h.tasks.claim(alice, task_key="api", lease_seconds=1800)
             await h.progress.record(alice, summary="Started the orders endpoints", status="in_progress", task_key="api")
 
@@ -131,8 +158,13 @@ def seed(db: str, workspace: str) -> None:
 
 def _agent_process(db: str, workspace: str, agent: str, tool: str, arguments: dict) -> subprocess.CompletedProcess:
     """A tool call by an agent in another process (the real server, the official client)."""
-    return subprocess.run([sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
-                          capture_output=True, text=True, env=subprocess_env(), timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(HELPER), db, workspace, agent, tool, json.dumps(arguments)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+    )
 
 
 def agent_call(db: str, workspace: str, agent: str, tool: str, **arguments: object) -> dict:

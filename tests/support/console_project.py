@@ -63,8 +63,9 @@ def build(db: str, workspace: str) -> dict[str, str]:
                 got = await h.tasks.claim(who[agent], task_key=key)
                 await h.contacts.touch(who[agent], "claim_task", got)
                 await h.progress.record(who[agent], summary=note, status="done", task_key=key)
-                await h.tasks.update(who[agent], task_key=key, action="complete", lease_token=got.lease.token,
-                                     verification="tests pass")  # fmt: skip
+                await h.tasks.update(
+                    who[agent], task_key=key, action="complete", lease_token=got.lease.token, verification="tests pass"
+                )
 
             await finish("bob", "schema", "Schema migrated: orders, order_lines, users, addresses")
             await finish("carol", "api-spec", "OpenAPI spec published under docs/api")
@@ -75,49 +76,75 @@ def build(db: str, workspace: str) -> dict[str, str]:
             await finish("carol", "docs-api", "API reference generated from the spec")
             await finish("erin", "backups", "Nightly backups to object storage, restore tested")
             got = await h.tasks.claim(who["erin"], task_key="ci-arm")
-            await h.progress.record(who["erin"], summary="ARM runner image lacks libssl3", status="blocked",
-                                    task_key="ci-arm")  # fmt: skip
-            await h.tasks.update(who["erin"], task_key="ci-arm", action="fail", lease_token=got.lease.token,
-                                 retry=False, error="the ARM runner image lacks libssl3: needs a new base")  # fmt: skip
+            await h.progress.record(
+                who["erin"], summary="ARM runner image lacks libssl3", status="blocked", task_key="ci-arm"
+            )
+            await h.tasks.update(
+                who["erin"],
+                task_key="ci-arm",
+                action="fail",
+                lease_token=got.lease.token,
+                retry=False,
+                error="the ARM runner image lacks libssl3: needs a new base",
+            )
             got = await h.tasks.claim(who["carol"], task_key="security-review")
-            await h.tasks.update(who["carol"], task_key="security-review", action="complete",
-                                 lease_token=got.lease.token, verification="threat model in docs/")  # fmt: skip
+            await h.tasks.update(
+                who["carol"],
+                task_key="security-review",
+                action="complete",
+                lease_token=got.lease.token,
+                verification="threat model in docs/",
+            )
             dana = await h.tasks.claim(who["dana"], task_key="api-users", lease_seconds=1200)
             await h.contacts.touch(who["dana"], "claim_task", dana)
-            await h.progress.record(who["dana"], summary="Started the users endpoints", status="in_progress",
-                                    task_key="api-users")  # fmt: skip
+            await h.progress.record(
+                who["dana"], summary="Started the users endpoints", status="in_progress", task_key="api-users"
+            )
             await h.checkpoints.save(
                 who["bob"],
                 thread="main",
                 label="orders done",
                 state={"task": "api-orders", "done": ["list", "create"], "next": "cancel"},
             )
-            await h.checkpoints.save(who["bob"], thread="main", label="payments started",
-                                     state={"task": "api-payments", "done": ["capture"], "next": "refunds",
-                                            "id": "pay_7f3a"})  # fmt: skip
+            await h.checkpoints.save(
+                who["bob"],
+                thread="main",
+                label="payments started",
+                state={"task": "api-payments", "done": ["capture"], "next": "refunds", "id": "pay_7f3a"},
+            )
             bob = await h.tasks.claim(who["bob"], task_key="api-payments", lease_seconds=900)
             await h.contacts.touch(who["bob"], "claim_task", bob)
-            await h.progress.record(who["bob"], summary="Capture works against the sandbox; idempotency next",
-                                    status="in_progress", task_key="api-payments")  # fmt: skip
+            await h.progress.record(
+                who["bob"],
+                summary="Capture works against the sandbox; idempotency next",
+                status="in_progress",
+                task_key="api-payments",
+            )
             carol = await h.tasks.claim(who["carol"], task_key="emails", lease_seconds=900)
             await h.contacts.touch(who["carol"], "claim_task", carol)
             idle = await h.tasks.claim(who["erin"], tags=["ci"])
             await h.contacts.touch(who["erin"], "claim_task", idle)
             async with h.db.write() as conn:  # dana's process was killed 11 minutes ago
-                backdate = (("tasks", "updated_at", "owner"), ("agent_contacts", "seen_at", "agent"),
-                            ("progress", "created_at", "agent"))  # fmt: skip
+                backdate = (
+                    ("tasks", "updated_at", "owner"),
+                    ("agent_contacts", "seen_at", "agent"),
+                    ("progress", "created_at", "agent"),
+                )
                 for table, column, who in backdate:
                     sql = f"UPDATE {table} SET {column} = {column} - 660 WHERE workspace = :ws AND {who} = 'dana'"
                     await conn.execute(Query(sql), {"ws": workspace})
             async with h.db.write() as conn:  # the plan was made three days ago, the work done since
-                await conn.execute(Query("UPDATE tasks SET created_at = created_at - 259200 WHERE workspace = :ws"),
-                                   {"ws": workspace})  # fmt: skip
+                await conn.execute(
+                    Query("UPDATE tasks SET created_at = created_at - 259200 WHERE workspace = :ws"), {"ws": workspace}
+                )
                 for i, key in enumerate(DONE_ORDER):
                     back = (len(DONE_ORDER) - i) * 21600 - 3600  # one every six hours, the last an hour ago
-                    for sql in ("UPDATE tasks SET completed_at = completed_at - :back, updated_at = updated_at - :back "
-                                'WHERE workspace = :ws AND "key" = :key',
-                                "UPDATE task_events SET created_at = created_at - :back "
-                                "WHERE workspace = :ws AND task_key = :key"):  # fmt: skip
+                    for sql in (
+                        "UPDATE tasks SET completed_at = completed_at - :back, updated_at = updated_at - :back "
+                        'WHERE workspace = :ws AND "key" = :key',
+                        "UPDATE task_events SET created_at = created_at - :back "
+                        "WHERE workspace = :ws AND task_key = :key",
+                    ):
                         await conn.execute(Query(sql), {"ws": workspace, "key": key, "back": back})
             return {"api-payments": bob.lease.token, "emails": carol.lease.token}
 

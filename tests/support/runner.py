@@ -127,9 +127,14 @@ def run(
     db: str, workspace: str, cwd: Path, env: dict[str, str], *flags: str, claude: Path | None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        runner_command(db, workspace, *flags, claude=claude), cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=timeout, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        runner_command(db, workspace, *flags, claude=claude),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def progress_of(db: str, workspace: str, agent: str = "runner") -> list[dict[str, Any]]:
