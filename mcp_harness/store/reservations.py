@@ -45,9 +45,9 @@ async def near(conn: Connection, workspace: str, pattern: str, now: float) -> li
         "ws": workspace,
         "heads": array(conn.dialect, heads),
         "below": joined + "/",
-        "beyond": joined + "0",
+        "beyond": joined + "0",  # the character after "/"
         "now": now,
-    }  # fmt: skip  ('0' is the character after '/')
+    }
     return await conn.fetch_all(Q.near, params)
 
 
