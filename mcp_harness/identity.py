@@ -1,7 +1,7 @@
 """Who is calling: a small module of its own, so that a server (and a hook, on every prompt) can know
 its identity before the service (and SQLAlchemy with it) is imported.
 
-One identity per session (contract revision 3): on stdio, when `MCP_HARNESS_SESSION` or
+One identity per session: on stdio, when `MCP_HARNESS_SESSION` or
 `CLAUDE_CODE_SESSION_ID` is set, the agent is `A:<first 8 characters of the session id>`. The server,
 the lifecycle hooks and the commit guard all name a session through `session_agent`."""
 

@@ -101,8 +101,8 @@ class Replayable(Result):
 
 
 #: A checkpoint's metadata, without its state. A slotted dataclass, not a model: a listing makes one
-#: per row from columns the store has typed already (~0.5 us a row here, against ~2 us to validate a
-#: model from a dict); pydantic-core still publishes its JSON schema and serialises it.
+#: per row from columns the store has typed already (a fraction of what validating a model from a dict
+#: costs); pydantic-core still publishes its JSON schema and serialises it.
 @dataclass(slots=True)
 class CheckpointMeta:
     __pydantic_config__ = ConfigDict(extra="forbid")

@@ -255,7 +255,7 @@ class Given:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A transition's result: the columns it sets, the task event it records (kind, detail), and the
-    fields results show that it empties (its answer shows them as null: CONTRACT.md)."""
+    fields results show that it empties (its answer shows them as null)."""
 
     change: TaskChange
     event: str | None = None

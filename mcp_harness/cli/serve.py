@@ -19,7 +19,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from ..sessions import forget, record, this_process
 
         ident = identity(args, with_agent=True)
-        # one identity per session (contract revision 3): A:<session> when the client names a session
+        # one identity per session: A:<session> when the client names a session
         agent = stdio_agent(ident.agent, no_session=args.no_session)
         ident = Identity(workspace=ident.workspace, agent=agent, role=ident.role)
         keep = args.keep_leases or leases_kept()

@@ -1,5 +1,5 @@
 """Live parts rendered once for every open tab: on each change every open page re-fetches its live part,
-and ten tabs of a board asked the server for ten renders of the same HTML (each ~10 ms of CPU in a
+and ten tabs of a board asked the server for ten renders of the same HTML (each a render in a
 worker thread, sharing the interpreter lock with the event loop that answers the agents). A live part is
 rendered once per (workspace, change-feed version, URL, the session values a template shows: name, role,
 CSRF token) and the same bytes go to every tab asking for that version; tabs asking at once wait for

@@ -110,7 +110,7 @@ class Harness:
             async with reading(self.db, terms) as conn:
                 meta, state, missing = await self.checkpoints.load(conn, ident, args)
                 restored = await restored_checkpoint(conn, ident.workspace, meta) if meta is not None else None
-                # One log per workspace (revision 2): the newest entries of every thread, each naming its
+                # One log per workspace: the newest entries of every thread, each naming its
                 # thread; with a query, the best full-text matches instead.
                 if terms is not None:
                     rows = await progress_store.search(conn, ident.workspace, terms, limit=args.progress_limit)

@@ -1,6 +1,6 @@
-"""Checkpoints joined to the work (the console, issue 29): what a thread's version was saved with.
+"""Checkpoints joined to the work (the console): what a thread's version was saved with.
 
-An agent identity is one session (contract revision 3), so "written in the same session" is "written
+An agent identity is one session, so "written in the same session" is "written
 by the same agent". The rule, in one place:
 
 - A version saved by agent A at time t goes with **the progress entry A wrote nearest to t**, on

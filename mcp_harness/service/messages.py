@@ -1,6 +1,6 @@
 """Messages between agents and people: send, read (reading does not acknowledge), acknowledge.
 
-Addressing (contract revision 3): `to: A` reaches A and every `A:<session>` until one of them
+Addressing: `to: A` reaches A and every `A:<session>` until one of them
 acknowledges it; `to: "A:<session>"` that session only; `*` every agent that reads within
 `BROADCAST_DAYS` of the sending (one about no task: within `LOOSE_SECONDS`, a day), each acknowledging
 for itself; `operators` the callers with the operator

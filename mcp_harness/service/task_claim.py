@@ -161,8 +161,8 @@ class TaskClaimer(ServiceBase):
     ) -> ClaimTaskResult | None:
         """The common case, a task is there to take, as the claim statement alone (atomic by itself,
         so on PostgreSQL it skips the BEGIN and COMMIT round trips), then the handoff context's reads on
-        the same connection (they need no snapshot with it: a read transaction of their own cost 1.2 ms
-        of a 2.8 ms claim on PostgreSQL). None when nothing was taken: the caller's transaction then
+        the same connection (they need no snapshot with it, and a read transaction of their own would
+        cost a large part of a claim). None when nothing was taken: the caller's transaction then
         works out why."""
         at = now()
         addressed = {**who(ident), **windows()}

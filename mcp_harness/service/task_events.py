@@ -153,7 +153,7 @@ KINDS: dict[str, EventKind] = {
         says=_reopened,
         ended="it was reopened by agent {actor!r} ({reason})",
     ),
-    # review (issue 17): a completed review task, or a gate whose dependencies are done, waits for a person
+    # review: a completed review task, or a gate whose dependencies are done, waits for a person
     "submit": EventKind(ended="it was completed and submitted for review by agent {actor!r}"),
     "approve": EventKind(says=lambda k, a, n, d: f"{a} approved task {k}" + _comment(d)),
     "reject": EventKind(
@@ -177,7 +177,7 @@ KINDS: dict[str, EventKind] = {
         ended="an operator ({actor!r}) released it{because}",
     ),
     "retry_now": EventKind(),
-    # path reservations (issue 28): the holder reserved or dropped paths under its lease
+    # path reservations: the holder reserved or dropped paths under its lease
     "reserve": EventKind(),
     "unreserve": EventKind(),
 }

@@ -1,4 +1,4 @@
-"""Path reservations (issue 28): a claim of a task with `paths` reserves them, exclusively, for the
+"""Path reservations: a claim of a task with `paths` reserves them, exclusively, for the
 lease's life; the holder may reserve more (exclusive or shared) or drop some. A reservation is live
 while its lease is; whether two patterns may name one file is `paths.overlap` (exact; unsure: overlap).
 

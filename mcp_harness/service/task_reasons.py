@@ -1,5 +1,5 @@
-"""Why a claim found nothing: `reason`, `waiting_on` and `retry_after` (CONTRACT.md, "When claim_task finds
-nothing"). Runs only after the claim statement took nothing, off the hot path.
+"""Why a claim found nothing: `reason`, `waiting_on` and `retry_after` (docs/reference/tools.md,
+the table of reasons). Runs only after the claim statement took nothing, off the hot path.
 
 The unfinished tasks the claim could take are followed down their dependencies that are not done, to the
 tasks at the root of the wait (tasks that wait on nothing unfinished themselves). Each root is classed by

@@ -116,7 +116,7 @@ class TaskService(ServiceBase):
     async def settle_ran_out(self, workspace: str) -> None:
         """Fail the tasks whose lease ran out on their last attempt, each with its event and note, and
         settle what depends on them: what a claim does when it finds nothing, here for a list or a restore
-        that found such a lease (CONTRACT.md: a look settles a lease that ran out)."""
+        that found such a lease (a look settles a lease that ran out)."""
         async with self.db.write() as conn:
             await fail_exhausted(conn, workspace, now())
         self.wakeup.notify(workspace)

@@ -46,7 +46,7 @@ GETTERS = 64
 def _getters(count: int) -> tuple[Any, ...]:
     """The C getters of positions 0 .. count - 1, taken from a namedtuple (the public way to make them).
     A getter reads its position whatever the field is named, so one per position serves every record
-    type: declaring one costs no namedtuple (0.15 ms each, at import, for some 45 record types)."""
+    type: declaring one costs no namedtuple at import."""
     fields = [f"f{i}" for i in range(count)]
     made = namedtuple("Fields", fields).__dict__  # noqa: PYI024 - only its field getters
     return tuple(made[f] for f in fields)
@@ -57,9 +57,9 @@ class Record(tuple):
 
     `Record(values)` makes one from a sequence at tuple's own speed, in C; its fields are the C
     getters a namedtuple's are (`_getters`), as fast as `row[i]`. A NamedTuple is built through its
-    generated Python constructor or `tuple.__new__`: +0.45 us a row over a plain tuple, against
-    +0.17 us, a fifth of what a 2,000-entry listing spends per row. A subclass declares
-    `__slots__ = ()` and its fields; a subclass of a record appends fields to its parent's."""
+    generated Python constructor or `tuple.__new__`, which costs a long listing noticeably more per
+    row. A subclass declares `__slots__ = ()` and its fields; a subclass of a record appends fields to
+    its parent's."""
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()

@@ -84,7 +84,7 @@ class Database:
         self.dialect = "postgresql" if url.startswith("postgresql") else "sqlite"
         self._pool_size = pool_size
         # fast_acquire: a free lock is taken without a trip round the event loop (anyio's default
-        # yields on every acquire: ~0.1 ms per call on a 2-core VM, a tenth of a stdio round trip).
+        # yields on every acquire, a noticeable share of a stdio round trip on a small machine).
         # Waiting for a held lock is unchanged; a transaction never yields until it ends anyway.
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._read_lock = anyio.Lock(fast_acquire=True)

@@ -19,8 +19,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 #: `wal_autocheckpoint` 300 pages (~1.2 MB): a freshly opened database appends to a growing WAL
 #: file until the first checkpoint rewinds it, and a commit that grows the file costs nearly twice
-#: one that reuses it (saves measured ~450 us vs ~250 us here); SQLite's default of 1,000 pages
-#: kept a new server in that phase for its first ~200 saves. Checkpointing 300 pages costs little.
+#: one that reuses it; SQLite's default of 1,000 pages kept a new server in that phase for its first
+#: few hundred saves. Checkpointing 300 pages costs little.
 #: The writer connection checkpoints on a count of its own commits instead (`WRITER_PRAGMAS`).
 PRAGMAS = (
     "PRAGMA journal_mode = WAL",
