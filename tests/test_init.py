@@ -478,3 +478,33 @@ def test_a_linked_worktree_is_its_repositorys_workspace(project, tmp_path):
     assert shlex.split(hooks)[-6:] == ["--db", db, "--workspace", "shop", "--agent", "claude-code"]
     chosen = init(tree, "--workspace", "mine", "--dry-run", "--no-hooks", "--no-instructions")
     assert "Workspace 'mine' (from --workspace)." in chosen.stdout
+
+
+def test_writing_hooks_are_immune_to_sigterm_from_their_first_instruction(project):
+    """The client sends SIGTERM to a hook it stops waiting for (a headless run ending on an API error)
+    before Python could ignore it: PreCompact, SessionEnd and StopFailure start as `trap '' TERM; exec`, the
+    other hooks as themselves, and the shell the client runs them in really leaves the hook immune."""
+    assert init(project).returncode == 0
+    hooks = read(project / ".claude" / "settings.json")["hooks"]
+    commands = {event: groups[0]["hooks"][0]["command"] for event, groups in hooks.items()}
+    for event in ("PreCompact", "SessionEnd", "StopFailure"):
+        assert (
+            commands[event] == f"trap '' TERM; exec mcp-harness hook {event} --workspace shop-front --agent claude-code"
+        )
+    assert not commands["SessionStart"].startswith("trap") and not commands["UserPromptSubmit"].startswith("trap")
+    probe = commands["StopFailure"].replace("mcp-harness hook StopFailure", "sh -c 'kill -TERM $$; echo alive'", 1)
+    survived = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert survived.stdout.strip() == "alive", survived
+
+
+def test_an_earlier_writing_hook_is_made_immune_without_force(project):
+    assert init(project).returncode == 0
+    path = project / ".claude" / "settings.json"
+    settings = read(path)
+    plain = "mcp-harness hook StopFailure --workspace shop-front --agent claude-code"
+    settings["hooks"]["StopFailure"][0]["hooks"][0]["command"] = plain  # as an earlier version wrote it
+    path.write_text(json.dumps(settings))
+    out = init(project)
+    assert out.returncode == 0 and "kept" not in out.stdout, out.stdout
+    assert read(path)["hooks"]["StopFailure"][0]["hooks"][0]["command"] == "trap '' TERM; exec " + plain
+    assert init(project, "--remove").returncode == 0 and not path.exists()

@@ -32,6 +32,7 @@ from .init_choices import check_root, choose_workspace, project_db, project_root
 from .project import (
     HOOK_EVENTS,
     Change,
+    hook_command,
     in_turn,
     instructions,
     merge_hooks,
@@ -96,7 +97,9 @@ def hook_commands(args: argparse.Namespace, command: str, workspace: str) -> dic
         where = ["--url", _url(args), "--token-env", args.token_env]
     else:
         where = [*_db(args), "--workspace", workspace, "--agent", args.agent or "claude-code"]
-    return {event: shlex.join([*shlex.split(command), "hook", event, *where]) for event in HOOK_EVENTS}
+    return {
+        event: hook_command(event, shlex.join([*shlex.split(command), "hook", event, *where])) for event in HOOK_EVENTS
+    }
 
 
 def removal(root: Path) -> list[Change]:

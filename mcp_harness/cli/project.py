@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from . import jsonc
+from .hook import WRITES
 
 BEGIN = "<!-- mcp-harness:begin -->"
 END = "<!-- mcp-harness:end -->"
@@ -123,6 +124,18 @@ def _by_hand(path: Path, text: str, key: str, name: str, entry: dict[str, Any]) 
     return Change(path, None, what, by_hand=True)
 
 
+#: what a writing hook's command starts with: the client sends SIGTERM to a hook it stops waiting for before
+#: Python could start and hand its write over (`hook.detach`), so the shell makes the hook immune to it
+#: from its first instruction (an ignored signal stays ignored through exec)
+IMMUNE = "trap '' TERM; exec "
+
+
+def hook_command(event: str, command: str) -> str:
+    """The command line Claude Code runs for `event`: the hook itself, made immune to SIGTERM where it
+    hands a write over to a process of its own."""
+    return IMMUNE + command if event in WRITES else command
+
+
 #: the lifecycle pack: event -> matcher (None: every occurrence); SessionStart covers every source
 HOOK_EVENTS = {
     "SessionStart": HOOK_MATCHER,
@@ -135,7 +148,8 @@ HOOK_EVENTS = {
 
 def merge_hooks(path: Path, text: str | None, commands: dict[str, str], *, force: bool) -> Change:
     """Add the lifecycle pack (`commands`: event -> command) to Claude Code's settings, keeping every other
-    hook. Our earlier SessionStart `brief` hook is replaced; one of ours with another command is kept
+    hook. Our earlier SessionStart `brief` hook, and an earlier writing hook that was not yet immune to
+    SIGTERM, are replaced; one of ours with another command is kept
     unless `force`."""
     data = load_json(path, text)
     hooks = data.setdefault("hooks", {})
@@ -149,7 +163,9 @@ def merge_hooks(path: Path, text: str | None, commands: dict[str, str], *, force
         ours = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if _is_ours(h)]
         if any(h.get("command") == command for h in ours):
             continue
-        if ours and not force and not OUR_BRIEF.search(str(ours[0].get("command"))):
+        earlier = str(ours[0].get("command")) if ours else ""
+        upgrade = OUR_BRIEF.search(earlier) or earlier.removeprefix(IMMUNE) == command.removeprefix(IMMUNE)
+        if ours and not force and not upgrade:
             kept.append(f"a {event} hook runs {ours[0].get('command')!r}: kept (--force replaces it)")
             continue
         if ours:
