@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from .config import check_name
 from .errors import InvalidArgument
@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     import anyio
 
 Role = Literal["agent", "reader", "operator"]
+ROLES: tuple[Role, ...] = get_args(Role)  #: every role, in the order people read them
+
+
+def as_role(value: str, source: str = "role") -> Role:
+    """`value` as a role, or `invalid_argument` naming `source` and the roles there are."""
+    if value not in ROLES:
+        raise InvalidArgument(f"{source} must be one of {', '.join(ROLES)}, not {value!r}")
+    return value
+
 
 #: where a session id comes from, the first one set wins (Claude Code sets the second for each
 #: session's stdio server, and the same id again on `--resume`)

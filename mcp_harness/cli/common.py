@@ -23,17 +23,14 @@ def env(name: str, default: str) -> str:
 
 def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
     """The stdio server's identity (`with_agent`: --agent, --role and their variables), else the CLI's."""
-    from ..errors import InvalidArgument
-    from ..identity import Identity
+    from ..identity import Identity, as_role
 
     workspace = args.workspace or env("WORKSPACE", "default")
     if not with_agent:
         return Identity(workspace=workspace, agent="cli")
     agent = getattr(args, "agent", None) or env("AGENT", "default")
     role = getattr(args, "role", None) or env("ROLE", "agent")
-    if role not in ("agent", "reader", "operator"):
-        raise InvalidArgument(f"MCP_HARNESS_ROLE must be agent, reader or operator, not {role!r}")
-    return Identity(workspace=workspace, agent=agent, role=role)  # type: ignore[arg-type]
+    return Identity(workspace=workspace, agent=agent, role=as_role(role, "MCP_HARNESS_ROLE"))
 
 
 def person(args: argparse.Namespace) -> Identity:

@@ -9,12 +9,12 @@ from typing import NoReturn
 from .. import __version__
 from ..config import MAX_INT
 from ..console import command as ui_command
+from ..identity import ROLES
 from ..runner import command as runner_command
 from ..task_states import SHOWN
 from .common import env
 
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
-ROLES = ("agent", "reader", "operator")
 STATUSES = SHOWN  #: every status a task may show (`task_states`)
 #: `--agent` of the commands a person runs as an operator
 PERSON = "who acts (default: your login name, else 'operator')"

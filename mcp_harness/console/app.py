@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import Forbidden, HarnessError, InvalidArgument
+from ..identity import ROLES
 from ..service import Harness, Identity
 from ..task_states import BLOCKED
 from ..task_states import Status as S
@@ -196,7 +197,7 @@ class Page(HTMLResponse):
 
 
 def _role(session: Session) -> Any:
-    return session.role if session.role in ("agent", "reader", "operator") else "reader"
+    return session.role if session.role in ROLES else "reader"
 
 
 Handler = Callable[[Console, Request], Awaitable[Response]]

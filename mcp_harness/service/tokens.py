@@ -10,7 +10,7 @@ from typing import cast
 
 from ..config import check_name
 from ..errors import InvalidArgument, NotFound
-from ..identity import check_agent, reserved_agent
+from ..identity import as_role, check_agent, reserved_agent
 from ..store import console_sessions
 from ..store import tokens as store
 from ..store.common import now
@@ -19,7 +19,6 @@ from .base import Identity, Role, ServiceBase, iso
 log = logging.getLogger("mcp_harness.tokens")
 
 TOKEN_PREFIX = "mcph_"
-ROLES = ("agent", "reader", "operator")
 
 
 def token_hash(token: str) -> str:
@@ -41,8 +40,7 @@ class TokenService(ServiceBase):
         """A new token for workspace + agent + role; the only time its text exists outside the client."""
         check_name("workspace", workspace)
         check_agent(agent)
-        if role not in ROLES:
-            raise InvalidArgument(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        as_role(role)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         async with self.db.write() as conn:
             await store.insert(
