@@ -5,13 +5,15 @@ process still runs."""
 from __future__ import annotations
 
 import signal
+import subprocess
 
+import anyio
 import pytest
 from support import settings_for
 from test_connection_leases import _claim_now, _plan, claim_in_process
 
 from mcp_harness.service import Harness, Identity
-from mcp_harness.sessions import machine, this_process
+from mcp_harness.sessions import machine, process_key, this_process
 
 pytestmark = pytest.mark.anyio
 
@@ -46,6 +48,35 @@ async def test_a_list_ends_it_too_and_a_live_process_keeps_its_lease(db_url, wor
         assert by_key["b"].alive is True and by_key["a"].alive is None  # bob claimed in-process: unknown
         shown = nothing.model_dump(mode="json")["waiting_on"]
         assert all("alive" in w for w in shown), shown
+
+
+@pytest.mark.slow
+async def test_a_waiting_claim_takes_the_task_of_a_holder_killed_meanwhile(db_url, workspace):
+    """Nothing commits when a holder is killed without a word, so no change wakes a waiting claim: the wait
+    itself looks for holders whose process is gone, and takes the task within a few seconds, not at the
+    end of its wait."""
+    await _plan(db_url, workspace)
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        async with Harness.open(settings_for(db_url)) as h:
+            ann = Identity(workspace, "ann", process=f"{machine()}/{process_key(holder.pid)}")
+            assert (await h.tasks.claim(ann, task_key="a", lease_seconds=3600)).task is not None
+            async with anyio.create_task_group() as tg:
+
+                async def kill_soon() -> None:
+                    await anyio.sleep(1.0)
+                    holder.kill()
+                    holder.wait(timeout=30)
+
+                tg.start_soon(kill_soon)
+                started = anyio.current_time()
+                taken = await h.tasks.claim(Identity(workspace, "bob"), task_key="a", wait_seconds=30)
+                waited = anyio.current_time() - started
+            assert taken.task is not None and taken.lease.attempt == 2, taken
+            assert waited < 20, f"the claim waited {waited:.1f} s for a holder that died after 1 s"
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
 
 
 @pytest.mark.slow

@@ -12,14 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from ..sessions import alive, recorded_pid
+from ..sessions import recorded_pid
 from ..store import Database
 from ..store import tasks as store
 from ..store.common import now
 from ..work_tree import gather
 from .base import Identity, ServiceBase
 from .task_events import event, fail_exhausted, left_behind, logged
-from .task_wait import Wakeup
+from .task_wait import Wakeup, dead_leases
 
 
 class LeaseEnder(ServiceBase):
@@ -71,8 +71,7 @@ class LeaseEnder(ServiceBase):
         One read when no lease was taken through a stdio server; the write only for a dead one."""
         at = now()
         async with self.db.read() as conn:
-            leases = await store.leases_with_process(conn, workspace, at)
-        dead = [row for row in leases if alive(row.lease_process) is False]
+            dead = await dead_leases(conn, workspace, at)
         if not dead:
             return []
         ended = []

@@ -10,11 +10,24 @@ import anyio
 
 from ..config import Settings
 from ..identity import caller_gone
-from ..store import Database, changes
+from ..sessions import alive
+from ..store import Connection, Database, changes
+from ..store import tasks as store
 from ..store.common import now
+from ..store.records import LeaseProcessRow
 from ..waits import claim_waited
 from . import task_paths
 from .base import Identity
+
+#: how often a waiting claim looks for leases whose stdio server process is gone (killed without a word:
+#: nothing commits, so no change wakes the wait)
+DEAD_LOOK_SECONDS = 1.0
+
+
+async def dead_leases(conn: Connection, workspace: str, at: float) -> list[LeaseProcessRow]:
+    """The live leases of `workspace` taken or renewed through a stdio server whose process is gone from
+    this machine (its pid no longer runs with the start time recorded)."""
+    return [row for row in await store.leases_with_process(conn, workspace, at) if alive(row.lease_process) is False]
 
 
 class Wakeup:
@@ -40,9 +53,18 @@ class Wakeup:
         ending). No shared counter is written for this, so completes never contend on a hot row.
         False when the caller's connection ended meanwhile (`caller_gone`): then nothing may be claimed."""
 
+        looked = anyio.current_time()
+
         async def claimable() -> bool:
+            """Work a claim may take now, or a holder whose process died (the claim then ends its lease)."""
+            nonlocal looked
             async with self.db.read() as conn:
-                return await task_paths.claimable(conn, ident.workspace, ident.agent, now(), tags, task_key)
+                if await task_paths.claimable(conn, ident.workspace, ident.agent, now(), tags, task_key):
+                    return True
+                if anyio.current_time() - looked < DEAD_LOOK_SECONDS:
+                    return False
+                looked = anyio.current_time()
+                return bool(await dead_leases(conn, ident.workspace, now()))
 
         gone = caller_gone.get()  # set only where the transport can tell (stdio)
         if gone is not None and gone.is_set():
