@@ -12,6 +12,7 @@ import pytest
 from support import settings_for
 from test_connection_leases import _claim_now, _plan, claim_in_process
 
+from mcp_harness.errors import LeaseLost
 from mcp_harness.service import Harness, Identity
 from mcp_harness.sessions import machine, process_key, this_process
 
@@ -29,6 +30,19 @@ async def test_a_lease_whose_process_is_gone_ends_at_the_next_claim(db_url, work
         assert taken.task is not None and taken.task.key == "a" and taken.lease.attempt == 2, taken
         texts = [n.text for n in taken.task.context.notes]
         assert any(f"its process ended (pid {GONE} is gone)" in t for t in texts), texts
+
+
+async def test_its_old_token_is_told_the_lease_ended_with_its_process_not_that_it_expired(db_url, workspace):
+    await _plan(db_url, workspace)
+    async with Harness.open(settings_for(db_url)) as h:
+        dead = Identity(workspace, "ann", process=f"{machine()}/{GONE}-1")
+        token = (await h.tasks.claim(dead, task_key="a", lease_seconds=3600)).lease.token
+        assert (await h.tasks.claim(Identity(workspace, "bob"))).task is not None
+        with pytest.raises(LeaseLost) as lost:
+            await h.tasks.update(Identity(workspace, "ann"), task_key="a", action="heartbeat", lease_token=token)
+    said = lost.value.message
+    assert f"the lease ended (its process ended (pid {GONE} is gone)) and agent 'bob' took the task over" in said
+    assert "expired" not in said, said
 
 
 async def test_a_list_ends_it_too_and_a_live_process_keeps_its_lease(db_url, workspace):

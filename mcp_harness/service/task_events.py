@@ -111,7 +111,7 @@ KINDS: dict[str, EventKind] = {
             + (f"ended: {d['ended']}" if d.get("ended") else "expired")
             + _left(d)
         ),  # `ended`: why, when a connection's end did it
-        ended="the lease expired and agent {actor!r} took the task over (attempt {attempt})",
+        ended="the lease {lapsed} and agent {actor!r} took the task over (attempt {attempt})",
     ),
     "complete": EventKind(ended="it was completed by agent {actor!r}"),
     "fail": EventKind(
@@ -223,10 +223,12 @@ async def logged(
         )
 
 
-def how_it_ended(row: TaskEventRow) -> str:
-    """The `lease_lost` phrase for the event that ended a lease."""
+def how_it_ended(row: TaskEventRow, ended: str | None = None) -> str:
+    """The `lease_lost` phrase for the event that ended a lease; `ended`: why it ended before a claim took
+    it over (a connection's end, a process gone), when it did not simply run out."""
     detail = json.loads(row.detail) if row.detail else {}
     said = {
+        "lapsed": f"ended ({ended})" if ended else "expired",
         "because": f" ({detail['reason']})" if detail.get("reason") else "",
         "how": f"ended on the last attempt, as {detail['ended']},"
         if detail.get("ended")
@@ -241,7 +243,11 @@ def lease_history(rows: list[TaskEventRow], token: str) -> str | None:
     for i, row in enumerate(rows):
         if row.kind in ("claim", "take_over") and row.detail and json.loads(row.detail).get("lease") == mark:
             later = [r for r in rows[i + 1 :] if KINDS[r.kind].ended]
-            return how_it_ended(later[0]) if later else ""
+            if not later:
+                return ""
+            ends = [r.detail for r in rows[i + 1 : rows.index(later[0])] if r.kind == "lease_end" and r.detail]
+            why = json.loads(ends[-1]).get("reason") if ends else None
+            return how_it_ended(later[0], why)
     return None
 
 
