@@ -80,6 +80,14 @@ async def test_the_peoples_inbox_is_the_operator_roles_alone(harness, workspace)
     assert addressees("operators", True)["ops"] == "operators"
 
 
+@pytest.mark.parametrize("to", ["harness", "runner", "Runner:abc", "operators:x"])
+async def test_a_message_to_a_reserved_name_is_refused_since_nobody_reads_it(harness, workspace, to):
+    alice = Identity(workspace, "alice")
+    with pytest.raises(InvalidArgument, match="reserved name"):
+        await harness.messages.act(alice, action="send", to=to, body="hello")
+    assert (await harness.messages.act(alice, action="send", to="operators", body="still fine")).id
+
+
 async def test_the_harness_own_notes_keep_their_name(harness, workspace):
     """The harness still writes as `harness` (and the runner as `runner`): made in code, not given."""
     me = Identity(workspace, "alice")

@@ -16,6 +16,7 @@ from typing import Any
 from ..arguments import MessageArgs
 from ..config import MESSAGE_BODY_BYTES, NAME_PATTERN
 from ..errors import InvalidArgument, NotFound, TooLarge
+from ..identity import reserved_agent
 from ..models import Inbox, Message, MessageResult, Unread
 from ..store import Connection
 from ..store import messages as store
@@ -150,6 +151,11 @@ class MessageService(ServiceBase):
             raise InvalidArgument("send needs `to`: an agent's name, * (every agent) or operators")
         if to not in (EVERY_AGENT, OPERATORS) and not _NAME.match(to):
             raise InvalidArgument(f"`to` must be an agent's name, * (every agent) or operators; got {to[:60]!r}")
+        if to != OPERATORS and reserved_agent(to):
+            raise InvalidArgument(
+                f"no agent is named {to!r} (a reserved name: nobody reads what is sent to it); write to "
+                "operators for the people, or to the agent that holds the task"
+            )
         if body is None or not body.strip():
             raise InvalidArgument("send needs a `body` (the message's text)")
         size = len(body.encode("utf-8", "surrogatepass"))
