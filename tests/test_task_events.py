@@ -111,6 +111,9 @@ async def test_reopen_revokes_dependent_leases_clears_and_logs(client, db_url, w
     }
     err = await fail(client, "update_task", task_key="app", action="heartbeat", lease_token=app["lease"]["token"])
     assert err.code == "lease_lost" and "a dependency was reopened" in err.text and "'lib'" in err.text
+    assert err.text.endswith(
+        "claim_task(task_key='app') takes it again when it is claimable (or says what it waits on)"
+    )
     kinds = await events(db_url, workspace, "lib")
     assert [k for k, _a, _d in kinds] == ["claim", "complete", "reopen"]
     reopen = kinds[-1][2]

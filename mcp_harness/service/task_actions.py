@@ -322,4 +322,6 @@ class TaskActions(ServiceBase):
             )
         elif row.status == Status.CLAIMED and row.owner is not None and row.owner != agent:
             way_out = ": " + after_take_over(key, row.owner)
+        elif row.status == Status.PENDING:
+            way_out = f": claim_task(task_key={key!r}) takes it again when it is claimable (or says what it waits on)"
         return LeaseLost(f"cannot {action} task {key!r}: your lease has ended{why}; {now_}{way_out}")
