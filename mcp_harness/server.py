@@ -163,9 +163,18 @@ class HarnessServer(MCPServer[Any]):
             async with anyio.create_task_group() as tg:
                 signalled = anyio.Event()
                 tg.start_soon(self._end_on_signal, signalled, tg.cancel_scope)
+                tg.start_soon(self._end_at_eof, read_stream.ended)
                 with _signals(signalled, self.state.leases):
                     await serve_streams(self, read_stream, write_stream)
                 tg.cancel_scope.cancel()  # served to the end of stdin: stop watching for signals
+
+    async def _end_at_eof(self, ended: anyio.Event) -> None:
+        """At the end of stdin the client is gone: its leases end then, not once the requests still running
+        are answered (the reader waits for those, up to `stdio.DRAIN_SECONDS`). A lease one of them takes
+        or renews meanwhile ends when the connection closes (the lifespan ends what is left)."""
+        await ended.wait()
+        if self.state.leases is not None and self.state.harness is not None:
+            await self.state.leases.end(self.state.harness)
 
     async def _end_on_signal(self, signalled: anyio.Event, scope: anyio.CancelScope) -> None:
         """After SIGTERM, SIGINT or SIGHUP: end the connection's leases while the database is still open,
