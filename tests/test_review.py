@@ -299,7 +299,8 @@ def test_review_cli(tmp_path, workspace):
             return await h.tasks.claim(Identity(workspace, "coder"), task_key="release")
 
     got = anyio.run(claim)
-    assert [(d.key, d.comment) for d in got.task.context.dependencies] == [("signoff", said)]
+    # the gate first (a direct dependency, with the person's comment), then what it depended on
+    assert [(d.key, d.comment) for d in got.task.context.dependencies] == [("signoff", said), ("design", None)]
 
 
 @pytest.mark.slow
