@@ -69,3 +69,6 @@ def test_the_stream_decides_the_outcome_only_when_the_task_does_not():
     )
     assert broken.connected is False
     assert outcome(Ending("setup_error", broken, 0, None, "claimed")) == "setup_error"
+    # a session that ended before the runner's watch could stop it: still a setup error (no harness)
+    finished = Observed(connected=False, result={"subtype": "success"})
+    assert outcome(Ending(None, finished, 0, None, "claimed")) == "setup_error"

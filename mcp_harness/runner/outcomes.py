@@ -37,7 +37,7 @@ class Ending:
 
 
 def outcome(end: Ending) -> SessionOutcome:
-    if end.stop == "setup_error":
+    if end.stop == "setup_error" or end.seen.connected is False:  # also when it ended before it was stopped
         return "setup_error"
     if end.action == "complete":
         return "in_review" if end.status == "in_review" else "completed"
