@@ -72,3 +72,11 @@ def test_the_stream_decides_the_outcome_only_when_the_task_does_not():
     # a session that ended before the runner's watch could stop it: still a setup error (no harness)
     finished = Observed(connected=False, result={"subtype": "success"})
     assert outcome(Ending(None, finished, 0, None, "claimed")) == "setup_error"
+
+
+def test_claude_codes_trust_notice_is_no_sessions_last_words():
+    from mcp_harness.runner.loop import last_said
+
+    notice = "Ignoring 1 permissions.allow entry from .claude/settings.json: this workspace has not been trusted"
+    assert last_said(f"Error: the API went away\n{notice}\n") == "Error: the API went away"
+    assert last_said(notice) == ""

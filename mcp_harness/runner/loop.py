@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -36,6 +37,17 @@ SETUP_ERRORS_IN_A_ROW = 3
 NO_PROGRESS_IN_A_ROW = 5
 BACKOFF_FIRST = float(os.environ.get("MCP_HARNESS_RUNNER_BACKOFF_SECONDS") or 30)  #: after a rate limit
 BACKOFF_MOST = 30 * 60.0
+
+#: Claude Code's notice on stderr that an untrusted project's `permissions.allow` is ignored: the runner
+#: grants the harness's tools itself, so it says nothing of how a session ended
+NOTICE = re.compile(r"^Ignoring \d+ permissions\.allow entr")
+
+
+def last_said(stderr: str) -> str:
+    """The agent's last line on stderr that says something of the session (not Claude Code's notice)."""
+    said = [line for line in stderr.splitlines() if line.strip() and not NOTICE.search(line)]
+    return said[-1] if said else ""
+
 
 #: claim reasons that end by themselves (a backoff's end): `--exit-when-idle` waits for them
 RESOLVES_BY_ITSELF = frozenset({"backoff"})
@@ -498,7 +510,7 @@ class Runner:
         if kind == "initializer":
             action = "complete" if not await self._no_tasks() and ended.stop is None else action
         if not seen.last_words and ended.stderr:
-            seen.last_words = ended.stderr.splitlines()[-1]
+            seen.last_words = last_said(ended.stderr)
         outcome = outcomes.outcome(outcomes.Ending(ended.stop, seen, ended.exit_code, action, status))
         words = seen.words()
         note = f"runner: session {session[:8]} ended {outcome} after {seconds:.0f} s"
