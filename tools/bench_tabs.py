@@ -199,15 +199,20 @@ async def tab(url: str, cookies: httpx2.Cookies, stats: dict, settled: list[int]
                         event = ""
 
 
+async def sign_in(url: str, token: str) -> httpx2.Cookies:
+    """A console session's cookies, signed in with `token` as a person's browser is."""
+    async with httpx2.AsyncClient(base_url=url, follow_redirects=False) as browser:
+        signed = await browser.post("/ui/login", data={"token": token}, headers={"origin": url})
+        if signed.status_code != 303:
+            raise RuntimeError(f"sign-in: {signed.status_code} {signed.text[:200]}")
+        return browser.cookies
+
+
 def tabs_process(url: str, token: str, commands: Any, replies: Any) -> None:
     """Opens and closes `n` tabs on command: ("open", n), ("close",), ("quit",)."""
 
     async def main() -> None:
-        async with httpx2.AsyncClient(base_url=url, follow_redirects=False) as browser:
-            signed = await browser.post("/ui/login", data={"token": token}, headers={"origin": url})
-            if signed.status_code != 303:
-                raise RuntimeError(f"sign-in: {signed.status_code} {signed.text[:200]}")
-            cookies = browser.cookies
+        cookies = await sign_in(url, token)
         while True:
             command = await anyio.to_thread.run_sync(commands.get)
             if command[0] == "quit":
@@ -253,11 +258,7 @@ def loads_process(url: str, token: str, commands: Any, replies: Any) -> None:
     """Starts and stops `n` loaders on command: ("open", n), ("close",), ("quit",)."""
 
     async def main() -> None:
-        async with httpx2.AsyncClient(base_url=url, follow_redirects=False) as browser:
-            signed = await browser.post("/ui/login", data={"token": token}, headers={"origin": url})
-            if signed.status_code != 303:
-                raise RuntimeError(f"sign-in: {signed.status_code} {signed.text[:200]}")
-            cookies = browser.cookies
+        cookies = await sign_in(url, token)
         while True:
             command = await anyio.to_thread.run_sync(commands.get)
             if command[0] == "quit":
