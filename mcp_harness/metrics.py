@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from . import __version__
-from .errors import HarnessError
+from .errors import ALL_CODES, HarnessError
 from .models import SessionOutcome
 from .task_states import SHOWN
 from .waits import claim_waited
@@ -80,21 +80,7 @@ BUILD_INFO.labels(__version__).set(1)
 ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
 PlatformCollector(registry=REGISTRY)  # python_info
 ENDED = {outcome: TASKS_ENDED.labels(outcome) for outcome in ("completed", "failed", "retried")}  # zero from the start
-KNOWN_CODES = frozenset(
-    (
-        "invalid_argument",
-        "not_found",
-        "version_conflict",
-        "lease_lost",
-        "task_conflict",
-        "dependency_error",
-        "too_large",
-        "forbidden",
-        "schema_violation",
-        "unavailable",
-        "internal",
-    )
-)
+KNOWN_CODES = frozenset(ALL_CODES)  #: the codes a call may end with (`ok` aside)
 
 
 #: (tool, code) -> its counter and histogram: resolving labels on every call cost more than counting
