@@ -27,6 +27,7 @@ from .config import (
 )
 from .errors import InvalidArgument
 from .models import NameRef, ProgressStatus, TaskSpec, TaskStatus
+from .task_states import ToolAction
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=LABEL_CHARS), WithJsonSchema({"type": ["string", "null"]})]
@@ -39,19 +40,6 @@ IdemKey = Annotated[
     str | None,
     WithJsonSchema({"type": "string"}),
     Field(description="a fresh unique id per request (e.g. a UUID), reused only to retry that same request"),
-]
-Action = Literal[
-    "heartbeat",
-    "complete",
-    "fail",
-    "release",
-    "reopen",
-    "approve",
-    "reject",
-    "retry_now",
-    "cancel",
-    "reserve",
-    "unreserve",
 ]
 #: list_tasks `status`: one status or a list of them
 STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": list(get_args(TaskStatus))}})
@@ -211,7 +199,7 @@ class UpdateTaskArgs(ToolArgs):
     tool = "update_task"
 
     task_key: NameRef
-    action: Action
+    action: ToolAction
     lease_token: Annotated[str | None, said("claim's lease.token")] = None
     lease_seconds: Annotated[
         int | None,

@@ -31,14 +31,15 @@ r"""The task state machine, in one place: the statuses, the actions, and a table
 `blocked` is not a status of its own: a pending task behind a failed dependency is *shown* blocked.
 
 Every action is one row of `RULES`: the statuses it is allowed from (else a precise error), who may take
-it, the argument it needs, and a pure `change` that says the columns it sets (a `TaskChange`) and the
-event it records (the progress entries an event kind writes are in `service/task_events.py`'s `KINDS`).
-What a change does to the task's dependents is `settle`: it revokes a lease whose dependency is no longer
-settled, sends a gate whose dependencies are settled into review (and one whose dependency was reopened
-back out of it) and unblocks what became claimable. The service applies a row; the store writes its
-`TaskChange`. Nothing here touches a database. Two transitions are not actions: a claim (one atomic
-statement built in `store/queries.py`) and the failing of a lease that expired on its last attempt (when a
-claim, a list or a restore looks: `service/task_events.fail_exhausted`).
+it, the argument it records (and whether it must be given), the word for what it did, and a pure `change`
+that says the columns it sets (a `TaskChange`) and the event it records (the progress entries an event
+kind writes are in `service/task_events.py`'s `KINDS`). What a change does to the task's dependents is
+`settle`: it revokes a lease whose dependency is no longer settled, sends a gate whose dependencies are
+settled into review (and one whose dependency was reopened back out of it) and unblocks what became
+claimable. The service applies a row; the store writes its `TaskChange`. Nothing here touches a database.
+Two transitions are not actions: a claim (one atomic statement built in `store/queries.py`) and the
+failing of a lease that expired on its last attempt (when a claim, a list or a restore looks:
+`service/task_events.fail_exhausted`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 
 class Status(enum.StrEnum):
@@ -89,9 +90,20 @@ class Action(enum.StrEnum):
     #: a person releases a claimed task without its lease token (the tool's `release` from an operator)
     OPERATOR_RELEASE = "operator_release"
 
+    @property
+    def public(self) -> str:
+        """The name callers use: `update_task`'s action, the console's and the CLI's (an operator's
+        token-less `release` is `OPERATOR_RELEASE` inside)."""
+        return Action.RELEASE.value if self is Action.OPERATOR_RELEASE else self.value
 
-#: the actions `update_task` names (an operator's token-less `release` becomes `OPERATOR_RELEASE`)
+
+#: the actions `update_task` names, in the table's order: the tool's `action` type is made of them
 TOOL_ACTIONS: tuple[str, ...] = tuple(a.value for a in Action if a is not Action.OPERATOR_RELEASE)
+if TYPE_CHECKING:
+    ToolAction = str
+else:
+    #: `update_task`'s `action`: a Literal of `TOOL_ACTIONS`, published as their enum
+    ToolAction = Literal[TOOL_ACTIONS]
 
 
 class Who(enum.Enum):
@@ -279,7 +291,12 @@ class Rule:
     #: why it cannot run from the task's status (`{key}`, `{status}`); for the holder's actions the
     #: service says how the lease ended instead (`lease_lost`)
     refusal: str = ""
-    needs: tuple[str, str] | None = None  #: (argument, the message when it is blank)
+    #: the text the caller gives with it, recorded in its event (reason, comment, verification, error)
+    argument: str | None = None
+    #: why `argument` must be given ("": it may be left out); `blank_refusal` says so
+    required: str = ""
+    #: what a person reads it did: "Task K was {done}." (the console), "{done} task K" (the CLI)
+    done: str = ""
     also: Callable[[Task, float], bool] | None = None  #: a condition besides the status
     reads_dependencies: bool = False  #: `Given.deps_done` must be read first
     #: the same call again (a retry of the same lease) answers the task unchanged
@@ -292,6 +309,12 @@ class Rule:
 
     def allows(self, task: Task, at: float) -> bool:
         return task.status in self.allowed and (self.also is None or self.also(task, at))
+
+    def blank_refusal(self, action: str, given_as: str = "") -> str:
+        """The refusal of `action` without its required argument (`given_as`: how the caller gives it,
+        e.g. a command-line flag; default: the argument's name)."""
+        what = given_as or (self.argument if self.argument == "verification" else f"a {self.argument}")
+        return f"{action} needs {what}: {self.required}"
 
 
 # -- the changes ------------------------------------------------------------------------------------
@@ -469,19 +492,33 @@ RULES: dict[Action, Rule] = {
         frozenset({Status.DONE, Status.IN_REVIEW}),
         Who.HOLDER,
         _complete,
-        needs=("verification", "complete needs verification: say how the result was verified"),
+        argument="verification",
+        required="say how the result was verified",
+        done="completed",
         repeat=lambda t, g: t.status in (Status.DONE, Status.IN_REVIEW) and t.lease_token == g.lease_token,
         reports="unblocked",
     ),
-    Action.FAIL: Rule(_HOLDER, frozenset({Status.PENDING, Status.FAILED}), Who.HOLDER, _fail),
-    Action.RELEASE: Rule(_HOLDER, frozenset({Status.PENDING}), Who.HOLDER, _release, instead=_RELEASE_INSTEAD),
+    Action.FAIL: Rule(
+        _HOLDER, frozenset({Status.PENDING, Status.FAILED}), Who.HOLDER, _fail, argument="error", done="failed"
+    ),
+    Action.RELEASE: Rule(
+        _HOLDER,
+        frozenset({Status.PENDING}),
+        Who.HOLDER,
+        _release,
+        argument="reason",
+        done="released",
+        instead=_RELEASE_INSTEAD,
+    ),
     Action.REOPEN: Rule(
         frozenset({Status.DONE, Status.FAILED, Status.CANCELLED}),
         frozenset({Status.PENDING, Status.IN_REVIEW}),
         Who.ANYONE,
         _reopen,
         refusal="reopen works on done, failed or cancelled tasks; task {key!r} is {status}",
-        needs=("reason", "reopen needs a reason (it is recorded in the progress log)"),
+        argument="reason",
+        required="it is recorded in the progress log",
+        done="reopened",
         reads_dependencies=True,
         reports="revoked",
         # a person cancelled it: only a person revives it
@@ -497,6 +534,8 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _approve,
         refusal="approve works on tasks in review; task {key!r} is {status}",
+        argument="comment",
+        done="approved",
         reports="unblocked",
         instead=_REVIEW_INSTEAD,
     ),
@@ -506,7 +545,9 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _reject,
         refusal="reject works on tasks in review; task {key!r} is {status}",
-        needs=("comment", "reject needs a comment: what to change (the next claimer reads it)"),
+        argument="comment",
+        required="what to change (the next claimer reads it)",
+        done="rejected",
         reads_dependencies=True,
         instead=_REVIEW_INSTEAD,
     ),
@@ -516,6 +557,7 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _retry_now,
         refusal="retry_now ends a retry backoff; task {key!r} is {status} and not waiting out a backoff",
+        done="retried",
         also=lambda t, at: t.available_at > at,
         instead="wait out the backoff (claim_task's retry_after) or claim other work",
     ),
@@ -525,7 +567,9 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _cancel,
         refusal="cancel works on tasks not done or cancelled; task {key!r} is {status}",
-        needs=("reason", "cancel needs a reason (it is recorded in the progress log)"),
+        argument="reason",
+        required="it is recorded in the progress log",
+        done="cancelled",
         reports="unblocked",
         instead="record_progress saying why the task is not needed; a person decides",
     ),
@@ -537,9 +581,19 @@ RULES: dict[Action, Rule] = {
         Who.OPERATOR,
         _operator_release,
         refusal="release works on claimed tasks; task {key!r} is {status}",
-        needs=("reason", "an operator's release needs a reason (the next claimer reads it in the task's context)"),
+        argument="reason",
+        required="the next claimer reads it in the task's context",
+        done="released",
         instead=_RELEASE_INSTEAD,
     ),
+}
+
+#: the actions a person takes by name (the console's buttons, the CLI's commands): every action but the
+#: lease holder's, by its public name
+PERSON_ACTIONS: dict[str, Action] = {a.public: a for a, rule in RULES.items() if rule.who is not Who.HOLDER}
+#: the holder's actions that end its hold on the task, and the word for each (`completed`)
+LET_GO: dict[str, str] = {
+    a.value: rule.done for a, rule in RULES.items() if rule.who is Who.HOLDER and Status.CLAIMED not in rule.to
 }
 
 

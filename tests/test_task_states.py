@@ -15,7 +15,9 @@ from mcp_harness.store.queries import UNREAD_TASK_COLUMNS
 from mcp_harness.store.records import TaskRecord
 from mcp_harness.task_states import (
     BLOCKED,
+    LET_GO,
     OPEN,
+    PERSON_ACTIONS,
     RULES,
     SETTLED,
     SHOWN,
@@ -91,9 +93,20 @@ givens = st.builds(
 def test_the_statuses_and_actions_are_spelled_once():
     """The published types are the table's: models' statuses and the tool's actions."""
     assert tuple(get_args(ShownStatus)) == SHOWN == (*Status, BLOCKED)
-    assert get_args(arguments.Action) == TOOL_ACTIONS
+    assert get_args(arguments.UpdateTaskArgs.model_fields["action"].annotation) == TOOL_ACTIONS
     assert set(RULES) == set(Action)
     assert OPEN | SETTLED < set(Status) and not OPEN & SETTLED
+
+
+def test_every_action_a_person_takes_says_what_it_did_and_what_it_needs():
+    """The console's forms and the CLI's commands read these from the rows: a row must carry them."""
+    assert set(PERSON_ACTIONS) == {"reopen", "approve", "reject", "retry_now", "cancel", "release"}
+    for name, action in PERSON_ACTIONS.items():
+        rule = RULES[action]
+        assert rule.done and action.public == name
+        assert not rule.required or rule.argument in arguments.UpdateTaskArgs.model_fields
+    assert RULES[Action.CANCEL].blank_refusal("cancel").startswith("cancel needs a reason: ")
+    assert LET_GO == {"complete": "completed", "fail": "failed", "release": "released"}
 
 
 def test_every_change_names_columns_of_the_task_table():
@@ -110,8 +123,7 @@ def test_every_action_from_every_status_is_allowed_or_a_precise_error(task: Fake
         assert rule.allowed == {Status.CLAIMED} and not rule.refusal
     elif not rule.allows(task, AT):
         message = rule.refusal.format(key="k", status=shown(task.status, task.blocked))
-        public = "release" if action is Action.OPERATOR_RELEASE else action.value
-        assert message.startswith(public) and f"task 'k' is {shown(task.status, task.blocked)}" in message
+        assert message.startswith(action.public) and f"task 'k' is {shown(task.status, task.blocked)}" in message
         return
     if not rule.allows(task, AT):
         return

@@ -65,9 +65,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         from .task_add import add
 
         return add(args, args.show[1:])
-    if args.show and args.show[0] in ("release", "retry", "cancel", "reopen"):  # a person's action
-        from .review import task_action
+    from .review import TASK_ACTIONS, task_action
 
+    if args.show and args.show[0] in TASK_ACTIONS:  # a person's action
         if len(args.show) != 2:
             raise InvalidArgument(f"use `tasks {args.show[0]} KEY`")
         return task_action(args, *args.show)

@@ -9,8 +9,10 @@ import argparse
 import json
 import sys
 
+from ..arguments import UpdateTaskArgs
 from ..models import EVERY_FIELD, UpdateTaskResult
 from ..service import Harness, Identity
+from ..task_states import PERSON_ACTIONS, RULES
 from .common import identity, person, with_harness
 from .output import say, show
 from .tables import styled, table, when
@@ -42,17 +44,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if len(words) != 2 or words[0] not in ("approve", "reject"):
         return _refuse("use `review list`, `review approve KEY [--comment C]` or `review reject KEY --comment C`")
     action, key = words
-    if action == "reject" and not (args.comment or "").strip():
-        return _refuse(f"reject needs --comment: say what to change (the next claimer of {key} reads it)")
-    who = person(args)
-
-    async def run(h: Harness) -> int:
-        answer = await h.tasks.update(who, task_key=key, action=action, comment=args.comment)
-        assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
-        await _done(h, who, answer, "approved" if action == "approve" else "rejected", args.json)
-        return 0
-
-    return with_harness(args, run)
+    return _act(args, action, key)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -97,32 +89,34 @@ def _list(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
-#: `tasks WORD KEY` -> (the update_task action it takes, the verb of its answer)
+#: `tasks WORD KEY` -> the action it takes (a person's: what the argument means, whether it must be
+#: given and the verb of its answer are in its rule)
 TASK_ACTIONS = {
-    "release": ("release", "released"),
-    "retry": ("retry_now", "ended the backoff of"),
-    "reopen": ("reopen", "reopened"),
-    "cancel": ("cancel", "cancelled"),
+    "release": PERSON_ACTIONS["release"],
+    "retry": PERSON_ACTIONS["retry_now"],
+    "reopen": PERSON_ACTIONS["reopen"],
+    "cancel": PERSON_ACTIONS["cancel"],
 }
 
 
-def task_action(args: argparse.Namespace, action: str, key: str) -> int:
+def task_action(args: argparse.Namespace, word: str, key: str) -> int:
     """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
-    if action == "cancel" and not (args.reason or "").strip():
-        return _refuse(f"cancel needs --reason: say why the plan no longer needs {key}")
-    if action == "release" and not (args.reason or "").strip():
-        return _refuse(f"release needs --reason: say why {key} is taken back (the next claimer reads it)")
-    if action == "reopen" and not (args.reason or "").strip():
-        return _refuse(f"reopen needs --reason: say why {key} is not finished after all")
+    return _act(args, TASK_ACTIONS[word].public, key)
+
+
+def _act(args: argparse.Namespace, name: str, key: str) -> int:
+    """A person's action `name` on task `key`, with the flag its rule's argument is given by
+    (`--reason` or `--comment`), refused here when the rule requires it and it is blank."""
+    rule = RULES[PERSON_ACTIONS[name]]
+    given = {rule.argument: getattr(args, rule.argument)} if rule.argument else {}
+    if rule.required and not any((text or "").strip() for text in given.values()):
+        return _refuse(rule.blank_refusal(f"{name} {key}", f"--{rule.argument}"))
     who = person(args)
 
-    name, verb = TASK_ACTIONS[action]
-    reason = args.reason if name in ("cancel", "reopen", "release") else None
-
     async def run(h: Harness) -> int:
-        answer = await h.tasks.update(who, task_key=key, action=name, reason=reason)
+        answer = await h.tasks.update(who, UpdateTaskArgs(task_key=key, action=name, **given))
         assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
-        await _done(h, who, answer, verb, args.json)
+        await _done(h, who, answer, rule.done, args.json)
         return 0
 
     return with_harness(args, run)

@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from ..errors import Forbidden, InvalidArgument, NotFound
 from ..metrics import CONSOLE_ACTIONS, count_console_action
 from ..service import Identity
-from ..task_states import Action as A
+from ..task_states import PERSON_ACTIONS, RULES
 from .app import Console, Redirect, page, read_form
 from .auth import CodeLogin, Session, check_form, check_origin, clear_cookie, set_cookie
 
@@ -88,24 +88,20 @@ async def logout(console: Console, request: Request) -> Response:
 
 
 @dataclass(frozen=True)
-class Action:
-    """One operator button: the form field the contract requires (`reason` or `comment`), whether it
-    must be filled, and the word for the flash message after it."""
+class ActionForm:
+    """One operator button's form: the field its action records (`reason` or `comment`), whether it must
+    be filled, and the word for the flash message after it (all from the action's rule)."""
 
     field: str | None
     required: bool
     done: str
 
 
-#: the operator's actions on one task (the contract's `update_task` actions a person takes from here,
-#: run through `tasks.update` as the tool and the CLI run them)
-ACTIONS: dict[str, Action] = {
-    A.APPROVE: Action("comment", False, "approved"),
-    A.REJECT: Action("comment", True, "rejected"),
-    A.REOPEN: Action("reason", True, "reopened"),
-    A.RELEASE: Action("reason", True, "released"),
-    A.RETRY_NOW: Action(None, False, "made claimable now"),
-    A.CANCEL: Action("reason", True, "cancelled"),
+#: the operator's actions on one task (the `update_task` actions a person takes, `PERSON_ACTIONS`), run
+#: through `tasks.update` as the tool and the CLI run them
+ACTIONS: dict[str, ActionForm] = {
+    name: ActionForm(RULES[action].argument, bool(RULES[action].required), RULES[action].done)
+    for name, action in PERSON_ACTIONS.items()
 }
 
 
@@ -131,7 +127,7 @@ async def act(console: Console, request: Request) -> Response:
     if action.field is not None:
         text = (_field(form, action.field) or "").strip()
         if action.required and not text:
-            raise InvalidArgument(f"{name} needs a {action.field}: it goes into the progress log")
+            raise InvalidArgument(RULES[PERSON_ACTIONS[name]].blank_refusal(name))
         if text:
             given[action.field] = text
     nonce = _field(form, "nonce")

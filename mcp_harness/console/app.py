@@ -26,7 +26,7 @@ from .. import __version__
 from ..errors import Forbidden, HarnessError, InvalidArgument
 from ..identity import ROLES
 from ..service import Harness, Identity
-from ..task_states import BLOCKED
+from ..task_states import BLOCKED, PERSON_ACTIONS, RULES
 from ..task_states import Status as S
 from .auth import Login, Session
 
@@ -115,6 +115,8 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.globals.update(url=self.url, static=self.static, live_attrs=live_attrs, labels=LABELS)
+        #: each operator action's rule, by its name: the form asks for the argument the rule records
+        self.env.globals["action_rules"] = {name: RULES[action] for name, action in PERSON_ACTIONS.items()}
         self.env.filters.update(ago=ago, left=left, when=when, pretty=pretty, duration=_span, lasted=lasted, usd=usd)
 
     def url(self, path: str, **params: Any) -> str:

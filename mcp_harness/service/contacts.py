@@ -27,18 +27,18 @@ from ..models import ClaimTaskResult, UpdateTaskResult
 from ..store import console as store
 from ..store.common import now
 from ..store.tasks import Contact
+from ..task_states import LET_GO
 from .base import Identity, ServiceBase
 
 log = logging.getLogger(__name__)
 
 WRITE_EVERY = 5.0  #: seconds between two writes of one agent's row by one process
 CLAIMED = "claimed"  #: the claim outcome when a claim got a task (else the reason it got none)
-#: what an agent last did with the task it held, recorded as its outcome `verb:key` (it holds it no more)
-LET_GO = {"complete": "completed", "release": "released", "fail": "failed"}
 
 
 def let_go(action: str, key: str) -> str:
-    """The outcome recorded when an agent's `action` (complete, release, fail) lets its task `key` go."""
+    """The outcome recorded when an agent's `action` (complete, release, fail) lets its task `key` go:
+    `verb:key` (it holds it no more)."""
     return f"{LET_GO[action]}:{key}"
 
 

@@ -92,8 +92,8 @@ class TaskActions(ServiceBase):
                 f"{args.action} is a person's decision (the 'operator' role); this connection has the "
                 f"{ident.role!r} role. Instead: {rule.instead}"
             )
-        if rule.needs is not None and not (getattr(args, rule.needs[0]) or "").strip():
-            raise InvalidArgument(rule.needs[1])
+        if rule.required and rule.argument and not (getattr(args, rule.argument) or "").strip():
+            raise InvalidArgument(rule.blank_refusal(args.action))
         if args.result is not None:
             check_depth(args.result, self.limits.max_depth, what="result")
             if len(canonical(args.result, what="result")) > self.limits.max_value_bytes:
