@@ -4,7 +4,6 @@ the one service call it makes. What a model reads of these is its context: every
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.types import Tool, ToolAnnotations
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel
 
 from .arguments import (
     AddTasksArgs,
@@ -46,10 +45,8 @@ if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported when the datab
     from .service import Harness
 
 
-async def with_inbox(h: Harness, who: Identity, answer: Awaitable[R]) -> R:
-    """A heartbeat answer, with `inbox: {unread}` when messages wait for the caller (the field is on the
-    heartbeat's result model; a claim's answer carries it from the service)."""
-    result = await answer
+async def with_inbox(h: Harness, who: Identity, result: R) -> R:
+    """`result` with `inbox: {unread}` when its model has the field and messages wait for the caller."""
     if "inbox" not in type(result).model_fields:
         return result
     found = await h.inbox(who)
@@ -62,6 +59,8 @@ Call = Callable[["Harness", Identity, Any], Awaitable[BaseModel]]
 
 @dataclass(frozen=True)
 class HarnessTool:
+    """One tool, and what its calls do besides their service call (the server applies these)."""
+
     args: type[ToolArgs]
     result: type[BaseModel]
     description: str
@@ -69,6 +68,12 @@ class HarnessTool:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    #: its answer carries the caller's unread messages where the answer's model has `inbox` (a heartbeat's)
+    inbox: bool = False
+    #: its answer is the caller's outcome on its contact row: what a claim got, or the task an action let go
+    outcome: bool = False
+    #: its answer's `lease`, or its `lease_token`, is a lease the connection took or used (stdio ends them)
+    leases: bool = False
 
     @property
     def name(self) -> str:
@@ -105,25 +110,6 @@ class HarnessTool:
             if not isinstance(parsed, str | int | float):
                 data[name] = parsed
         return self.args.model_validate(data)
-
-    @classmethod
-    def from_function(
-        cls, fn: Callable[..., Awaitable[BaseModel]], *, read_only: bool, destructive: bool, idempotent: bool
-    ) -> HarnessTool:
-        """A tool from an async function whose typed parameters are its arguments and which returns a model."""
-        signature = inspect.signature(fn, eval_str=True)
-        fields: dict[str, Any] = {
-            name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
-            for name, p in signature.parameters.items()
-        }
-        args = create_model(f"{fn.__name__}Args", __base__=ToolArgs, **fields)
-        args.tool = fn.__name__
-
-        async def call(_h: Harness, _who: Identity, a: ToolArgs) -> BaseModel:
-            return await fn(**{name: getattr(a, name) for name in fields})
-
-        description = " ".join((fn.__doc__ or "").split())
-        return cls(args, signature.return_annotation, description, call, read_only, destructive, idempotent)
 
 
 TOOLS: tuple[HarnessTool, ...] = (
@@ -168,15 +154,18 @@ TOOLS: tuple[HarnessTool, ...] = (
         "Claim the best claimable task, under a lease; task.context: notes, dependencies' results. "
         "task null: reason says why.",
         lambda h, who, a: h.tasks.claim(who, a),  # its answer carries the inbox (read with the claim)
+        outcome=True,
+        leases=True,
     ),
     HarnessTool(
         UpdateTaskArgs,
         UpdateTaskAnswer,
         "heartbeat, complete, fail (backs off, retries), release, reserve, unreserve: need lease_token. reopen "
         "revives a done/failed task. Operator only: approve, reject, retry_now, cancel, reopen cancelled.",
-        lambda h, who, a: (
-            with_inbox(h, who, h.tasks.update(who, a)) if a.action == "heartbeat" else h.tasks.update(who, a)
-        ),
+        lambda h, who, a: h.tasks.update(who, a),
+        inbox=True,
+        outcome=True,
+        leases=True,
     ),
     HarnessTool(
         ListTasksArgs,

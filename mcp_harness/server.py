@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import secrets
 import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, Tool
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from . import __version__, signals
@@ -28,7 +28,7 @@ from .errors import Forbidden, HarnessError, Internal, InvalidArgument, NotFound
 from .identity import Identity, Role, caller_gone
 from .jsonvalue import dumps
 from .lifespan import ConnectionLeases, HarnessState, harness_lifespan
-from .mcp_tools import TOOLS, HarnessTool
+from .mcp_tools import TOOLS, HarnessTool, with_inbox
 from .metrics import observe_tool_calls, start_series
 from .resources import register_prompts, register_resources
 from .sdk import serve_streams
@@ -84,27 +84,9 @@ class HarnessServer(MCPServer[Any]):
         super().__init__(**kwargs)
         self.fixed_identity = identity
         self.state = state
-        self.tools: dict[str, HarnessTool] = {}
-        for tool in tools:
-            self.add_harness_tool(tool)
+        #: the tools offered, in order: ours alone, not the SDK's tool manager
+        self.tools: dict[str, HarnessTool] = {tool.name: tool for tool in tools}
         start_series(list(self.tools))  # the metrics: every tool's series at 0 from the start
-
-    def add_harness_tool(self, tool: HarnessTool) -> None:
-        """Offer a tool (listed after the ones before it); tools are ours alone, not the SDK's tool manager."""
-        self.tools[tool.name] = tool
-
-    def harness_tool(
-        self, *, read_only: bool, destructive: bool = False, idempotent: bool = False
-    ) -> Callable[[Callable[..., Awaitable[BaseModel]]], Callable[..., Awaitable[BaseModel]]]:
-        """Register an async function as a tool: its typed parameters are the arguments, its docstring the
-        description, and it returns a model."""
-
-        def register(fn: Callable[..., Awaitable[BaseModel]]) -> Callable[..., Awaitable[BaseModel]]:
-            tool = HarnessTool.from_function(fn, read_only=read_only, destructive=destructive, idempotent=idempotent)
-            self.add_harness_tool(tool)
-            return fn
-
-        return register
 
     async def read_resource(
         self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
@@ -230,9 +212,11 @@ class HarnessServer(MCPServer[Any]):
             await harness.contacts.touch(ident, name)  # liveness: at most one small write per agent per 5 s
             with harness.contacts.serving(ident, name):  # a claim or complete writes the contact with its change
                 result = await tool.call(harness, ident, args)
-                if name in ("claim_task", "update_task"):  # why it is idle: the claim's answer, or the task it let go
+                if tool.inbox:
+                    result = await with_inbox(harness, ident, result)
+                if tool.outcome:  # why it is idle: the claim's answer, or the task it let go
                     await harness.contacts.touch(ident, name, result, getattr(args, "action", None))
-            if self.state.leases is not None:
+            if tool.leases and self.state.leases is not None:
                 # a lease this connection took or renewed (or used since) ends with it
                 self.state.leases.saw(result, getattr(args, "lease_token", None))
             structured = result.model_dump(mode="json")

@@ -239,17 +239,19 @@ def test_a_client_that_closes_stdout(wires, sqlite_url, workspace):
 STRAY_OUTPUT_SERVER = textwrap.dedent("""
     import os, sys
     from pydantic import BaseModel
+    from mcp_harness.arguments import ToolArgs
     from mcp_harness.config import Settings
+    from mcp_harness.mcp_tools import TOOLS, HarnessTool
     from mcp_harness.server import create_server
     from mcp_harness.service import Identity
 
     class Printed(BaseModel):
         ok: bool
 
-    server = create_server(Settings.from_env(sys.argv[1]), Identity("default", "default"))
+    class ChattyArgs(ToolArgs):
+        tool = "chatty"
 
-    @server.harness_tool(read_only=True)
-    async def chatty() -> Printed:
+    async def chatty(h, who, args) -> Printed:
         "Writes to stdout three ways, as careless code does."
         print("stray print")
         sys.stdout.flush()
@@ -257,6 +259,8 @@ STRAY_OUTPUT_SERVER = textwrap.dedent("""
         os.system("echo stray child output")
         return Printed(ok=True)
 
+    tool = HarnessTool(ChattyArgs, Printed, "Writes to stdout.", chatty, read_only=True)
+    server = create_server(Settings.from_env(sys.argv[1]), Identity("default", "default"), tools=(*TOOLS, tool))
     server.run("stdio")
 """)
 
