@@ -1,7 +1,7 @@
 """One argument model per tool: the only place a tool's parameters are written.
 
 The MCP adapter publishes each model's fields as the tool's flat input schema and validates calls with
-it, the service takes the model (or its fields as keywords, validated by the same model), and the
+it, the service takes the model (built in code, it refuses bad fields as the tool does), and the
 idempotency fingerprint is the model's fields but the key. Limits that depend on settings (text and
 value sizes, nesting depth) stay with the service, which knows them.
 """
@@ -76,17 +76,13 @@ class ToolArgs(BaseModel):
                 check_no_nul(name, getattr(self, name))
         return self
 
-    @classmethod
-    def of(cls, args: Self | None, fields: dict[str, Any]) -> Self:
-        """`args` itself, or the model of `fields` given as keywords instead."""
-        if args is None:
-            try:
-                return cls(**fields)
-            except ValidationError as exc:
-                raise invalid_argument(exc) from None
-        if fields:
-            raise TypeError(f"pass {cls.__name__} or its fields as keywords, not both")
-        return args
+    def __init__(self, **data: Any) -> None:
+        """A model built in code (the CLI, the console, the runner) refuses bad fields as the tool does:
+        `invalid_argument`, one line naming them (a tool call's arguments are validated by `model_validate`)."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise invalid_argument(exc) from None
 
     def fingerprint(self) -> dict[str, Any]:
         """Every argument but idempotency_key: what a retry with the same key must repeat exactly."""

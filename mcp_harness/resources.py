@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
+from .arguments import ListTasksArgs, RestoreStateArgs
 from .errors import HarnessError, NotFound
 from .identity import Identity
 from .jsonvalue import dumps
@@ -60,7 +61,7 @@ async def _threads(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
 
 async def _thread_state(h: Harness, who: Identity, params: dict[str, str]) -> Any:
     thread = unquote(params["thread"])
-    brief = await h.restore(who, thread=thread, progress_limit=0)
+    brief = await h.restore(who, RestoreStateArgs(thread=thread, progress_limit=0))
     if not brief.found:
         raise NotFound(f"thread {thread!r} has no checkpoint")
     return brief.model_dump(mode="json", include={"checkpoint", "state"})
@@ -68,7 +69,7 @@ async def _thread_state(h: Harness, who: Identity, params: dict[str, str]) -> An
 
 async def _checkpoint(h: Harness, who: Identity, params: dict[str, str]) -> Any:
     version = version_in(params)
-    brief = await h.restore(who, thread=unquote(params["thread"]), version=version, progress_limit=0)
+    brief = await h.restore(who, RestoreStateArgs(thread=unquote(params["thread"]), version=version, progress_limit=0))
     return brief.model_dump(mode="json", include={"checkpoint", "state"})
 
 
@@ -77,7 +78,9 @@ async def _progress(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
 
 
 async def _tasks(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
-    return (await h.tasks.list(who, status=list(SHOWN), limit=500)).model_dump(mode="json")
+    return (await h.tasks.list(who, ListTasksArgs.model_validate({"status": list(SHOWN), "limit": 500}))).model_dump(
+        mode="json"
+    )
 
 
 RESOURCES: tuple[HarnessResource, ...] = (

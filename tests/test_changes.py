@@ -9,6 +9,7 @@ import pytest
 from support import settings_for
 from support.console import agent_call
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, SaveCheckpointArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import changes
@@ -28,9 +29,11 @@ async def test_a_write_that_changed_nothing_notifies_nobody(harness: Harness, wo
         seen = feed.version_of(workspace)
         await feed.wait(seen, 0.1, workspace=workspace)  # the watcher's baseline
         seen = feed.version_of(workspace)
-        assert (await harness.tasks.claim(ident)).task is None  # a write transaction that wrote nothing
+        assert (
+            await harness.tasks.claim(ident, ClaimTaskArgs())
+        ).task is None  # a write transaction that wrote nothing
         assert await feed.wait(seen, 0.3, workspace=workspace) == seen
-        await harness.progress.record(ident, summary="a change")
+        await harness.progress.record(ident, RecordProgressArgs(summary="a change"))
         assert await feed.wait(seen, 30, workspace=workspace) != seen
         return
     # PostgreSQL: count the NOTIFYs themselves (the feed also watches transaction ids, which any
@@ -41,8 +44,8 @@ async def test_a_write_that_changed_nothing_notifies_nobody(harness: Harness, wo
     listener = await asyncpg.connect(pg_dsn(harness.db.url)[0])
     try:
         await listener.add_listener(changes.CHANNEL, lambda *args: heard.append(args[-1]))
-        assert (await harness.tasks.claim(ident)).task is None
-        await harness.progress.record(ident, summary="a change")
+        assert (await harness.tasks.claim(ident, ClaimTaskArgs())).task is None
+        await harness.progress.record(ident, RecordProgressArgs(summary="a change"))
         with anyio.fail_after(30):
             while not heard:
                 await anyio.sleep(0.01)
@@ -74,13 +77,13 @@ async def test_a_waiting_claim_is_woken_by_a_task_added_in_another_process(db_ur
     # A poll interval longer than the wait: only the change feed can wake this claim in time.
     async with Harness.open(settings_for(db_url, poll_interval_seconds=120)) as h:
         ident = Identity(workspace, "waiter")
-        await h.tasks.add(ident, tasks=[TaskSpec(key="first", title="taken at once")])
-        assert (await h.tasks.claim(ident)).task.key == "first"
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key="first", title="taken at once")]))
+        assert (await h.tasks.claim(ident, ClaimTaskArgs())).task.key == "first"
         got = []
         async with anyio.create_task_group() as tg:
 
             async def claim() -> None:
-                got.append(await h.tasks.claim(ident, wait_seconds=50))
+                got.append(await h.tasks.claim(ident, ClaimTaskArgs(wait_seconds=50)))
 
             tg.start_soon(claim)
             await anyio.sleep(0.3)  # the claim is waiting now
@@ -96,17 +99,19 @@ async def _writes(h: Harness, ident: Identity, n: int) -> None:
     NOTIFY), completed; progress; checkpoints."""
     for i in range(n):
         key = f"t{i}-{anyio.current_time()}"
-        await h.tasks.add(ident, tasks=[TaskSpec(key=key, title="work")])
-        got = await h.tasks.claim(ident, task_key=key)
-        await h.tasks.update(ident, task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
-        await h.progress.record(ident, summary=f"note {i}")
-        await h.checkpoints.save(ident, state={"i": i})
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key=key, title="work")]))
+        got = await h.tasks.claim(ident, ClaimTaskArgs(task_key=key))
+        await h.tasks.update(
+            ident, UpdateTaskArgs(task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
+        )
+        await h.progress.record(ident, RecordProgressArgs(summary=f"note {i}"))
+        await h.checkpoints.save(ident, SaveCheckpointArgs(state={"i": i}))
 
 
 async def test_a_write_in_one_workspace_wakes_nothing_that_waits_on_another(harness: Harness, workspace: str):
     feed = changes.feed(harness.db)
     a, b = Identity(f"{workspace}-a", "writer"), Identity(f"{workspace}-b", "waiter")
-    await harness.progress.record(b, summary="b exists")
+    await harness.progress.record(b, RecordProgressArgs(summary="b exists"))
     checks = 0
 
     async def check() -> bool:
@@ -131,7 +136,7 @@ async def test_a_write_in_one_workspace_wakes_nothing_that_waits_on_another(harn
 
         tg.start_soon(wait)
         await anyio.sleep(0.2)
-        await harness.progress.record(b, summary="now B")
+        await harness.progress.record(b, RecordProgressArgs(summary="now B"))
     assert woken[0] != seen
 
 
@@ -139,7 +144,7 @@ async def test_a_claim_without_notify_wakes_its_own_workspace(harness: Harness, 
     """PostgreSQL's claims are single statements that send no NOTIFY: the once-a-second look at the
     workspace's fingerprint still catches them (on SQLite every commit is seen)."""
     ident = Identity(workspace, "a")
-    await harness.tasks.add(ident, tasks=[TaskSpec(key="k", title="t")])
+    await harness.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key="k", title="t")]))
     feed = changes.feed(harness.db)
     seen = feed.version_of(workspace)
     async with anyio.create_task_group() as tg:
@@ -150,7 +155,7 @@ async def test_a_claim_without_notify_wakes_its_own_workspace(harness: Harness, 
 
         tg.start_soon(wait)
         await anyio.sleep(0.2)
-        assert (await harness.tasks.claim(Identity(workspace, "b"), task_key="k")).task is not None
+        assert (await harness.tasks.claim(Identity(workspace, "b"), ClaimTaskArgs(task_key="k"))).task is not None
     assert woken[0] != seen
 
 
@@ -178,14 +183,14 @@ async def test_writes_in_another_database_on_the_server_wake_nothing(harness: Ha
 async def test_writes_by_another_process_in_one_workspace_wake_no_claim_waiting_in_another(db_url: str, workspace: str):
     async with Harness.open(settings_for(db_url, poll_interval_seconds=120)) as h:
         b = Identity(f"{workspace}-b", "waiter")
-        await h.progress.record(b, summary="b exists")
+        await h.progress.record(b, RecordProgressArgs(summary="b exists"))
         feed = h.console.changes
         seen = feed.version_of(b.workspace)
         async with anyio.create_task_group() as tg:
             got: list = []
 
             async def claim() -> None:
-                got.append(await h.tasks.claim(b, wait_seconds=60))
+                got.append(await h.tasks.claim(b, ClaimTaskArgs(wait_seconds=60)))
 
             tg.start_soon(claim)
             await anyio.sleep(0.3)
@@ -212,7 +217,7 @@ async def test_a_change_by_this_process_wakes_only_claims_waiting_in_its_workspa
 
         h.tasks.wakeup.wait_for_work = counted  # type: ignore[method-assign]
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: h.tasks.claim(b, wait_seconds=2))
+            tg.start_soon(lambda: h.tasks.claim(b, ClaimTaskArgs(wait_seconds=2)))
             await anyio.sleep(0.2)
             await _writes(h, a, 5)  # adds, claims, completes in A, in this very process
         assert waits == [b.workspace]  # one wait, never woken by A's writes

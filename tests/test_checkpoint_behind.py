@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 from support import call, mcp_client, settings_for
 
+from mcp_harness.arguments import RecordProgressArgs, RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.server import INSTRUCTIONS, create_server
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service.checkpoints import BEHIND_CAP
@@ -50,10 +51,10 @@ async def test_a_restored_checkpoint_says_what_was_written_since(db_url, workspa
 async def test_behind_is_counted_up_to_its_cap(db_url, workspace):
     me = Identity(workspace, "a")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.checkpoints.save(me, state={"a": 1})
+        await h.checkpoints.save(me, SaveCheckpointArgs(state={"a": 1}))
         for i in range(BEHIND_CAP + 5):
-            await h.progress.record(me, summary=f"entry {i}")
-        got = await h.restore(me)
+            await h.progress.record(me, RecordProgressArgs(summary=f"entry {i}"))
+        got = await h.restore(me, RestoreStateArgs())
         assert got.checkpoint.behind.progress == BEHIND_CAP and got.checkpoint.behind.task_changes == 0
 
 

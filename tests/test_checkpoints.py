@@ -7,6 +7,8 @@ import json
 import pytest
 from support import call, fail, mcp_client
 
+from mcp_harness.arguments import ListCheckpointsArgs, RestoreStateArgs, SaveCheckpointArgs
+
 pytestmark = pytest.mark.anyio
 
 
@@ -99,18 +101,18 @@ async def test_listing_rows_are_exactly_what_validation_would_build(harness, wor
     from mcp_harness.service import Identity
 
     ident = Identity(workspace=workspace, agent="a")
-    saved = [await harness.checkpoints.save(ident, state={"i": 0}, label='quote " back\\ é\u2028')]
+    saved = [await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"i": 0}, label='quote " back\\ é\u2028'))]
     await harness.schemas.set_schema(ident, "main", {"type": "object"})
     for i in range(1, 4):
         metadata = {"step": i, "nested": {"xs": [1.5, None, "s"]}} if i % 2 else None
-        saved.append(await harness.checkpoints.save(ident, state={"i": i}, metadata=metadata))
-    page = await harness.checkpoints.list(ident, limit=200)
+        saved.append(await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"i": i}, metadata=metadata)))
+    page = await harness.checkpoints.list(ident, ListCheckpointsArgs(limit=200))
     # strict: an int that came back as a float, or a str as bytes, fails here
     assert ListCheckpointsResult.model_validate_json(page.model_dump_json(), strict=True) == page
     assert [c.created_at for c in page.checkpoints] == [s.created_at for s in reversed(saved)]
     assert [c.schema_version for c in page.checkpoints] == [1, 1, 1, None]
     for listed in page.checkpoints:
-        restored = (await harness.restore(ident, version=listed.version)).checkpoint
+        restored = (await harness.restore(ident, RestoreStateArgs(version=listed.version))).checkpoint
         assert CheckpointMeta(**{f: getattr(restored, f) for f in CheckpointMeta.__dataclass_fields__}) == listed
 
 
@@ -173,13 +175,13 @@ async def test_storage_grows_with_what_changed(harness, workspace):
 
     ident = Identity(workspace=workspace, agent="a")
     big = {"docs": "d" * 20_000, "notes": "n" * 20_000, "counter": 0}
-    await harness.checkpoints.save(ident, state=big)
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state=big))
     before = await _blob_bytes(harness, workspace)
     for i in range(1, 11):
-        await harness.checkpoints.save(ident, state={**big, "counter": i})
+        await harness.checkpoints.save(ident, SaveCheckpointArgs(state={**big, "counter": i}))
     grown = await _blob_bytes(harness, workspace) - before
     assert grown < 200, f"10 one-key saves stored {grown} bytes of values"
-    brief = await harness.restore(ident)
+    brief = await harness.restore(ident, RestoreStateArgs())
     assert brief.state == {**big, "counter": 10}
 
 
@@ -213,14 +215,22 @@ async def test_small_values_live_in_the_manifest(harness, workspace):
 
     ident = Identity(workspace, "a")
     for i in range(20):
-        await harness.checkpoints.save(ident, state={"n": i, "status": "running", "tags": ["a", i]})
-    await harness.checkpoints.save(ident, state={"n": None, "extra": {"k": 1}}, mode="merge")
+        await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"n": i, "status": "running", "tags": ["a", i]}))
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"n": None, "extra": {"k": 1}}, mode="merge"))
     assert await _blob_bytes(harness, workspace) == 0
-    assert (await harness.restore(ident, version=7)).state == {"n": 6, "status": "running", "tags": ["a", 6]}
-    latest = await harness.restore(ident, paths=["/tags/1", "/extra/k", "/n"])
+    assert (await harness.restore(ident, RestoreStateArgs(version=7))).state == {
+        "n": 6,
+        "status": "running",
+        "tags": ["a", 6],
+    }
+    latest = await harness.restore(ident, RestoreStateArgs(paths=["/tags/1", "/extra/k", "/n"]))
     assert latest.state == {"/tags/1": 19, "/extra/k": 1} and latest.missing_paths == ["/n"]
-    await harness.checkpoints.save(ident, state={"extra": {"j": 2}}, mode="merge")
-    assert (await harness.restore(ident)).state == {"status": "running", "tags": ["a", 19], "extra": {"k": 1, "j": 2}}
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"extra": {"j": 2}}, mode="merge"))
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {
+        "status": "running",
+        "tags": ["a", 19],
+        "extra": {"k": 1, "j": 2},
+    }
 
 
 async def test_object_arguments_sent_as_json_text_are_accepted(client):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from support import settings_for
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
@@ -64,7 +65,7 @@ async def test_a_claim_and_a_complete_write_once_with_the_contact_row(db_url, wo
     settings = settings_for(db_url)
     async with Harness.open(settings) as h:
         ident = Identity(workspace, "agent")
-        await h.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title=f"task {i}") for i in range(3)])
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title=f"task {i}") for i in range(3)]))
         server = create_server(settings, ident, harness=h)
         await server.call_tool("list_tasks", {"limit": 1})  # the first call writes the agent's liveness
         counted = Counted(monkeypatch, h.db)
@@ -95,9 +96,11 @@ async def test_a_claim_outside_a_tool_call_writes_no_contact_row(db_url, workspa
     """The service's own callers (the runner, a person's CLI) make no MCP call: no contact is recorded."""
     async with Harness.open(settings_for(db_url)) as h:
         ident = Identity(workspace, "script")
-        await h.tasks.add(ident, tasks=[TaskSpec(key="a", title="A")])
-        got = await h.tasks.claim(ident)
-        await h.tasks.update(ident, task_key="a", action="complete", lease_token=got.lease.token, verification="v")
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key="a", title="A")]))
+        got = await h.tasks.claim(ident, ClaimTaskArgs())
+        await h.tasks.update(
+            ident, UpdateTaskArgs(task_key="a", action="complete", lease_token=got.lease.token, verification="v")
+        )
         assert await outcome(h, workspace, "script") is None
 
 

@@ -13,6 +13,7 @@ from support.claude_code import Conversation, environment, run_claude, trust
 from support.runner import add_tasks, board, harness_do, progress_of, story
 from support.scripted_model import ScriptedModel, Turn, load, say, tool
 
+from mcp_harness.arguments import ClaimTaskArgs
 from mcp_harness.service import Identity
 
 pytestmark = pytest.mark.slow
@@ -162,7 +163,7 @@ def test_after_clear_the_hooks_and_the_shell_act_for_the_identity_of_the_session
             send = [sys.executable, "-m", "mcp_harness", "msg", "send", "--db", db, "--workspace", WS]
             subprocess.run([*send, "--agent", "ana", "--to", me, "Use port 8080."], check=True, capture_output=True)
             after = talk.turn("go on")  # the new session id's script, through the same server
-            held = harness_do(db, lambda h: h.tasks.claim(Identity(WS, "bob")))
+            held = harness_do(db, lambda h: h.tasks.claim(Identity(WS, "bob"), ClaimTaskArgs()))
     assert held.task is None, held  # the lease lived on after /clear (SessionEnd leaves it alone then)
     restored, _ = after.tool_results()[-2]
     assert json.loads(restored)["you"]["agent"] == me, restored
@@ -202,7 +203,7 @@ def test_a_lease_ends_when_the_sessions_process_exits_and_the_next_claim_takes_i
     holder = agent_of(run.session)
     task = board(db, WS)["api"]
     assert (task["status"], task["owner"]) == ("claimed", holder), task  # the holder named until a claim
-    other = harness_do(db, lambda h: h.tasks.claim(Identity(WS, "bob")))
+    other = harness_do(db, lambda h: h.tasks.claim(Identity(WS, "bob"), ClaimTaskArgs()))
     assert other.task is not None and other.task.key == "api", other  # at once: its lease is 15 minutes
     told = json.dumps(story(db, WS, "api"))
     assert holder in told and "connection" in told, told

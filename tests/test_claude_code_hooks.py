@@ -16,6 +16,7 @@ from support import settings_for
 from support.claude_code import Run, environment, run_claude, trust
 from support.scripted_model import ScriptedModel, error, load, say, tool
 
+from mcp_harness.arguments import AddTasksArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 
@@ -61,7 +62,7 @@ def test_the_stop_failure_note_survives_a_headless_run_that_ends_on_the_failure(
     hook's pipes)."""
     db = tmp_path / "h.db"
     project = init_project(tmp_path, db)
-    act(db, lambda h: h.tasks.add(Identity(WORKSPACE, "planner"), tasks=[TaskSpec(key="k", title="K")]))
+    act(db, lambda h: h.tasks.add(Identity(WORKSPACE, "planner"), AddTasksArgs(tasks=[TaskSpec(key="k", title="K")])))
     with ScriptedModel([error(500)]) as model:
         env = environment(tmp_path / "home", model.url, XDG_RUNTIME_DIR=str(tmp_path))
         run = run_claude(claude_binary, project, env, "start")
@@ -82,7 +83,10 @@ def test_the_brief_says_a_lease_ended_with_its_session_and_that_the_task_is_clai
     same of the task it still holds, and that a heartbeat revives the lease until a claim takes it."""
     db = tmp_path / "h.db"
     project = init_project(tmp_path, db)
-    act(db, lambda h: h.tasks.add(Identity(WORKSPACE, "planner"), tasks=[TaskSpec(key="k", title="Ship it")]))
+    act(
+        db,
+        lambda h: h.tasks.add(Identity(WORKSPACE, "planner"), AddTasksArgs(tasks=[TaskSpec(key="k", title="Ship it")])),
+    )
     first = "1ea5e000-0000-4000-8000-000000000001"
     claims = [load("claim_task"), tool("claim_task", {"lease_seconds": 3600}), say("claimed")]
     script = lambda turn: claims if turn.session == first else [say("noted")]  # noqa: E731

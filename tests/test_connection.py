@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from support import settings_for
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, queries
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_records_equal_what_sqlalchemy_reads(db_url, workspace):
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="a", title="A"), TaskSpec(key="b", title="B")])
+        await h.tasks.add(
+            Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="a", title="A"), TaskSpec(key="b", title="B")])
+        )
         async with h.db.read() as conn:
             fast = await task_store.page(conn, workspace, statuses=None, tag=None, limit=10, after_id=0)
         async with h.db.cold_read() as conn:
@@ -74,10 +77,10 @@ async def test_single_statements_honour_the_prepared_statement_cache_setting(db_
     url = db_url + ("&" if "?" in db_url else "?") + "prepared_statement_cache_size=0"
     ident = Identity(workspace, "a")
     async with Harness.open(settings_for(url)) as h:
-        await h.tasks.add(ident, tasks=[TaskSpec(key="a", title="A")])
-        got = await h.tasks.claim(ident)
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key="a", title="A")]))
+        got = await h.tasks.claim(ident, ClaimTaskArgs())
         done = await h.tasks.update(
-            ident, task_key="a", action="complete", lease_token=got.lease.token, verification="checked"
+            ident, UpdateTaskArgs(task_key="a", action="complete", lease_token=got.lease.token, verification="checked")
         )
         assert done.status == "done"
         assert h.db._pool._connect_kwargs["statement_cache_size"] == 0
@@ -117,7 +120,7 @@ async def test_a_query_whose_columns_differ_from_its_record_is_refused(db_url, w
     """Rows are matched to records by column name: a query selecting other names (or another order)
     fails loudly instead of filling fields by position."""
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="a", title="A")])
+        await h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="a", title="A")]))
         swapped = Query('SELECT "key", title FROM tasks WHERE workspace = :ws', row=Renamed, name="swapped")
         with pytest.raises(StorageError, match="returns columns"):
             async with h.db.read() as conn:
@@ -131,7 +134,7 @@ async def test_a_query_whose_columns_differ_from_its_record_is_refused(db_url, w
 async def test_a_row_a_query_must_return_is_a_store_error_when_missing(db_url, workspace):
     """`fetch_row` is `fetch_one` for a row that is always there: a missing one names the query."""
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="a", title="A")])
+        await h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="a", title="A")]))
         by_key = Query('SELECT "key" FROM tasks WHERE workspace = :ws AND "key" = :key', name="by_key")
         async with h.db.read() as conn:
             assert (await fetch_row(conn, by_key, {"ws": workspace, "key": "a"})).key == "a"
@@ -160,7 +163,7 @@ async def test_one_pool_serves_every_path_on_postgresql(db_url, workspace):
     ident = Identity(workspace, "a")
     settings = dataclasses.replace(settings_for(db_url), pool_size=3)
     async with Harness.open(settings) as h:
-        await h.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="T") for i in range(6)])
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title="T") for i in range(6)]))
         seen: set[int] = set()
 
         async def cold() -> None:
@@ -171,7 +174,7 @@ async def test_one_pool_serves_every_path_on_postgresql(db_url, workspace):
         async def hot() -> None:
             async with h.db.read() as conn:
                 seen.add(await conn.fetch_value(Query("SELECT pg_backend_pid()")))
-            await h.tasks.claim(ident)
+            await h.tasks.claim(ident, ClaimTaskArgs())
 
         async with anyio.create_task_group() as tg:
             for _ in range(8):

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 from support import serve_command, settings_for, subprocess_env
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs
 from mcp_harness.service import Harness, Identity
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts a server process
@@ -65,12 +66,12 @@ def claim_in_process(url: str, workspace: str, agent: str, *extra: str) -> tuple
 
 async def _plan(url: str, workspace: str) -> None:
     async with Harness.open(settings_for(url)) as h:
-        await h.tasks.add(Identity(workspace, "planner"), tasks=[{"key": "a", "title": "A"}])
+        await h.tasks.add(Identity(workspace, "planner"), AddTasksArgs(tasks=[{"key": "a", "title": "A"}]))
 
 
 async def _claim_now(url: str, workspace: str, agent: str):
     async with Harness.open(settings_for(url)) as h:
-        return await h.tasks.claim(Identity(workspace, agent), task_key="a")
+        return await h.tasks.claim(Identity(workspace, agent), ClaimTaskArgs(task_key="a"))
 
 
 @pytest.mark.parametrize("end", ["stdin", "SIGTERM", "SIGINT", "SIGHUP"])

@@ -15,6 +15,7 @@ import pytest
 from support import settings_for
 from support.console import agent_call, seed, shared_server, signed_in, token, ui_process
 
+from mcp_harness.arguments import UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.slow
@@ -280,9 +281,7 @@ def test_the_timeline_filters_by_anyone_who_acted_by_event_kind_and_finds_an_eve
         async with Harness.open(settings_for(db)) as h:
             await h.tasks.update(
                 Identity(ws, "olga", "operator"),
-                task_key="ci",
-                action="reopen",
-                reason="the runner image was rebuilt with libssl3",
+                UpdateTaskArgs(task_key="ci", action="reopen", reason="the runner image was rebuilt with libssl3"),
             )
 
     anyio.run(reopen)

@@ -11,6 +11,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, MessageArgs
 from mcp_harness.console.app import Console, status_of
 from mcp_harness.console.auth import TokenLogin
 from mcp_harness.console.routes import build
@@ -39,9 +40,11 @@ def test_every_error_code_has_its_status():
 
 async def test_actions_over_a_limit_answer_4xx_with_the_message(harness: Harness, workspace: str):
     alice = Identity(workspace, "alice")
-    await harness.tasks.add(alice, tasks=[TaskSpec(key="a", title="First"), TaskSpec(key="b", title="Second")])
-    await harness.tasks.claim(alice, task_key="a")
-    asked = await harness.messages.act(alice, action="send", to="operators", body="8080 or 9090?")
+    await harness.tasks.add(
+        alice, AddTasksArgs(tasks=[TaskSpec(key="a", title="First"), TaskSpec(key="b", title="Second")])
+    )
+    await harness.tasks.claim(alice, ClaimTaskArgs(task_key="a"))
+    asked = await harness.messages.act(alice, MessageArgs(action="send", to="operators", body="8080 or 9090?"))
     console = Console(harness, TokenLogin(harness.console_sessions))
     app = Starlette(routes=[Mount("/ui", app=build(console, [HOST]))])
     token = await harness.tokens.create(workspace, "olga", "operator")
@@ -68,5 +71,5 @@ async def test_actions_over_a_limit_answer_4xx_with_the_message(harness: Harness
         await refused("/ui/sessions/stop", id="no-such-session")
         await refused("/ui/thread/fork", checkpoint="ck_nope", name="x" * 300)  # not a thread's name
         await refused("/ui/thread/fork", checkpoint="ck_nope", name="fine")
-    status = (await harness.tasks.list(alice, task_key="a")).tasks[0].status
+    status = (await harness.tasks.list(alice, ListTasksArgs(task_key="a"))).tasks[0].status
     assert status == "claimed"

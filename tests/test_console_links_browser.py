@@ -19,6 +19,7 @@ from support.browser import Watched, in_thread, launched, require
 from support.console import shared_server, token
 from support.console_project import DONE_ORDER, build
 
+from mcp_harness.arguments import AddTasksArgs, RecordProgressArgs, SaveCheckpointArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.common import now
@@ -57,20 +58,27 @@ def saves_and_reservations(db: str, leases: dict[str, str]) -> None:
 
             await h.tasks.add(
                 Identity(WS, "alice"),
-                tasks=[
-                    TaskSpec(
-                        key="refunds",
-                        title="Refunds through the payment provider",
-                        depends_on=["api-payments"],
-                        paths=["src/payments/refunds/**", "docs/api/refunds.md"],
-                        tags=["backend"],
-                    ),
-                ],
+                AddTasksArgs(
+                    tasks=[
+                        TaskSpec(
+                            key="refunds",
+                            title="Refunds through the payment provider",
+                            depends_on=["api-payments"],
+                            paths=["src/payments/refunds/**", "docs/api/refunds.md"],
+                            tags=["backend"],
+                        ),
+                    ]
+                ),
             )
             token = leases["api-payments"]
-            await h.tasks.update(bob, task_key="api-payments", action="reserve", lease_token=token, paths=BOB_PATHS)
             await h.tasks.update(
-                bob, task_key="api-payments", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True
+                bob, UpdateTaskArgs(task_key="api-payments", action="reserve", lease_token=token, paths=BOB_PATHS)
+            )
+            await h.tasks.update(
+                bob,
+                UpdateTaskArgs(
+                    task_key="api-payments", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True
+                ),
             )
             # bob claimed api-payments 27 minutes ago and noted the capture 25 minutes ago; he saved a
             # minute later, noted the idempotency keys 4 minutes ago and saved again 40 seconds after.
@@ -86,20 +94,26 @@ def saves_and_reservations(db: str, leases: dict[str, str]) -> None:
                 "UPDATE progress SET created_at = :t WHERE workspace = :ws AND task_key = 'api-payments'", at - 1500
             )
             plan = {"goal": "payments", "done": ["capture against the sandbox"], "next": "idempotency keys"}
-            v1 = await h.checkpoints.save(bob, thread="payments", state=plan, label="capture works")
+            v1 = await h.checkpoints.save(bob, SaveCheckpointArgs(thread="payments", state=plan, label="capture works"))
             await when(f"UPDATE checkpoints SET created_at = :t WHERE id = '{v1.checkpoint_id}'", at - 1440)
             noted = await h.progress.record(
                 bob,
-                summary="Idempotency keys stored per request; retries capture once",
-                status="in_progress",
-                task_key="api-payments",
+                RecordProgressArgs(
+                    summary="Idempotency keys stored per request; retries capture once",
+                    status="in_progress",
+                    task_key="api-payments",
+                ),
             )
             await when(f"UPDATE progress SET created_at = :t WHERE entry_id = '{noted.entry_id}'", at - 240)
             done = ["capture against the sandbox", "idempotency keys"]
-            v2 = await h.checkpoints.save(bob, thread="payments", mode="merge", state={"done": done, "next": "refunds"})
+            v2 = await h.checkpoints.save(
+                bob, SaveCheckpointArgs(thread="payments", mode="merge", state={"done": done, "next": "refunds"})
+            )
             await when(f"UPDATE checkpoints SET created_at = :t WHERE id = '{v2.checkpoint_id}'", at - 200)
             await when("UPDATE threads SET updated_at = :t WHERE workspace = :ws AND name = 'payments'", at - 200)
-            await h.checkpoints.save(carol, thread="emails", state={"templates": ["order-confirmed"], "sent": 0})
+            await h.checkpoints.save(
+                carol, SaveCheckpointArgs(thread="emails", state={"templates": ["order-confirmed"], "sent": 0})
+            )
 
     anyio.run(main)
 

@@ -13,6 +13,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from mcp_harness.arguments import AddTasksArgs, ListTasksArgs
 from mcp_harness.console.app import Console
 from mcp_harness.console.auth import TokenLogin
 from mcp_harness.console.routes import build
@@ -27,8 +28,10 @@ HOST = "console.test"
 async def seed(harness: Harness, workspace: str) -> Identity:
     me = Identity(workspace, "planner")
     keys = [f"root-{i}" for i in range(20)]
-    await harness.tasks.add(me, tasks=[TaskSpec(key=k, title=f"Root {k}") for k in keys])
-    await harness.tasks.add(me, tasks=[TaskSpec(key=f"leaf-{i}", title="Leaf", depends_on=keys) for i in range(60)])
+    await harness.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key=k, title=f"Root {k}") for k in keys]))
+    await harness.tasks.add(
+        me, AddTasksArgs(tasks=[TaskSpec(key=f"leaf-{i}", title="Leaf", depends_on=keys) for i in range(60)])
+    )
     return me
 
 
@@ -52,7 +55,7 @@ async def test_a_pages_reads_run_off_the_event_loop(sqlite_url, workspace, monke
             await read
             assert seen and not any(seen), "a page's statements run on a worker thread"
         seen.clear()
-        await harness.tasks.list(me)
+        await harness.tasks.list(me, ListTasksArgs())
         assert seen and all(seen), "an agent's reads stay on the loop (microseconds, no thread hop)"
 
 

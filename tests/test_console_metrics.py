@@ -11,6 +11,7 @@ from support import settings_for
 
 import mcp_harness.console.actions  # noqa: F401 - /metrics is served beside the console, which names its actions
 from mcp_harness import __version__, clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.metrics import render
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
@@ -93,9 +94,13 @@ async def _render(settings) -> bytes:
 
 async def test_the_oldest_task_in_review_and_the_oldest_ready_one_are_aged(harness: Harness, workspace: str):
     ana = Identity(workspace, "ana")
-    await harness.tasks.add(ana, tasks=[{"key": "r", "title": "r", "review": True}, {"key": "idle", "title": "idle"}])
-    got = await harness.tasks.claim(ana, task_key="r")
-    await harness.tasks.update(ana, task_key="r", action="complete", lease_token=got.lease.token, verification="ok")
+    await harness.tasks.add(
+        ana, AddTasksArgs(tasks=[{"key": "r", "title": "r", "review": True}, {"key": "idle", "title": "idle"}])
+    )
+    got = await harness.tasks.claim(ana, ClaimTaskArgs(task_key="r"))
+    await harness.tasks.update(
+        ana, UpdateTaskArgs(task_key="r", action="complete", lease_token=got.lease.token, verification="ok")
+    )
     clock.advance(90)
     text = (await render(harness)).decode()
     assert value(text, f'mcp_harness_oldest_in_review_seconds{{workspace="{workspace}"}}') >= 90

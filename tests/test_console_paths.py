@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 
@@ -17,16 +18,24 @@ async def test_cards_tasks_and_agents_show_what_a_lease_holds_now(harness: Harne
     h, bob = harness, Identity(workspace, "bob")
     await h.tasks.add(
         bob,
-        tasks=[
-            TaskSpec(key="api", title="API", paths=["src/api/**", "tests/api/**"]),
-            TaskSpec(key="docs", title="Docs", paths=["docs/**"]),
-        ],
+        AddTasksArgs(
+            tasks=[
+                TaskSpec(key="api", title="API", paths=["src/api/**", "tests/api/**"]),
+                TaskSpec(key="docs", title="Docs", paths=["docs/**"]),
+            ]
+        ),
     )
-    got = await h.tasks.claim(bob, task_key="api", lease_seconds=60)
+    got = await h.tasks.claim(bob, ClaimTaskArgs(task_key="api", lease_seconds=60))
     token = got.lease.token
-    await h.tasks.update(bob, task_key="api", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True)
-    await h.tasks.update(bob, task_key="api", action="unreserve", lease_token=token, paths=["tests/api/**"])
-    await h.tasks.update(bob, task_key="api", action="reserve", lease_token=token, paths=["migrations/**"])
+    await h.tasks.update(
+        bob, UpdateTaskArgs(task_key="api", action="reserve", lease_token=token, paths=["docs/api/**"], shared=True)
+    )
+    await h.tasks.update(
+        bob, UpdateTaskArgs(task_key="api", action="unreserve", lease_token=token, paths=["tests/api/**"])
+    )
+    await h.tasks.update(
+        bob, UpdateTaskArgs(task_key="api", action="reserve", lease_token=token, paths=["migrations/**"])
+    )
 
     cards = {c.key: c for col in (await h.console.board(bob)).columns for c in col.cards}
     assert cards["api"].held == (("migrations/**", False), ("src/api/**", False), ("docs/api/**", True))

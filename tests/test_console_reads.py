@@ -7,6 +7,7 @@ import anyio
 import pytest
 from support import call, mcp_client, settings_for
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service import contacts as contacts_module
@@ -17,8 +18,10 @@ pytestmark = pytest.mark.anyio
 async def test_lists_come_in_pages_and_a_card_names_a_few_dependencies(harness: Harness, workspace: str):
     me = Identity(workspace, "planner")
     roots = [f"r{i}" for i in range(7)]
-    await harness.tasks.add(me, tasks=[TaskSpec(key=k, title=k) for k in roots])
-    await harness.tasks.add(me, tasks=[TaskSpec(key=f"l{i:03}", title="leaf", depends_on=roots) for i in range(130)])
+    await harness.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key=k, title=k) for k in roots]))
+    await harness.tasks.add(
+        me, AddTasksArgs(tasks=[TaskSpec(key=f"l{i:03}", title="leaf", depends_on=roots) for i in range(130)])
+    )
     board = await harness.console.board(me, per_column=10)
     pending = next(c for c in board.columns if c.status == "pending")
     assert pending.total == 137 and len(pending.cards) == 10
@@ -40,10 +43,10 @@ async def test_contacts_are_written_at_most_every_few_seconds_and_flag_silent_ho
     monkeypatch.setattr(contacts_module, "now", lambda: clock[0])
     async with Harness.open(settings_for(db_url, silent_after_seconds=60)) as h:
         alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
-        await h.tasks.add(alice, tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")])
-        got = await h.tasks.claim(alice, task_key="a")
+        await h.tasks.add(alice, AddTasksArgs(tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")]))
+        got = await h.tasks.claim(alice, ClaimTaskArgs(task_key="a"))
         await h.contacts.touch(alice, "claim_task", got)
-        await h.contacts.touch(bob, "claim_task", await h.tasks.claim(bob, tags=["none"]))
+        await h.contacts.touch(bob, "claim_task", await h.tasks.claim(bob, ClaimTaskArgs(tags=["none"])))
         clock[0] += 1
         await h.contacts.touch(alice, "restore_state")  # within 5 s: not written
         agents = await h.console.agents(alice)
@@ -91,13 +94,15 @@ async def test_a_quiet_holder_is_flagged_before_its_lease_ends_and_a_heartbeatin
 ):
     async with Harness.open(settings_for(db_url, silent_after_seconds=0.5)) as h:
         alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
-        await h.tasks.add(alice, tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")])
-        await h.contacts.touch(alice, "claim_task", await h.tasks.claim(alice, task_key="a", lease_seconds=600))
-        got = await h.tasks.claim(bob, task_key="b", lease_seconds=600)
+        await h.tasks.add(alice, AddTasksArgs(tasks=[TaskSpec(key="a", title="a"), TaskSpec(key="b", title="b")]))
+        await h.contacts.touch(
+            alice, "claim_task", await h.tasks.claim(alice, ClaimTaskArgs(task_key="a", lease_seconds=600))
+        )
+        got = await h.tasks.claim(bob, ClaimTaskArgs(task_key="b", lease_seconds=600))
         await h.contacts.touch(bob, "claim_task", got)
         for _ in range(3):
             await anyio.sleep(0.3)
-            await h.tasks.update(bob, task_key="b", action="heartbeat", lease_token=got.lease.token)
+            await h.tasks.update(bob, UpdateTaskArgs(task_key="b", action="heartbeat", lease_token=got.lease.token))
         needs = await h.console.needs(workspace)
         assert needs.silent == 1 and needs.overdue == 0
         agents = await h.console.agents(alice)
@@ -111,17 +116,21 @@ async def test_stuck_ranks_blockers_and_the_root_of_a_wait_is_found_up_the_chain
     me = Identity(workspace, "planner")
     await harness.tasks.add(
         me,
-        tasks=[
-            TaskSpec(key="base", title="base", max_attempts=1),
-            TaskSpec(key="mid", title="mid", depends_on=["base"]),
-            TaskSpec(key="top", title="top", depends_on=["mid"]),
-            TaskSpec(key="side", title="side", depends_on=["base"]),
-            TaskSpec(key="free", title="free"),
-            TaskSpec(key="after-free", title="after free", depends_on=["free"]),
-        ],
+        AddTasksArgs(
+            tasks=[
+                TaskSpec(key="base", title="base", max_attempts=1),
+                TaskSpec(key="mid", title="mid", depends_on=["base"]),
+                TaskSpec(key="top", title="top", depends_on=["mid"]),
+                TaskSpec(key="side", title="side", depends_on=["base"]),
+                TaskSpec(key="free", title="free"),
+                TaskSpec(key="after-free", title="after free", depends_on=["free"]),
+            ]
+        ),
     )
-    got = await harness.tasks.claim(me, task_key="base")
-    await harness.tasks.update(me, task_key="base", action="fail", lease_token=got.lease.token, error="boom")
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="base"))
+    await harness.tasks.update(
+        me, UpdateTaskArgs(task_key="base", action="fail", lease_token=got.lease.token, error="boom")
+    )
     stuck = await harness.console.stuck(me)
     got = [(b.task.key, b.waiting, b.behind, b.action) for b in stuck.blockers]
     assert got == [("base", 2, 3, "reopen"), ("free", 1, 1, None)]  # top waits on base through mid
@@ -134,16 +143,22 @@ async def test_pace_measures_time_in_status_review_waits_throughput_and_the_burn
     me, person = Identity(workspace, "ana"), Identity(workspace, "olga", role="operator")
     await harness.tasks.add(
         me,
-        tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(3)]
-        + [TaskSpec(key="rev", title="reviewed", review=True)],
+        AddTasksArgs(
+            tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(3)]
+            + [TaskSpec(key="rev", title="reviewed", review=True)]
+        ),
     )
     for key in ("t0", "t1"):
-        got = await harness.tasks.claim(me, task_key=key)
-        await harness.tasks.update(me, task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
-    got = await harness.tasks.claim(me, task_key="rev")
-    await harness.tasks.update(me, task_key="rev", action="complete", lease_token=got.lease.token, verification="ok")
+        got = await harness.tasks.claim(me, ClaimTaskArgs(task_key=key))
+        await harness.tasks.update(
+            me, UpdateTaskArgs(task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
+        )
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="rev"))
+    await harness.tasks.update(
+        me, UpdateTaskArgs(task_key="rev", action="complete", lease_token=got.lease.token, verification="ok")
+    )
     await anyio.sleep(0.05)
-    await harness.tasks.approve(person, "rev", "fine")
+    await harness.tasks.update(person, UpdateTaskArgs(task_key="rev", action="approve", comment="fine"))
     pace = await harness.console.pace(me)
     spells = {s.status: s for s in pace.in_status}
     assert spells["claimed"].spells == 3 and spells["pending"].spells == 3 and spells["in_review"].spells == 1
@@ -157,15 +172,19 @@ async def test_the_task_table_filters_by_status_owner_and_tag_and_sorts(harness:
     me = Identity(workspace, "ana")
     await harness.tasks.add(
         me,
-        tasks=[
-            TaskSpec(key="a", title="a", priority=1, tags=["x"]),
-            TaskSpec(key="b", title="b", priority=3),
-            TaskSpec(key="c", title="c", priority=2, tags=["x", "y"], max_attempts=1),
-            TaskSpec(key="d", title="d", depends_on=["c"]),
-        ],
+        AddTasksArgs(
+            tasks=[
+                TaskSpec(key="a", title="a", priority=1, tags=["x"]),
+                TaskSpec(key="b", title="b", priority=3),
+                TaskSpec(key="c", title="c", priority=2, tags=["x", "y"], max_attempts=1),
+                TaskSpec(key="d", title="d", depends_on=["c"]),
+            ]
+        ),
     )
-    got = await harness.tasks.claim(me, task_key="c")
-    await harness.tasks.update(me, task_key="c", action="fail", lease_token=got.lease.token, retry=False, error="e")
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="c"))
+    await harness.tasks.update(
+        me, UpdateTaskArgs(task_key="c", action="fail", lease_token=got.lease.token, retry=False, error="e")
+    )
     table = await harness.console.table(me, sort="priority", descending=True)
     assert [r.key for r in table.rows] == ["b", "c", "a", "d"] and table.total == 4
     assert [r.key for r in (await harness.console.table(me, tag="x")).rows] == ["a", "c"]
@@ -178,10 +197,10 @@ async def test_the_task_table_filters_by_status_owner_and_tag_and_sorts(harness:
 
 async def test_the_timeline_brings_the_task_events_of_its_time_span(harness: Harness, workspace: str):
     me = Identity(workspace, "ana")
-    await harness.tasks.add(me, tasks=[TaskSpec(key="a", title="a")])
-    got = await harness.tasks.claim(me, task_key="a")
-    await harness.progress.record(me, summary="working on a", status="in_progress", task_key="a")
-    await harness.tasks.update(me, task_key="a", action="release", lease_token=got.lease.token)
+    await harness.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key="a", title="a")]))
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="a"))
+    await harness.progress.record(me, RecordProgressArgs(summary="working on a", status="in_progress", task_key="a"))
+    await harness.tasks.update(me, UpdateTaskArgs(task_key="a", action="release", lease_token=got.lease.token))
     page = await harness.console.timeline(me, with_events=True)
     assert [e.event.kind for e in page.events] == ["release", "claim"]
     assert "working on a" in [e.summary for e in page.entries]

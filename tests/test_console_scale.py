@@ -15,6 +15,7 @@ import pytest
 from support import settings_for
 from support.console import shared_server, token
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 
@@ -31,18 +32,24 @@ def build(db: str, workspace: str) -> None:
         async with Harness.open(settings_for(db)) as h:
             me = Identity(workspace, "planner")
             roots = [f"root-{i:03}" for i in range(ROOTS)]
-            await h.tasks.add(me, tasks=[TaskSpec(key=k, title=f"Foundation {k}") for k in roots])
+            await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key=k, title=f"Foundation {k}") for k in roots]))
             for start in range(0, DEPENDENTS, 1000):
                 await h.tasks.add(
                     me,
-                    tasks=[
-                        TaskSpec(key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=roots)
-                        for i in range(start, start + 1000)
-                    ],
+                    AddTasksArgs(
+                        tasks=[
+                            TaskSpec(
+                                key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=roots
+                            )
+                            for i in range(start, start + 1000)
+                        ]
+                    ),
                 )
             for _ in range(3):  # a few events and progress on one root
-                got = await h.tasks.claim(me, task_key="root-000")
-                await h.tasks.update(me, task_key="root-000", action="release", lease_token=got.lease.token)
+                got = await h.tasks.claim(me, ClaimTaskArgs(task_key="root-000"))
+                await h.tasks.update(
+                    me, UpdateTaskArgs(task_key="root-000", action="release", lease_token=got.lease.token)
+                )
 
     anyio.run(main)
 

@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_harness.arguments import (
+    AddTasksArgs,
+    ClaimTaskArgs,
+    ListTasksArgs,
+    MessageArgs,
+    RecordProgressArgs,
+    SaveCheckpointArgs,
+    UpdateTaskArgs,
+)
 from mcp_harness.errors import InvalidArgument, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
@@ -18,21 +27,27 @@ async def seed(h: Harness, ws: str) -> Identity:
     alice, bob = Identity(ws, "alice"), Identity(ws, "bob")
     await h.tasks.add(
         alice,
-        tasks=[
-            TaskSpec(key="base", title="Base <b>work</b>", priority=2, steps=["one", "two"], description="d"),
-            TaskSpec(key="mid", title="Middle", depends_on=["base"]),
-            TaskSpec(key="top", title="Top", depends_on=["mid", "base"]),
-            TaskSpec(key="lone", title="Alone", tags=["x"]),
-            TaskSpec(key="bad", title="Will fail", max_attempts=1),
-            TaskSpec(key="stuck", title="Behind a failure", depends_on=["bad"]),
-            TaskSpec(key="held", title="Held by bob", priority=9),
-        ],
+        AddTasksArgs(
+            tasks=[
+                TaskSpec(key="base", title="Base <b>work</b>", priority=2, steps=["one", "two"], description="d"),
+                TaskSpec(key="mid", title="Middle", depends_on=["base"]),
+                TaskSpec(key="top", title="Top", depends_on=["mid", "base"]),
+                TaskSpec(key="lone", title="Alone", tags=["x"]),
+                TaskSpec(key="bad", title="Will fail", max_attempts=1),
+                TaskSpec(key="stuck", title="Behind a failure", depends_on=["bad"]),
+                TaskSpec(key="held", title="Held by bob", priority=9),
+            ]
+        ),
     )
-    got = await h.tasks.claim(alice, task_key="base")
-    await h.tasks.update(alice, task_key="base", action="complete", lease_token=got.lease.token, verification="ok")
-    got = await h.tasks.claim(alice, task_key="bad")
-    await h.tasks.update(alice, task_key="bad", action="fail", lease_token=got.lease.token, error="boom", retry=False)
-    await h.tasks.claim(bob, task_key="held", lease_seconds=60)
+    got = await h.tasks.claim(alice, ClaimTaskArgs(task_key="base"))
+    await h.tasks.update(
+        alice, UpdateTaskArgs(task_key="base", action="complete", lease_token=got.lease.token, verification="ok")
+    )
+    got = await h.tasks.claim(alice, ClaimTaskArgs(task_key="bad"))
+    await h.tasks.update(
+        alice, UpdateTaskArgs(task_key="bad", action="fail", lease_token=got.lease.token, error="boom", retry=False)
+    )
+    await h.tasks.claim(bob, ClaimTaskArgs(task_key="held", lease_seconds=60))
     return alice
 
 
@@ -74,8 +89,8 @@ async def test_board_columns_show_every_task_with_what_it_waits_on(harness: Harn
 async def test_task_page_has_dependencies_both_ways_and_its_progress(harness: Harness, workspace: str):
     alice = await seed(harness, workspace)
     for i in range(3):
-        await harness.progress.record(alice, summary=f"about mid {i}", task_key="mid")
-    await harness.progress.record(alice, summary="about something else", task_key="top")
+        await harness.progress.record(alice, RecordProgressArgs(summary=f"about mid {i}", task_key="mid"))
+    await harness.progress.record(alice, RecordProgressArgs(summary="about something else", task_key="top"))
     page = await harness.console.task(alice, "mid", limit=2)
     assert page.task.key == "mid" and page.task.status == "pending"
     assert [(d.key, d.status) for d in page.depends_on] == [("base", "done")]
@@ -93,17 +108,21 @@ async def test_a_cancelled_dependency_holds_nothing_back_on_board_or_task_page(h
     alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
     await harness.tasks.add(
         alice,
-        tasks=[
-            TaskSpec(key="readme", title="Write the README", max_attempts=2),
-            TaskSpec(key="docs", title="Docs site", depends_on=["readme"]),
-            TaskSpec(key="copy", title="Copy", review=True),
-            TaskSpec(key="go", title="Ship it?", kind="gate", depends_on=["copy"]),
-        ],
+        AddTasksArgs(
+            tasks=[
+                TaskSpec(key="readme", title="Write the README", max_attempts=2),
+                TaskSpec(key="docs", title="Docs site", depends_on=["readme"]),
+                TaskSpec(key="copy", title="Copy", review=True),
+                TaskSpec(key="go", title="Ship it?", kind="gate", depends_on=["copy"]),
+            ]
+        ),
     )
-    got = await harness.tasks.claim(alice, task_key="readme")
-    await harness.tasks.update(alice, task_key="readme", action="fail", lease_token=got.lease.token, error="old boom")
-    await harness.tasks.cancel(olga, "readme", "the wiki replaces it")
-    listed = {t.key: t for t in (await harness.tasks.list(alice)).tasks}
+    got = await harness.tasks.claim(alice, ClaimTaskArgs(task_key="readme"))
+    await harness.tasks.update(
+        alice, UpdateTaskArgs(task_key="readme", action="fail", lease_token=got.lease.token, error="old boom")
+    )
+    await harness.tasks.update(olga, UpdateTaskArgs(task_key="readme", action="cancel", reason="the wiki replaces it"))
+    listed = {t.key: t for t in (await harness.tasks.list(alice, ListTasksArgs())).tasks}
     board = await harness.console.board(alice)
     cards = {card.key: card for c in board.columns for card in c.cards}
     assert listed["docs"].ready and cards["docs"].ready and cards["docs"].waits_on == []
@@ -130,11 +149,17 @@ async def test_graph_has_the_tasks_and_the_edges_among_them(harness: Harness, wo
 
 async def test_timeline_filters_search_and_pages(harness: Harness, workspace: str):
     alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
-    await harness.tasks.add(alice, tasks=[{"key": "t1", "title": "Login"}])  # progress names a task that exists
-    await harness.progress.record(alice, summary="Fixed the LOGIN bug", status="done", task_key="t1")
-    await harness.progress.record(bob, summary="notes", details="the login page is slow", thread="side")
-    await harness.progress.record(bob, summary="100% done_ish", status="in_progress")
-    await harness.progress.record(alice, summary="unrelated", status="blocked")
+    await harness.tasks.add(
+        alice, AddTasksArgs(tasks=[{"key": "t1", "title": "Login"}])
+    )  # progress names a task that exists
+    await harness.progress.record(
+        alice, RecordProgressArgs(summary="Fixed the LOGIN bug", status="done", task_key="t1")
+    )
+    await harness.progress.record(
+        bob, RecordProgressArgs(summary="notes", details="the login page is slow", thread="side")
+    )
+    await harness.progress.record(bob, RecordProgressArgs(summary="100% done_ish", status="in_progress"))
+    await harness.progress.record(alice, RecordProgressArgs(summary="unrelated", status="blocked"))
     tl = harness.console.timeline
     assert [e.summary for e in (await tl(alice, text="login")).entries] == ["notes", "Fixed the LOGIN bug"]
     assert [e.summary for e in (await tl(alice, agent="bob")).entries] == ["100% done_ish", "notes"]
@@ -158,15 +183,17 @@ async def test_timeline_filters_search_and_pages(harness: Harness, workspace: st
 async def test_the_thread_filter_offers_the_first_threads_by_name(harness: Harness, workspace: str):
     alice = Identity(workspace, "alice")
     for name in ("zeta", "alpha", "mid"):
-        await harness.checkpoints.save(alice, state={"n": name}, thread=name)
+        await harness.checkpoints.save(alice, SaveCheckpointArgs(state={"n": name}, thread=name))
     assert await harness.console.thread_names(alice) == ["alpha", "mid", "zeta"]
     assert await harness.console.thread_names(alice, limit=2) == ["alpha", "mid"]
 
 
 async def test_threads_states_and_diffs(harness: Harness, workspace: str):
     alice = Identity(workspace, "alice")
-    await harness.checkpoints.save(alice, state={"a": 1, "list": [1, 2], "gone": True}, thread="t")
-    await harness.checkpoints.save(alice, state={"a": 2, "list": [1, 2, 3], "new/key": {"x": None}}, thread="t")
+    await harness.checkpoints.save(alice, SaveCheckpointArgs(state={"a": 1, "list": [1, 2], "gone": True}, thread="t"))
+    await harness.checkpoints.save(
+        alice, SaveCheckpointArgs(state={"a": 2, "list": [1, 2, 3], "new/key": {"x": None}}, thread="t")
+    )
     [summary] = await harness.console.threads(alice)
     assert (summary.name, summary.latest_version) == ("t", 2)
     meta, state = await harness.console.state(alice, "t", 1)
@@ -195,7 +222,7 @@ async def test_agents_show_holders_last_seen_and_overdue_leases(harness: Harness
     from mcp_harness import clock
 
     alice = await seed(harness, workspace)
-    await harness.progress.record(Identity(workspace, "carol"), summary="hello")
+    await harness.progress.record(Identity(workspace, "carol"), RecordProgressArgs(summary="hello"))
     clock.advance(120)  # bob's 60-second lease on `held` runs out
     agents = await harness.console.agents(alice)
     rows = {a.agent: a for a in agents.agents}
@@ -206,8 +233,8 @@ async def test_agents_show_holders_last_seen_and_overdue_leases(harness: Harness
 
 
 async def test_workspaces_include_those_with_only_tasks(harness: Harness, workspace: str):
-    await harness.tasks.add(Identity(workspace + "-tasks", "a"), tasks=[TaskSpec(key="k", title="t")])
-    await harness.progress.record(Identity(workspace + "-log", "a"), summary="s")
+    await harness.tasks.add(Identity(workspace + "-tasks", "a"), AddTasksArgs(tasks=[TaskSpec(key="k", title="t")]))
+    await harness.progress.record(Identity(workspace + "-log", "a"), RecordProgressArgs(summary="s"))
     names = await harness.console.workspaces()
     assert {workspace + "-tasks", workspace + "-log"} <= set(names) and names == sorted(names)
 
@@ -261,11 +288,12 @@ async def test_an_expired_console_session_is_dead(harness: Harness, workspace: s
 async def test_pace_rates_a_young_project_over_the_time_it_has_run(harness: Harness, workspace: str):
     """A 6-minute-old project that finished 24 tasks did 240 an hour, not "1.0 an hour" over 24 hours."""
     alice = Identity(workspace, "alice")
-    await harness.tasks.add(alice, tasks=[TaskSpec(key=f"t{i}", title="work") for i in range(3)])
+    await harness.tasks.add(alice, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title="work") for i in range(3)]))
     for i in range(3):
-        got = await harness.tasks.claim(alice, task_key=f"t{i}")
+        got = await harness.tasks.claim(alice, ClaimTaskArgs(task_key=f"t{i}"))
         await harness.tasks.update(
-            alice, task_key=f"t{i}", action="complete", lease_token=got.lease.token, verification="checked"
+            alice,
+            UpdateTaskArgs(task_key=f"t{i}", action="complete", lease_token=got.lease.token, verification="checked"),
         )
     pace = await harness.console.pace(alice)
     assert sum(pace.per_hour) == 3
@@ -275,8 +303,10 @@ async def test_pace_rates_a_young_project_over_the_time_it_has_run(harness: Harn
 
 async def test_the_timeline_choices_name_everyone_who_acted_and_every_task(harness: Harness, workspace: str):
     alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
-    await harness.tasks.add(alice, tasks=[TaskSpec(key="b-task", title="b"), TaskSpec(key="a-task", title="a")])
-    await harness.tasks.update(olga, task_key="a-task", action="cancel", reason="not needed after all")
+    await harness.tasks.add(
+        alice, AddTasksArgs(tasks=[TaskSpec(key="b-task", title="b"), TaskSpec(key="a-task", title="a")])
+    )
+    await harness.tasks.update(olga, UpdateTaskArgs(task_key="a-task", action="cancel", reason="not needed after all"))
     assert "olga" in await harness.console.agent_names(alice)  # an operator who acted, from the task events
     assert await harness.console.task_keys(alice) == ["a-task", "b-task"]
     found = await harness.console.timeline(alice, text="needed", with_events=True)
@@ -293,12 +323,12 @@ async def test_needs_counts_the_peoples_messages_the_inbox_shows_whatever_their_
     from mcp_harness import clock
 
     alice, olga = Identity(workspace, "alice"), Identity(workspace, "olga", "operator")
-    await harness.messages.act(alice, action="send", to="operators", body="which port?")
-    await harness.messages.act(alice, action="send", to="*", body="everyone: rebase")
+    await harness.messages.act(alice, MessageArgs(action="send", to="operators", body="which port?"))
+    await harness.messages.act(alice, MessageArgs(action="send", to="*", body="everyone: rebase"))
     clock.advance(8 * 86400)
     inbox = await harness.messages.read(olga, limit=200)
     shown = [m for m in inbox.messages if m.to == "operators"]
     assert len(shown) == 1 and not [m for m in inbox.messages if m.to == "*"]
     assert (await harness.console.needs(workspace)).messages == len(shown) == 1
-    await harness.messages.act(olga, action="ack", ids=[shown[0].id])
+    await harness.messages.act(olga, MessageArgs(action="ack", ids=[shown[0].id]))
     assert (await harness.console.needs(workspace)).messages == 0

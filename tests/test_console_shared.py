@@ -12,6 +12,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs
 from mcp_harness.console.app import Console
 from mcp_harness.console.auth import TokenLogin
 from mcp_harness.console.routes import build
@@ -40,7 +41,9 @@ def csrf_of(page: str) -> str:
 
 async def test_tabs_share_one_render_per_version_and_role_and_a_change_renders_again(harness: Harness, workspace: str):
     me = Identity(workspace, "planner")
-    await harness.tasks.add(me, tasks=[TaskSpec(key="a", title="First"), TaskSpec(key="b", title="Second")])
+    await harness.tasks.add(
+        me, AddTasksArgs(tasks=[TaskSpec(key="a", title="First"), TaskSpec(key="b", title="Second")])
+    )
     console = Console(harness, TokenLogin(harness.console_sessions))
     app = Starlette(routes=[Mount("/ui", app=build(console, [HOST]))])
     parts = parts_of(console)
@@ -80,7 +83,7 @@ async def test_tabs_share_one_render_per_version_and_role_and_a_change_renders_a
 
         # a change: the next refresh renders again and shows it
         seen = feed.version_of(workspace)
-        got = await harness.tasks.claim(Identity(workspace, "worker-7"), task_key="a")
+        got = await harness.tasks.claim(Identity(workspace, "worker-7"), ClaimTaskArgs(task_key="a"))
         assert got.task is not None
         with anyio.fail_after(10):
             while feed.version_of(workspace) == seen:

@@ -9,6 +9,7 @@ import json
 import pytest
 from support import call, mcp_client, settings_for
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service.task_context import DEPTH, FARTHER, MAX_BYTES, task_context
 from mcp_harness.store import tasks as store
@@ -132,17 +133,22 @@ async def test_the_bound_keeps_the_near_dependencies_and_counts_the_far(db_url, 
         ]
         direct = [{"key": f"d{i}", "title": "d", "depends_on": ["c29"]} for i in range(6)]
         await h.tasks.add(
-            me, tasks=[*chain, *direct, {"key": "top", "title": "T", "depends_on": [d["key"] for d in direct]}]
+            me,
+            AddTasksArgs(
+                tasks=[*chain, *direct, {"key": "top", "title": "T", "depends_on": [d["key"] for d in direct]}]
+            ),
         )
         for spec in [*chain, *direct]:
-            got = await h.tasks.claim(me, task_key=spec["key"])
+            got = await h.tasks.claim(me, ClaimTaskArgs(task_key=spec["key"]))
             await h.tasks.update(
                 me,
-                task_key=spec["key"],
-                action="complete",
-                lease_token=got.lease.token,
-                result={"text": spec["key"] + " " + "r" * 300},
-                verification="v" * 200,
+                UpdateTaskArgs(
+                    task_key=spec["key"],
+                    action="complete",
+                    lease_token=got.lease.token,
+                    result={"text": spec["key"] + " " + "r" * 300},
+                    verification="v" * 200,
+                ),
             )
         async with h.db.read() as conn:
             row = await store.get(conn, workspace, "top")

@@ -145,11 +145,12 @@ def test_agents_killed_and_restarted_finish_every_task_once(tmp_path, rng):
             sys.executable,
             "-c",
             "import anyio,sys\nfrom mcp_harness.config import Settings\nfrom mcp_harness.models import TaskSpec\n"
+            "from mcp_harness.arguments import AddTasksArgs\n"
             "from mcp_harness.service import Harness, Identity\n"
             "async def m():\n"
             "    async with Harness.open(Settings.from_env(sys.argv[1])) as h:\n"
-            f"        await h.tasks.add(Identity('team','planner'), tasks=[TaskSpec(key=f't{{i:03d}}', title='x') "
-            f"for i in range({tasks})])\n"
+            f"        await h.tasks.add(Identity('team','planner'), AddTasksArgs(tasks=[TaskSpec(key=f't{{i:03d}}', "
+            f"title='x') for i in range({tasks})]))\n"
             "anyio.run(m)",
             db,
         ],

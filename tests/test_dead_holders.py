@@ -12,6 +12,7 @@ import pytest
 from support import settings_for
 from test_connection_leases import _claim_now, _plan, claim_in_process
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
 from mcp_harness.errors import LeaseLost
 from mcp_harness.service import Harness, Identity
 from mcp_harness.sessions import machine, process_key, this_process
@@ -25,8 +26,8 @@ async def test_a_lease_whose_process_is_gone_ends_at_the_next_claim(db_url, work
     await _plan(db_url, workspace)
     async with Harness.open(settings_for(db_url)) as h:
         dead = Identity(workspace, "ann", process=f"{machine()}/{GONE}-1")
-        assert (await h.tasks.claim(dead, task_key="a", lease_seconds=3600)).task is not None
-        taken = await h.tasks.claim(Identity(workspace, "bob"))
+        assert (await h.tasks.claim(dead, ClaimTaskArgs(task_key="a", lease_seconds=3600))).task is not None
+        taken = await h.tasks.claim(Identity(workspace, "bob"), ClaimTaskArgs())
         assert taken.task is not None and taken.task.key == "a" and taken.lease.attempt == 2, taken
         texts = [n.text for n in taken.task.context.notes]
         assert any(f"its process ended (pid {GONE} is gone)" in t for t in texts), texts
@@ -36,10 +37,12 @@ async def test_its_old_token_is_told_the_lease_ended_with_its_process_not_that_i
     await _plan(db_url, workspace)
     async with Harness.open(settings_for(db_url)) as h:
         dead = Identity(workspace, "ann", process=f"{machine()}/{GONE}-1")
-        token = (await h.tasks.claim(dead, task_key="a", lease_seconds=3600)).lease.token
-        assert (await h.tasks.claim(Identity(workspace, "bob"))).task is not None
+        token = (await h.tasks.claim(dead, ClaimTaskArgs(task_key="a", lease_seconds=3600))).lease.token
+        assert (await h.tasks.claim(Identity(workspace, "bob"), ClaimTaskArgs())).task is not None
         with pytest.raises(LeaseLost) as lost:
-            await h.tasks.update(Identity(workspace, "ann"), task_key="a", action="heartbeat", lease_token=token)
+            await h.tasks.update(
+                Identity(workspace, "ann"), UpdateTaskArgs(task_key="a", action="heartbeat", lease_token=token)
+            )
     said = lost.value.message
     assert f"the lease ended (its process ended (pid {GONE} is gone)) and agent 'bob' took the task over" in said
     assert "expired" not in said, said
@@ -48,15 +51,15 @@ async def test_its_old_token_is_told_the_lease_ended_with_its_process_not_that_i
 async def test_a_list_ends_it_too_and_a_live_process_keeps_its_lease(db_url, workspace):
     await _plan(db_url, workspace)
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace, "planner"), tasks=[{"key": "b", "title": "B"}])
-        await h.tasks.claim(Identity(workspace, "ann", process=f"{machine()}/{GONE}-1"), task_key="a")
-        await h.tasks.claim(Identity(workspace, "cy", process=this_process()), task_key="b")
-        listed = await h.tasks.list(Identity(workspace, "bob"), status="claimed")
+        await h.tasks.add(Identity(workspace, "planner"), AddTasksArgs(tasks=[{"key": "b", "title": "B"}]))
+        await h.tasks.claim(Identity(workspace, "ann", process=f"{machine()}/{GONE}-1"), ClaimTaskArgs(task_key="a"))
+        await h.tasks.claim(Identity(workspace, "cy", process=this_process()), ClaimTaskArgs(task_key="b"))
+        listed = await h.tasks.list(Identity(workspace, "bob"), ListTasksArgs(status="claimed"))
         rows = {t.key: t for t in listed.tasks}
         assert rows["b"].owner == "cy"  # alive: untouched
-        got = await h.tasks.claim(Identity(workspace, "bob"), task_key="a")
+        got = await h.tasks.claim(Identity(workspace, "bob"), ClaimTaskArgs(task_key="a"))
         assert got.task is not None  # the list ended ann's lease: claimable now
-        nothing = await h.tasks.claim(Identity(workspace, "dee"))
+        nothing = await h.tasks.claim(Identity(workspace, "dee"), ClaimTaskArgs())
         assert nothing.reason == "all_claimed", nothing
         by_key = {w.key: w for w in nothing.waiting_on or []}
         assert by_key["b"].alive is True and by_key["a"].alive is None  # bob claimed in-process: unknown
@@ -74,7 +77,7 @@ async def test_a_waiting_claim_takes_the_task_of_a_holder_killed_meanwhile(db_ur
     try:
         async with Harness.open(settings_for(db_url)) as h:
             ann = Identity(workspace, "ann", process=f"{machine()}/{process_key(holder.pid)}")
-            assert (await h.tasks.claim(ann, task_key="a", lease_seconds=3600)).task is not None
+            assert (await h.tasks.claim(ann, ClaimTaskArgs(task_key="a", lease_seconds=3600))).task is not None
             async with anyio.create_task_group() as tg:
 
                 async def kill_soon() -> None:
@@ -84,7 +87,7 @@ async def test_a_waiting_claim_takes_the_task_of_a_holder_killed_meanwhile(db_ur
 
                 tg.start_soon(kill_soon)
                 started = anyio.current_time()
-                taken = await h.tasks.claim(Identity(workspace, "bob"), task_key="a", wait_seconds=30)
+                taken = await h.tasks.claim(Identity(workspace, "bob"), ClaimTaskArgs(task_key="a", wait_seconds=30))
                 waited = anyio.current_time() - started
             assert taken.task is not None and taken.lease.attempt == 2, taken
             assert waited < 20, f"the claim waited {waited:.1f} s for a holder that died after 1 s"

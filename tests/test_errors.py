@@ -10,6 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from support import call, fail, mcp_client
 
+from mcp_harness.arguments import ListCheckpointsArgs, RecordProgressArgs, SaveCheckpointArgs
 from mcp_harness.errors import ALL_CODES, HarnessError
 
 pytestmark = pytest.mark.anyio
@@ -90,10 +91,10 @@ async def test_nan_and_infinity_are_refused(harness, workspace):
     ident = Identity(workspace=workspace, agent="a")
     for value in (float("nan"), float("inf"), float("-inf")):
         with pytest.raises(InvalidArgument, match="NaN or Infinity"):
-            await harness.checkpoints.save(ident, state={"x": [1, {"y": value}]})
+            await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"x": [1, {"y": value}]}))
         with pytest.raises(InvalidArgument, match="NaN or Infinity"):
-            await harness.progress.record(ident, summary="s", artifacts={"v": value})
-    assert (await harness.checkpoints.list(ident)).checkpoints == []
+            await harness.progress.record(ident, RecordProgressArgs(summary="s", artifacts={"v": value}))
+    assert (await harness.checkpoints.list(ident, ListCheckpointsArgs())).checkpoints == []
 
 
 async def test_too_large_is_its_own_code(db_url, workspace):

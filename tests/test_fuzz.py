@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from support import settings_for
 
+from mcp_harness.arguments import RecordProgressArgs, SaveCheckpointArgs
 from mcp_harness.errors import ALL_CODES
 from mcp_harness.mcp_tools import TOOLS as TOOL_TABLE
 from mcp_harness.server import create_server
@@ -90,9 +91,9 @@ def test_malformed_calls_never_crash_or_corrupt(batch):
             async with Harness.open(settings_) as h:
                 bystander = Identity("bystander", "b")
                 fuzzer = Identity("fuzz", "f")
-                await h.checkpoints.save(bystander, state={"precious": [1, 2, 3]}, label="keep")
-                await h.progress.record(bystander, summary="do not touch")
-                await h.checkpoints.save(fuzzer, state={"seed": True})
+                await h.checkpoints.save(bystander, SaveCheckpointArgs(state={"precious": [1, 2, 3]}, label="keep"))
+                await h.progress.record(bystander, RecordProgressArgs(summary="do not touch"))
+                await h.checkpoints.save(fuzzer, SaveCheckpointArgs(state={"seed": True}))
                 before_bystander = await fingerprint(h, bystander)
                 server = create_server(settings_, fuzzer, harness=h)
                 async with Client(server) as client:

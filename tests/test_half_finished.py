@@ -14,6 +14,7 @@ from support import call, mcp_client, serve_command, settings_for, subprocess_en
 from test_connection_leases import INIT, _answer, _send
 
 from mcp_harness import clock, work_tree
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.sessions import machine
 
@@ -102,7 +103,7 @@ async def test_a_dead_process_and_a_take_over_name_the_whole_tree_without_paths(
     await _plan(db_url, workspace)
     async with Harness.open(settings_for(db_url)) as h:
         dead = Identity(workspace, "ann", process=f"{machine()}/{GONE}-1")
-        await h.tasks.claim(dead, task_key="a", lease_seconds=10)
+        await h.tasks.claim(dead, ClaimTaskArgs(task_key="a", lease_seconds=10))
     async with mcp_client(db_url, workspace, "bob") as bob:
         taken = await call(bob, "claim_task")  # the look ends ann's lease, the claim takes it over
     assert taken["lease"]["attempt"] == 2, taken
@@ -157,12 +158,14 @@ async def test_outside_a_repository_the_note_says_nothing_of_files(db_url, works
 async def test_a_clean_tree_says_so_and_git_failing_never_breaks_the_settling(db_url, workspace, tmp_path, monkeypatch):
     repo = _repo(tmp_path / "repo")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace, "planner"), tasks=[{"key": "a", "title": "A", "paths": ["lib/"]}])
+        await h.tasks.add(
+            Identity(workspace, "planner"), AddTasksArgs(tasks=[{"key": "a", "title": "A", "paths": ["lib/"]}])
+        )
         ann = Identity(workspace, "ann")
-        await h.tasks.claim(ann, task_key="a")
+        await h.tasks.claim(ann, ClaimTaskArgs(task_key="a"))
         assert await h.tasks.end_leases(ann, "its session ended (test)", cwd=repo) == ["a"]
-        await h.tasks.add(Identity(workspace, "planner"), tasks=[{"key": "b", "title": "B"}])
-        await h.tasks.claim(ann, task_key="b")
+        await h.tasks.add(Identity(workspace, "planner"), AddTasksArgs(tasks=[{"key": "b", "title": "B"}]))
+        await h.tasks.claim(ann, ClaimTaskArgs(task_key="b"))
         monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # no git at all
         assert await h.tasks.end_leases(ann, "its session ended (test)", cwd=repo) == ["b"]
         story = await h.tasks.story(Identity(workspace, "reader"), "a")

@@ -15,6 +15,7 @@ from mcp import Client
 from support import call, fail, settings_for
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service.task_context import MAX_BYTES, task_context
@@ -214,15 +215,19 @@ async def test_task_context_full_answers_results_uncut(db_url, workspace):
     settings = settings_for(db_url)
     me = Identity(workspace, "ann")
     async with Harness.open(settings) as h:
-        await h.tasks.add(me, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "depends_on": ["a"]}])
-        got = await h.tasks.claim(me)
+        await h.tasks.add(
+            me, AddTasksArgs(tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B", "depends_on": ["a"]}])
+        )
+        got = await h.tasks.claim(me, ClaimTaskArgs())
         await h.tasks.update(
             me,
-            task_key="a",
-            action="complete",
-            lease_token=got.lease.token,
-            result={"log": "x" * 5000},
-            verification="ok",
+            UpdateTaskArgs(
+                task_key="a",
+                action="complete",
+                lease_token=got.lease.token,
+                result={"log": "x" * 5000},
+                verification="ok",
+            ),
         )
         async with h.db.read() as conn:
             from mcp_harness.store import tasks as store
@@ -240,17 +245,19 @@ async def test_connection_end_ends_only_its_own_leases_unless_renewed_elsewhere(
     settings = settings_for(db_url)
     me, bob = Identity(workspace, "ann"), Identity(workspace, "bob")
     async with Harness.open(settings) as h:
-        await h.tasks.add(me, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
-        a = await h.tasks.claim(me, task_key="a")
-        b = await h.tasks.claim(me, task_key="b")
+        await h.tasks.add(me, AddTasksArgs(tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}]))
+        a = await h.tasks.claim(me, ClaimTaskArgs(task_key="a"))
+        b = await h.tasks.claim(me, ClaimTaskArgs(task_key="b"))
         seen = clock.now()
         clock.advance(1)
-        await h.tasks.update(me, task_key="b", action="heartbeat", lease_token=b.lease.token)  # another connection
+        await h.tasks.update(
+            me, UpdateTaskArgs(task_key="b", action="heartbeat", lease_token=b.lease.token)
+        )  # another connection
         ended = await h.tasks.end_leases(
             me, "its connection ended (stdin closed)", tokens={a.lease.token: seen, b.lease.token: seen}
         )
         assert ended == ["a"]
-        taken = await h.tasks.claim(bob, task_key="a")
+        taken = await h.tasks.claim(bob, ClaimTaskArgs(task_key="a"))
         assert taken.task is not None and taken.lease.attempt == 2
         notes = taken.task.context.notes
         # the take-over says what happened: the connection's end, not an expiry (issue: fresh-eyes trial 5)
@@ -368,9 +375,9 @@ async def test_status_says_a_lease_ended_with_its_connection_not_that_it_ran_out
 
     ann, bob = Identity(workspace, "claude-code:aaaa1111"), Identity(workspace, "bob")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(ann, tasks=[{"key": "gone", "title": "G"}, {"key": "slept", "title": "S"}])
-        await h.tasks.claim(ann, task_key="gone")
-        await h.tasks.claim(bob, task_key="slept", lease_seconds=10)
+        await h.tasks.add(ann, AddTasksArgs(tasks=[{"key": "gone", "title": "G"}, {"key": "slept", "title": "S"}]))
+        await h.tasks.claim(ann, ClaimTaskArgs(task_key="gone"))
+        await h.tasks.claim(bob, ClaimTaskArgs(task_key="slept", lease_seconds=10))
         await h.tasks.end_leases(ann, "its connection ended (stdin closed)")
         clock.advance(11)
         report = await h.status(ann)

@@ -18,7 +18,15 @@ import anyio
 import pytest
 from support import settings_for
 
-from mcp_harness.arguments import MessageArgs
+from mcp_harness.arguments import (
+    AddTasksArgs,
+    ClaimTaskArgs,
+    MessageArgs,
+    RecordProgressArgs,
+    RestoreStateArgs,
+    SaveCheckpointArgs,
+    UpdateTaskArgs,
+)
 from mcp_harness.cli import hook
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
@@ -146,23 +154,26 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     async def plan(h: Harness) -> None:
         await h.tasks.add(
             me,
-            tasks=[
-                TaskSpec(key="a", title="A"),
-                TaskSpec(key="b", title="B"),
-                TaskSpec(key="c", title="C", review=True),
-            ],
+            AddTasksArgs(
+                tasks=[
+                    TaskSpec(key="a", title="A"),
+                    TaskSpec(key="b", title="B"),
+                    TaskSpec(key="c", title="C", review=True),
+                ]
+            ),
         )
         for key in ("a", "b", "c"):
-            await h.tasks.claim(me, task_key=key)
+            await h.tasks.claim(me, ClaimTaskArgs(task_key=key))
 
     act(db_url, plan)
     assert fire("SessionStart", db_url, workspace, capsys, monkeypatch)[1] == ""
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # nothing new: no output
 
     async def others_act(h: Harness) -> None:
-        await h.tasks.operator_release(ann, "a", "taken back")
-        await h.tasks.cancel(ann, "b", "the plan changed.")  # a sentence: no second period
-        await h.tasks.claim(other, task_key="a")  # released to pending: a claim, not news to me
+        await h.tasks.update(ann, UpdateTaskArgs(task_key="a", action="release", reason="taken back"))
+        # a sentence: no second period
+        await h.tasks.update(ann, UpdateTaskArgs(task_key="b", action="cancel", reason="the plan changed."))
+        await h.tasks.claim(other, ClaimTaskArgs(task_key="a"))  # released to pending: a claim, not news to me
 
     act(db_url, others_act)
     out, err = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
@@ -180,10 +191,12 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", "")  # said once
 
     async def review(h: Harness) -> None:
-        held = await h.restore(me)
+        held = await h.restore(me, RestoreStateArgs())
         lease = next(t.lease for t in held.my_tasks if t.key == "c")
-        await h.tasks.update(me, task_key="c", action="complete", lease_token=lease.token, verification="ran it")
-        await h.tasks.reject(ann, "c", "is the title wrong?")
+        await h.tasks.update(
+            me, UpdateTaskArgs(task_key="c", action="complete", lease_token=lease.token, verification="ran it")
+        )
+        await h.tasks.update(ann, UpdateTaskArgs(task_key="c", action="reject", comment="is the title wrong?"))
 
     act(db_url, review)
     out, _ = fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch)
@@ -195,16 +208,24 @@ def test_the_prompt_hook_is_silent_until_something_changes_then_says_it_once(db_
 
 def test_new_messages_reach_the_session_once(db_url, workspace, capsys, monkeypatch):
     alice, ann = Identity(workspace, "alice"), Identity(workspace, "ann", role="operator")
-    act(db_url, lambda h: h.messages.act(alice, action="send", to="claude-code", body="before the session"))
+    act(
+        db_url, lambda h: h.messages.act(alice, MessageArgs(action="send", to="claude-code", body="before the session"))
+    )
     out, _ = fire("SessionStart", db_url, workspace, capsys, monkeypatch)
     assert "Messages for you (1 unread" in context(out, "SessionStart") and "before the session" in out
     assert fire("UserPromptSubmit", db_url, workspace, capsys, monkeypatch) == ("", ""), "the brief told it"
 
     async def send(h: Harness) -> list[str]:
-        await h.tasks.add(alice, tasks=[TaskSpec(key="api", title="API")])
-        ids = [(await h.messages.act(alice, action="send", to=ME, body="which  port?\nsay", task_key="api")).id]
-        ids.append((await h.messages.act(ann, action="send", to="*", body="freeze at 5pm", subject="release")).id)
-        await h.messages.act(alice, action="send", to="claude-code:0ther000", body="not for this session")
+        await h.tasks.add(alice, AddTasksArgs(tasks=[TaskSpec(key="api", title="API")]))
+        ids = [
+            (
+                await h.messages.act(alice, MessageArgs(action="send", to=ME, body="which  port?\nsay", task_key="api"))
+            ).id
+        ]
+        ids.append(
+            (await h.messages.act(ann, MessageArgs(action="send", to="*", body="freeze at 5pm", subject="release"))).id
+        )
+        await h.messages.act(alice, MessageArgs(action="send", to="claude-code:0ther000", body="not for this session"))
         return [i or "" for i in ids]
 
     first, second = act(db_url, send)
@@ -223,13 +244,13 @@ def test_a_take_over_reaches_the_session_that_lost_the_task(sqlite_url, workspac
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 
     async def setup(h: Harness) -> None:
-        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="K")])
-        await h.tasks.claim(me, task_key="k")
+        await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key="k", title="K")]))
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="k"))
         await h.tasks.end_leases(me, "test")  # as if it expired
 
     act(sqlite_url, setup)
     fire("UserPromptSubmit", sqlite_url, workspace, capsys, monkeypatch)  # the first turn sets the mark
-    act(sqlite_url, lambda h: h.tasks.claim(other))
+    act(sqlite_url, lambda h: h.tasks.claim(other, ClaimTaskArgs()))
     out, _ = fire("UserPromptSubmit", sqlite_url, workspace, capsys, monkeypatch)
     assert context(out, "UserPromptSubmit").endswith(
         "- task k: your lease ended and claude-code:0ther000 took the task over; stop working on it."
@@ -241,10 +262,13 @@ def test_compaction_is_noted_and_the_next_start_restores_the_task(sqlite_url, wo
 
     async def setup(h: Harness) -> None:
         await h.tasks.add(
-            me, tasks=[TaskSpec(key="k", title="Ship it", description="the whole release", steps=["build", "upload"])]
+            me,
+            AddTasksArgs(
+                tasks=[TaskSpec(key="k", title="Ship it", description="the whole release", steps=["build", "upload"])]
+            ),
         )
-        await h.tasks.claim(me, task_key="k")
-        await h.progress.record(me, summary="built the wheel; upload next", task_key="k")
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="k"))
+        await h.progress.record(me, RecordProgressArgs(summary="built the wheel; upload next", task_key="k"))
 
     act(sqlite_url, setup)
     assert fire("PreCompact", sqlite_url, workspace, capsys, monkeypatch) == ("", "")
@@ -278,16 +302,18 @@ def test_the_brief_marks_ready_tasks_whose_paths_another_agent_holds(db_url, wor
     async def setup(h: Harness) -> None:
         await h.tasks.add(
             me,
-            tasks=[
-                TaskSpec(key="api", title="API", paths=["src/api/"], priority=9),
-                TaskSpec(key="lib", title="Lib", paths=["lib/"], priority=8),
-                TaskSpec(key="handlers", title="Handlers", paths=["src/api/handlers.py"]),
-                TaskSpec(key="lib-more", title="More lib", paths=["lib/x.py"]),
-                TaskSpec(key="docs", title="Docs", paths=["docs/"]),
-            ],
+            AddTasksArgs(
+                tasks=[
+                    TaskSpec(key="api", title="API", paths=["src/api/"], priority=9),
+                    TaskSpec(key="lib", title="Lib", paths=["lib/"], priority=8),
+                    TaskSpec(key="handlers", title="Handlers", paths=["src/api/handlers.py"]),
+                    TaskSpec(key="lib-more", title="More lib", paths=["lib/x.py"]),
+                    TaskSpec(key="docs", title="Docs", paths=["docs/"]),
+                ]
+            ),
         )
-        await h.tasks.claim(other, task_key="api")
-        await h.tasks.claim(me, task_key="lib")
+        await h.tasks.claim(other, ClaimTaskArgs(task_key="api"))
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="lib"))
 
     act(db_url, setup)
     out, _err = fire("SessionStart", db_url, workspace, capsys, monkeypatch)
@@ -295,29 +321,31 @@ def test_the_brief_marks_ready_tasks_whose_paths_another_agent_holds(db_url, wor
     assert ready == (
         'Ready to claim: lib-more "More lib"; docs "Docs"; handlers "Handlers" (paths held by claude-code:0ther000)'
     ), ready
-    assert act(db_url, lambda h: h.tasks.claim(me, task_key="handlers")).reason == "paths_reserved"
+    assert act(db_url, lambda h: h.tasks.claim(me, ClaimTaskArgs(task_key="handlers"))).reason == "paths_reserved"
 
 
 def test_session_end_ends_the_leases_and_the_next_claim_takes_the_task(db_url, workspace, capsys, monkeypatch):
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 
     async def setup(h: Harness) -> None:
-        await h.tasks.add(me, tasks=[TaskSpec(key="k", title="K")])
-        await h.tasks.claim(me, task_key="k", lease_seconds=3600)
+        await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key="k", title="K")]))
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="k", lease_seconds=3600))
 
     act(db_url, setup)
     assert fire("SessionEnd", db_url, workspace, capsys, monkeypatch, {"reason": "clear"}) == ("", "")
-    assert act(db_url, lambda h: h.tasks.claim(other)).task is None  # /clear: the server goes on, so do its leases
+    assert (
+        act(db_url, lambda h: h.tasks.claim(other, ClaimTaskArgs())).task is None
+    )  # /clear: the server goes on, so do its leases
     assert fire("StopFailure", db_url, workspace, capsys, monkeypatch) == ("", "")
     notes = act(db_url, lambda h: h.progress.recent(me, task_key="k"))
     assert (
         notes[0].summary
         == f"the session of {ME} stopped on rate_limit; it may go on: its leases stay (it holds task k)"
     )
-    assert act(db_url, lambda h: h.tasks.claim(other)).task is None  # a note only
+    assert act(db_url, lambda h: h.tasks.claim(other, ClaimTaskArgs())).task is None  # a note only
 
     assert fire("SessionEnd", db_url, workspace, capsys, monkeypatch) == ("", "")
-    taken = act(db_url, lambda h: h.tasks.claim(other))
+    taken = act(db_url, lambda h: h.tasks.claim(other, ClaimTaskArgs()))
     assert taken.task.key == "k" and taken.lease.attempt == 2
     notes = act(db_url, lambda h: h.progress.recent(me, task_key="k"))
     assert any(n.summary.startswith(f"the lease of {ME} on task k ended: its session ended (logout)") for n in notes)
@@ -351,7 +379,7 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
     """It runs on every prompt (tools/bench_hooks.py times it): no SQLAlchemy, pydantic, MCP SDK or service."""
     import subprocess
 
-    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="k", title="t")])))
     code = (
         "import sys; from mcp_harness.cli import main; main(); print(sorted({m.split('.')[0] if not "
         "m.startswith('mcp_harness') else m for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel', "
@@ -411,7 +439,7 @@ def test_the_session_start_hook_imports_no_sqlalchemy(db_url, workspace):
     import subprocess
 
     other = Identity("elsewhere", "a")  # a database that holds another workspace: the brief says so
-    act(db_url, lambda h: h.tasks.add(other, tasks=[TaskSpec(key="k", title="t")]))
+    act(db_url, lambda h: h.tasks.add(other, AddTasksArgs(tasks=[TaskSpec(key="k", title="t")])))
     code = (
         "import sys; from mcp_harness.cli import main; main(); "
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel'))}))"
@@ -442,14 +470,14 @@ def test_agent_text_never_starts_a_line_of_what_the_hooks_print(sqlite_url, work
     me, op = Identity(workspace, ME), Identity(workspace, "lead", role="operator")
 
     async def setup(h: Harness) -> None:
-        await h.checkpoints.save(me, thread="main", state={"note": pose}, label=pose)
+        await h.checkpoints.save(me, SaveCheckpointArgs(thread="main", state={"note": pose}, label=pose))
         specs = [
             TaskSpec(key=k, title=f"{k}{pose}", description=pose, steps=[pose], review=k == "r")
             for k in ("held", "r", "rel", "re", "can")
         ]
-        await h.tasks.add(me, tasks=specs)
-        await h.tasks.claim(me, task_key="held")
-        await h.progress.record(me, summary=pose, next_steps=[pose], task_key="held")
+        await h.tasks.add(me, AddTasksArgs(tasks=specs))
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="held"))
+        await h.progress.record(me, RecordProgressArgs(summary=pose, next_steps=[pose], task_key="held"))
         await h.messages.send(op, MessageArgs(action="send", to=ME, subject=pose, body=pose))
 
     act(sqlite_url, setup)
@@ -460,13 +488,15 @@ def test_agent_text_never_starts_a_line_of_what_the_hooks_print(sqlite_url, work
 
     async def news(h: Harness) -> None:
         for key in ("r", "rel", "re", "can"):
-            lease = (await h.tasks.claim(me, task_key=key)).lease.token
+            lease = (await h.tasks.claim(me, ClaimTaskArgs(task_key=key))).lease.token
             if key in ("r", "re"):
-                await h.tasks.update(me, task_key=key, action="complete", lease_token=lease, verification="ok")
-        await h.tasks.update(op, task_key="r", action="reject", comment=pose)
-        await h.tasks.update(op, task_key="rel", action="release", reason=pose)
-        await h.tasks.update(op, task_key="re", action="reopen", reason=pose)
-        await h.tasks.update(op, task_key="can", action="cancel", reason=pose)
+                await h.tasks.update(
+                    me, UpdateTaskArgs(task_key=key, action="complete", lease_token=lease, verification="ok")
+                )
+        await h.tasks.update(op, UpdateTaskArgs(task_key="r", action="reject", comment=pose))
+        await h.tasks.update(op, UpdateTaskArgs(task_key="rel", action="release", reason=pose))
+        await h.tasks.update(op, UpdateTaskArgs(task_key="re", action="reopen", reason=pose))
+        await h.tasks.update(op, UpdateTaskArgs(task_key="can", action="cancel", reason=pose))
         await h.messages.send(op, MessageArgs(action="send", to=ME, subject=pose, body=pose))
 
     act(sqlite_url, news)
@@ -514,7 +544,7 @@ def test_marks_are_never_written_through_a_folder_that_is_not_the_users_own(
         for name in (path.name, f"{path.name}.{os.getpid()}", f"{path.name}.{os.getpid()}.tmp"):
             (path.parent / name).symlink_to(victim)
     planted = sorted(p.name for p in (folder / "marks").iterdir())
-    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="k", title="t")])))
 
     for event in ("SessionStart", "UserPromptSubmit", "UserPromptSubmit"):
         out, err = fire(event, sqlite_url, workspace, capsys, monkeypatch)
@@ -532,7 +562,10 @@ def test_session_start_gives_the_brief_while_another_process_holds_a_long_write(
 
     from mcp_harness.store.urls import sqlite_path
 
-    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="Ship it")]))
+    act(
+        sqlite_url,
+        lambda h: h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[TaskSpec(key="k", title="Ship it")])),
+    )
     other = sqlite3.connect(sqlite_path(sqlite_url), isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:

@@ -12,6 +12,16 @@ from pathlib import Path
 import pytest
 from support import settings_for
 
+from mcp_harness.arguments import (
+    AddTasksArgs,
+    ClaimTaskArgs,
+    ListCheckpointsArgs,
+    ListTasksArgs,
+    RecordProgressArgs,
+    RestoreStateArgs,
+    SaveCheckpointArgs,
+    UpdateTaskArgs,
+)
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.connection import Query
@@ -71,15 +81,22 @@ async def workload(h: Harness, ident: Identity) -> None:
     c, t = h.checkpoints, h.tasks
     await h.schemas.set_schema(ident, "main", {"type": "object"})
     messages = [{"n": n, "text": "word " * 30} for n in range(40)]
-    await c.save(ident, state={"big": "x" * 500, "n": 1, "messages": messages}, label="first")
-    await c.save(ident, state={"messages": messages + [{"n": 40}], "extra": {"k": 1}}, mode="merge")
-    await c.save(ident, state={"extra": {"j": 2}}, mode="merge", idempotency_key="save-1")
-    await c.save(ident, state={"extra": {"j": 2}}, mode="merge", idempotency_key="save-1")  # replayed
-    await h.restore(ident)
-    await h.restore(ident, version=1, paths=["/messages/3/n"])
-    await h.restore(ident, label="first")
-    await h.restore(ident, checkpoint_id=(await c.list(ident, limit=1)).checkpoints[0].checkpoint_id)
-    await c.list(ident, limit=2, before_version=3)
+    await c.save(ident, SaveCheckpointArgs(state={"big": "x" * 500, "n": 1, "messages": messages}, label="first"))
+    await c.save(ident, SaveCheckpointArgs(state={"messages": messages + [{"n": 40}], "extra": {"k": 1}}, mode="merge"))
+    await c.save(ident, SaveCheckpointArgs(state={"extra": {"j": 2}}, mode="merge", idempotency_key="save-1"))
+    await c.save(
+        ident, SaveCheckpointArgs(state={"extra": {"j": 2}}, mode="merge", idempotency_key="save-1")
+    )  # replayed
+    await h.restore(ident, RestoreStateArgs())
+    await h.restore(ident, RestoreStateArgs(version=1, paths=["/messages/3/n"]))
+    await h.restore(ident, RestoreStateArgs(label="first"))
+    await h.restore(
+        ident,
+        RestoreStateArgs(
+            checkpoint_id=(await c.list(ident, ListCheckpointsArgs(limit=1))).checkpoints[0].checkpoint_id
+        ),
+    )
+    await c.list(ident, ListCheckpointsArgs(limit=2, before_version=3))
     await h.progress.recent(ident, thread="main", limit=5, before_seq=10)
     specs = [
         TaskSpec(key="a", title="A", tags=["x"]),
@@ -87,21 +104,25 @@ async def workload(h: Harness, ident: Identity) -> None:
         TaskSpec(key="c", title="C"),
         TaskSpec(key="d", title="D", tags=["y"]),
     ]
-    await t.add(ident, tasks=specs)
-    await h.progress.record(ident, summary="did a thing", task_key="a", next_steps=["more"])
-    a = await t.claim(ident, tags=["x"])
-    await t.update(ident, task_key="a", action="heartbeat", lease_token=a.lease.token, lease_seconds=60)
-    await t.update(ident, task_key="a", action="complete", lease_token=a.lease.token, verification="v")
-    b = await t.claim(ident, task_key="b", idempotency_key="claim-b")
-    await t.update(ident, task_key="b", action="release", lease_token=b.lease.token)
-    b = await t.claim(ident, task_key="b")
-    await t.update(ident, task_key="b", action="fail", lease_token=b.lease.token, error="e", retry=False)
-    c_ = await t.claim(ident)
-    await t.update(ident, task_key=c_.task.key, action="complete", lease_token=c_.lease.token, verification="v")
-    await t.update(ident, task_key="a", action="reopen", reason="again")
-    await t.claim(ident, tags=["nothing"])  # nothing to claim: the reasons
-    await t.list(ident, status=["pending", "blocked"], tag="x")
-    await t.list(ident)
+    await t.add(ident, AddTasksArgs(tasks=specs))
+    await h.progress.record(ident, RecordProgressArgs(summary="did a thing", task_key="a", next_steps=["more"]))
+    a = await t.claim(ident, ClaimTaskArgs(tags=["x"]))
+    await t.update(ident, UpdateTaskArgs(task_key="a", action="heartbeat", lease_token=a.lease.token, lease_seconds=60))
+    await t.update(ident, UpdateTaskArgs(task_key="a", action="complete", lease_token=a.lease.token, verification="v"))
+    b = await t.claim(ident, ClaimTaskArgs(task_key="b", idempotency_key="claim-b"))
+    await t.update(ident, UpdateTaskArgs(task_key="b", action="release", lease_token=b.lease.token))
+    b = await t.claim(ident, ClaimTaskArgs(task_key="b"))
+    await t.update(
+        ident, UpdateTaskArgs(task_key="b", action="fail", lease_token=b.lease.token, error="e", retry=False)
+    )
+    c_ = await t.claim(ident, ClaimTaskArgs())
+    await t.update(
+        ident, UpdateTaskArgs(task_key=c_.task.key, action="complete", lease_token=c_.lease.token, verification="v")
+    )
+    await t.update(ident, UpdateTaskArgs(task_key="a", action="reopen", reason="again"))
+    await t.claim(ident, ClaimTaskArgs(tags=["nothing"]))  # nothing to claim: the reasons
+    await t.list(ident, ListTasksArgs(status=["pending", "blocked"], tag="x"))
+    await t.list(ident, ListTasksArgs())
     await t.story(ident, "a")
     await h.tokens.verify("mcph_not-a-token")
     await h.checkpoints.purge_idempotency_keys()

@@ -14,6 +14,7 @@ import pytest
 from support import call, mcp_client, run_cli, settings_for
 from test_maintenance import export_text, populate
 
+from mcp_harness.arguments import AddTasksArgs, RecordProgressArgs, UpdateTaskArgs
 from mcp_harness.errors import InvalidArgument, TooLarge
 from mcp_harness.service import Harness, Identity
 
@@ -108,7 +109,7 @@ async def test_an_agents_summary_is_held_to_the_tools_own_limit(tmp_path, export
         async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / f'fits-{number}.db'}")) as h:
             await h.maintenance.import_lines(edit(export, "progress", change)[0])
             with pytest.raises(TooLarge, match="summary"):  # the tool's limit, the same number
-                await h.progress.record(Identity(workspace, "coder"), summary="x" * (limit + 1))
+                await h.progress.record(Identity(workspace, "coder"), RecordProgressArgs(summary="x" * (limit + 1)))
 
 
 @pytest.mark.parametrize(
@@ -273,11 +274,13 @@ async def test_statuses_that_do_not_fit_the_graph_are_refused(tmp_path, sqlite_u
     async with Harness.open(settings_for(sqlite_url)) as h:
         await h.tasks.add(
             Identity(workspace, "a"),
-            tasks=[
-                TaskSpec(key="build", title="Build"),
-                TaskSpec(key="gate", title="Sign-off", kind="gate", depends_on=["build"]),
-                TaskSpec(key="ship", title="Ship", review=True, depends_on=["gate"]),
-            ],
+            AddTasksArgs(
+                tasks=[
+                    TaskSpec(key="build", title="Build"),
+                    TaskSpec(key="gate", title="Sign-off", kind="gate", depends_on=["build"]),
+                    TaskSpec(key="ship", title="Ship", review=True, depends_on=["gate"]),
+                ]
+            ),
         )
     lines = await export_text(sqlite_url, workspace)
     done = {"status": "done", "completed_at": 1.0, "verification": "ok"}
@@ -296,4 +299,8 @@ async def test_statuses_that_do_not_fit_the_graph_are_refused(tmp_path, sqlite_u
     edited, _ = edit_task(edited, "gate", status="in_review")
     async with Harness.open(settings_for(f"sqlite+aiosqlite:///{tmp_path / 'fits.db'}")) as h:
         await h.maintenance.import_lines(edited)
-        assert (await h.tasks.approve(Identity(workspace, "olga", "operator"), "gate", None)).status == "done"
+        assert (
+            await h.tasks.update(
+                Identity(workspace, "olga", "operator"), UpdateTaskArgs(task_key="gate", action="approve")
+            )
+        ).status == "done"

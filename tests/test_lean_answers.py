@@ -11,6 +11,7 @@ import pytest
 from support import call, fail, mcp_client
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, RecordProgressArgs
 
 pytestmark = pytest.mark.anyio
 
@@ -76,8 +77,8 @@ async def test_a_persons_view_of_progress_keeps_every_field(harness, workspace):
     from mcp_harness.service import Identity
 
     ann = Identity(workspace, "ann")
-    await harness.tasks.add(ann, tasks=[TaskSpec(key="t", title="T")])
-    await harness.progress.record(ann, summary="plain", task_key="t")
+    await harness.tasks.add(ann, AddTasksArgs(tasks=[TaskSpec(key="t", title="T")]))
+    await harness.progress.record(ann, RecordProgressArgs(summary="plain", task_key="t"))
     story = (await harness.tasks.story(ann, "t")).model_dump(mode="json", context=EVERY_FIELD)
     (entry,) = story["progress"]
     assert entry["thread"] == "main" and entry["status"] == "note" and entry["details"] is None

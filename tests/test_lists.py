@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 from support import call, mcp_client, settings_for, sqlite_at_version
 
+from mcp_harness.arguments import RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.service import Harness, Identity, lists
 from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
 from mcp_harness.store.backup import checkpoints, segments
@@ -59,16 +60,16 @@ async def test_growing_list_stores_each_message_once(db_url, workspace):
 async def test_merge_mode_appends_and_object_patches_replace_the_list(harness, workspace):
     ident = Identity(workspace, "a")
     messages = [message(n) for n in range(12)]
-    await harness.checkpoints.save(ident, state={"messages": messages, "goal": "g"})
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": messages, "goal": "g"}))
     for n in range(12, 20):
         messages.append(message(n))
-        await harness.checkpoints.save(ident, state={"messages": messages}, mode="merge")
-    assert (await harness.restore(ident)).state == {"messages": messages, "goal": "g"}
+        await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": messages}, mode="merge"))
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {"messages": messages, "goal": "g"}
     _, stored = await segment_stats(harness, workspace)
     assert stored <= size(messages)
     # RFC 7396: an object patch onto an array replaces it with the patched empty object
-    await harness.checkpoints.save(ident, state={"messages": {"summary": "s"}}, mode="merge")
-    assert (await harness.restore(ident)).state == {"messages": {"summary": "s"}, "goal": "g"}
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": {"summary": "s"}}, mode="merge"))
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {"messages": {"summary": "s"}, "goal": "g"}
 
 
 async def test_rolling_window_stores_about_the_new_elements(harness, workspace):
@@ -77,10 +78,10 @@ async def test_rolling_window_stores_about_the_new_elements(harness, workspace):
     history = []
     for n in range(200):
         history.append(message(n))
-        await harness.checkpoints.save(ident, state={"messages": history[-window:]})
+        await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": history[-window:]}))
     for version in (1, 29, 30, 31, 77, 150, 200):
         expect = history[:version][-window:]
-        assert (await harness.restore(ident, version=version)).state == {"messages": expect}
+        assert (await harness.restore(ident, RestoreStateArgs(version=version))).state == {"messages": expect}
     _, stored = await segment_stats(harness, workspace)
     # rewritten only when the chain would skip more than it keeps: under 3 copies of each message,
     # where a whole copy per save would be `window` copies
@@ -93,8 +94,8 @@ async def test_tiny_appends_keep_the_chain_short(harness, workspace):
     assert size(numbers) >= CHAIN_MIN_BYTES
     for n in range(1000, 1600):
         numbers.append(n)
-        await harness.checkpoints.save(ident, state={"numbers": numbers})
-    assert (await harness.restore(ident)).state == {"numbers": numbers}
+        await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"numbers": numbers}))
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {"numbers": numbers}
     async with harness.db.cold_read() as conn:
         latest = select(checkpoints.c.manifest).where(checkpoints.c.workspace == workspace, checkpoints.c.version > 599)
         manifest = json.loads((await conn.execute(latest)).scalar_one())
@@ -113,17 +114,19 @@ async def test_prune_keeps_what_live_checkpoints_need(harness, workspace):
         messages = messages + [message(n)]
         if n == 25:  # a rewrite: the list is replaced by a different one, orphaning the old chain
             messages = [message(1000 + k) for k in range(12)]
-        await harness.checkpoints.save(ident, state={"messages": messages}, label="kept" if n == 15 else None)
-    labelled = (await harness.restore(ident, label="kept")).state
+        await harness.checkpoints.save(
+            ident, SaveCheckpointArgs(state={"messages": messages}, label="kept" if n == 15 else None)
+        )
+    labelled = (await harness.restore(ident, RestoreStateArgs(label="kept"))).state
     before, _ = await segment_stats(harness, workspace)
     report = await harness.maintenance.prune(keep_last=3, workspace=workspace)
     after, _ = await segment_stats(harness, workspace)
     assert report.checkpoints_deleted == 26 and after < before
-    assert (await harness.restore(ident)).state == {"messages": messages}
-    assert (await harness.restore(ident, label="kept")).state == labelled
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {"messages": messages}
+    assert (await harness.restore(ident, RestoreStateArgs(label="kept"))).state == labelled
     messages = messages + [message(2000)]  # the chain still grows after a prune
-    await harness.checkpoints.save(ident, state={"messages": messages})
-    assert (await harness.restore(ident)).state == {"messages": messages}
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": messages}))
+    assert (await harness.restore(ident, RestoreStateArgs())).state == {"messages": messages}
 
 
 async def test_export_import_renumbers_segments(db_url, workspace, tmp_path):
@@ -133,32 +136,34 @@ async def test_export_import_renumbers_segments(db_url, workspace, tmp_path):
         messages = [message(n) for n in range(10)]
         for n in range(10, 20):
             messages = messages + [message(n)]
-            await h.checkpoints.save(ident, state={"messages": messages[-12:]})
+            await h.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": messages[-12:]}))
             saved.append(messages[-12:])
         lines = [line async for line in h.maintenance.export(workspace)]
     assert any('"type":"segment"' in line for line in lines)
     target = f"sqlite+aiosqlite:///{tmp_path / 'busy.db'}"
     async with Harness.open(settings_for(target)) as h:
         # the target already holds segments of another workspace, so exported ids are taken
-        await h.checkpoints.save(Identity("other", "a"), state={"m": [message(n) for n in range(30)]})
+        await h.checkpoints.save(
+            Identity("other", "a"), SaveCheckpointArgs(state={"m": [message(n) for n in range(30)]})
+        )
         await h.maintenance.import_lines(lines)
         for version, expect in enumerate(saved, start=1):
-            assert (await h.restore(ident, version=version)).state == {"messages": expect}
-        assert (await h.restore(Identity("other", "a"))).state["m"][29] == message(29)
+            assert (await h.restore(ident, RestoreStateArgs(version=version))).state == {"messages": expect}
+        assert (await h.restore(Identity("other", "a"), RestoreStateArgs())).state["m"][29] == message(29)
 
 
 async def test_a_version_1_database_is_upgraded_in_place(sqlite_url, workspace, tmp_path):
     ident = Identity(workspace, "a")
     made = f"sqlite+aiosqlite:///{tmp_path / 'current.db'}"
     async with Harness.open(settings_for(made)) as h:
-        await h.checkpoints.save(ident, state={"kept": [1, 2, 3]}, label="old")
+        await h.checkpoints.save(ident, SaveCheckpointArgs(state={"kept": [1, 2, 3]}, label="old"))
     path = sqlite_url.split("///", 1)[1]
     sqlite_at_version(path, made.split("///", 1)[1], 1)  # the layout version 1 created, with those rows
     async with Harness.open(settings_for(sqlite_url)) as h:
-        assert (await h.restore(ident, label="old")).state == {"kept": [1, 2, 3]}
+        assert (await h.restore(ident, RestoreStateArgs(label="old"))).state == {"kept": [1, 2, 3]}
         messages = [message(n) for n in range(20)]
-        await h.checkpoints.save(ident, state={"messages": messages})
-        assert (await h.restore(ident)).state == {"messages": messages}
+        await h.checkpoints.save(ident, SaveCheckpointArgs(state={"messages": messages}))
+        assert (await h.restore(ident, RestoreStateArgs())).state == {"messages": messages}
     with sqlite3.connect(path) as raw:
         (sql,) = raw.execute("SELECT sql FROM sqlite_master WHERE name = 'ix_checkpoint_label'").fetchone()
         assert "label IS NOT NULL" in sql
@@ -217,7 +222,12 @@ async def test_every_version_restores_exactly(harness, workspace, monkeypatch, s
     history, value = [], list(start)
     for step in [("same",), *steps]:
         value = apply(value, step)
-        saved = await harness.checkpoints.save(ident, state={"v": value, "pad": len(value)}, thread=thread)
+        saved = await harness.checkpoints.save(
+            ident, SaveCheckpointArgs(state={"v": value, "pad": len(value)}, thread=thread)
+        )
         history.append((saved.version, value))
     for version, expect in history:
-        assert (await harness.restore(ident, thread=thread, version=version)).state == {"v": expect, "pad": len(expect)}
+        assert (await harness.restore(ident, RestoreStateArgs(thread=thread, version=version))).state == {
+            "v": expect,
+            "pad": len(expect),
+        }

@@ -10,6 +10,7 @@ import pytest
 from support import call, mcp_client, run_cli, settings_for, sqlite_at_version
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ListCheckpointsArgs, ListTasksArgs, RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.errors import InvalidArgument
 from mcp_harness.service import Harness, Identity
 
@@ -102,7 +103,7 @@ async def test_a_workspace_holding_only_tasks_is_listed_exported_and_imported(db
     target = f"sqlite+aiosqlite:///{tmp_path / 'restored.db'}"
     async with Harness.open(settings_for(target)) as h:
         assert (await h.maintenance.import_lines(lines))["task"] == 2
-        listing = await h.tasks.list(Identity(workspace, "x"))
+        listing = await h.tasks.list(Identity(workspace, "x"), ListTasksArgs())
         assert [(t.key, t.ready) for t in listing.tasks] == [("a", True), ("b", False)]
 
 
@@ -111,7 +112,7 @@ async def test_migration_7_gives_workspaces_holding_only_tasks_their_row(sqlite_
 
     made = tmp_path / "current.db"
     async with Harness.open(settings_for(str(made))) as h:
-        await h.tasks.add(Identity(workspace, "a"), tasks=[{"key": "a", "title": "a"}])
+        await h.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[{"key": "a", "title": "a"}]))
     with sqlite3.connect(made) as raw:  # as a version 6 database left it: no row for the workspace
         raw.execute("DELETE FROM workspaces WHERE name = ?", (workspace,))
     sqlite_at_version(sqlite_url.split("///", 1)[1], str(made), 6)
@@ -155,16 +156,16 @@ def test_export_import_cli_round_trip(tmp_path):
 async def test_prune_keeps_last_and_labelled_and_returns_space(db_url, workspace):
     ident = Identity(workspace=workspace, agent="a")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.checkpoints.save(ident, state={"v": 0, "blob": "L" * 50_000}, label="keep-me")
+        await h.checkpoints.save(ident, SaveCheckpointArgs(state={"v": 0, "blob": "L" * 50_000}, label="keep-me"))
         for i in range(1, 30):
-            await h.checkpoints.save(ident, state={"v": i, "blob": f"{i}" * 50_000})
+            await h.checkpoints.save(ident, SaveCheckpointArgs(state={"v": i, "blob": f"{i}" * 50_000}))
         before = await h.db.size_bytes()
         report = await h.maintenance.prune(keep_last=3, workspace=workspace)
         assert report.checkpoints_deleted == 26 and report.values_deleted >= 26
-        versions = [c.version for c in (await h.checkpoints.list(ident, limit=200)).checkpoints]
+        versions = [c.version for c in (await h.checkpoints.list(ident, ListCheckpointsArgs(limit=200))).checkpoints]
         assert versions == [30, 29, 28, 1]
-        assert (await h.restore(ident, label="keep-me")).state["blob"] == "L" * 50_000
-        assert (await h.restore(ident, version=28)).state["v"] == 27
+        assert (await h.restore(ident, RestoreStateArgs(label="keep-me"))).state["blob"] == "L" * 50_000
+        assert (await h.restore(ident, RestoreStateArgs(version=28))).state["v"] == 27
         if h.db.is_sqlite:
             assert await h.db.size_bytes() < before / 3, "prune must give the space back"
         with pytest.raises(InvalidArgument, match="at least 1"):
@@ -175,11 +176,11 @@ async def test_prune_older_than_only_narrows(sqlite_url, workspace):
     ident = Identity(workspace=workspace, agent="a")
     async with Harness.open(settings_for(sqlite_url)) as h:
         for i in range(5):
-            await h.checkpoints.save(ident, state={"v": i})
+            await h.checkpoints.save(ident, SaveCheckpointArgs(state={"v": i}))
         clock.advance(10 * 86400)
         for i in range(5, 8):
-            await h.checkpoints.save(ident, state={"v": i})
+            await h.checkpoints.save(ident, SaveCheckpointArgs(state={"v": i}))
         report = await h.maintenance.prune(keep_last=1, older_than_days=5, workspace=workspace)
         assert report.checkpoints_deleted == 5  # the recent ones stay although keep_last is 1
-        versions = [c.version for c in (await h.checkpoints.list(ident)).checkpoints]
+        versions = [c.version for c in (await h.checkpoints.list(ident, ListCheckpointsArgs())).checkpoints]
         assert versions == [8, 7, 6]

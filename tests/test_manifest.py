@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
+from mcp_harness.arguments import SaveCheckpointArgs
 from mcp_harness.jsonvalue import canonical, value_hash
 from mcp_harness.service import Identity, manifest
 from mcp_harness.service.manifest import Blob, Chain, Inline
@@ -34,7 +35,9 @@ def test_an_entry_of_another_shape_is_refused():
 @pytest.mark.anyio
 async def test_a_save_stores_the_same_manifest_bytes_as_before(harness, workspace):
     long_text, numbers = "x" * 500, list(range(1000))  # a blob, an inline value, a chain
-    await harness.checkpoints.save(Identity(workspace, "a"), state={"docs": long_text, "n": 7, "log": numbers})
+    await harness.checkpoints.save(
+        Identity(workspace, "a"), SaveCheckpointArgs(state={"docs": long_text, "n": 7, "log": numbers})
+    )
     async with harness.db.cold_read() as conn:
         stmt = select(checkpoints.c.manifest).where(checkpoints.c.workspace == workspace)
         stored = (await conn.execute(stmt)).scalar_one()

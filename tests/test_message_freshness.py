@@ -14,6 +14,7 @@ import pytest
 from support import call, mcp_client, run_cli, settings_for
 
 from mcp_harness import clock, glance
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.migrations import MIGRATIONS_DIR
 from mcp_harness.task_states import STATUS_EVENTS
@@ -52,15 +53,12 @@ async def _plan(db_url: str, workspace: str) -> None:
             {"key": "build", "title": "B"},
             {"key": "ship", "title": "S", "kind": "gate", "depends_on": ["build"]},
         ]
-        await h.tasks.add(Identity(workspace, "planner"), tasks=tasks)
-        got = await h.tasks.claim(Identity(workspace, "ann"), task_key="build")
+        await h.tasks.add(Identity(workspace, "planner"), AddTasksArgs(tasks=tasks))
+        got = await h.tasks.claim(Identity(workspace, "ann"), ClaimTaskArgs(task_key="build"))
         assert got.lease is not None
         await h.tasks.update(
             Identity(workspace, "ann"),
-            task_key="build",
-            action="complete",
-            lease_token=got.lease.token,
-            verification="built",
+            UpdateTaskArgs(task_key="build", action="complete", lease_token=got.lease.token, verification="built"),
         )
 
 
@@ -75,7 +73,7 @@ async def test_a_broadcast_about_a_gate_stops_once_the_gate_is_decided(db_url, w
         assert (await h.console.needs(workspace)).messages == 1
         person = Identity(workspace, "olga", role="operator")
         assert (await h.messages.read(person)).unread == 2  # the operators' and every agent's
-        await h.tasks.approve(person, "ship", "fine")
+        await h.tasks.update(person, UpdateTaskArgs(task_key="ship", action="approve", comment="fine"))
         assert (await h.console.needs(workspace)).messages == 0
         assert (await h.messages.read(person)).unread == 0
     assert await _unread(db_url, workspace, "bob") == _all(0)
@@ -89,7 +87,9 @@ async def test_a_broadcast_about_a_gate_stops_once_the_gate_is_decided(db_url, w
 async def test_a_message_sent_after_the_change_still_reaches(db_url, workspace):
     await _plan(db_url, workspace)
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.approve(Identity(workspace, "olga", role="operator"), "ship")
+        await h.tasks.update(
+            Identity(workspace, "olga", role="operator"), UpdateTaskArgs(task_key="ship", action="approve")
+        )
     async with mcp_client(db_url, workspace, "ann") as ann:
         await call(ann, "message", action="send", to="*", task_key="ship", body="ship is approved: go")
     assert await _unread(db_url, workspace, "bob") == _all(1)
@@ -117,7 +117,10 @@ async def test_the_hooks_glance_agrees(db_url, workspace):
     notes, _last = await anyio.to_thread.run_sync(glance.read_messages, db_url, workspace, "bob", 0)
     assert sorted(n.body for n in notes) == ["about nothing", "about ship"]
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.reject(Identity(workspace, "olga", role="operator"), "ship", "not yet")
+        await h.tasks.update(
+            Identity(workspace, "olga", role="operator"),
+            UpdateTaskArgs(task_key="ship", action="reject", comment="not yet"),
+        )
     notes, _last = await anyio.to_thread.run_sync(glance.read_messages, db_url, workspace, "bob", 0)
     assert [n.body for n in notes] == ["about nothing"]
 

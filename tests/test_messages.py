@@ -9,6 +9,7 @@ import pytest
 from support import call, fail, mcp_client
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, MessageArgs
 from mcp_harness.service import Identity
 from mcp_harness.service.messages import MAX_BODY_BYTES, MAX_OPEN_PER_ADDRESSEE
 
@@ -116,10 +117,10 @@ async def test_addressing_sessions_every_agent_and_operators(harness, workspace)
     msg = harness.messages
     alice, s1, s2 = me(workspace, "alice"), me(workspace, "bob:s1"), me(workspace, "bob:s2")
     person = me(workspace, "carol", "operator")
-    to_bob = (await msg.act(alice, action="send", to="bob", body="for any bob")).id
-    to_s1 = (await msg.act(alice, action="send", to="bob:s1", body="for s1")).id
-    to_all = (await msg.act(alice, action="send", to="*", body="everyone")).id
-    to_ops = (await msg.act(alice, action="send", to="operators", body="a person, please")).id
+    to_bob = (await msg.act(alice, MessageArgs(action="send", to="bob", body="for any bob"))).id
+    to_s1 = (await msg.act(alice, MessageArgs(action="send", to="bob:s1", body="for s1"))).id
+    to_all = (await msg.act(alice, MessageArgs(action="send", to="*", body="everyone"))).id
+    to_ops = (await msg.act(alice, MessageArgs(action="send", to="operators", body="a person, please"))).id
 
     async def unread(who: Identity) -> list[str | None]:
         return [m.id for m in (await msg.read(who)).messages or []]
@@ -130,24 +131,24 @@ async def test_addressing_sessions_every_agent_and_operators(harness, workspace)
     assert await unread(alice) == [], "the sender's own message to every agent is not in its inbox"
     assert await unread(me(workspace, "bob")) == [to_all, to_bob], "plain bob: not the session's message"
     # one session acknowledging a message to `bob` ends it for every session of bob
-    assert (await msg.act(s2, action="ack", ids=[to_bob])).acked == 1
+    assert (await msg.act(s2, MessageArgs(action="ack", ids=[to_bob]))).acked == 1
     assert await unread(s1) == [to_all, to_s1]
     # a message to every agent: each acknowledges for itself
-    assert (await msg.act(s1, action="ack", ids=[to_all])).acked == 1
+    assert (await msg.act(s1, MessageArgs(action="ack", ids=[to_all]))).acked == 1
     assert await unread(s1) == [to_s1] and await unread(s2) == [to_all]
     # a session cannot acknowledge another session's message, nor an agent the operators'
     with pytest.raises(Exception, match="addressed to you"):
-        await msg.act(s2, action="ack", ids=[to_s1])
+        await msg.act(s2, MessageArgs(action="ack", ids=[to_s1]))
     with pytest.raises(Exception, match="addressed to you"):
-        await msg.act(s1, action="ack", ids=[to_ops])
-    assert (await msg.act(person, action="ack", ids=[to_ops, to_all])).acked == 2
+        await msg.act(s1, MessageArgs(action="ack", ids=[to_ops]))
+    assert (await msg.act(person, MessageArgs(action="ack", ids=[to_ops, to_all]))).acked == 2
 
 
 async def test_a_message_to_every_agent_reaches_readers_for_a_day_or_seven_about_a_task(harness, workspace):
     msg = harness.messages
-    await harness.tasks.add(me(workspace, "alice"), tasks=[{"key": "t", "title": "T"}])
-    await msg.act(me(workspace, "alice"), action="send", to="*", body="old news")
-    await msg.act(me(workspace, "alice"), action="send", to="*", task_key="t", body="about t")
+    await harness.tasks.add(me(workspace, "alice"), AddTasksArgs(tasks=[{"key": "t", "title": "T"}]))
+    await msg.act(me(workspace, "alice"), MessageArgs(action="send", to="*", body="old news"))
+    await msg.act(me(workspace, "alice"), MessageArgs(action="send", to="*", task_key="t", body="about t"))
     clock.advance(23 * 3600)
     assert (await msg.read(me(workspace, "bob"))).unread == 2
     clock.advance(3600 + 1)
@@ -180,11 +181,11 @@ async def test_an_addressee_takes_a_bounded_number_of_unacknowledged_messages(ha
     monkeypatch.setattr("mcp_harness.service.messages.MAX_OPEN_PER_ADDRESSEE", 3)
     alice = me(workspace, "alice")
     for i in range(3):
-        await harness.messages.act(alice, action="send", to="bob", body=f"{i}")
+        await harness.messages.act(alice, MessageArgs(action="send", to="bob", body=f"{i}"))
     with pytest.raises(Exception, match="3 messages nobody acknowledged"):
-        await harness.messages.act(alice, action="send", to="bob", body="one more")
+        await harness.messages.act(alice, MessageArgs(action="send", to="bob", body="one more"))
     assert MAX_OPEN_PER_ADDRESSEE >= 100
-    await harness.messages.act(alice, action="send", to="carol", body="others still can be reached")
+    await harness.messages.act(alice, MessageArgs(action="send", to="carol", body="others still can be reached"))
 
 
 async def test_the_cap_holds_under_concurrent_sends(harness, workspace, monkeypatch):
@@ -197,7 +198,9 @@ async def test_the_cap_holds_under_concurrent_sends(harness, workspace, monkeypa
 
     async def send(i: int) -> None:
         try:
-            sent.append(await harness.messages.act(me(workspace, f"a{i}"), action="send", to="bob", body=f"{i}"))
+            sent.append(
+                await harness.messages.act(me(workspace, f"a{i}"), MessageArgs(action="send", to="bob", body=f"{i}"))
+            )
         except TooLarge:
             refused.append(i)
 
@@ -208,43 +211,45 @@ async def test_the_cap_holds_under_concurrent_sends(harness, workspace, monkeypa
         assert (await harness.messages.read(me(workspace, "bob"), limit=200)).unread == 5
         assert len(sent) == 5 and len(refused) == 19
         bob = me(workspace, "bob")
-        await harness.messages.act(bob, action="ack", ids=[m.id for m in sent])
+        await harness.messages.act(bob, MessageArgs(action="ack", ids=[m.id for m in sent]))
         sent.clear()
         refused.clear()
 
 
 async def test_send_is_idempotent(harness, workspace):
     alice = me(workspace, "alice")
-    first = await harness.messages.act(alice, action="send", to="bob", body="once", idempotency_key="k1")
-    again = await harness.messages.act(alice, action="send", to="bob", body="once", idempotency_key="k1")
+    first = await harness.messages.act(alice, MessageArgs(action="send", to="bob", body="once", idempotency_key="k1"))
+    again = await harness.messages.act(alice, MessageArgs(action="send", to="bob", body="once", idempotency_key="k1"))
     assert again.id == first.id and again.replayed
     assert (await harness.messages.read(me(workspace, "bob"))).unread == 1
     with pytest.raises(Exception, match="different arguments"):
-        await harness.messages.act(alice, action="send", to="bob", body="other", idempotency_key="k1")
+        await harness.messages.act(alice, MessageArgs(action="send", to="bob", body="other", idempotency_key="k1"))
 
 
 async def test_workspaces_are_isolated(harness, workspace):
-    sent = await harness.messages.act(me(workspace, "alice"), action="send", to="bob", body="private")
+    sent = await harness.messages.act(me(workspace, "alice"), MessageArgs(action="send", to="bob", body="private"))
     other = me(workspace + "-other", "bob")
     assert (await harness.messages.read(other)).unread == 0
     with pytest.raises(Exception, match="addressed to you"):
-        await harness.messages.act(other, action="ack", ids=[sent.id])
+        await harness.messages.act(other, MessageArgs(action="ack", ids=[sent.id]))
 
 
 async def test_concurrent_acks_count_once_per_addressee(harness, workspace):
     """Many sessions of one agent (one addressee) and many agents (a message to every agent) acknowledge
     at once: each addressee's acknowledgement is counted exactly once."""
     alice = me(workspace, "alice")
-    direct = [(await harness.messages.act(alice, action="send", to="bob", body=f"d{i}")).id for i in range(5)]
-    everyone = (await harness.messages.act(alice, action="send", to="*", body="all")).id
+    direct = [
+        (await harness.messages.act(alice, MessageArgs(action="send", to="bob", body=f"d{i}"))).id for i in range(5)
+    ]
+    everyone = (await harness.messages.act(alice, MessageArgs(action="send", to="*", body="all"))).id
     counts: dict[str, int] = {}
 
     async def ack(agent: str) -> None:
-        got = await harness.messages.act(me(workspace, agent), action="ack", ids=[*direct, everyone])
+        got = await harness.messages.act(me(workspace, agent), MessageArgs(action="ack", ids=[*direct, everyone]))
         counts[agent] = got.acked or 0
 
     async def ack_everyone(agent: str) -> None:
-        got = await harness.messages.act(me(workspace, agent), action="ack", ids=[everyone, everyone])
+        got = await harness.messages.act(me(workspace, agent), MessageArgs(action="ack", ids=[everyone, everyone]))
         counts[agent] = got.acked or 0
 
     sessions = [f"bob:s{i}" for i in range(6)]
@@ -271,11 +276,11 @@ async def test_messages_are_exported_and_imported_with_validation(db_url, worksp
 
     alice, bob = me(workspace, "alice"), me(workspace, "bob")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(alice, tasks=[{"key": "t1", "title": "T"}])
-        q = await h.messages.act(alice, action="send", to="operators", body="may I?", task_key="t1")
-        await h.messages.act(bob, action="send", to="alice", body="yes", reply_to=q.id)
-        everyone = await h.messages.act(alice, action="send", to="*", body="all hands")
-        await h.messages.act(bob, action="ack", ids=[everyone.id])
+        await h.tasks.add(alice, AddTasksArgs(tasks=[{"key": "t1", "title": "T"}]))
+        q = await h.messages.act(alice, MessageArgs(action="send", to="operators", body="may I?", task_key="t1"))
+        await h.messages.act(bob, MessageArgs(action="send", to="alice", body="yes", reply_to=q.id))
+        everyone = await h.messages.act(alice, MessageArgs(action="send", to="*", body="all hands"))
+        await h.messages.act(bob, MessageArgs(action="ack", ids=[everyone.id]))
         lines = [line async for line in h.maintenance.export(workspace)]
         await h.maintenance.prune(keep_last=1, workspace=workspace)  # prune leaves messages alone
         assert (await h.messages.read(alice)).unread == 1
@@ -367,8 +372,8 @@ async def test_acks_from_concurrent_processes_count_once_per_addressee(db_url, w
 
     async with Harness.open(settings_for(db_url)) as h:
         alice = me(workspace, "alice")
-        direct = (await h.messages.act(alice, action="send", to="bob", body="for bob")).id or ""
-        everyone = (await h.messages.act(alice, action="send", to="*", body="for all")).id or ""
+        direct = (await h.messages.act(alice, MessageArgs(action="send", to="bob", body="for bob"))).id or ""
+        everyone = (await h.messages.act(alice, MessageArgs(action="send", to="*", body="for all"))).id or ""
     start = [
         sys.executable,
         "-m",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.metrics import render
 from mcp_harness.service import Harness, Identity
 
@@ -14,14 +15,16 @@ pytestmark = pytest.mark.anyio
 
 async def test_a_lease_taken_over_is_counted(harness: Harness, workspace: str) -> None:
     alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
-    await harness.tasks.add(alice, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
-    assert (await harness.tasks.claim(alice, task_key="a", lease_seconds=30)).task is not None
+    await harness.tasks.add(alice, AddTasksArgs(tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}]))
+    assert (await harness.tasks.claim(alice, ClaimTaskArgs(task_key="a", lease_seconds=30))).task is not None
     text = (await render(harness)).decode()
     assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}} 0.0' in text  # none yet: at 0
     clock.advance(60)  # alice's lease runs out
-    got = await harness.tasks.claim(bob, task_key="a")
+    got = await harness.tasks.claim(bob, ClaimTaskArgs(task_key="a"))
     assert got.task is not None and got.task.key == "a"
-    assert (await harness.tasks.claim(bob, task_key="b")).task is not None  # a plain claim is not a take-over
+    assert (
+        await harness.tasks.claim(bob, ClaimTaskArgs(task_key="b"))
+    ).task is not None  # a plain claim is not a take-over
     text = (await render(harness)).decode()
     assert f'mcp_harness_leases_taken_over_total{{workspace="{workspace}"}} 1.0' in text
     assert f'mcp_harness_tasks{{status="claimed",workspace="{workspace}"}} 2.0' in text
@@ -30,11 +33,14 @@ async def test_a_lease_taken_over_is_counted(harness: Harness, workspace: str) -
 async def test_tasks_by_status_come_from_the_counters(harness: Harness, workspace: str) -> None:
     ident = Identity(workspace, "a")
     await harness.tasks.add(
-        ident, tasks=[{"key": "base", "title": "base"}, {"key": "next", "title": "next", "depends_on": ["base"]}]
+        ident,
+        AddTasksArgs(
+            tasks=[{"key": "base", "title": "base"}, {"key": "next", "title": "next", "depends_on": ["base"]}]
+        ),
     )
-    got = await harness.tasks.claim(ident, task_key="base")
+    got = await harness.tasks.claim(ident, ClaimTaskArgs(task_key="base"))
     await harness.tasks.update(
-        ident, task_key="base", action="fail", lease_token=got.lease.token, error="x", retry=False
+        ident, UpdateTaskArgs(task_key="base", action="fail", lease_token=got.lease.token, error="x", retry=False)
     )
     text = (await render(harness)).decode()
     assert f'mcp_harness_tasks{{status="failed",workspace="{workspace}"}} 1.0' in text
@@ -45,8 +51,8 @@ async def test_tasks_by_status_come_from_the_counters(harness: Harness, workspac
 
 async def test_a_view_of_one_workspace_shows_nothing_of_another(harness: Harness, workspace: str) -> None:
     mine, theirs = Identity(workspace, "a"), Identity(f"{workspace}-secret", "b")
-    await harness.tasks.add(mine, tasks=[{"key": "a", "title": "A"}])
-    await harness.tasks.add(theirs, tasks=[{"key": "b", "title": "B"}])
+    await harness.tasks.add(mine, AddTasksArgs(tasks=[{"key": "a", "title": "A"}]))
+    await harness.tasks.add(theirs, AddTasksArgs(tasks=[{"key": "b", "title": "B"}]))
     every = (await render(harness)).decode()
     assert f'workspace="{workspace}-secret"' in every and "mcp_harness_claim_waits_total" in every
     one = (await render(harness, workspace)).decode()
@@ -57,7 +63,7 @@ async def test_a_view_of_one_workspace_shows_nothing_of_another(harness: Harness
 
 
 async def test_the_runners_sessions_are_counted_by_outcome_with_their_cost(harness: Harness, workspace: str) -> None:
-    await harness.tasks.add(Identity(workspace, "a"), tasks=[{"key": "t", "title": "T"}])
+    await harness.tasks.add(Identity(workspace, "a"), AddTasksArgs(tasks=[{"key": "t", "title": "T"}]))
     text = (await render(harness)).decode()
     assert f'mcp_harness_sessions{{outcome="completed",workspace="{workspace}"}} 0.0' in text  # at 0 before any
     await harness.runs.register(workspace, f"run-{workspace}", "host", 1)

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from support import PG_ENV, settings_for
 
+from mcp_harness.arguments import AddTasksArgs, ListTasksArgs, RecordProgressArgs, RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.errors import Unavailable
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import Database
@@ -340,16 +341,20 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
 
     ident = Identity("legacy", "coder")
     async with Harness.open(settings_for(url)) as h:  # reads only: the upgrade alone changes the rows
-        brief = await h.restore(ident)
+        brief = await h.restore(ident, RestoreStateArgs())
         assert brief.state == {"goal": "ship", "notes": ["a", "b"], "big": "x" * 500}
-        assert (await h.restore(ident, label="start")).state == {"goal": "ship", "notes": ["a"]}
-        assert (await h.restore(ident, thread="chat")).state == {"messages": [message(n) for n in range(14)]}
-        assert (await h.restore(ident, thread="feat/x", label="fork")).state == {"other": True}
-        listing = await h.tasks.list(ident, status=["done", "pending", "claimed"])  # every status here
+        assert (await h.restore(ident, RestoreStateArgs(label="start"))).state == {"goal": "ship", "notes": ["a"]}
+        assert (await h.restore(ident, RestoreStateArgs(thread="chat"))).state == {
+            "messages": [message(n) for n in range(14)]
+        }
+        assert (await h.restore(ident, RestoreStateArgs(thread="feat/x", label="fork"))).state == {"other": True}
+        listing = await h.tasks.list(ident, ListTasksArgs(status=["done", "pending", "claimed"]))  # every status here
         assert [(t.key, t.status) for t in listing.tasks] == [("t1", "done"), ("t2", "pending"), ("t3", "claimed")]
         assert [e.summary for e in brief.recent_progress] == ["a note", "did things"]  # every thread's
         # migration 10 built the search index over the rows already there
-        assert [e.summary for e in (await h.restore(ident, query="things")).recent_progress] == ["did things"]
+        assert [e.summary for e in (await h.restore(ident, RestoreStateArgs(query="things"))).recent_progress] == [
+            "did things"
+        ]
     after = await all_rows(url)
     meta = {row[0]: row[1] for row in after.pop("harness_meta")}
     assert meta["schema_version"] == str(SCHEMA_VERSION)
@@ -384,13 +389,17 @@ async def test_a_version_2_database_is_upgraded_in_place(new_database):
 
     async with Harness.open(settings_for(url)) as h:  # and it keeps working: a list grows, ids continue
         messages = [message(n) for n in range(16)]
-        await h.checkpoints.save(ident, thread="chat", state={"messages": messages})
-        assert (await h.restore(ident, thread="chat")).state == {"messages": messages}
-        entry = await h.progress.record(ident, summary="after the upgrade")
+        await h.checkpoints.save(ident, SaveCheckpointArgs(thread="chat", state={"messages": messages}))
+        assert (await h.restore(ident, RestoreStateArgs(thread="chat"))).state == {"messages": messages}
+        entry = await h.progress.record(ident, RecordProgressArgs(summary="after the upgrade"))
         assert entry.seq == 3
-        assert (await h.restore(ident, progress_limit=1)).recent_progress[0].summary == "after the upgrade"
-        await h.tasks.add(ident, tasks=[{"key": "t4", "title": "after the upgrade"}])  # the triggers count it
-        counts = (await h.tasks.list(ident)).counts
+        assert (await h.restore(ident, RestoreStateArgs(progress_limit=1))).recent_progress[
+            0
+        ].summary == "after the upgrade"
+        await h.tasks.add(
+            ident, AddTasksArgs(tasks=[{"key": "t4", "title": "after the upgrade"}])
+        )  # the triggers count it
+        counts = (await h.tasks.list(ident, ListTasksArgs())).counts
         assert counts.model_dump() == {**dict.fromkeys(counts.model_dump(), 0), "pending": 2, "claimed": 1, "done": 1}
 
 

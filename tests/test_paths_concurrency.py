@@ -17,6 +17,7 @@ from mcp_harness.service import Harness
 from mcp_harness.service.base import Identity
 
 from support import settings_for  # isort: skip
+from mcp_harness.arguments import AddTasksArgs
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +28,7 @@ AREAS = ["src/api/", "src/api/handlers.py", "src/*.py", "src/core/", "docs/", "d
 WORKER = textwrap.dedent(
     """
     import os, sys, anyio
+    from mcp_harness.arguments import ClaimTaskArgs, UpdateTaskArgs
     from mcp_harness.config import Settings
     from mcp_harness.identity import Identity
     from mcp_harness.service import Harness
@@ -44,7 +46,7 @@ WORKER = textwrap.dedent(
         ident = Identity(workspace=workspace, agent=agent)
         async with Harness.open(Settings.from_env(url)) as h:
             while True:
-                got = await h.tasks.claim(ident, lease_seconds=300)
+                got = await h.tasks.claim(ident, ClaimTaskArgs(lease_seconds=300))
                 if got.task is None:
                     if got.reason == "all_done":
                         return
@@ -54,8 +56,8 @@ WORKER = textwrap.dedent(
                 note(f"hold {agent} {key}")  # after the claim committed: the reservation is live
                 await anyio.sleep(0.01)
                 note(f"drop {agent} {key}")  # before the complete: still live
-                await h.tasks.update(ident, task_key=key, action="complete", lease_token=got.lease.token,
-                                     verification="ok")
+                done = UpdateTaskArgs(task_key=key, action="complete", lease_token=got.lease.token, verification="ok")
+                await h.tasks.update(ident, done)
 
     anyio.run(main)
     """
@@ -69,7 +71,7 @@ async def test_eight_processes_never_hold_overlapping_paths(db_url, workspace, t
         for i in range(60)
     ]
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(Identity(workspace=workspace, agent="planner"), tasks=tasks)
+        await h.tasks.add(Identity(workspace=workspace, agent="planner"), AddTasksArgs(tasks=tasks))
     notes = tmp_path / "notes"
     env = subprocess_env()
     procs = [

@@ -103,10 +103,11 @@ def test_processes_opening_a_new_database_together(tmp_path):
     db = str(tmp_path / "new.db")
     code = (
         "import anyio, sys\nfrom mcp_harness.config import Settings\n"
+        "from mcp_harness.arguments import RecordProgressArgs\n"
         "from mcp_harness.service import Harness, Identity\n"
         "async def m():\n"
         "    async with Harness.open(Settings.from_env(sys.argv[1])) as h:\n"
-        "        await h.progress.record(Identity('w', sys.argv[2]), summary='hello')\n"
+        "        await h.progress.record(Identity('w', sys.argv[2]), RecordProgressArgs(summary='hello'))\n"
         "anyio.run(m)"
     )
     for _round in range(3):

@@ -7,6 +7,7 @@ import json
 import pytest
 from support import call, fail, mcp_client
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RestoreStateArgs, SaveCheckpointArgs, UpdateTaskArgs
 from mcp_harness.service import Identity
 from mcp_harness.service.progress import append_entry
 from mcp_harness.store import tasks as task_store
@@ -119,10 +120,10 @@ async def test_brief_stays_small_on_a_big_workspace(harness, workspace):
     specs = [{"key": f"t{i}", "title": f"Task number {i} of the big plan"} for i in range(1000)]
     from mcp_harness.models import TaskSpec
 
-    await harness.tasks.add(ident, tasks=[TaskSpec(**s) for s in specs])
-    await harness.tasks.claim(ident)
-    await harness.checkpoints.save(ident, state={"goal": "big", "phase": 3})
-    brief = await harness.restore(ident)
+    await harness.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(**s) for s in specs]))
+    await harness.tasks.claim(ident, ClaimTaskArgs())
+    await harness.checkpoints.save(ident, SaveCheckpointArgs(state={"goal": "big", "phase": 3}))
+    brief = await harness.restore(ident, RestoreStateArgs())
     size = len(brief.model_dump_json())
     assert size < 4000, f"brief is {size} bytes"
     assert len(brief.recent_progress) == 5 and brief.task_counts.pending == 999
@@ -173,11 +174,17 @@ async def test_ready_flags_match_a_full_recomputation(harness, workspace):
 
     ident = Identity(workspace=workspace, agent="a")
     graph = [("a", []), ("b", ["a"]), ("c", ["a", "b"]), ("d", ["c"]), ("e", [])]
-    await harness.tasks.add(ident, tasks=[TaskSpec(key=k, title=k, depends_on=d, max_attempts=1) for k, d in graph])
-    got = await harness.tasks.claim(ident, task_key="a")
-    await harness.tasks.update(ident, task_key="a", action="complete", lease_token=got.lease.token, verification="v")
-    got = await harness.tasks.claim(ident, task_key="b")
-    await harness.tasks.update(ident, task_key="b", action="fail", lease_token=got.lease.token, error="x")
+    await harness.tasks.add(
+        ident, AddTasksArgs(tasks=[TaskSpec(key=k, title=k, depends_on=d, max_attempts=1) for k, d in graph])
+    )
+    got = await harness.tasks.claim(ident, ClaimTaskArgs(task_key="a"))
+    await harness.tasks.update(
+        ident, UpdateTaskArgs(task_key="a", action="complete", lease_token=got.lease.token, verification="v")
+    )
+    got = await harness.tasks.claim(ident, ClaimTaskArgs(task_key="b"))
+    await harness.tasks.update(
+        ident, UpdateTaskArgs(task_key="b", action="fail", lease_token=got.lease.token, error="x")
+    )
     async with harness.db.read() as conn:
         rows = await task_store.get_many(conn, workspace, ["a", "b", "c", "d", "e"])
         recomputed = await task_store.compute_flags(conn, workspace, list(rows))

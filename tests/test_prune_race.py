@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from support import call, run_cli, serve_command, settings_for, subprocess_env
 
+from mcp_harness.arguments import RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.errors import Internal, NotFound
 from mcp_harness.service import Harness, Identity, maintenance
 
@@ -43,7 +44,7 @@ async def test_prune_racing_saves_loses_no_acknowledged_state(harness: Harness, 
     for t, ident in enumerate(agents):
         for version in range(OLD):
             state = old_state(t, version)
-            saved = await harness.checkpoints.save(ident, state=state, thread=f"t{t}")
+            saved = await harness.checkpoints.save(ident, SaveCheckpointArgs(state=state, thread=f"t{t}"))
             acknowledged[saved.checkpoint_id], latest[t] = state, state
 
     scanned, saves_done = asyncio.Event(), asyncio.Event()
@@ -66,13 +67,13 @@ async def test_prune_racing_saves_loses_no_acknowledged_state(harness: Harness, 
         thread = f"t{t}"
         # a replace that brings back a value only pruned checkpoints hold (its INSERT finds it stored)
         state = {**latest[t], "value": blob(t * 100), "v": "back"}
-        saved = await harness.checkpoints.save(ident, state=state, thread=thread)
+        saved = await harness.checkpoints.save(ident, SaveCheckpointArgs(state=state, thread=thread))
         acknowledged[saved.checkpoint_id], latest[t] = state, state
         # merges that append to the long list (a new segment after the chain's tail) and patch a key
         for k in range(3):
             messages = latest[t]["messages"] + [message(1000 + k)]
             saved = await harness.checkpoints.save(
-                ident, state={"messages": messages, "v": k}, thread=thread, mode="merge"
+                ident, SaveCheckpointArgs(state={"messages": messages, "v": k}, thread=thread, mode="merge")
             )
             latest[t] = {**latest[t], "messages": messages, "v": k}
             acknowledged[saved.checkpoint_id] = latest[t]
@@ -90,7 +91,9 @@ async def test_prune_racing_saves_loses_no_acknowledged_state(harness: Harness, 
     for t, ident in enumerate(agents):
         for k in range(3):
             messages = latest[t]["messages"] + [message(2000 + k)]
-            saved = await harness.checkpoints.save(ident, state={"messages": messages}, thread=f"t{t}", mode="merge")
+            saved = await harness.checkpoints.save(
+                ident, SaveCheckpointArgs(state={"messages": messages}, thread=f"t{t}", mode="merge")
+            )
             latest[t] = {**latest[t], "messages": messages}
             acknowledged[saved.checkpoint_id] = latest[t]
 
@@ -98,7 +101,7 @@ async def test_prune_racing_saves_loses_no_acknowledged_state(harness: Harness, 
     for checkpoint_id, state in acknowledged.items():
         ident = agents[0]
         try:
-            got = await harness.restore(ident, checkpoint_id=checkpoint_id)
+            got = await harness.restore(ident, RestoreStateArgs(checkpoint_id=checkpoint_id))
         except NotFound:
             continue  # pruned, as asked
         except Internal as exc:
@@ -110,18 +113,20 @@ async def test_prune_racing_saves_loses_no_acknowledged_state(harness: Harness, 
     assert not broken, f"{len(broken)} acknowledged checkpoints do not restore: {broken[:3]}"
     assert restored >= THREADS * 7  # every save since the prune, and the two kept before it
     for t, ident in enumerate(agents):
-        assert (await harness.restore(ident, thread=f"t{t}")).state == latest[t]
+        assert (await harness.restore(ident, RestoreStateArgs(thread=f"t{t}"))).state == latest[t]
 
 
 async def test_a_missing_value_is_reported_with_checkpoint_and_value(harness: Harness, workspace, caplog):
     """A restore that finds a value missing says which checkpoint and which value, never the data."""
     ident = Identity(workspace, "a")
-    saved = await harness.checkpoints.save(ident, state={"value": blob(7), "messages": [message(k) for k in range(30)]})
+    saved = await harness.checkpoints.save(
+        ident, SaveCheckpointArgs(state={"value": blob(7), "messages": [message(k) for k in range(30)]})
+    )
     async with harness.db.cold_write() as conn:
         await maintenance.store.delete_unreferenced_blobs(conn, workspace, set())
     caplog.set_level(logging.ERROR)
     with pytest.raises(Internal) as raised:
-        await harness.restore(ident)
+        await harness.restore(ident, RestoreStateArgs())
     assert saved.checkpoint_id in raised.value.message and "missing" in raised.value.message
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert saved.checkpoint_id in logged and "value 7" not in logged and "value 7" not in raised.value.message
@@ -172,7 +177,7 @@ async def test_prune_processes_racing_server_processes(db_url, workspace):
         reader, restored = Identity(workspace, "auditor"), 0
         for checkpoint_id, state in acknowledged.items():
             try:
-                got = await h.restore(reader, checkpoint_id=checkpoint_id)
+                got = await h.restore(reader, RestoreStateArgs(checkpoint_id=checkpoint_id))
             except NotFound:
                 continue
             assert got.state == state, checkpoint_id

@@ -11,6 +11,7 @@ import getpass
 import pytest
 from support import run_cli, subprocess_env
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, MessageArgs, UpdateTaskArgs
 from mcp_harness.cli import common
 from mcp_harness.console.auth import person_name
 from mcp_harness.errors import InvalidArgument, NotFound
@@ -68,13 +69,13 @@ async def test_tokens_with_reserved_names_are_refused(harness, workspace):
 
 async def test_the_peoples_inbox_is_the_operator_roles_alone(harness, workspace):
     alice, person = Identity(workspace, "alice"), Identity(workspace, "dana", "operator")
-    sent = await harness.messages.act(alice, action="send", to="operators", body="please approve t1")
+    sent = await harness.messages.act(alice, MessageArgs(action="send", to="operators", body="please approve t1"))
     for agent in ("alice", "bob", "operator", "bob:operators"):
         reader = Identity(workspace, agent)
-        assert (await harness.messages.act(reader, action="read")).unread == 0
+        assert (await harness.messages.act(reader, MessageArgs(action="read"))).unread == 0
         with pytest.raises(NotFound):
-            await harness.messages.act(reader, action="ack", ids=[sent.id])
-    assert (await harness.messages.act(person, action="read")).unread == 1
+            await harness.messages.act(reader, MessageArgs(action="ack", ids=[sent.id]))
+    assert (await harness.messages.act(person, MessageArgs(action="read"))).unread == 1
     # the inbox queries never let a caller's own name stand for the people's address
     assert addressees("operators:x", False) == {"me": "", "base": "", "ops": ""}
     assert addressees("operators", True)["ops"] == "operators"
@@ -84,16 +85,18 @@ async def test_the_peoples_inbox_is_the_operator_roles_alone(harness, workspace)
 async def test_a_message_to_a_reserved_name_is_refused_since_nobody_reads_it(harness, workspace, to):
     alice = Identity(workspace, "alice")
     with pytest.raises(InvalidArgument, match="reserved name"):
-        await harness.messages.act(alice, action="send", to=to, body="hello")
-    assert (await harness.messages.act(alice, action="send", to="operators", body="still fine")).id
+        await harness.messages.act(alice, MessageArgs(action="send", to=to, body="hello"))
+    assert (await harness.messages.act(alice, MessageArgs(action="send", to="operators", body="still fine"))).id
 
 
 async def test_the_harness_own_notes_keep_their_name(harness, workspace):
     """The harness still writes as `harness` (and the runner as `runner`): made in code, not given."""
     me = Identity(workspace, "alice")
-    await harness.tasks.add(me, tasks=[{"key": "t1", "title": "one"}])
-    got = await harness.tasks.claim(me, task_key="t1")
-    await harness.tasks.update(me, task_key="t1", action="fail", lease_token=got.lease.token, error="boom", retry=False)
+    await harness.tasks.add(me, AddTasksArgs(tasks=[{"key": "t1", "title": "one"}]))
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="t1"))
+    await harness.tasks.update(
+        me, UpdateTaskArgs(task_key="t1", action="fail", lease_token=got.lease.token, error="boom", retry=False)
+    )
     entries = await harness.progress.recent(me, task_key="t1", limit=5)
     assert [e.agent for e in entries] == ["harness"]
 

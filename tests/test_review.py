@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from support import call, fail, run_cli, serve_command, settings_for, subprocess_env
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.server import create_server
 from mcp_harness.service import Harness, Identity
 
@@ -246,15 +247,21 @@ def test_review_cli(tmp_path, workspace):
                 t("held"),
                 t("release", depends_on=["signoff"]),
             ]
-            await h.tasks.add(coder, tasks=plan)
-            await h.tasks.claim(coder, task_key="held")
+            await h.tasks.add(coder, AddTasksArgs(tasks=plan))
+            await h.tasks.claim(coder, ClaimTaskArgs(task_key="held"))
             for verification in ("first try", "read it"):
-                got = await h.tasks.claim(coder, task_key="design")
+                got = await h.tasks.claim(coder, ClaimTaskArgs(task_key="design"))
                 await h.tasks.update(
-                    coder, task_key="design", action="complete", lease_token=got.lease.token, verification=verification
+                    coder,
+                    UpdateTaskArgs(
+                        task_key="design", action="complete", lease_token=got.lease.token, verification=verification
+                    ),
                 )
                 if verification == "first try":
-                    await h.tasks.reject(Identity(workspace, "bob", role="operator"), "design", "name the sizes")
+                    await h.tasks.update(
+                        Identity(workspace, "bob", role="operator"),
+                        UpdateTaskArgs(task_key="design", action="reject", comment="name the sizes"),
+                    )
 
     anyio.run(prepare)
     base = ("--db", db, "--workspace", workspace)
@@ -296,7 +303,7 @@ def test_review_cli(tmp_path, workspace):
 
     async def claim() -> Any:
         async with Harness.open(settings_for(db)) as h:
-            return await h.tasks.claim(Identity(workspace, "coder"), task_key="release")
+            return await h.tasks.claim(Identity(workspace, "coder"), ClaimTaskArgs(task_key="release"))
 
     got = anyio.run(claim)
     # the gate first (a direct dependency, with the person's comment), then what it depended on
@@ -310,9 +317,11 @@ def test_the_board_shows_a_retry_backoff(tmp_path, workspace):
     async def prepare() -> None:
         async with Harness.open(settings_for(db)) as h:
             coder = Identity(workspace, "coder")
-            await h.tasks.add(coder, tasks=[t("flaky")])
-            got = await h.tasks.claim(coder, task_key="flaky")
-            await h.tasks.update(coder, task_key="flaky", action="fail", lease_token=got.lease.token, error="boom")
+            await h.tasks.add(coder, AddTasksArgs(tasks=[t("flaky")]))
+            got = await h.tasks.claim(coder, ClaimTaskArgs(task_key="flaky"))
+            await h.tasks.update(
+                coder, UpdateTaskArgs(task_key="flaky", action="fail", lease_token=got.lease.token, error="boom")
+            )
 
     anyio.run(prepare)
     board = run_cli("tasks", "--db", db, "--workspace", workspace)
@@ -344,11 +353,15 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
 
     coder, ann = Identity(workspace, "coder"), Identity(workspace, "ann", "operator")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(coder, tasks=[t("d", review=True), t("g", kind="gate", depends_on=["d"]), t("x")])
-        got = await h.tasks.claim(coder, task_key="d")
-        await h.tasks.update(coder, task_key="d", action="complete", lease_token=got.lease.token, verification="v")
-        await h.tasks.reject(ann, "d", "again")
-        await h.tasks.cancel(ann, "x", "dropped")
+        await h.tasks.add(
+            coder, AddTasksArgs(tasks=[t("d", review=True), t("g", kind="gate", depends_on=["d"]), t("x")])
+        )
+        got = await h.tasks.claim(coder, ClaimTaskArgs(task_key="d"))
+        await h.tasks.update(
+            coder, UpdateTaskArgs(task_key="d", action="complete", lease_token=got.lease.token, verification="v")
+        )
+        await h.tasks.update(ann, UpdateTaskArgs(task_key="d", action="reject", comment="again"))
+        await h.tasks.update(ann, UpdateTaskArgs(task_key="x", action="cancel", reason="dropped"))
         lines = [line async for line in h.maintenance.export(workspace)]
     copy = f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}"
     async with Harness.open(settings_for(copy)) as h:
@@ -360,7 +373,7 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
             "g": ("pending", False, "gate", None),
             "x": ("cancelled", False, "work", None),
         }
-        assert (await h.tasks.claim(coder, task_key="d")).task.review_comment == "again"
+        assert (await h.tasks.claim(coder, ClaimTaskArgs(task_key="d"))).task.review_comment == "again"
         assert counts.cancelled == 1
 
     # an export made before migration 5: task records without the three fields, and no new statuses
@@ -382,7 +395,9 @@ async def test_review_fields_are_exported_and_old_exports_still_import(db_url, w
             "g": (False, "work"),
             "x": (False, "work"),
         }
-        assert (await h.tasks.add(coder, tasks=[t("x")])).unchanged == ["x"]  # the old content hash still matches
+        assert (await h.tasks.add(coder, AddTasksArgs(tasks=[t("x")]))).unchanged == [
+            "x"
+        ]  # the old content hash still matches
 
 
 async def test_reopening_a_dependency_sends_what_waits_in_review_back(db_url, workspace):

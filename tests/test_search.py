@@ -11,6 +11,7 @@ import anyio
 import pytest
 from support import call, fail
 
+from mcp_harness.arguments import AddTasksArgs, ListTasksArgs, RecordProgressArgs, RestoreStateArgs
 from mcp_harness.errors import InvalidArgument
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service import search as search_rules
@@ -129,13 +130,17 @@ async def test_list_tasks_query_keeps_matching_tasks_of_every_status(client):
 
 async def test_search_is_per_workspace(harness, workspace):
     one, two = Identity(workspace, "a"), Identity(workspace + "-2", "a")
-    await harness.progress.record(one, summary="kiwi in one")
-    await harness.progress.record(two, summary="kiwi in two")
-    assert [e.summary for e in (await harness.restore(one, query="kiwi")).recent_progress] == ["kiwi in one"]
-    assert [e.summary for e in (await harness.restore(two, query="kiwi")).recent_progress] == ["kiwi in two"]
-    await harness.tasks.add(two, tasks=[{"key": "k", "title": "kiwi task"}])
-    assert (await harness.tasks.list(one, query="kiwi")).tasks == []
-    assert [t.key for t in (await harness.tasks.list(two, query="kiwi")).tasks] == ["k"]
+    await harness.progress.record(one, RecordProgressArgs(summary="kiwi in one"))
+    await harness.progress.record(two, RecordProgressArgs(summary="kiwi in two"))
+    assert [e.summary for e in (await harness.restore(one, RestoreStateArgs(query="kiwi"))).recent_progress] == [
+        "kiwi in one"
+    ]
+    assert [e.summary for e in (await harness.restore(two, RestoreStateArgs(query="kiwi"))).recent_progress] == [
+        "kiwi in two"
+    ]
+    await harness.tasks.add(two, AddTasksArgs(tasks=[{"key": "k", "title": "kiwi task"}]))
+    assert (await harness.tasks.list(one, ListTasksArgs(query="kiwi"))).tasks == []
+    assert [t.key for t in (await harness.tasks.list(two, ListTasksArgs(query="kiwi"))).tasks] == ["k"]
 
 
 def test_the_query_language_is_parsed_once_for_both_backends():
@@ -220,17 +225,17 @@ async def test_a_hostile_search_answers_quickly_and_the_server_stays_responsive(
     await _fill(harness, workspace + "-big")
     me = Identity(workspace, "agent-a")
     for summary in ("we worked on it", "wax on", "the widget"):
-        await harness.progress.record(me, summary=summary)
+        await harness.progress.record(me, RecordProgressArgs(summary=summary))
     wide = "wid* OR wax* OR wor* OR wro*"
     common = '"worked on" OR "on the" OR "the widget" OR "with the" OR "the usual" OR "usual care" OR worked OR widget'
     searches = {
-        "repeated prefix": lambda: _answer(harness.restore(me, query=" OR ".join(["w*"] * 32))),
-        "four wide prefixes": lambda: harness.restore(me, query=wide),
-        "tasks": lambda: harness.tasks.list(me, query=wide),
+        "repeated prefix": lambda: _answer(harness.restore(me, RestoreStateArgs(query=" OR ".join(["w*"] * 32)))),
+        "four wide prefixes": lambda: harness.restore(me, RestoreStateArgs(query=wide)),
+        "tasks": lambda: harness.tasks.list(me, ListTasksArgs(query=wide)),
         "timeline": lambda: harness.console.timeline(me, text=" ".join(["wid*", "wax*", "wor*", "wro*"] * 3)),
         # the big workspace's own reader: every entry matches (the work is that workspace's own)
         "common phrases": lambda: harness.restore(
-            Identity(workspace + "-big", "a"), query=common + " OR care OR usual"
+            Identity(workspace + "-big", "a"), RestoreStateArgs(query=common + " OR care OR usual")
         ),
     }
     for name, search in searches.items():
@@ -281,18 +286,20 @@ async def test_the_ranking_depends_on_the_workspace_own_entries_alone(harness, w
     SQLite ranks a small workspace's entries apart, and a big one's newest matches: both ways here."""
     monkeypatch.setattr(progress_store, "SCOPED_ENTRIES", scoped)
     mine, other = Identity(workspace, "a"), Identity(workspace + "-other", "b")
-    await harness.progress.record(mine, summary="the beta release notes")
-    await harness.progress.record(mine, summary="the alpha release notes")
+    await harness.progress.record(mine, RecordProgressArgs(summary="the beta release notes"))
+    await harness.progress.record(mine, RecordProgressArgs(summary="the alpha release notes"))
 
     async def order() -> list[str]:
-        return [e.summary for e in (await harness.restore(mine, query="alpha OR beta")).recent_progress]
+        return [
+            e.summary for e in (await harness.restore(mine, RestoreStateArgs(query="alpha OR beta"))).recent_progress
+        ]
 
     before = await order()
     for i in range(20):
-        await harness.progress.record(other, summary=f"alpha build {i}")
+        await harness.progress.record(other, RecordProgressArgs(summary=f"alpha build {i}"))
     assert await order() == before
     for i in range(40):
-        await harness.progress.record(other, summary=f"beta build {i}")
+        await harness.progress.record(other, RecordProgressArgs(summary=f"beta build {i}"))
     assert await order() == before
 
 
@@ -310,7 +317,7 @@ async def test_a_small_workspace_is_searched_apart_from_the_shared_index(harness
         await conn.execute(Query("ANALYZE tasks"))  # as autovacuum would: the planner knows the big one
     me = Identity(workspace, "a")
     for summary in ("we worked on it", "wax on", "a gadget"):
-        await harness.progress.record(me, summary=summary)
+        await harness.progress.record(me, RecordProgressArgs(summary=summary))
     phrase = search_terms('"worked on the widget" OR "with the usual care"')
     for name, search in {
         "list_tasks": lambda conn: tasks_store.page(

@@ -12,6 +12,7 @@ import pytest
 from support import call, fail, mcp_client, settings_for
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs
 from mcp_harness.service import Harness
 from mcp_harness.store import tasks as task_store
 
@@ -145,7 +146,9 @@ async def test_the_probe_reads_its_partial_index(harness, workspace):
 
     ident = Identity(workspace, "a")
     for start in range(0, 2000, 500):
-        await harness.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
+        await harness.tasks.add(
+            ident, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
+        )
     async with harness.db.read() as conn:
         sql = queries.task_counts_ran_out.sqlite.replace(":ws", f"'{workspace}'").replace(":now", "1e12")
         if conn.dialect == "postgresql":

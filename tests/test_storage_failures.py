@@ -20,6 +20,7 @@ import pytest
 from support import call, fail, mcp_client, run_cli, settings_for, subprocess_env
 
 from mcp_harness import clock
+from mcp_harness.arguments import RecordProgressArgs, SaveCheckpointArgs
 from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable
 from mcp_harness.http import build_app
@@ -101,7 +102,7 @@ async def test_new_database_files_are_private_whatever_the_umask(tmp_path, monke
     settings = Settings.from_env(None)  # the default location, created on first use
     folder = tmp_path / "data" / "mcp-harness"
     async with Harness.open(settings) as h:
-        await h.checkpoints.save(Identity("w", "a"), state={"secret": "x" * 100})
+        await h.checkpoints.save(Identity("w", "a"), SaveCheckpointArgs(state={"secret": "x" * 100}))
         files = sorted(folder.iterdir())
         assert {p.name for p in files} == {"harness.db", "harness.db-wal", "harness.db-shm"}
         assert {p.name: mode(p) for p in files} == {p.name: 0o600 for p in files}
@@ -109,7 +110,7 @@ async def test_new_database_files_are_private_whatever_the_umask(tmp_path, monke
     # a database at a path of the user's choosing gets private files too (its folder is theirs)
     chosen = tmp_path / "mine" / "h.db"
     async with Harness.open(Settings.from_env(str(chosen))) as h:
-        await h.checkpoints.save(Identity("w", "a"), state={"v": 1})
+        await h.checkpoints.save(Identity("w", "a"), SaveCheckpointArgs(state={"v": 1}))
         assert {p.name: mode(p) for p in chosen.parent.iterdir()} == {
             "h.db": 0o600,
             "h.db-wal": 0o600,
@@ -185,18 +186,22 @@ async def test_healthz_says_a_full_disk_is_full(tmp_path, workspace):
     with small_file_system(tmp_path / "disk") as disk:
         settings = settings_for(f"sqlite+aiosqlite:///{disk / 'h.db'}")
         async with Harness.open(settings) as h:  # a server that runs on while the disk fills
-            await h.checkpoints.save(Identity(workspace, "a"), state={"v": 1})
+            await h.checkpoints.save(Identity(workspace, "a"), SaveCheckpointArgs(state={"v": 1}))
             app = build_app(h, settings, "127.0.0.1", 8765)
             async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="http://127.0.0.1") as http:
                 assert (await http.get("/healthz")).status_code == 200
                 fill(disk / "filler")
                 with pytest.raises(Unavailable, match="disk is full"):  # what /healthz says, a write meets
-                    await h.checkpoints.save(Identity(workspace, "a"), state={"v": secrets.token_hex(100_000)})
+                    await h.checkpoints.save(
+                        Identity(workspace, "a"), SaveCheckpointArgs(state={"v": secrets.token_hex(100_000)})
+                    )
                 response = await http.get("/healthz")
                 assert response.status_code == 503, response.text
                 assert response.json() == {"status": "unavailable", "reason": DISK_FULL}
                 (disk / "filler").unlink()
-                await h.progress.record(Identity(workspace, "a"), summary="room again")  # a write commits
+                await h.progress.record(
+                    Identity(workspace, "a"), RecordProgressArgs(summary="room again")
+                )  # a write commits
                 assert (await http.get("/healthz")).status_code == 200
 
 
@@ -266,7 +271,7 @@ async def test_a_read_only_database_says_so_and_healthz_reports_it(tmp_path, wor
         assert response.json()["status"] == "unavailable" and "read-only" in response.json()["reason"]
         with pytest.raises(Unavailable, match="read-only"):
             async with Harness.open(settings) as h:
-                await h.checkpoints.save(Identity(workspace, "a"), state={"v": 3})
+                await h.checkpoints.save(Identity(workspace, "a"), SaveCheckpointArgs(state={"v": 3}))
 
 
 @pytest.fixture
@@ -393,7 +398,7 @@ async def test_after_a_write_met_a_full_disk_healthz_says_so_until_one_commits(d
             async with Harness.open(settings_for(db_url)) as h:
                 await h.ping()
                 with pytest.raises(Unavailable, match="disk is full"):
-                    await h.checkpoints.save(me, state=big)
+                    await h.checkpoints.save(me, SaveCheckpointArgs(state=big))
                 with pytest.raises(Unavailable) as said:
                     await h.ping()
                 assert said.value.message == reason
@@ -401,8 +406,8 @@ async def test_after_a_write_met_a_full_disk_healthz_says_so_until_one_commits(d
                 await h.ping()
                 monkeypatch.undo()
                 with pytest.raises(Unavailable, match="disk is full"):
-                    await h.checkpoints.save(me, state=big)
-                await h.progress.record(me, summary="a small write still fits")  # it commits
+                    await h.checkpoints.save(me, SaveCheckpointArgs(state=big))
+                await h.progress.record(me, RecordProgressArgs(summary="a small write still fits"))  # it commits
                 await h.ping()
     finally:
         if not db_url.startswith("sqlite"):

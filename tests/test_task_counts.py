@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from support import settings_for
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, RestoreStateArgs, UpdateTaskArgs
 from mcp_harness.errors import HarnessError
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service.task_reasons import _bounded_roots as bounded_roots
@@ -82,10 +83,10 @@ async def _random_step(h: Harness, rng: random.Random, agents: list[Identity], h
                     "kind": "gate" if kind == "gate" else "work",
                 }
             )
-        await h.tasks.add(ident, tasks=specs)
+        await h.tasks.add(ident, AddTasksArgs(tasks=specs))
         added.extend(s["key"] for s in specs)
     elif move < 0.45:
-        got = await h.tasks.claim(ident, lease_seconds=30)
+        got = await h.tasks.claim(ident, ClaimTaskArgs(lease_seconds=30))
         if got.task is not None:
             held[got.task.key] = (ident, got.lease.token)
     elif move < 0.85 and held:
@@ -99,15 +100,15 @@ async def _random_step(h: Harness, rng: random.Random, agents: list[Identity], h
             fields.update(action="fail", error="broke", retry=action == "fail")
         elif action == "heartbeat":
             held[key] = (owner, token)
-        await h.tasks.update(owner, **fields)
+        await h.tasks.update(owner, UpdateTaskArgs(**fields))
     elif move < 0.89 and added:
         key = rng.choice(added)
-        await h.tasks.update(ident, task_key=key, action="reopen", reason="again")
+        await h.tasks.update(ident, UpdateTaskArgs(task_key=key, action="reopen", reason="again"))
     elif move < 0.93 and added:  # a person decides: approve, reject or cancel
         person = Identity(ident.workspace, "olga", role="operator")
         action = rng.choice(["approve", "approve", "reject", "cancel"])
         text = {"reject": {"comment": "redo"}, "cancel": {"reason": "not needed"}}.get(action, {})
-        await h.tasks.update(person, task_key=rng.choice(added), action=action, **text)
+        await h.tasks.update(person, UpdateTaskArgs(task_key=rng.choice(added), action=action, **text))
     else:
         clock.advance(rng.choice([10, 40, 400]))  # leases run out (take-overs, expiries); backoffs end
 
@@ -125,15 +126,15 @@ async def test_counters_match_a_group_by_after_random_operations(db_url: str, wo
                 pass  # a refused move (a lease lost to a take-over, a reopen of an open task) changes nothing
             if step % 50 == 49:
                 assert await counters(db_url, workspace) == await truth(db_url, workspace), f"after step {step}"
-        await h.tasks.add(agents[0], tasks=[{"key": "last", "title": "held at the end", "priority": 9}])
-        assert (await h.tasks.claim(agents[0])).task is not None
+        await h.tasks.add(agents[0], AddTasksArgs(tasks=[{"key": "last", "title": "held at the end", "priority": 9}]))
+        assert (await h.tasks.claim(agents[0], ClaimTaskArgs())).task is not None
         real = await truth(db_url, workspace)
         assert {s for s, _b in real} >= {"pending", "claimed", "done", "failed"}, real  # the mix reached them
         assert any(b for _s, b in real), "a failed dependency blocked some task"
         assert await counters(db_url, workspace) == real
-        listing = await h.tasks.list(agents[0], limit=1)
+        listing = await h.tasks.list(agents[0], ListTasksArgs(limit=1))
         assert listing.counts.model_dump() == shown(real)
-        assert (await h.restore(agents[0])).task_counts.model_dump() == shown(real)
+        assert (await h.restore(agents[0], RestoreStateArgs())).task_counts.model_dump() == shown(real)
         board = await h.console.board(agents[0], per_column=1)
         assert {c.status: c.total for c in board.columns} == shown(real)
 
@@ -168,26 +169,31 @@ async def test_an_empty_claim_reads_the_roots_directly_and_agrees_with_the_walk(
         for step in ("empty", "failed", "done", "review"):
             if step == "failed":
                 await h.tasks.add(
-                    other, tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b", "depends_on": ["a"]}]
+                    other,
+                    AddTasksArgs(tasks=[{"key": "a", "title": "a"}, {"key": "b", "title": "b", "depends_on": ["a"]}]),
                 )
-                got = await h.tasks.claim(other)
+                got = await h.tasks.claim(other, ClaimTaskArgs())
                 await h.tasks.update(
-                    other, task_key="a", action="fail", lease_token=got.lease.token, error="x", retry=False
+                    other,
+                    UpdateTaskArgs(task_key="a", action="fail", lease_token=got.lease.token, error="x", retry=False),
                 )
             elif step == "done":
-                await h.tasks.update(other, task_key="a", action="reopen", reason="again")
+                await h.tasks.update(other, UpdateTaskArgs(task_key="a", action="reopen", reason="again"))
                 for key in ("a", "b"):
-                    got = await h.tasks.claim(other)
+                    got = await h.tasks.claim(other, ClaimTaskArgs())
                     await h.tasks.update(
-                        other, task_key=key, action="complete", lease_token=got.lease.token, verification="ok"
+                        other,
+                        UpdateTaskArgs(task_key=key, action="complete", lease_token=got.lease.token, verification="ok"),
                     )
             elif step == "review":  # a gate whose dependency is done waits on a person, and so does c
                 await h.tasks.add(
                     other,
-                    tasks=[
-                        {"key": "g", "title": "sign-off", "kind": "gate", "depends_on": ["a"]},
-                        {"key": "c", "title": "c", "depends_on": ["g"]},
-                    ],
+                    AddTasksArgs(
+                        tasks=[
+                            {"key": "g", "title": "sign-off", "kind": "gate", "depends_on": ["a"]},
+                            {"key": "c", "title": "c", "depends_on": ["g"]},
+                        ]
+                    ),
                 )
             async with h.db.read() as conn:
                 direct = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None)
@@ -211,11 +217,11 @@ async def test_a_status_the_code_does_not_know_is_counted(db_url: str, workspace
     board and the metrics list it; the tools' counts show the statuses their model names, and do not fail."""
     ident = Identity(workspace, "a")
     async with Harness.open(settings_for(db_url)) as h:
-        await h.tasks.add(ident, tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}])
+        await h.tasks.add(ident, AddTasksArgs(tasks=[{"key": "a", "title": "A"}, {"key": "b", "title": "B"}]))
         review = "UPDATE tasks SET status = 'in_review' WHERE workspace = :ws AND \"key\" = 'a'"
         await _sql(db_url, review, ws=workspace)
         assert await counters(db_url, workspace) == {("in_review", False): 1, ("pending", False): 1}
-        assert (await h.restore(ident)).task_counts.model_dump()["pending"] == 1
+        assert (await h.restore(ident, RestoreStateArgs())).task_counts.model_dump()["pending"] == 1
         by_workspace, _expired = await h.console.metrics()
         assert (workspace, "in_review", 1) in by_workspace
 
@@ -225,20 +231,24 @@ async def test_an_import_is_counted(tmp_path: Path, workspace: str) -> None:
     source, target = (f"sqlite+aiosqlite:///{tmp_path / n}" for n in ("a.db", "b.db"))
     ident = Identity(workspace, "a")
     async with Harness.open(settings_for(source)) as h:
-        await h.tasks.add(ident, tasks=[{"key": k, "title": k} for k in "abc"])
-        got = await h.tasks.claim(ident)
+        await h.tasks.add(ident, AddTasksArgs(tasks=[{"key": k, "title": k} for k in "abc"]))
+        got = await h.tasks.claim(ident, ClaimTaskArgs())
         await h.tasks.update(
-            ident, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="ok"
+            ident,
+            UpdateTaskArgs(task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="ok"),
         )
         lines = [line async for line in h.maintenance.export(workspace)]
     async with Harness.open(settings_for(target)) as h:
         await h.maintenance.import_lines(lines)
-        assert (await h.tasks.list(ident)).counts.model_dump() == shown({("pending", False): 2, ("done", False): 1})
+        assert (await h.tasks.list(ident, ListTasksArgs())).counts.model_dump() == shown(
+            {("pending", False): 2, ("done", False): 1}
+        )
     assert await counters(target, workspace) == await truth(target, workspace)
 
 
 _CLAIMER = textwrap.dedent("""
     import asyncio, sys
+    from mcp_harness.arguments import ClaimTaskArgs, UpdateTaskArgs
     from mcp_harness.config import Settings
     from mcp_harness.service import Harness, Identity
 
@@ -247,14 +257,14 @@ _CLAIMER = textwrap.dedent("""
         async with Harness.open(Settings.from_env(url)) as h:
             ident = Identity(workspace, agent)
             while True:
-                got = await h.tasks.claim(ident, lease_seconds=60)
+                got = await h.tasks.claim(ident, ClaimTaskArgs(lease_seconds=60))
                 if got.task is None:
                     break
                 fields = dict(task_key=got.task.key, lease_token=got.lease.token)
                 if got.task.key.endswith("7"):
-                    await h.tasks.update(ident, action="fail", error="no", retry=False, **fields)
+                    await h.tasks.update(ident, UpdateTaskArgs(action="fail", error="no", retry=False, **fields))
                 else:
-                    await h.tasks.update(ident, action="complete", verification="ok", **fields)
+                    await h.tasks.update(ident, UpdateTaskArgs(action="complete", verification="ok", **fields))
                 done += 1
         print(done)
 
@@ -269,7 +279,7 @@ async def test_processes_claiming_at_once_on_postgres_keep_counts_right(postgres
     rows stay few (slots are reused once their transaction ends)."""
     ident = Identity(workspace, "lead")
     async with Harness.open(settings_for(postgres_url)) as h:
-        await h.tasks.add(ident, tasks=[{"key": f"k{i:03d}", "title": f"task {i}"} for i in range(300)])
+        await h.tasks.add(ident, AddTasksArgs(tasks=[{"key": f"k{i:03d}", "title": f"task {i}"} for i in range(300)]))
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _CLAIMER, postgres_url, workspace, f"w{i}"],
@@ -282,7 +292,7 @@ async def test_processes_claiming_at_once_on_postgres_keep_counts_right(postgres
     async with Harness.open(settings_for(postgres_url)) as h:  # more tasks while the claims run
         for start in range(300, 600, 20):
             batch = [{"key": f"k{i:03d}", "title": f"task {i}"} for i in range(start, start + 20)]
-            await h.tasks.add(ident, tasks=batch)
+            await h.tasks.add(ident, AddTasksArgs(tasks=batch))
     finished = 0
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -290,10 +300,12 @@ async def test_processes_claiming_at_once_on_postgres_keep_counts_right(postgres
         finished += int(out.strip())
     # a process may stop before the last adds: finish what is left here
     async with Harness.open(settings_for(postgres_url)) as h:
-        while (got := await h.tasks.claim(ident)).task is not None:
+        while (got := await h.tasks.claim(ident, ClaimTaskArgs())).task is not None:
             action = "fail" if got.task.key.endswith("7") else "complete"
             extra = {"error": "no", "retry": False} if action == "fail" else {"verification": "ok"}
-            await h.tasks.update(ident, task_key=got.task.key, lease_token=got.lease.token, action=action, **extra)
+            await h.tasks.update(
+                ident, UpdateTaskArgs(task_key=got.task.key, lease_token=got.lease.token, action=action, **extra)
+            )
             finished += 1
     assert finished == 600
     real = await truth(postgres_url, workspace)

@@ -10,6 +10,7 @@ import pytest
 from support import call, fail, mcp_client
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import tasks as task_store
 
@@ -240,9 +241,11 @@ async def test_events_are_exported_and_imported(db_url, workspace, tmp_path):
     async with Harness.open(_settings(db_url)) as h:
         from mcp_harness.models import TaskSpec
 
-        await h.tasks.add(ident, tasks=[TaskSpec(key="k", title="k")])
-        got = await h.tasks.claim(ident)
-        await h.tasks.update(ident, task_key="k", action="fail", lease_token=got.lease.token, error="e", retry=False)
+        await h.tasks.add(ident, AddTasksArgs(tasks=[TaskSpec(key="k", title="k")]))
+        got = await h.tasks.claim(ident, ClaimTaskArgs())
+        await h.tasks.update(
+            ident, UpdateTaskArgs(task_key="k", action="fail", lease_token=got.lease.token, error="e", retry=False)
+        )
         lines = [line async for line in h.maintenance.export(workspace)]
     exported = [json.loads(line) for line in lines if '"type":"task_event"' in line]
     assert [(e["kind"], e["actor"]) for e in exported] == [("claim", "a"), ("fail", "a")]

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, RestoreStateArgs, UpdateTaskArgs
 from mcp_harness.config import Settings
 from mcp_harness.errors import Forbidden, InvalidArgument, LeaseLost, NotFound
 from mcp_harness.models import TaskSpec
@@ -90,7 +91,7 @@ class TaskMachine(RuleBasedStateMachine):
                     kind="gate" if kind == "gate" else "work",
                 )
             )
-        self.run(self.h.tasks.add(Identity(WS, "planner"), tasks=tasks))
+        self.run(self.h.tasks.add(Identity(WS, "planner"), AddTasksArgs(tasks=tasks)))
         self.keys = [t.key for t in tasks]
         self.holder = {k: None for k in self.keys}
 
@@ -98,7 +99,7 @@ class TaskMachine(RuleBasedStateMachine):
     def claim(self, agent: str, named: int | None) -> None:
         key = None if named is None or not self.keys else self.keys[named % len(self.keys)]
         try:
-            got = self.run(self.h.tasks.claim(Identity(WS, agent), lease_seconds=10, task_key=key))
+            got = self.run(self.h.tasks.claim(Identity(WS, agent), ClaimTaskArgs(lease_seconds=10, task_key=key)))
         except InvalidArgument:
             assert key is not None and self._rows()[0][key].kind == "gate", f"claim of {key} refused"
             return
@@ -180,7 +181,11 @@ class TaskMachine(RuleBasedStateMachine):
         expect_ok = self.holder[key] == (agent, token)
         repeat = action == "complete" and self.completed_by.get(key) == token  # a retried complete: a no-op
         try:
-            self.run(self.h.tasks.update(Identity(WS, agent), task_key=key, action=action, lease_token=token, **kw))
+            self.run(
+                self.h.tasks.update(
+                    Identity(WS, agent), UpdateTaskArgs(task_key=key, action=action, lease_token=token, **kw)
+                )
+            )
         except LeaseLost:
             assert not expect_ok and not repeat, f"{action} by {agent} on {key} with the current token was refused"
             return
@@ -216,10 +221,10 @@ class TaskMachine(RuleBasedStateMachine):
         reopen = {"task_key": key, "action": "reopen", "reason": "regression"}
         try:
             try:
-                self.run(self.h.tasks.update(Identity(WS, "human"), **reopen))
+                self.run(self.h.tasks.update(Identity(WS, "human"), UpdateTaskArgs(**reopen)))
             except Forbidden:  # an agent may not revive a cancelled task: a person's decision
                 assert self._rows()[0][key].status == "cancelled", key
-                self.run(self.h.tasks.update(Identity(WS, "human", "operator"), **reopen))
+                self.run(self.h.tasks.update(Identity(WS, "human", "operator"), UpdateTaskArgs(**reopen)))
         except InvalidArgument:
             return  # not done, failed or cancelled: nothing to reopen
         self.reopened.add(key)
@@ -241,7 +246,7 @@ class TaskMachine(RuleBasedStateMachine):
         key = self.keys[index % len(self.keys)]
         before = self._rows()[0][key]
         try:
-            self.run(self.h.tasks.update(OPERATOR, task_key=key, action=action, **kw))
+            self.run(self.h.tasks.update(OPERATOR, UpdateTaskArgs(task_key=key, action=action, **kw)))
         except (InvalidArgument, NotFound) as exc:
             assert "is " in exc.message, exc.message
             return None
@@ -280,9 +285,9 @@ class TaskMachine(RuleBasedStateMachine):
             if r.status == "claimed" and r.lease_expires_at <= now and r.attempts >= r.max_attempts
         }
         if restore:
-            self.run(self.h.restore(Identity(WS, agent)))
+            self.run(self.h.restore(Identity(WS, agent), RestoreStateArgs()))
         else:
-            self.run(self.h.tasks.list(Identity(WS, agent), status=["claimed", "failed"]))
+            self.run(self.h.tasks.list(Identity(WS, agent), ListTasksArgs(status=["claimed", "failed"])))
         after = self._rows()[0]
         assert {k for k in ran_out if after[k].status != "failed"} == set(), "a look left a run-out lease held"
         changed = {k for k in before if k not in ran_out and after[k].status != before[k].status}

@@ -7,6 +7,7 @@ import pytest
 from support import call, fail, mcp_client
 
 from mcp_harness import clock
+from mcp_harness.arguments import AddTasksArgs
 
 pytestmark = pytest.mark.anyio
 
@@ -374,7 +375,9 @@ async def test_claim_reads_its_indexes_in_order(harness, workspace):
 
     ident = Identity(workspace, "a")
     for start in range(0, 8000, 500):
-        await harness.tasks.add(ident, tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
+        await harness.tasks.add(
+            ident, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title="t") for i in range(start, start + 500)])
+        )
 
     def literal(sql: str) -> str:  # the statement with its parameters written in, as the planner sees a claim
         return sql.replace(":ws", f"'{workspace}'").replace(":now", "1e12")

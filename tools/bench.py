@@ -34,6 +34,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcp_harness.arguments import ListCheckpointsArgs, RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.config import Settings  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
 
@@ -104,7 +105,7 @@ async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) 
     LangGraph's, our bytes per checkpoint, LangGraph's)."""
     async with side_by_side(ours_path, lg_path) as (h, saver):
         theirs = LangGraphThread(saver, "w")
-        await h.checkpoints.save(IDENT, state=states(0), thread="w")
+        await h.checkpoints.save(IDENT, SaveCheckpointArgs(state=states(0), thread="w"))
         await theirs.put(states(0), 0)
         ours_before, lg_before = file_bytes(ours_path), file_bytes(lg_path)
         ours_rates, lg_rates = [], []
@@ -114,7 +115,7 @@ async def writes(ours_path: str, lg_path: str, states, n: int, blocks: int = 1) 
             batch = [states(i) for i in steps]  # made before the clock starts, for each side
             start = time.perf_counter()
             for state in batch:
-                await h.checkpoints.save(IDENT, state=state, thread="w")
+                await h.checkpoints.save(IDENT, SaveCheckpointArgs(state=state, thread="w"))
             ours_rates.append(size / (time.perf_counter() - start))
             batch = [states(i) for i in steps]
             start = time.perf_counter()
@@ -137,7 +138,7 @@ async def restores(ours_path: str, lg_path: str, n: int = 400) -> tuple[float, f
         ours, theirs = [], []
         for _ in range(n):
             start = time.perf_counter()
-            await h.restore(IDENT, thread="w", progress_limit=0)
+            await h.restore(IDENT, RestoreStateArgs(thread="w", progress_limit=0))
             ours.append(time.perf_counter() - start)
             start = time.perf_counter()
             await saver.aget_tuple(config)
@@ -151,12 +152,12 @@ async def history_restores(small_path: str, deep_path: str, history: int, n: int
     async with Harness.open(Settings.from_env(small_path)) as small, Harness.open(Settings.from_env(deep_path)) as deep:
         for h, count in ((small, 1000), (deep, history)):
             for i in range(count):
-                await h.checkpoints.save(IDENT, state=one_key_state(i), thread="deep")
+                await h.checkpoints.save(IDENT, SaveCheckpointArgs(state=one_key_state(i), thread="deep"))
         times: tuple[list[float], list[float]] = ([], [])
         for _ in range(n):
             for h, out in zip((small, deep), times, strict=True):
                 start = time.perf_counter()
-                await h.restore(IDENT, thread="deep", progress_limit=0)
+                await h.restore(IDENT, RestoreStateArgs(thread="deep", progress_limit=0))
                 out.append(time.perf_counter() - start)
     return statistics.median(times[0]), statistics.median(times[1])
 
@@ -166,7 +167,7 @@ async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, f
     `alist`, the two timed in turn so that a slow patch of a shared machine falls on both."""
     async with side_by_side(ours_path, lg_path) as (h, saver):
         for i in range(entries):
-            await h.checkpoints.save(IDENT, state={"i": i}, thread="hist")
+            await h.checkpoints.save(IDENT, SaveCheckpointArgs(state={"i": i}, thread="hist"))
         theirs_thread = LangGraphThread(saver, "hist")
         for i in range(entries):
             await theirs_thread.put({"i": i}, i)
@@ -175,7 +176,9 @@ async def listings(ours_path: str, lg_path: str, entries: int) -> tuple[float, f
             start = time.perf_counter()
             seen, before = 0, None
             while True:
-                page = await h.checkpoints.list(IDENT, thread="hist", limit=200, before_version=before)
+                page = await h.checkpoints.list(
+                    IDENT, ListCheckpointsArgs(thread="hist", limit=200, before_version=before)
+                )
                 seen += len(page.checkpoints)
                 if page.next_before_version is None:
                     break

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, SaveCheckpointArgs, UpdateTaskArgs
+
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT_TARGET = 4.0  #: the per-prompt hook, against `python -c pass`
 SESSION_TARGET = 0.5  #: seconds the hooks add to a session
@@ -52,14 +54,19 @@ def prepare(db: str) -> None:
     async def fill() -> None:
         async with Harness.open(Settings.from_env(db)) as h:
             me, other = Identity(WORKSPACE, "claude-code:5e55ion0"), Identity(WORKSPACE, "other")
-            await h.tasks.add(me, tasks=[TaskSpec(key=f"t{i}", title=f"task {i}") for i in range(200)])
+            await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title=f"task {i}") for i in range(200)]))
             for who in [me, other] * 20:
-                got = await h.tasks.claim(who)
+                got = await h.tasks.claim(who, ClaimTaskArgs())
                 await h.tasks.update(
-                    who, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="checked"
+                    who,
+                    UpdateTaskArgs(
+                        task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="checked"
+                    ),
                 )
-            await h.tasks.claim(me)
-            await h.checkpoints.save(other, thread="main", state={"plan": "the shop", "done": 40}, label="midway")
+            await h.tasks.claim(me, ClaimTaskArgs())
+            await h.checkpoints.save(
+                other, SaveCheckpointArgs(thread="main", state={"plan": "the shop", "done": 40}, label="midway")
+            )
 
     anyio.run(fill)
 

@@ -36,6 +36,7 @@ from support.claude_code import environment, locate  # noqa: E402
 from support.runner import add_tasks, completes, harness_do, project, runner_command  # noqa: E402
 from support.scripted_model import ScriptedModel  # noqa: E402
 
+from mcp_harness.arguments import ClaimTaskArgs  # noqa: E402
 from mcp_harness.identity import Identity, session_agent  # noqa: E402
 from mcp_harness.runner.agents import ClaudeCode, Plan, mcp_config  # noqa: E402
 from mcp_harness.runner.prompt import task_prompt  # noqa: E402
@@ -67,7 +68,7 @@ def bare_loop(db: str, ws: str, folder: Path, env: dict, claude: Path, data: Pat
     while True:
         session = str(uuid.uuid4())
         ident = Identity(ws, session_agent(agent.base, session))
-        claim = harness_do(db, lambda h, i=ident: h.tasks.claim(i, lease_seconds=120))
+        claim = harness_do(db, lambda h, i=ident: h.tasks.claim(i, ClaimTaskArgs(lease_seconds=120)))
         if claim.task is None:
             return ran
         text = task_prompt(claim.task.model_dump(mode="json"), claim.lease.token, "bench", attempt=1, last=False)

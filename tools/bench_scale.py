@@ -49,6 +49,14 @@ from starlette.applications import Starlette
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcp_harness.arguments import (
+    AddTasksArgs,
+    ClaimTaskArgs,
+    ListTasksArgs,
+    RestoreStateArgs,
+    SaveCheckpointArgs,
+    UpdateTaskArgs,
+)
 from mcp_harness.config import Settings  # noqa: E402
 from mcp_harness.console.auth import TokenLogin  # noqa: E402
 from mcp_harness.console.routes import console_routes  # noqa: E402
@@ -253,7 +261,9 @@ async def build(
     for j in range(checkpoints):
         who = Identity(WORKSPACE, f"agent-{j % AGENTS}")
         thread = "main" if j % 10 == 0 else f"thread-{j % THREADS}"
-        await h.checkpoints.save(who, thread=thread, state={"step": j, "goal": "ship", "notes": ["a", "b"]})
+        await h.checkpoints.save(
+            who, SaveCheckpointArgs(thread=thread, state={"step": j, "goal": "ship", "notes": ["a", "b"]})
+        )
     say(f"  {checkpoints:,} checkpoints in {time.perf_counter() - started:.1f} s")
     started = time.perf_counter()
     for start in range(0, messages, 10000):  # to the agents (9 in 10 acknowledged), to everyone, to bench
@@ -287,19 +297,19 @@ async def build(
 def _operations(h: Harness) -> dict[str, Callable[[], Awaitable[Any]]]:
     me = Identity(WORKSPACE, "bench")
     return {
-        "claim_task": lambda: h.tasks.claim(me, lease_seconds=3600),
-        "restore_state": lambda: h.restore(me),
-        "list_tasks page": lambda: h.tasks.list(me),
+        "claim_task": lambda: h.tasks.claim(me, ClaimTaskArgs(lease_seconds=3600)),
+        "restore_state": lambda: h.restore(me, RestoreStateArgs()),
+        "list_tasks page": lambda: h.tasks.list(me, ListTasksArgs()),
         "board first page": lambda: h.console.board(me),
         # not in the list (not gated): pages whose rows are a share of the tasks
-        "(info) list_tasks page, status=failed": lambda: h.tasks.list(me, status="failed"),
+        "(info) list_tasks page, status=failed": lambda: h.tasks.list(me, ListTasksArgs(status="failed")),
         "(info) board, 20 cards a column": lambda: h.console.board(me, per_column=20),
         "timeline page": lambda: h.console.timeline(me),
         "timeline page, one thread": lambda: h.console.timeline(me, thread="thread-7"),
         "search progress (100 matches)": lambda: h.progress.search(me, "needle", limit=5),
-        "restore_state, query (100 matches)": lambda: h.restore(me, query="needle"),
-        "list_tasks, query (100 matches)": lambda: h.tasks.list(me, query="needle"),
-        "(info) restore_state, query matching every entry": lambda: h.restore(me, query="worked"),
+        "restore_state, query (100 matches)": lambda: h.restore(me, RestoreStateArgs(query="needle")),
+        "list_tasks, query (100 matches)": lambda: h.tasks.list(me, ListTasksArgs(query="needle")),
+        "(info) restore_state, query matching every entry": lambda: h.restore(me, RestoreStateArgs(query="worked")),
         "message read (inbox)": lambda: h.messages.read(me),
         "inbox count (claim and heartbeat)": lambda: h.inbox(me),
     }
@@ -353,7 +363,10 @@ async def measure(
             if not h.db.is_sqlite:  # as autovacuum would after so many changed rows
                 async with h.db.single() as conn:
                     await conn.execute(_VACUUM)
-        claims = ({name: lambda: big.tasks.claim(me)}, {name: lambda: small.tasks.claim(me)})
+        claims = (
+            {name: lambda: big.tasks.claim(me, ClaimTaskArgs())},
+            {name: lambda: small.tasks.claim(me, ClaimTaskArgs())},
+        )
         out |= await _turns(*claims, max(5, rounds // 10))
     return out, sizes
 
@@ -497,16 +510,17 @@ async def _reserved(h: Harness, workspace: str, held: int, rounds: int) -> Calla
         for i in range(held + rounds + 10)
     ]
     for start in range(0, len(specs), 500):
-        await h.tasks.add(planner, tasks=specs[start : start + 500])
+        await h.tasks.add(planner, AddTasksArgs(tasks=specs[start : start + 500]))
     for i in range(held):
-        await h.tasks.claim(Identity(workspace, f"holder-{i}"), lease_seconds=86400)
+        await h.tasks.claim(Identity(workspace, f"holder-{i}"), ClaimTaskArgs(lease_seconds=86400))
     me = Identity(workspace, "bench")
 
     async def claim_and_hand_back() -> None:
-        got = await h.tasks.claim(me, lease_seconds=3600)
+        got = await h.tasks.claim(me, ClaimTaskArgs(lease_seconds=3600))
         assert got.task is not None and got.lease is not None, got.reason
         await h.tasks.update(
-            me, task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="bench"
+            me,
+            UpdateTaskArgs(task_key=got.task.key, action="complete", lease_token=got.lease.token, verification="bench"),
         )
 
     return claim_and_hand_back

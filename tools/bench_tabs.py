@@ -59,6 +59,7 @@ import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcp_harness.arguments import AddTasksArgs
 from mcp_harness.config import Settings  # noqa: E402
 from mcp_harness.models import TaskSpec  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
@@ -79,16 +80,18 @@ async def build(db: str, roots: int, dependents: int) -> tuple[str, str, str]:
     async with Harness.open(Settings.from_env(db)) as h:
         me = Identity(WORKSPACE, "planner")
         keys = [f"root-{i:03}" for i in range(roots)]
-        await h.tasks.add(me, tasks=[TaskSpec(key=k, title=f"Foundation {k}") for k in keys])
+        await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key=k, title=f"Foundation {k}") for k in keys]))
         for start in range(0, dependents, 1000):
             await h.tasks.add(
                 me,
-                tasks=[
-                    TaskSpec(key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=keys)
-                    for i in range(start, min(dependents, start + 1000))
-                ],
+                AddTasksArgs(
+                    tasks=[
+                        TaskSpec(key=f"leaf-{i:04}", title=f"Feature {i} that needs every foundation", depends_on=keys)
+                        for i in range(start, min(dependents, start + 1000))
+                    ]
+                ),
             )
-        await h.tasks.add(Identity(OTHER, "planner"), tasks=[TaskSpec(key="small", title="A small plan")])
+        await h.tasks.add(Identity(OTHER, "planner"), AddTasksArgs(tasks=[TaskSpec(key="small", title="A small plan")]))
         tokens = (WORKSPACE, "agent-1"), (WORKSPACE, "olga", "operator"), (OTHER, "agent-2")
         return tuple([await h.tokens.create(*t) for t in tokens])  # type: ignore[return-value]
 

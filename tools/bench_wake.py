@@ -29,6 +29,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.config import Settings  # noqa: E402
 from mcp_harness.models import TaskSpec  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
@@ -42,7 +43,7 @@ def _waiter(db: str, workspace: str, rounds: int, ready: mp.Queue, got: mp.Queue
             ident = Identity(workspace=workspace, agent="waiter")
             for _ in range(rounds):
                 ready.put(time.monotonic())
-                result = await h.tasks.claim(ident, wait_seconds=30)
+                result = await h.tasks.claim(ident, ClaimTaskArgs(wait_seconds=30))
                 at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of the machine
                 if result.task is None:
                     got.put((None, at))
@@ -50,10 +51,12 @@ def _waiter(db: str, workspace: str, rounds: int, ready: mp.Queue, got: mp.Queue
                 got.put((result.task.key, at))
                 await h.tasks.update(
                     ident,
-                    task_key=result.task.key,
-                    action="complete",
-                    lease_token=result.lease.token,
-                    verification="bench",
+                    UpdateTaskArgs(
+                        task_key=result.task.key,
+                        action="complete",
+                        lease_token=result.lease.token,
+                        verification="bench",
+                    ),
                 )
 
     anyio.run(main)
@@ -76,7 +79,7 @@ def measure(db: str, rounds: int) -> tuple[list[float], list[float]]:
                     ready.get(timeout=60)
                     await anyio.sleep(random.uniform(0.15, 0.3))  # well inside its wait, at a random phase
                     started = time.monotonic()
-                    await h.tasks.add(planner, tasks=[TaskSpec(key=f"t{i}", title="wake up")])
+                    await h.tasks.add(planner, AddTasksArgs(tasks=[TaskSpec(key=f"t{i}", title="wake up")]))
                     returned = time.monotonic()
                     key, at = got.get(timeout=60)
                     if key != f"t{i}":

@@ -30,6 +30,8 @@ WAITING = 5  #: pending tasks named
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
+    from ..arguments import RestoreStateArgs
+
     if args.url:
         restored, rows = fetch_remote(args.url, args.token_env, args.thread)
         say(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
@@ -50,7 +52,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
         return 0
 
     async def run(h: Harness) -> int:
-        restored = await h.restore(ident, thread=args.thread)
+        restored = await h.restore(ident, RestoreStateArgs(thread=args.thread))
         rows = await waiting_rows(h, ident)
         others = await other_workspaces(h, ident)
         text = render(
@@ -84,7 +86,9 @@ async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
     or session ended it), then one row per live lease with the paths it holds (a claim reserves
     exclusively, so shared ones stop it too: `render` marks a ready task whose paths another agent's
     lease holds)."""
-    listed = await h.tasks.list(ident, status=["pending"], limit=20)
+    from ..arguments import ListTasksArgs
+
+    listed = await h.tasks.list(ident, ListTasksArgs(status=["pending"], limit=20))
     claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
     lapsed = [
         {

@@ -10,6 +10,7 @@ from ..identity import leases_kept
 from .hook_call import HookCall, one_line, start_mark
 
 if TYPE_CHECKING:
+    from ..models import ProgressStatus
     from ..service import Harness, Identity
 
 NOTES = 5  #: notes about a held task restored after a compaction
@@ -73,9 +74,10 @@ def session_start(call: HookCall) -> str:
 
 
 async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
+    from ..arguments import RestoreStateArgs
     from .brief import other_workspaces, render, waiting_rows
 
-    restored = await harness.restore(ident, thread="main")
+    restored = await harness.restore(ident, RestoreStateArgs(thread="main"))
     rows = await waiting_rows(harness, ident)
     others = await other_workspaces(harness, ident)
     text = render(
@@ -100,15 +102,22 @@ async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
 
 
 async def _held(harness: Harness, ident: Identity) -> list[str]:
-    restored = await harness.restore(ident, thread="main", progress_limit=1)
+    from ..arguments import RestoreStateArgs
+
+    restored = await harness.restore(ident, RestoreStateArgs(thread="main", progress_limit=1))
     return [t.key for t in restored.my_tasks if t.status == "claimed"]
 
 
-async def _note(harness: Harness, ident: Identity, summary: str, key: str | None, status: str = "note") -> None:
+async def _note(
+    harness: Harness, ident: Identity, summary: str, key: str | None, status: ProgressStatus = "note"
+) -> None:
+    from ..arguments import RecordProgressArgs
     from ..service import Identity as Who
     from ..service.task_events import HARNESS
 
-    await harness.progress.record(Who(ident.workspace, HARNESS, own=True), summary=summary, task_key=key, status=status)
+    await harness.progress.record(
+        Who(ident.workspace, HARNESS, own=True), RecordProgressArgs(summary=summary, task_key=key, status=status)
+    )
 
 
 async def _pre_compact(harness: Harness, ident: Identity, call: HookCall) -> None:

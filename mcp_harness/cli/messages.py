@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..arguments import MessageArgs
 from ..errors import InvalidArgument
 from ..service import Harness
 from .common import caller, with_harness
@@ -22,12 +23,14 @@ def cmd_msg(args: argparse.Namespace) -> int:
         async def send(h: Harness) -> int:
             sent = await h.messages.act(
                 who,
-                action="send",
-                to=args.to,
-                body=args.body,
-                subject=args.subject,
-                task_key=args.task,
-                reply_to=args.reply_to,
+                MessageArgs(
+                    action="send",
+                    to=args.to,
+                    body=args.body,
+                    subject=args.subject,
+                    task_key=args.task,
+                    reply_to=args.reply_to,
+                ),
             )
             if args.json:
                 print(json.dumps(sent.model_dump(mode="json")))
@@ -62,7 +65,7 @@ def cmd_msg(args: argparse.Namespace) -> int:
         ids = args.ids
 
         async def ack(h: Harness) -> int:
-            got = await h.messages.act(who, action="ack", ids=ids)
+            got = await h.messages.act(who, MessageArgs(action="ack", ids=ids))
             if args.json:
                 print(json.dumps(got.model_dump(mode="json")))
             else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..arguments import ListCheckpointsArgs, RestoreStateArgs
 from ..config import check_name
 from ..errors import InvalidArgument, NotFound
 from ..models import EVERY_FIELD, every_field
@@ -102,7 +103,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        page = await h.checkpoints.list(ident, thread=args.thread, limit=args.limit)
+        page = await h.checkpoints.list(ident, ListCheckpointsArgs(thread=args.thread, limit=args.limit))
         if not page.checkpoints:
             await no_checkpoint(h, ident, args.thread)
         if args.json:
@@ -137,7 +138,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        brief = await h.restore(ident, thread=args.thread, version=args.version, progress_limit=0)
+        brief = await h.restore(ident, RestoreStateArgs(thread=args.thread, version=args.version, progress_limit=0))
         if not brief.found:
             await no_checkpoint(h, ident, args.thread, args.version)
         say(json.dumps(brief.state, indent=2, ensure_ascii=False))  # escapes keep it JSON, with the same values

@@ -6,10 +6,12 @@ token; actions need the `operator` role and act under the person's name."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ..arguments import MessageArgs, SaveCheckpointArgs, UpdateTaskArgs
 from ..errors import Forbidden, InvalidArgument, NotFound
 from ..metrics import CONSOLE_ACTIONS, count_console_action
 from ..service import Identity
@@ -123,7 +125,7 @@ async def act(console: Console, request: Request) -> Response:
         raise InvalidArgument("the form names no task")
     if not session.may_see(workspace):
         raise Forbidden(f"this sign-in may act in workspace {session.workspace!r} only")
-    given: dict[str, str] = {}
+    given: dict[str, Any] = {}
     if action.field is not None:
         text = (_field(form, action.field) or "").strip()
         if action.required and not text:
@@ -133,10 +135,9 @@ async def act(console: Console, request: Request) -> Response:
     nonce = _field(form, "nonce")
     await console.harness.tasks.update(
         Identity(workspace=workspace, agent=session.agent, role="operator"),
-        task_key=key,
-        action=name,
-        idempotency_key=f"console:{name}:{nonce}" if nonce else None,
-        **given,
+        UpdateTaskArgs(
+            task_key=key, action=name, idempotency_key=f"console:{name}:{nonce}" if nonce else None, **given
+        ),
     )
     count_console_action(name)
     return RedirectResponse(console.url("/task", w=workspace, key=key, done=action.done), status_code=303)
@@ -191,12 +192,14 @@ async def send_message(console: Console, request: Request) -> Response:
     nonce = _field(form, "nonce")
     await console.harness.messages.act(
         who,
-        action="send",
-        to=(_field(form, "to") or "").strip(),
-        body=_field(form, "body") or "",
-        task_key=key,
-        reply_to=_field(form, "reply_to") or None,
-        idempotency_key=f"console:message:{nonce}" if nonce else None,
+        MessageArgs(
+            action="send",
+            to=(_field(form, "to") or "").strip(),
+            body=_field(form, "body") or "",
+            task_key=key,
+            reply_to=_field(form, "reply_to") or None,
+            idempotency_key=f"console:message:{nonce}" if nonce else None,
+        ),
     )
     if _field(form, "back") == "task" and key:
         return RedirectResponse(console.url("/task", w=who.workspace, key=key) + "#messages", status_code=303)
@@ -213,7 +216,7 @@ async def ack_message(console: Console, request: Request) -> Response:
     message_id = _field(form, "id")
     if not message_id:
         raise InvalidArgument("the form names no message")
-    await console.harness.messages.act(who, action="ack", ids=[message_id])
+    await console.harness.messages.act(who, MessageArgs(action="ack", ids=[message_id]))
     return RedirectResponse(console.url("/inbox", w=who.workspace), status_code=303)
 
 
@@ -235,11 +238,13 @@ async def fork(console: Console, request: Request) -> Response:
     nonce = _field(form, "nonce")
     saved = await console.harness.checkpoints.save(
         who,
-        thread=name,
-        fork_from=source,
-        mode="merge",
-        state={},
-        idempotency_key=f"console:fork:{nonce}" if nonce else None,
+        SaveCheckpointArgs(
+            thread=name,
+            fork_from=source,
+            mode="merge",
+            state={},
+            idempotency_key=f"console:fork:{nonce}" if nonce else None,
+        ),
     )
     count_console_action("fork")
     return RedirectResponse(console.url("/thread", w=who.workspace, t=saved.thread, forked=1), status_code=303)

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..arguments import ListCheckpointsArgs
 from ..errors import InvalidArgument
 from ..identity import Identity
 from ..service.console import BOARD_COLUMNS, GRAPH_EDGES, span
@@ -347,7 +348,9 @@ async def thread(console: Console, request: Request) -> Response:
     if name is None:
         raise Redirect(console.url("/threads", w=ident.workspace))
     before = _int(request, "before")
-    history = await console.harness.checkpoints.list(ident, thread=name, limit=50, before_version=before)
+    history = await console.harness.checkpoints.list(
+        ident, ListCheckpointsArgs(thread=name, limit=50, before_version=before)
+    )
     old, new = _int(request, "a"), _int(request, "b")
     changes = await console.harness.console.diff(ident, name, old, new) if old and new else None
     shown = None

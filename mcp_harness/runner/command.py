@@ -169,9 +169,10 @@ def _readable_spec(spec: Path) -> None:
 
 
 async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> int:
+    from ..arguments import ListTasksArgs
     from ..identity import Identity
 
-    listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ready=True, limit=20)
+    listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
     ready = [t.key for t in listed.tasks]
     print(f"workspace {workspace!r}: {len(ready)} task(s) ready now" + (f": {', '.join(ready)}" if ready else ""))
     words = getattr(agent, "words", None) or [getattr(agent, "binary", "claude"), "-p", "PROMPT", "..."]

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from .. import signals
+from ..arguments import ClaimTaskArgs, ListTasksArgs, RecordProgressArgs, UpdateTaskArgs
 from ..errors import HarnessError
 from ..identity import Identity, session_agent
 from ..models import ClaimTaskResult, SessionOutcome
@@ -235,7 +236,9 @@ class Runner:
                 details = f"runner {orphan.runner} stopped answering; settled by runner {self.id}"
                 try:
                     runner = Identity(self.workspace, RUNNER_AGENT, own=True)
-                    await self.h.progress.record(runner, summary=summary, details=details, task_key=orphan.task_key)
+                    await self.h.progress.record(
+                        runner, RecordProgressArgs(summary=summary, details=details, task_key=orphan.task_key)
+                    )
                 except HarnessError as exc:
                     self.display.say(f"could not write the progress entry of session {orphan.id[:8]}: {exc.message}")
                 self.display.say(f"session {orphan.id[:8]} of a dead runner settled (crashed)")
@@ -299,7 +302,9 @@ class Runner:
         return EXIT_DONE
 
     async def _no_tasks(self) -> bool:
-        listed = await self.h.tasks.list(Identity(self.workspace, RUNNER_AGENT, own=True), status=None, limit=1)
+        listed = await self.h.tasks.list(
+            Identity(self.workspace, RUNNER_AGENT, own=True), ListTasksArgs(status=None, limit=1)
+        )
         return not any(listed.counts.model_dump().values())
 
     def _budget_spent(self) -> str | None:
@@ -315,7 +320,7 @@ class Runner:
     async def _claim(self) -> tuple[ClaimTaskResult, Identity, str]:
         session = str(uuid.uuid4())
         ident = Identity(self.workspace, session_agent(self.agent.base, session))
-        claim = await self.h.tasks.claim(ident, lease_seconds=LEASE_SECONDS, tags=self.options.tags)
+        claim = await self.h.tasks.claim(ident, ClaimTaskArgs(lease_seconds=LEASE_SECONDS, tags=self.options.tags))
         return claim, ident, session
 
     def _waits_on(self, claim: ClaimTaskResult) -> str:
@@ -385,7 +390,7 @@ class Runner:
         try:
             assert claim.task is not None and claim.lease is not None
             key, lease = claim.task.key, claim.lease
-            full = await self.h.tasks.list(ident, task_key=key)
+            full = await self.h.tasks.list(ident, ListTasksArgs(task_key=key))
             added_by = getattr(full.tasks[0], "added_by", None) if full.tasks else None
             task = claim.task.model_dump(mode="json")
             last = lease.attempt >= claim.task.max_attempts
@@ -473,7 +478,7 @@ class Runner:
         while True:
             await anyio.sleep(LEASE_SECONDS / 4)
             try:
-                await self.h.tasks.update(ident, task_key=key, action="heartbeat", lease_token=token)
+                await self.h.tasks.update(ident, UpdateTaskArgs(task_key=key, action="heartbeat", lease_token=token))
             except HarnessError:
                 return  # the task left this lease (completed, released, revoked): nothing left to keep
 
@@ -537,10 +542,7 @@ class Runner:
         try:
             await self.h.progress.record(
                 Identity(self.workspace, RUNNER_AGENT, own=True),
-                summary=summary,
-                details=details,
-                task_key=key,
-                thread="main",
+                RecordProgressArgs(summary=summary, details=details, task_key=key, thread="main"),
             )
         except HarnessError as exc:
             self.display.say(f"slot {slot}: could not write the progress entry: {exc.message}")
@@ -582,13 +584,13 @@ class Runner:
 
     async def _give_back_others(self, ident: Identity, key: str | None, session: str) -> None:
         """Tasks the session claimed besides its own (against its rules) go back, no attempt counted."""
-        listed = await self.h.tasks.list(ident, status="claimed", limit=200)
+        listed = await self.h.tasks.list(ident, ListTasksArgs(status="claimed", limit=200))
         operator = Identity(self.workspace, RUNNER_AGENT, role="operator", own=True)
         for row in listed.tasks:
             if row.owner == ident.agent and row.key != key:
                 why = f"runner: session {session[:8]} claimed {row.key} besides its own task {key}; given back"
                 try:
-                    await self.h.tasks.operator_release(operator, row.key, why)
+                    await self.h.tasks.update(operator, UpdateTaskArgs(task_key=row.key, action="release", reason=why))
                 except HarnessError:
                     continue  # ended meanwhile
                 self.display.say(f"session {session[:8]} had claimed {row.key} too: given back")
@@ -601,7 +603,9 @@ class Runner:
         names what the session left uncommitted in `workdir`, the folder it worked in)."""
         try:
             if outcome in outcomes.GIVE_BACK:
-                await self.h.tasks.update(ident, task_key=key, action="release", lease_token=token, reason=note)
+                await self.h.tasks.update(
+                    ident, UpdateTaskArgs(task_key=key, action="release", lease_token=token, reason=note)
+                )
             else:
                 await self.h.tasks.end_leases(ident, note, tokens=[token], cwd=workdir)
         except HarnessError as exc:

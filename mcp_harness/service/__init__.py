@@ -96,13 +96,10 @@ class Harness:
             await changes.close(db)
             await db.close()
 
-    async def restore(
-        self, ident: Identity, args: RestoreStateArgs | None = None, /, **fields: Any
-    ) -> RestoreStateResult:
+    async def restore(self, ident: Identity, args: RestoreStateArgs) -> RestoreStateResult:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
-        all read in one consistent transaction (`args`, or its fields as keywords). A lease that ran out on
+        all read in one consistent transaction. A lease that ran out on
         its last attempt is settled first (the task fails: `TaskService.looking`)."""
-        args = RestoreStateArgs.of(args, fields)
 
         terms = search_terms(args.query) if args.query is not None else None
 

@@ -77,11 +77,8 @@ def dropped_keys(parent: list[Entry], state: dict[str, Any]) -> list[str] | None
 
 
 class CheckpointService(ServiceBase):
-    async def save(
-        self, ident: Identity, args: SaveCheckpointArgs | None = None, /, **fields: Any
-    ) -> SaveCheckpointResult:
-        """Save a state as its thread's next version (`args`, or its fields as keywords)."""
-        args = SaveCheckpointArgs.of(args, fields)
+    async def save(self, ident: Identity, args: SaveCheckpointArgs) -> SaveCheckpointResult:
+        """Save a state as its thread's next version."""
         state, thread, mode, label, metadata = args.state, args.thread, args.mode, args.label, args.metadata
         check_depth(state, self.limits.max_depth, what="state")
         metadata_json = self._metadata_json(metadata)
@@ -315,11 +312,8 @@ class CheckpointService(ServiceBase):
             for r in rows
         ]
 
-    async def list(
-        self, ident: Identity, args: ListCheckpointsArgs | None = None, /, **fields: Any
-    ) -> ListCheckpointsResult:
-        """Checkpoint metadata, newest first (`args`, or its fields as keywords)."""
-        args = ListCheckpointsArgs.of(args, fields)
+    async def list(self, ident: Identity, args: ListCheckpointsArgs) -> ListCheckpointsResult:
+        """Checkpoint metadata, newest first."""
         thread, limit, before_version = args.thread, args.limit, args.before_version
         async with self.db.read() as conn:
             rows = await store.list_checkpoints(

@@ -747,7 +747,7 @@ class ConsoleService(ServiceBase):
         check_name("thread", thread)
         async with self.db.page_read() as conn:
             meta, state, _missing = await self._checkpoints.load(
-                conn, ident, RestoreStateArgs.of(None, {"thread": thread, "version": version})
+                conn, ident, RestoreStateArgs(thread=thread, version=version)
             )
         if meta is None or state is None:
             raise NotFound(f"thread {thread!r} has no checkpoint")

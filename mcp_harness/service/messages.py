@@ -11,7 +11,6 @@ changed after it was sent (the rule's one home is the store's `live_messages` vi
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ..arguments import MessageArgs
 from ..config import MESSAGE_BODY_BYTES, NAME_PATTERN
@@ -134,9 +133,8 @@ async def addressee_warning(conn: Connection, ident: Identity, to: str, task: Ta
 
 
 class MessageService(ServiceBase):
-    async def act(self, ident: Identity, args: MessageArgs | None = None, /, **fields: Any) -> MessageResult:
-        """The `message` tool: send, read or ack (`args`, or its fields as keywords)."""
-        args = MessageArgs.of(args, fields)
+    async def act(self, ident: Identity, args: MessageArgs) -> MessageResult:
+        """The `message` tool: send, read or ack."""
         if args.action == "send":
             return await self.send(ident, args)
         if args.action == "read":

@@ -69,11 +69,8 @@ async def append_entry(
 
 
 class ProgressService(ServiceBase):
-    async def record(
-        self, ident: Identity, args: RecordProgressArgs | None = None, /, **fields: Any
-    ) -> RecordProgressResult:
-        """Append an entry to the progress log (`args`, or its fields as keywords)."""
-        args = RecordProgressArgs.of(args, fields)
+    async def record(self, ident: Identity, args: RecordProgressArgs) -> RecordProgressResult:
+        """Append an entry to the progress log."""
         summary, details, artifacts = args.summary, args.details, args.artifacts
         if not summary.strip():
             raise InvalidArgument("summary must not be empty")

@@ -11,7 +11,7 @@ import builtins
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, UpdateTaskArgs
 from ..config import Settings, check_name
@@ -24,7 +24,6 @@ from ..models import (
     TaskCounts,
     TaskDetail,
     TaskStory,
-    UpdateTaskResult,
 )
 from ..store import Connection, Database, reservations
 from ..store import messages as message_store
@@ -75,19 +74,19 @@ class TaskService(ServiceBase):
         """workspace -> expired leases this process's claims took over (for the metrics)."""
         return self.claiming.taken_over
 
-    async def add(self, ident: Identity, args: AddTasksArgs | None = None, /, **fields: Any) -> AddTasksResult:
-        """Add tasks; identical re-adds are no-ops (`args`, or its fields as keywords)."""
-        return await self.adding.add(ident, AddTasksArgs.of(args, fields))
+    async def add(self, ident: Identity, args: AddTasksArgs) -> AddTasksResult:
+        """Add tasks; identical re-adds are no-ops."""
+        return await self.adding.add(ident, args)
 
-    async def claim(self, ident: Identity, args: ClaimTaskArgs | None = None, /, **fields: Any) -> ClaimTaskResult:
+    async def claim(self, ident: Identity, args: ClaimTaskArgs) -> ClaimTaskResult:
         """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
-        (`args`, or its fields as keywords)."""
-        return await self.claiming.claim(ident, ClaimTaskArgs.of(args, fields))
+        ."""
+        return await self.claiming.claim(ident, args)
 
-    async def update(self, ident: Identity, args: UpdateTaskArgs | None = None, /, **fields: Any) -> Answer:
-        """Act on a task (`args`, or its fields as keywords): THE entry point for every action, whoever
+    async def update(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
+        """Act on a task: THE entry point for every action, whoever
         takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
-        return await self.actions.act(ident, UpdateTaskArgs.of(args, fields))
+        return await self.actions.act(ident, args)
 
     #: a task's handoff context inside the caller's transaction (`task_context.task_context`):
     #: `await TaskService.context(conn, workspace, row, full=False)`
@@ -138,32 +137,10 @@ class TaskService(ServiceBase):
             got, _ran_out = await read()  # a lease that ran out meanwhile waits for the next look
         return got
 
-    # -- shorthands of `update` for a person's actions (scripts and tests) ---------------------------
-    async def approve(self, ident: Identity, key: str, comment: str | None = None) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="approve", comment=comment)
-
-    async def reject(self, ident: Identity, key: str, comment: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="reject", comment=comment)
-
-    async def operator_release(self, ident: Identity, key: str, reason: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="release", reason=reason)
-
-    async def retry_now(self, ident: Identity, key: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="retry_now")
-
-    async def cancel(self, ident: Identity, key: str, reason: str) -> UpdateTaskResult:
-        return await self._person(ident, task_key=key, action="cancel", reason=reason)
-
-    async def _person(self, ident: Identity, **fields: Any) -> UpdateTaskResult:
-        answer = await self.update(ident, **fields)
-        assert isinstance(answer, UpdateTaskResult)  # only heartbeat answers otherwise
-        return answer
-
-    async def list(self, ident: Identity, args: ListTasksArgs | None = None, /, **fields: Any) -> ListTasksResult:
-        """Tasks in creation order as compact rows, with the counts (`args`, or its fields as keywords).
+    async def list(self, ident: Identity, args: ListTasksArgs) -> ListTasksResult:
+        """Tasks in creation order as compact rows, with the counts.
         `status` is one or a list (default: the open ones, all but done and cancelled); `ready`: only those a
         claim could take now (true) or only the others; `task_key`: that task's every field, any status."""
-        args = ListTasksArgs.of(args, fields)
         if args.task_key is not None:
             return await self._one(ident, args.task_key)
         limit = args.limit

@@ -18,6 +18,7 @@ import anyio
 import httpx2
 import uvicorn
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, UpdateTaskArgs
 from mcp_harness.http import build_app
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
@@ -110,48 +111,60 @@ def seed(db: str, workspace: str) -> None:
             alice, bob = Identity(workspace, "alice"), Identity(workspace, "bob")
             await h.tasks.add(
                 alice,
-                tasks=[
-                    TaskSpec(
-                        key="schema",
-                        title="Design the database schema for orders",
-                        priority=5,
-                        tags=["db"],
-                        steps=["migration runs on an empty database", "ERD committed under docs/"],
-                    ),
-                    TaskSpec(key="api", title="REST endpoints for orders", depends_on=["schema"], priority=3),
-                    TaskSpec(key="payments", title="Payment capture with idempotency keys", depends_on=["schema"]),
-                    TaskSpec(key="cart", title="Cart page: add, remove, change quantities", depends_on=["api"]),
-                    TaskSpec(key="ci", title="Fix the flaky CI job on the ARM runner", max_attempts=1),
-                    TaskSpec(key="deploy", title="Deploy to staging behind a feature flag", depends_on=["ci", "cart"]),
-                    TaskSpec(key="xss", title=XSS_TITLE),
-                ],
+                AddTasksArgs(
+                    tasks=[
+                        TaskSpec(
+                            key="schema",
+                            title="Design the database schema for orders",
+                            priority=5,
+                            tags=["db"],
+                            steps=["migration runs on an empty database", "ERD committed under docs/"],
+                        ),
+                        TaskSpec(key="api", title="REST endpoints for orders", depends_on=["schema"], priority=3),
+                        TaskSpec(key="payments", title="Payment capture with idempotency keys", depends_on=["schema"]),
+                        TaskSpec(key="cart", title="Cart page: add, remove, change quantities", depends_on=["api"]),
+                        TaskSpec(key="ci", title="Fix the flaky CI job on the ARM runner", max_attempts=1),
+                        TaskSpec(
+                            key="deploy", title="Deploy to staging behind a feature flag", depends_on=["ci", "cart"]
+                        ),
+                        TaskSpec(key="xss", title=XSS_TITLE),
+                    ]
+                ),
             )
-            got = await h.tasks.claim(alice, task_key="schema")
+            got = await h.tasks.claim(alice, ClaimTaskArgs(task_key="schema"))
             await h.tasks.update(
                 alice,
-                task_key="schema",
-                action="complete",
-                lease_token=got.lease.token,
-                verification="migration ran on an empty database",
+                UpdateTaskArgs(
+                    task_key="schema",
+                    action="complete",
+                    lease_token=got.lease.token,
+                    verification="migration ran on an empty database",
+                ),
             )
             await h.progress.record(
                 alice,
-                summary="Schema done: orders, lines, payments",
-                status="done",
-                task_key="schema",
-                next_steps=["api can start"],
+                RecordProgressArgs(
+                    summary="Schema done: orders, lines, payments",
+                    status="done",
+                    task_key="schema",
+                    next_steps=["api can start"],
+                ),
             )
-            got = await h.tasks.claim(bob, task_key="ci")
+            got = await h.tasks.claim(bob, ClaimTaskArgs(task_key="ci"))
             await h.tasks.update(
                 bob,
-                task_key="ci",
-                action="fail",
-                lease_token=got.lease.token,
-                retry=False,
-                error="the ARM runner image lacks libssl3",
+                UpdateTaskArgs(
+                    task_key="ci",
+                    action="fail",
+                    lease_token=got.lease.token,
+                    retry=False,
+                    error="the ARM runner image lacks libssl3",
+                ),
             )
-            await h.tasks.claim(alice, task_key="api", lease_seconds=1800)
-            await h.progress.record(alice, summary="Started the orders endpoints", status="in_progress", task_key="api")
+            await h.tasks.claim(alice, ClaimTaskArgs(task_key="api", lease_seconds=1800))
+            await h.progress.record(
+                alice, RecordProgressArgs(summary="Started the orders endpoints", status="in_progress", task_key="api")
+            )
 
     anyio.run(main)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import anyio
 
+from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, SaveCheckpointArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.connection import Query
@@ -56,15 +57,18 @@ def build(db: str, workspace: str) -> dict[str, str]:
     async def main() -> dict[str, str]:
         async with Harness.open(settings_for(db)) as h:
             lead = Identity(workspace, "alice")
-            await h.tasks.add(lead, tasks=PLAN)
+            await h.tasks.add(lead, AddTasksArgs(tasks=PLAN))
             who = {a: Identity(workspace, a) for a in AGENTS}
 
             async def finish(agent: str, key: str, note: str) -> None:
-                got = await h.tasks.claim(who[agent], task_key=key)
+                got = await h.tasks.claim(who[agent], ClaimTaskArgs(task_key=key))
                 await h.contacts.touch(who[agent], "claim_task", got)
-                await h.progress.record(who[agent], summary=note, status="done", task_key=key)
+                await h.progress.record(who[agent], RecordProgressArgs(summary=note, status="done", task_key=key))
                 await h.tasks.update(
-                    who[agent], task_key=key, action="complete", lease_token=got.lease.token, verification="tests pass"
+                    who[agent],
+                    UpdateTaskArgs(
+                        task_key=key, action="complete", lease_token=got.lease.token, verification="tests pass"
+                    ),
                 )
 
             await finish("bob", "schema", "Schema migrated: orders, order_lines, users, addresses")
@@ -75,54 +79,66 @@ def build(db: str, workspace: str) -> dict[str, str]:
             await finish("bob", "api-orders", "Orders endpoints done, 98% covered")
             await finish("carol", "docs-api", "API reference generated from the spec")
             await finish("erin", "backups", "Nightly backups to object storage, restore tested")
-            got = await h.tasks.claim(who["erin"], task_key="ci-arm")
+            got = await h.tasks.claim(who["erin"], ClaimTaskArgs(task_key="ci-arm"))
             await h.progress.record(
-                who["erin"], summary="ARM runner image lacks libssl3", status="blocked", task_key="ci-arm"
+                who["erin"],
+                RecordProgressArgs(summary="ARM runner image lacks libssl3", status="blocked", task_key="ci-arm"),
             )
             await h.tasks.update(
                 who["erin"],
-                task_key="ci-arm",
-                action="fail",
-                lease_token=got.lease.token,
-                retry=False,
-                error="the ARM runner image lacks libssl3: needs a new base",
+                UpdateTaskArgs(
+                    task_key="ci-arm",
+                    action="fail",
+                    lease_token=got.lease.token,
+                    retry=False,
+                    error="the ARM runner image lacks libssl3: needs a new base",
+                ),
             )
-            got = await h.tasks.claim(who["carol"], task_key="security-review")
+            got = await h.tasks.claim(who["carol"], ClaimTaskArgs(task_key="security-review"))
             await h.tasks.update(
                 who["carol"],
-                task_key="security-review",
-                action="complete",
-                lease_token=got.lease.token,
-                verification="threat model in docs/",
+                UpdateTaskArgs(
+                    task_key="security-review",
+                    action="complete",
+                    lease_token=got.lease.token,
+                    verification="threat model in docs/",
+                ),
             )
-            dana = await h.tasks.claim(who["dana"], task_key="api-users", lease_seconds=1200)
+            dana = await h.tasks.claim(who["dana"], ClaimTaskArgs(task_key="api-users", lease_seconds=1200))
             await h.contacts.touch(who["dana"], "claim_task", dana)
             await h.progress.record(
-                who["dana"], summary="Started the users endpoints", status="in_progress", task_key="api-users"
+                who["dana"],
+                RecordProgressArgs(summary="Started the users endpoints", status="in_progress", task_key="api-users"),
             )
             await h.checkpoints.save(
                 who["bob"],
-                thread="main",
-                label="orders done",
-                state={"task": "api-orders", "done": ["list", "create"], "next": "cancel"},
+                SaveCheckpointArgs(
+                    thread="main",
+                    label="orders done",
+                    state={"task": "api-orders", "done": ["list", "create"], "next": "cancel"},
+                ),
             )
             await h.checkpoints.save(
                 who["bob"],
-                thread="main",
-                label="payments started",
-                state={"task": "api-payments", "done": ["capture"], "next": "refunds", "id": "pay_7f3a"},
+                SaveCheckpointArgs(
+                    thread="main",
+                    label="payments started",
+                    state={"task": "api-payments", "done": ["capture"], "next": "refunds", "id": "pay_7f3a"},
+                ),
             )
-            bob = await h.tasks.claim(who["bob"], task_key="api-payments", lease_seconds=900)
+            bob = await h.tasks.claim(who["bob"], ClaimTaskArgs(task_key="api-payments", lease_seconds=900))
             await h.contacts.touch(who["bob"], "claim_task", bob)
             await h.progress.record(
                 who["bob"],
-                summary="Capture works against the sandbox; idempotency next",
-                status="in_progress",
-                task_key="api-payments",
+                RecordProgressArgs(
+                    summary="Capture works against the sandbox; idempotency next",
+                    status="in_progress",
+                    task_key="api-payments",
+                ),
             )
-            carol = await h.tasks.claim(who["carol"], task_key="emails", lease_seconds=900)
+            carol = await h.tasks.claim(who["carol"], ClaimTaskArgs(task_key="emails", lease_seconds=900))
             await h.contacts.touch(who["carol"], "claim_task", carol)
-            idle = await h.tasks.claim(who["erin"], tags=["ci"])
+            idle = await h.tasks.claim(who["erin"], ClaimTaskArgs(tags=["ci"]))
             await h.contacts.touch(who["erin"], "claim_task", idle)
             async with h.db.write() as conn:  # dana's process was killed 11 minutes ago
                 backdate = (

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from mcp_harness.arguments import AddTasksArgs, ListTasksArgs, RestoreStateArgs
 from mcp_harness.config import Settings
 from mcp_harness.service import Harness, Identity
 
@@ -82,7 +83,7 @@ def harness_do(db: str, fn: Callable[[Harness], Any]) -> Any:
 
 
 def add_tasks(db: str, workspace: str, tasks: Sequence[dict[str, Any]]) -> None:
-    harness_do(db, lambda h: h.tasks.add(Identity(workspace, PLANNER), tasks=list(tasks)))
+    harness_do(db, lambda h: h.tasks.add(Identity(workspace, PLANNER), AddTasksArgs(tasks=list(tasks))))
 
 
 def board(db: str, workspace: str) -> dict[str, Any]:
@@ -90,10 +91,12 @@ def board(db: str, workspace: str) -> dict[str, Any]:
 
     async def read(h: Harness) -> dict[str, Any]:
         ident = Identity(workspace, "test")
-        listed = await h.tasks.list(ident, status=["pending", "claimed", "in_review", "done", "failed", "cancelled"])
+        listed = await h.tasks.list(
+            ident, ListTasksArgs(status=["pending", "claimed", "in_review", "done", "failed", "cancelled"])
+        )
         rows = {}
         for row in listed.tasks:
-            full = await h.tasks.list(ident, task_key=row.key)
+            full = await h.tasks.list(ident, ListTasksArgs(task_key=row.key))
             rows[row.key] = full.tasks[0].model_dump(mode="json", context={"every_field": True})
         return rows
 
@@ -139,7 +142,7 @@ def run(
 
 def progress_of(db: str, workspace: str, agent: str = "runner") -> list[dict[str, Any]]:
     async def read(h: Harness) -> list[dict[str, Any]]:
-        got = await h.restore(Identity(workspace, "test"), progress_limit=100)
+        got = await h.restore(Identity(workspace, "test"), RestoreStateArgs(progress_limit=100))
         return [e.model_dump(mode="json") for e in got.recent_progress if e.agent == agent]
 
     return harness_do(db, read)
