@@ -48,7 +48,7 @@ STATUS_SCHEMA = WithJsonSchema({"type": ["string", "array"], "items": {"enum": l
 JSON_VALUE_ARGUMENTS = frozenset({"state", "metadata", "artifacts", "result", "paths"})
 
 
-def said(text: str) -> Any:
+def described(text: str) -> Any:
     """A one-line description, published on the argument: every byte is an agent's context."""
     return Field(description=text)
 
@@ -96,7 +96,7 @@ class SaveCheckpointArgs(ToolArgs):
     thread: Name = "main"
     mode: Annotated[
         Literal["replace", "merge"],
-        said("replace keeps only what state holds; merge: RFC 7396 patch (arrays whole, null deletes)"),
+        described("replace keeps only what state holds; merge: RFC 7396 patch (arrays whole, null deletes)"),
     ] = "replace"
     label: Label = None
     metadata: dict[str, Any] | None = None
@@ -104,13 +104,15 @@ class SaveCheckpointArgs(ToolArgs):
         int | None,
         Field(ge=0, le=MAX_INT),
         WithJsonSchema({"minimum": 0, "type": ["integer", "null"]}),
-        said("refuse unless the thread is at it; 0: new"),
+        described("refuse unless the thread is at it; 0: new"),
     ] = None
     fork_from: Annotated[
         str | None,
         Field(max_length=200),
         WithJsonSchema({"type": ["string", "null"]}),
-        said("checkpoint_id to fork (a new thread): merge patches a copy of its state, replace starts from `state`"),
+        described(
+            "checkpoint_id to fork (a new thread): merge patches a copy of its state, replace starts from `state`"
+        ),
     ] = None
     idempotency_key: IdemKey = None
 
@@ -133,10 +135,10 @@ class RestoreStateArgs(ToolArgs):
         list[Annotated[str, Field(max_length=1000)]] | None,
         Field(max_length=100),
         Texts,
-        said("JSON Pointers: only these parts, answered as state {pointer: value}"),
+        described("JSON Pointers: only these parts, answered as state {pointer: value}"),
     ] = None
     progress_limit: Annotated[
-        int, Field(ge=0, le=100), WithJsonSchema({"type": "integer"}), said("newest progress entries, all threads")
+        int, Field(ge=0, le=100), WithJsonSchema({"type": "integer"}), described("newest progress entries, all threads")
     ] = 5
     query: Annotated[str | None, text_arg(500, "full-text search: best matches, not newest")] = None
 
@@ -153,13 +155,13 @@ class RecordProgressArgs(ToolArgs):
     tool = "record_progress"
 
     summary: Annotated[str, Field(min_length=1), WithJsonSchema({"type": "string"})]
-    thread: Annotated[NameRef, said("a tag: one log per workspace")] = "main"
+    thread: Annotated[NameRef, described("a tag: one log per workspace")] = "main"
     status: ProgressStatus = "note"
     details: str | None = None
     next_steps: Annotated[
         list[Annotated[str, Field(max_length=STEP_CHARS)]] | None, Field(max_length=NEXT_STEPS), Texts
     ] = None
-    task_key: Annotated[NameRef | None, said("the task this is about")] = None
+    task_key: Annotated[NameRef | None, described("the task this is about")] = None
     artifacts: dict[str, Any] | None = None
     idempotency_key: IdemKey = None
 
@@ -177,17 +179,17 @@ class AddTasksArgs(ToolArgs):
 class ClaimTaskArgs(ToolArgs):
     tool = "claim_task"
 
-    lease_seconds: Annotated[int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]), said("heartbeat before it ends")] = (
-        900
-    )
+    lease_seconds: Annotated[
+        int, Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]), described("heartbeat before it ends")
+    ] = 900
     tags: Annotated[
         list[Annotated[str, Field(max_length=TAG_CHARS)]] | None,
         Field(max_length=32),
         Texts,
-        said("only tasks with one of these"),
+        described("only tasks with one of these"),
     ] = None
-    task_key: Annotated[NameRef | None, said("this task only")] = None
-    wait_seconds: Annotated[float, Field(ge=0, le=60), said("wait this long for a claimable task")] = 0
+    task_key: Annotated[NameRef | None, described("this task only")] = None
+    wait_seconds: Annotated[float, Field(ge=0, le=60), described("wait this long for a claimable task")] = 0
     idempotency_key: IdemKey = None
 
 
@@ -196,21 +198,21 @@ class UpdateTaskArgs(ToolArgs):
 
     task_key: NameRef
     action: ToolAction
-    lease_token: Annotated[str | None, said("claim's lease.token")] = None
+    lease_token: Annotated[str | None, described("claim's lease.token")] = None
     lease_seconds: Annotated[
         int | None,
         Field(ge=LEASE_SECONDS[0], le=LEASE_SECONDS[1]),
-        said("heartbeat: new length"),
+        described("heartbeat: new length"),
     ] = None
-    result: Annotated[Any, said("complete: any JSON the next tasks may need")] = None
-    verification: Annotated[str | None, said("complete (required): how each step was verified")] = None
-    error: Annotated[str | None, said("fail: what went wrong")] = None
-    retry: Annotated[bool, said("fail: false fails now, no retry")] = True
-    reason: Annotated[str | None, said("reopen, cancel, release: why (the next claimer reads it)")] = None
-    comment: Annotated[str | None, said("approve (optional), reject (required): the reviewer's note")] = None
+    result: Annotated[Any, described("complete: any JSON the next tasks may need")] = None
+    verification: Annotated[str | None, described("complete (required): how each step was verified")] = None
+    error: Annotated[str | None, described("fail: what went wrong")] = None
+    retry: Annotated[bool, described("fail: false fails now, no retry")] = True
+    reason: Annotated[str | None, described("reopen, cancel, release: why (the next claimer reads it)")] = None
+    comment: Annotated[str | None, described("approve (optional), reject (required): the reviewer's note")] = None
     #: at most 50 patterns of at most 300 characters (checked by `paths.normalize_all`, not published)
-    paths: Annotated[list[str] | None, said("reserve/unreserve: gitignore patterns")] = None
-    shared: Annotated[bool, said("reserve: shared, not exclusive")] = False
+    paths: Annotated[list[str] | None, described("reserve/unreserve: gitignore patterns")] = None
+    shared: Annotated[bool, described("reserve: shared, not exclusive")] = False
     idempotency_key: IdemKey = None
 
     def fingerprint(self) -> dict[str, Any]:
@@ -227,14 +229,16 @@ class ListTasksArgs(ToolArgs):
     tool = "list_tasks"
 
     #: one status or a list; published with the statuses once (a single one is checked against the same list)
-    status: Annotated[TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, said("default: all but done, cancelled")] = (
+    status: Annotated[
+        TaskStatus | list[TaskStatus] | None, STATUS_SCHEMA, described("default: all but done, cancelled")
+    ] = None
+    ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), described("true: only tasks claimable now")] = (
         None
     )
-    ready: Annotated[bool | None, WithJsonSchema({"type": "boolean"}), said("true: only tasks claimable now")] = None
     tag: Annotated[str | None, Field(max_length=TAG_CHARS), WithJsonSchema({"type": ["string", "null"]})] = None
-    task_key: Annotated[NameRef | None, said("one task in full, any status")] = None
+    task_key: Annotated[NameRef | None, described("one task in full, any status")] = None
     limit: Annotated[int, Field(ge=1, le=500)] = 50
-    cursor: Annotated[str | None, said("next_cursor of the last page")] = None
+    cursor: Annotated[str | None, described("next_cursor of the last page")] = None
     query: Annotated[str | None, text_arg(500, "full-text search")] = None
 
     @field_validator("status", mode="before")
@@ -269,7 +273,7 @@ class MessageArgs(ToolArgs):
     subject: Annotated[str | None, text_arg(LABEL_CHARS, "send")] = None
     task_key: Annotated[str | None, text_arg(128, "send: its task")] = None
     reply_to: Annotated[str | None, text_arg(200, "send: id answered")] = None
-    unread_only: Annotated[bool, said("read")] = True
+    unread_only: Annotated[bool, described("read")] = True
     limit: Annotated[int, Field(ge=1, le=200), WithJsonSchema({"type": "integer", "default": 20})] = 20
     ids: Annotated[
         list[Annotated[str, Field(max_length=200)]] | None,

@@ -208,7 +208,7 @@ class TaskChange:
 _CHANGE_COLUMNS = tuple(f.name for f in fields(TaskChange))
 
 
-class Task(Protocol):
+class TaskFacts(Protocol):
     """What the rules read of a task (the store's `TaskRecord` has it)."""
 
     @property
@@ -244,7 +244,7 @@ class Task(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Given:
+class ActionInput:
     """What the caller and the moment bring to a transition."""
 
     at: float
@@ -287,7 +287,7 @@ class Rule:
     allowed: frozenset[Status]  #: the statuses it is allowed from
     to: frozenset[Status]  #: the statuses it may leave the task in
     who: Who
-    change: Callable[[Task, Given], Outcome]
+    change: Callable[[TaskFacts, ActionInput], Outcome]
     #: why it cannot run from the task's status (`{key}`, `{status}`); for the holder's actions the
     #: service says how the lease ended instead (`lease_lost`)
     refusal: str = ""
@@ -297,17 +297,17 @@ class Rule:
     required: str = ""
     #: what a person reads it did: "Task K was {done}." (the console), "{done} task K" (the CLI)
     done: str = ""
-    also: Callable[[Task, float], bool] | None = None  #: a condition besides the status
-    reads_dependencies: bool = False  #: `Given.deps_done` must be read first
+    also: Callable[[TaskFacts, float], bool] | None = None  #: a condition besides the status
+    reads_dependencies: bool = False  #: `ActionInput.deps_done` must be read first
     #: the same call again (a retry of the same lease) answers the task unchanged
-    repeat: Callable[[Task, Given], bool] | None = None
+    repeat: Callable[[TaskFacts, ActionInput], bool] | None = None
     reports: Literal["unblocked", "revoked"] | None = None  #: what its answer lists about the dependents
     instead: str = ""  #: what an agent refused this action (not its holder, not a person) does instead
     #: the statuses from which only a person (the `operator` role) takes it, and what an agent does instead
     operator_from: frozenset[Status] = frozenset()
     operator_instead: str = ""
 
-    def allows(self, task: Task, at: float) -> bool:
+    def allows(self, task: TaskFacts, at: float) -> bool:
         return task.status in self.allowed and (self.also is None or self.also(task, at))
 
     def blank_refusal(self, action: str, given_as: str = "") -> str:
@@ -318,7 +318,7 @@ class Rule:
 
 
 # -- the changes ------------------------------------------------------------------------------------
-def _heartbeat(t: Task, g: Given) -> Outcome:
+def _heartbeat(t: TaskFacts, g: ActionInput) -> Outcome:
     seconds = g.lease_seconds or t.lease_seconds
     change = TaskChange(
         lease_expires_at=g.at + (seconds or 900), lease_seconds=seconds, updated_at=g.at, lease_process=g.process
@@ -326,7 +326,7 @@ def _heartbeat(t: Task, g: Given) -> Outcome:
     return Outcome(change)
 
 
-def completed(g: Given) -> Outcome:
+def completed(g: ActionInput) -> Outcome:
     """Complete, for a task not for review (the one-statement path needs no row read first)."""
     change = TaskChange(
         status=Status.DONE,
@@ -341,7 +341,7 @@ def completed(g: Given) -> Outcome:
     return Outcome(change, "complete", {"verification": g.verification}, cleared=("last_error",))
 
 
-def _complete(t: Task, g: Given) -> Outcome:
+def _complete(t: TaskFacts, g: ActionInput) -> Outcome:
     if not t.review:
         return completed(g)
     # a person approves it: it waits in review, its lease ended (its token kept)
@@ -358,7 +358,7 @@ def _complete(t: Task, g: Given) -> Outcome:
     return Outcome(change, "submit", {"verification": g.verification}, cleared=("last_error",))
 
 
-def _fail(t: Task, g: Given) -> Outcome:
+def _fail(t: TaskFacts, g: ActionInput) -> Outcome:
     if g.retry and t.attempts < t.max_attempts:
         delay = min(g.backoff_cap, g.backoff_base * 2 ** max(0, t.attempts - 1))
         change = TaskChange(
@@ -377,7 +377,7 @@ def _fail(t: Task, g: Given) -> Outcome:
     return Outcome(change, "fail", {"error": g.error})
 
 
-def _handed_back(t: Task, g: Given) -> TaskChange:
+def _handed_back(t: TaskFacts, g: ActionInput) -> TaskChange:
     """Pending again at once, the attempt given back."""
     return TaskChange(
         status=Status.PENDING,
@@ -390,16 +390,16 @@ def _handed_back(t: Task, g: Given) -> TaskChange:
     )
 
 
-def _release(t: Task, g: Given) -> Outcome:
+def _release(t: TaskFacts, g: ActionInput) -> Outcome:
     return Outcome(_handed_back(t, g), "release", {"reason": g.reason} if g.reason else None)
 
 
-def _operator_release(t: Task, g: Given) -> Outcome:
+def _operator_release(t: TaskFacts, g: ActionInput) -> Outcome:
     detail = {"owner": t.owner} | ({"reason": g.reason} if g.reason else {})
     return Outcome(_handed_back(t, g), "operator_release", detail)
 
 
-def _reopen(t: Task, g: Given) -> Outcome:
+def _reopen(t: TaskFacts, g: ActionInput) -> Outcome:
     gate = t.kind == "gate"
     change = TaskChange(
         # a gate whose dependencies are settled goes straight back to a person
@@ -421,12 +421,12 @@ def _reopen(t: Task, g: Given) -> Outcome:
     return Outcome(change, "reopen", detail, cleared=("result", "verification"))
 
 
-def _approve(t: Task, g: Given) -> Outcome:
+def _approve(t: TaskFacts, g: ActionInput) -> Outcome:
     change = TaskChange(status=Status.DONE, ready=False, completed_at=g.at, review_comment=None, updated_at=g.at)
     return Outcome(change, "approve", {"comment": g.comment} if g.comment else None, cleared=("review_comment",))
 
 
-def _reject(t: Task, g: Given) -> Outcome:
+def _reject(t: TaskFacts, g: ActionInput) -> Outcome:
     if t.kind == "gate":
         change = TaskChange(
             status=Status.FAILED,
@@ -455,24 +455,24 @@ def _reject(t: Task, g: Given) -> Outcome:
     return Outcome(change, "reject", detail, cleared=("result", "verification"))
 
 
-def _cancel(t: Task, g: Given) -> Outcome:
+def _cancel(t: TaskFacts, g: ActionInput) -> Outcome:
     change = TaskChange(
         status=Status.CANCELLED, ready=False, owner=None, lease_token=None, lease_expires_at=None, updated_at=g.at
     )
     return Outcome(change, "cancel", {"reason": g.reason} | ({"owner": t.owner} if t.status == Status.CLAIMED else {}))
 
 
-def _reserve(t: Task, g: Given) -> Outcome:
+def _reserve(t: TaskFacts, g: ActionInput) -> Outcome:
     """The reservations themselves are rows of their own (`store/reservations.py`), written by the
     service under the reservations' lock; the task records the event."""
     return Outcome(TaskChange(updated_at=g.at), "reserve", {"paths": list(g.paths), "shared": g.shared})
 
 
-def _unreserve(t: Task, g: Given) -> Outcome:
+def _unreserve(t: TaskFacts, g: ActionInput) -> Outcome:
     return Outcome(TaskChange(updated_at=g.at), "unreserve", {"paths": list(g.paths)})
 
 
-def _retry_now(t: Task, g: Given) -> Outcome:
+def _retry_now(t: TaskFacts, g: ActionInput) -> Outcome:
     return Outcome(TaskChange(available_at=g.at, updated_at=g.at), "retry_now")
 
 
@@ -620,7 +620,9 @@ def may_be_ready(status: str, kind: str, deps_done: bool) -> bool:
     return deps_done and status in OPEN and kind != "gate"
 
 
-def settle(t: Task, deps_done: bool, blocked: bool, at: float, stale: bool = False) -> tuple[Effect, TaskChange] | None:
+def settle(
+    t: TaskFacts, deps_done: bool, blocked: bool, at: float, stale: bool = False
+) -> tuple[Effect, TaskChange] | None:
     """What a dependent becomes once its dependencies' flags are (`deps_done`, `blocked`); None when
     nothing changes. No task is ever held, or in review, while a dependency is not settled. `stale`: the
     task's own flag as stored (a done task is stale while a dependency is not settled; it stays done)."""
@@ -657,7 +659,7 @@ def settle(t: Task, deps_done: bool, blocked: bool, at: float, stale: bool = Fal
     return None
 
 
-def claimable(t: Task, at: float) -> bool:
+def claim_would_take(t: TaskFacts, at: float) -> bool:
     """Whether a claim could take the task now (the claim statement's condition, `store/queries.py`'s `CLAIMABLE`)."""
     if not t.ready:
         return False

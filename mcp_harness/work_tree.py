@@ -39,7 +39,7 @@ class Changes:
             return list(self.files)
         return [(code, name) for code, name in self.files if any(match(name) for match in wanted)]
 
-    def said(self, patterns: Iterable[str] | None) -> dict[str, object]:
+    def event_detail(self, patterns: Iterable[str] | None) -> dict[str, object]:
         """What a note's event keeps: where, the first `LISTED` files under `patterns` as `shown`, and how
         many more there are."""
         found = self.under(patterns)

@@ -16,7 +16,7 @@ import pytest
 
 from mcp_harness.store import queries
 from mcp_harness.store.connection import Query
-from mcp_harness.task_states import Given, completed
+from mcp_harness.task_states import ActionInput, completed
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -101,7 +101,7 @@ def statements() -> dict[str, list[Query]]:
     complete of a task nothing depends on is one fenced update (with its event and contact row on
     PostgreSQL)."""
     filters = [(False, False), (True, False), (False, True), (True, True)]
-    done = tuple(sorted(completed(Given(at=0.0)).change.columns()))
+    done = tuple(sorted(completed(ActionInput(at=0.0)).change.columns()))
     return {
         "postgresql": [
             *(queries.claim(tags, key, "first", contact=True, facts=True) for tags, key in filters),

@@ -171,7 +171,7 @@ async def test_agents_calls_run_only_literal_sql(db_url, workspace, monkeypatch)
         "claim(False, False, first, facts)",
         "tasks.held_by",
         "tasks.task_counts_ran_out",
-        "why_nothing(True, False)",
+        "empty_claim_counts(True, False)",
         "task_page(True, True)",
         "task_page(True, False)",
         "tasks.dependents_of",

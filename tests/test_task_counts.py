@@ -21,7 +21,7 @@ from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, Re
 from mcp_harness.errors import HarnessError
 from mcp_harness.service import Harness, Identity
 from mcp_harness.service.task_reasons import _bounded_roots as bounded_roots
-from mcp_harness.service.task_reasons import why_nothing
+from mcp_harness.service.task_reasons import empty_claim_reason
 
 pytestmark = pytest.mark.anyio
 
@@ -160,8 +160,8 @@ async def test_an_empty_claim_reads_the_roots_directly_and_agrees_with_the_walk(
             if step % 10 == 9:
                 at = clock.now()
                 async with h.db.read() as conn:
-                    direct = await why_nothing(conn, workspace, at=at, tags=None, task_key=None)
-                    walked = await why_nothing(conn, workspace, at=at, tags=None, task_key=None, walk=True)
+                    direct = await empty_claim_reason(conn, workspace, at=at, tags=None, task_key=None)
+                    walked = await empty_claim_reason(conn, workspace, at=at, tags=None, task_key=None, walk=True)
                 assert direct == walked, f"after step {step}"
                 reasons.add(walked.reason)
         # and the workspaces where nothing waits on a lease or a backoff: only failures, all done, empty
@@ -196,8 +196,10 @@ async def test_an_empty_claim_reads_the_roots_directly_and_agrees_with_the_walk(
                     ),
                 )
             async with h.db.read() as conn:
-                direct = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None)
-                walked = await why_nothing(conn, other.workspace, at=clock.now(), tags=None, task_key=None, walk=True)
+                direct = await empty_claim_reason(conn, other.workspace, at=clock.now(), tags=None, task_key=None)
+                walked = await empty_claim_reason(
+                    conn, other.workspace, at=clock.now(), tags=None, task_key=None, walk=True
+                )
                 read_directly = await bounded_roots(conn, other.workspace, clock.now())
             assert direct == walked, step
             assert read_directly is not None, f"{step}: the walk was used"  # in review and cancelled are covered

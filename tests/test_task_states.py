@@ -23,13 +23,13 @@ from mcp_harness.task_states import (
     SHOWN,
     TOOL_ACTIONS,
     Action,
+    ActionInput,
     Effect,
-    Given,
     ShownStatus,
     Status,
     TaskChange,
     Who,
-    claimable,
+    claim_would_take,
     dependency_flags,
     settle,
     shown,
@@ -76,7 +76,7 @@ tasks = st.builds(
     last_error=st.sampled_from([None, "boom"]),
 )
 givens = st.builds(
-    Given,
+    ActionInput,
     at=st.just(AT),
     lease_token=st.sampled_from([None, "tok"]),
     lease_seconds=st.sampled_from([None, 120]),
@@ -116,7 +116,7 @@ def test_every_change_names_columns_of_the_task_table():
 
 
 @given(task=tasks, g=givens, action=st.sampled_from(list(Action)))
-def test_every_action_from_every_status_is_allowed_or_a_precise_error(task: FakeTask, g: Given, action: Action):
+def test_every_action_from_every_status_is_allowed_or_a_precise_error(task: FakeTask, g: ActionInput, action: Action):
     rule = RULES[action]
     if rule.who is Who.HOLDER:
         # fenced by the lease token: only a claimed task has a lease; the service explains a lost one
@@ -141,14 +141,14 @@ def test_every_action_from_every_status_is_allowed_or_a_precise_error(task: Fake
 
 
 @given(task=tasks, g=givens)
-def test_complete_goes_to_a_person_only_for_a_review_task(task: FakeTask, g: Given):
+def test_complete_goes_to_a_person_only_for_a_review_task(task: FakeTask, g: ActionInput):
     outcome = RULES[Action.COMPLETE].change(task, g)
     assert outcome.status == (Status.IN_REVIEW if task.review else Status.DONE)
     assert outcome.event == ("submit" if task.review else "complete")
 
 
 @given(task=tasks, g=givens)
-def test_fail_retries_only_while_attempts_remain(task: FakeTask, g: Given):
+def test_fail_retries_only_while_attempts_remain(task: FakeTask, g: ActionInput):
     outcome = RULES[Action.FAIL].change(task, g)
     retried = g.retry and task.attempts < task.max_attempts
     assert outcome.status == (Status.PENDING if retried else Status.FAILED)
@@ -200,10 +200,10 @@ def test_a_done_task_stays_done_and_is_stale_while_a_dependency_is_not_settled(
 def test_a_reopened_task_is_not_stale():
     """Only a done task is stale: the reopen that takes it out of done clears the flag."""
     task = FakeTask(Status.DONE, "work", False, False, False, None, None, None, None, 1, 3, 0.0, "1", "v", None)
-    assert RULES[Action.REOPEN].change(task, Given(at=AT, reason="r")).change.stale is False
+    assert RULES[Action.REOPEN].change(task, ActionInput(at=AT, reason="r")).change.stale is False
 
 
 @given(task=tasks)
 def test_claimable_needs_a_ready_open_task(task: FakeTask):
-    if claimable(task, AT):
+    if claim_would_take(task, AT):
         assert task.ready and task.status in OPEN

@@ -383,7 +383,7 @@ async def test_claim_reads_its_indexes_in_order(harness, workspace):
         return sql.replace(":ws", f"'{workspace}'").replace(":now", "1e12")
 
     async with harness.db.read() as conn:
-        sql = literal(queries.claimable(False, False).sqlite)
+        sql = literal(queries.claim_probe(False, False).sqlite)
         if conn.dialect == "postgresql":
             plan = "\n".join(r[0] for r in await conn.fetch_all(Query("EXPLAIN " + sql)))
             # the pending part by either index in claim order (its planner weighs them), never a scan

@@ -99,7 +99,7 @@ class Harness:
     async def restore(self, ident: Identity, args: RestoreStateArgs) -> RestoreStateResult:
         """The resume brief: a state (or parts of it), recent progress, held tasks and task counts,
         all read in one consistent transaction. A lease that ran out on
-        its last attempt is settled first (the task fails: `TaskService.looking`)."""
+        its last attempt is settled first (the task fails: `TaskService.read_settled`)."""
 
         terms = search_terms(args.query) if args.query is not None else None
 
@@ -128,7 +128,7 @@ class Harness:
             )
             return brief, ran_out
 
-        return await self.tasks.looking(ident.workspace, read)
+        return await self.tasks.read_settled(ident.workspace, read)
 
     async def inbox(self, ident: Identity) -> Unread | None:
         """`{unread}` when messages wait for the caller, else None: what claim and heartbeat answers carry

@@ -29,7 +29,7 @@ from ..task_states import (
     RULES,
     UNKNOWN,
     Action,
-    Given,
+    ActionInput,
     Outcome,
     Rule,
     Status,
@@ -113,8 +113,8 @@ class TaskActions(ServiceBase):
         instead = f"; without it, {RULES[Action.RELEASE].instead}" if args.action == Action.RELEASE.value else ""
         return InvalidArgument(f"{args.action} needs the lease_token that claim_task returned{instead}")
 
-    def _given(self, args: UpdateTaskArgs, at: float, ident: Identity | None = None) -> Given:
-        return Given(
+    def _given(self, args: UpdateTaskArgs, at: float, ident: Identity | None = None) -> ActionInput:
+        return ActionInput(
             process=ident.process if ident is not None else None,
             at=at,
             lease_token=args.lease_token,

@@ -26,7 +26,7 @@ from .task_context import task_context
 from .task_end import LeaseEnder
 from .task_events import event, fail_exhausted, fingerprint, left_behind, logged
 from .task_paths import claim_reserving, reserved_answer
-from .task_reasons import why_nothing, with_holders
+from .task_reasons import empty_claim_reason, with_holders
 from .task_views import lease_now, lease_of, status_of, task_view
 from .task_wait import Wakeup
 
@@ -224,5 +224,5 @@ class TaskClaimer(ServiceBase):
                     "other work"
                 )
         await fail_exhausted(conn, ident.workspace, at)
-        why = await why_nothing(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)
+        why = await empty_claim_reason(conn, ident.workspace, at=at, tags=tags, task_key=task_key, agent=ident.agent)
         return await with_holders(conn, ident.workspace, reserved_answer(clashes, why) if clashes else why, at)

@@ -38,7 +38,7 @@ class EventKind:
     status: Callable[[dict[str, Any]], str] = lambda _detail: "note"  #: the progress entry's status
 
 
-def then(text: str, rest: str) -> str:
+def followed_by(text: str, rest: str) -> str:
     """`text` (an agent's or a person's words) followed by the harness's `rest`: "; rest", or a new
     sentence after words that end one (not "CHANGELOG.md.; it is pending again")."""
     text = text.rstrip()
@@ -68,19 +68,21 @@ def _reopened(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     labels = " / ".join(label for label, value in parts if value is not None)
     # a long reason leaves no room: a short start still follows it, past the handoff's cut (list_tasks
     # (task_key=K) shows notes whole), within what an import allows around a person's text
-    room = max(NOTE_CHARS - len(head + then(d["reason"], f"it was done {labels}")), MIN_ROOM)
+    room = max(NOTE_CHARS - len(head + followed_by(d["reason"], f"it was done {labels}")), MIN_ROOM)
     r, v = result or "", verification or ""
     v_room = min(len(v), max(room // 2, room - len(r)))
     said = [
         f"with result {_within(r, room - v_room)}" if result is not None else None,
         f"verification {_within(v, v_room)}" if verification is not None else None,
     ]
-    return head + then(d["reason"], "it was done " + " / ".join(x for x in said if x))
+    return head + followed_by(d["reason"], "it was done " + " / ".join(x for x in said if x))
 
 
 def _failed(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     after = f"will be retried in {d['retry_in']:g}s" if d.get("retry_in") is not None else "no attempts left: failed"
-    return f"task {key} failed on attempt {attempt} ({actor}): " + then(d.get("error") or "no error given", after)
+    return f"task {key} failed on attempt {attempt} ({actor}): " + followed_by(
+        d.get("error") or "no error given", after
+    )
 
 
 def _left(detail: dict[str, Any]) -> str:
@@ -100,7 +102,7 @@ def _left(detail: dict[str, Any]) -> str:
 
 def left_behind(changes: Changes | None, paths: str | None) -> dict[str, Any]:
     """The event detail naming what a task's ended lease left uncommitted (`paths`: the task's, as stored)."""
-    return {} if changes is None else {"uncommitted": changes.said(json.loads(paths) if paths else None)}
+    return {} if changes is None else {"uncommitted": changes.event_detail(json.loads(paths) if paths else None)}
 
 
 KINDS: dict[str, EventKind] = {
@@ -139,7 +141,9 @@ KINDS: dict[str, EventKind] = {
     "lease_end": EventKind(
         says=lambda k, a, n, d: (
             f"the lease of {a} on task {k} ended: "
-            + then(d["reason"], "it was the last attempt" if d.get("last") else "the next claim takes it at once")
+            + followed_by(
+                d["reason"], "it was the last attempt" if d.get("last") else "the next claim takes it at once"
+            )
             + _left(d)
         ),
     ),
@@ -159,7 +163,9 @@ KINDS: dict[str, EventKind] = {
     "reject": EventKind(
         says=lambda k, a, n, d: (
             f"{a} rejected task {k}: "
-            + then(d["comment"], "the gate failed" if d.get("gate") else "it is pending again for its next claimer")
+            + followed_by(
+                d["comment"], "the gate failed" if d.get("gate") else "it is pending again for its next claimer"
+            )
         ),
         status=lambda d: "blocked" if d.get("gate") else "note",
     ),
@@ -172,7 +178,7 @@ KINDS: dict[str, EventKind] = {
     "operator_release": EventKind(
         says=lambda k, a, n, d: (
             f"operator {a} released task {k} (held by {d['owner']})"
-            + (": " + then(d["reason"], "it is pending again") if d.get("reason") else "; it is pending again")
+            + (": " + followed_by(d["reason"], "it is pending again") if d.get("reason") else "; it is pending again")
         ),
         ended="an operator ({actor!r}) released it{because}",
     ),

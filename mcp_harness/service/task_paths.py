@@ -113,7 +113,7 @@ async def claim_reserving(
     return row, found if row is None else []
 
 
-async def claimable(
+async def claim_would_succeed(
     conn: Connection, workspace: str, agent: str, at: float, tags: list[str] | None, task_key: str | None
 ) -> bool:
     """Whether a claim by `agent` would get a task now, reservations considered (what waiting claims poll:

@@ -112,7 +112,7 @@ async def _bounded_roots(conn: Connection, workspace: str, at: float) -> list[Wa
     return found or None
 
 
-async def why_nothing(
+async def empty_claim_reason(
     conn: Connection,
     workspace: str,
     *,
@@ -133,7 +133,7 @@ async def why_nothing(
         return _answer(found, at, agent, inside=None)
     matched = await store.waiting(conn, workspace, tags=tags, task_key=task_key)
     if not matched:
-        facts = await store.why_nothing(conn, workspace, now=at, tags=tags, task_key=task_key)
+        facts = await store.empty_claim_facts(conn, workspace, now=at, tags=tags, task_key=task_key)
         if facts.total:
             return ClaimTaskResult(task=None, lease=None, reason="all_done")
         known = await store.known_tags(conn, workspace, limit=MAX_KNOWN_TAGS) if tags else None

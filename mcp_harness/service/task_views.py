@@ -22,7 +22,7 @@ from ..models import (
     UpdateTaskResult,
 )
 from ..store.records import TaskEventRow, TaskRecord
-from ..task_states import KEEP, Outcome, ShownStatus, Status, claimable, shown
+from ..task_states import KEEP, Outcome, ShownStatus, Status, claim_would_take, shown
 from .base import iso
 
 
@@ -112,7 +112,7 @@ def full_row(
     row: TaskRecord, at: float, context: TaskContext | None = None, added_by: str | None = None
 ) -> FullTaskRow:
     """`list_tasks(task_key=K)`: every field of the task, with its whole `context` and who added it."""
-    return task_view(row, at, FullTaskRow, ready=claimable(row, at), context=context, added_by=added_by)
+    return task_view(row, at, FullTaskRow, ready=claim_would_take(row, at), context=context, added_by=added_by)
 
 
 def action_answer(row: TaskRecord, at: float, outcome: Outcome, **extra: Any) -> UpdateTaskResult:
@@ -141,7 +141,7 @@ def task_row(row: TaskRecord, at: float) -> TaskRow:
         key=row.key,
         title=row.title,
         status=status_of(row),
-        ready=claimable(row, at),
+        ready=claim_would_take(row, at),
         owner=row.owner,
         priority=row.priority,
         attempts=row.attempts,

@@ -55,11 +55,11 @@ class Wakeup:
 
         looked = anyio.current_time()
 
-        async def claimable() -> bool:
+        async def work_to_take() -> bool:
             """Work a claim may take now, or a holder whose process died (the claim then ends its lease)."""
             nonlocal looked
             async with self.db.read() as conn:
-                if await task_paths.claimable(conn, ident.workspace, ident.agent, now(), tags, task_key):
+                if await task_paths.claim_would_succeed(conn, ident.workspace, ident.agent, now(), tags, task_key):
                     return True
                 if anyio.current_time() - looked < DEAD_LOOK_SECONDS:
                     return False
@@ -76,7 +76,11 @@ class Wakeup:
             if gone is not None:
                 relays.start_soon(_relay, gone, wake)
             await changes.feed(self.db).wait_until(
-                claimable, remaining, workspace=ident.workspace, recheck=self.settings.poll_interval_seconds, local=wake
+                work_to_take,
+                remaining,
+                workspace=ident.workspace,
+                recheck=self.settings.poll_interval_seconds,
+                local=wake,
             )
             relays.cancel_scope.cancel()
         waited = claim_waited.get()

@@ -120,7 +120,7 @@ class TaskService(ServiceBase):
             await fail_exhausted(conn, workspace, now())
         self.wakeup.notify(workspace)
 
-    async def looking(self, workspace: str, read: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
+    async def read_settled(self, workspace: str, read: Callable[[], Awaitable[tuple[T, bool]]]) -> T:
         """Run `read`, a read that answers what it read and whether it found a lease that ran out on its
         last attempt (`store.counts_and_ran_out`); when it found one, settle it and read again, so a list
         or a restore never shows such a task as held. The write happens only then (rarely); where it cannot
@@ -174,7 +174,7 @@ class TaskService(ServiceBase):
             )
             return listed, ran_out
 
-        return await self.looking(ident.workspace, read)
+        return await self.read_settled(ident.workspace, read)
 
     async def _one(self, ident: Identity, key: str) -> ListTasksResult:
         """`list_tasks(task_key=K)`: K's full row, whatever its status, with the counts."""
@@ -192,7 +192,7 @@ class TaskService(ServiceBase):
             listed = ListTasksResult(tasks=[full], counts=task_counts(counts), next_cursor=None)
             return listed, ran_out
 
-        return await self.looking(ident.workspace, read)
+        return await self.read_settled(ident.workspace, read)
 
     async def board(
         self, ident: Identity, *, statuses: builtins.list[str] | None = None, query: str | None = None
@@ -225,7 +225,7 @@ class TaskService(ServiceBase):
 
     async def brief(self, conn: Connection, ident: Identity) -> tuple[builtins.list[HeldTask], TaskCounts, bool]:
         """This agent's held tasks and the workspace counts, inside the caller's read, and whether a lease
-        ran out on its last attempt (the caller then settles it and reads again: `looking`)."""
+        ran out on its last attempt (the caller then settles it and reads again: `read_settled`)."""
         at = now()
         rows = await store.held_by(conn, ident.workspace, ident.agent)
         tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]

@@ -68,7 +68,7 @@ RETRY_LEASE = "status = 'claimed' AND attempts < max_attempts"
 #: (`ix_task_retry_lease`: `RETRY_LEASE` spelled term for term, so that SQLite takes the partial index)
 _PENDING_DUE = "status = 'pending' AND available_at <= :now"
 _RAN_OUT = f"{RETRY_LEASE} AND lease_expires_at <= :now"
-#: the claim's condition on one row, the one place it is written (`task_states.claimable` is its twin
+#: the claim's condition on one row, the one place it is written (`task_states.claim_would_take` is its twin
 #: in Python; the same text serves both dialects): open and runnable, pending past its backoff or
 #: claimed with a lease that ran out and attempts left
 CLAIMABLE = f"(ready = TRUE AND (({_PENDING_DUE}) OR ({_RAN_OUT})))"
@@ -148,12 +148,12 @@ def _pick(
 
 
 @cache
-def claimable(by_tags: bool, by_key: bool, without_paths: bool = False) -> Query:
+def claim_probe(by_tags: bool, by_key: bool, without_paths: bool = False) -> Query:
     """Whether a claim would get a task now (what waiting claims poll); `without_paths`: a task without
     paths (those with paths are judged against the reservations by the service)."""
     return _both(
         lambda d: _pick(by_tags, by_key, d, paths="without" if without_paths else "any"),
-        name=f"claimable({by_tags}, {by_key}, {without_paths})",
+        name=f"claim_probe({by_tags}, {by_key}, {without_paths})",
     )
 
 
@@ -253,7 +253,7 @@ def claim_pick(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
 
 
 @cache
-def why_nothing(by_tags: bool, by_key: bool) -> Query:
+def empty_claim_counts(by_tags: bool, by_key: bool) -> Query:
     """How many tasks an empty claim's filters match, and how many of them are finished."""
     return _both(
         lambda d: (
@@ -261,7 +261,7 @@ def why_nothing(by_tags: bool, by_key: bool) -> Query:
             f"FROM tasks WHERE {matching(by_tags, by_key, d)}"
         ),
         row=EmptyClaimFacts,
-        name=f"why_nothing({by_tags}, {by_key})",
+        name=f"empty_claim_counts({by_tags}, {by_key})",
     )
 
 

@@ -254,7 +254,7 @@ async def claimable_exists(
     """Whether a claim would get a task now (`without_paths`: a task without paths): a cheap read that
     waiting claims poll."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    query = queries.claimable(bool(tags), task_key is not None, without_paths)
+    query = queries.claim_probe(bool(tags), task_key is not None, without_paths)
     return await conn.fetch_value(query, params) is not None
 
 
@@ -448,12 +448,12 @@ def _counted(rows: list[TaskCountRow]) -> dict[str, int]:
     return out
 
 
-async def why_nothing(
+async def empty_claim_facts(
     conn: Connection, workspace: str, *, now: float, tags: list[str] | None, task_key: str | None
 ) -> EmptyClaimFacts:
     """How many tasks an empty claim's filters match, and how many of them are done."""
     params = _filters(conn, {"ws": workspace, "now": now}, tags, task_key)
-    return await fetch_row(conn, queries.why_nothing(bool(tags), task_key is not None), params)
+    return await fetch_row(conn, queries.empty_claim_counts(bool(tags), task_key is not None), params)
 
 
 async def waiting(conn: Connection, workspace: str, *, tags: list[str] | None, task_key: str | None) -> list[WaitRow]:
