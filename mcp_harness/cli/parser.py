@@ -11,13 +11,31 @@ from ..config import MAX_INT
 from ..console import command as ui_command
 from ..identity import ROLES
 from ..runner import command as runner_command
-from ..task_states import SHOWN
+from ..task_states import PERSON_ACTIONS, RULES, SHOWN, Action, Status
 from .common import env
 
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
 STATUSES = SHOWN  #: every status a task may show (`task_states`)
 #: `--agent` of the commands a person runs as an operator
 PERSON = "who acts (default: your login name, else 'operator')"
+
+#: `tasks WORD KEY`: a person's action on one task, and what it does (its argument, whether it is required
+#: and the verb of its answer are in its rule)
+TASK_COMMANDS: dict[str, tuple[Action, str]] = {
+    "release": (PERSON_ACTIONS["release"], "end its lease"),
+    "retry": (PERSON_ACTIONS["retry_now"], "end its backoff"),
+    "cancel": (PERSON_ACTIONS["cancel"], "the plan no longer needs it"),
+    "reopen": (PERSON_ACTIONS["reopen"], "revive a done, failed or cancelled task"),
+}
+#: `review WORD KEY`: the decisions on a task in review
+REVIEW_COMMANDS = tuple(name for name, a in PERSON_ACTIONS.items() if RULES[a].allowed == {Status.IN_REVIEW})
+
+
+def _flagged(word: str, action: Action) -> str:
+    """A command word with the flag its action requires, if any: `cancel (--reason)`."""
+    rule = RULES[action]
+    return f"{word} (--{rule.argument})" if rule.required else word
+
 
 DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
 
@@ -122,18 +140,18 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
     p = sub.add_parser(
         "tasks",
         parents=parents,
-        help="the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks release|retry|cancel|reopen KEY`",
+        help=f"the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks {'|'.join(TASK_COMMANDS)} KEY`",
     )
     p.add_argument(
         "show",
         nargs="*",
-        metavar="show|add|release|retry|cancel|reopen KEY",
-        help="show: one task's lease, events and progress; add: a new task; release (--reason): end "
-        "its lease; retry: end its backoff; cancel (--reason): the plan no longer needs it; reopen "
-        "(--reason): revive a done, failed or cancelled task",
+        metavar=f"show|add|{'|'.join(TASK_COMMANDS)} KEY",
+        help="show: one task's lease, events and progress; add: a new task; "
+        + "; ".join(f"{_flagged(word, action)}: {what}" for word, (action, what) in TASK_COMMANDS.items()),
     )
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
-    p.add_argument("--reason", default=None, help="release, cancel, reopen: why (it goes into the progress log)")
+    reasoned = [word for word, (action, _what) in TASK_COMMANDS.items() if RULES[action].argument == "reason"]
+    p.add_argument("--reason", default=None, help=f"{', '.join(reasoned)}: why (it goes into the progress log)")
     add = p.add_argument_group(
         "tasks add KEY (one task from flags) or tasks add --file FILE (a JSON list, or JSON Lines)"
     )
@@ -173,9 +191,11 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         )
         m.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("review", parents=parents, help="tasks waiting for a person: list, approve KEY, reject KEY")
-    p.add_argument("words", nargs="+", metavar="list|approve KEY|reject KEY")
-    p.add_argument("--comment", default=None, help="the reviewer's note (required to reject)")
+    decisions = [f"{word} KEY" for word in REVIEW_COMMANDS]
+    p = sub.add_parser("review", parents=parents, help=f"tasks waiting for a person: list, {', '.join(decisions)}")
+    p.add_argument("words", nargs="+", metavar="|".join(["list", *decisions]))
+    needed = [word for word in REVIEW_COMMANDS if RULES[PERSON_ACTIONS[word]].required]
+    p.add_argument("--comment", default=None, help=f"the reviewer's note (required to {' and '.join(needed)})")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
 

@@ -17,6 +17,7 @@ from ..service import Harness, Identity
 from .brief import other_workspaces
 from .common import identity, with_harness
 from .output import clean, note, say, show
+from .parser import TASK_COMMANDS
 from .tables import counts_line, progress_log, status_report, task_board
 
 
@@ -66,9 +67,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         from .task_add import add
 
         return add(args, args.show[1:])
-    from .review import TASK_ACTIONS, task_action
+    if args.show and args.show[0] in TASK_COMMANDS:  # a person's action
+        from .review import task_action
 
-    if args.show and args.show[0] in TASK_ACTIONS:  # a person's action
         if len(args.show) != 2:
             raise InvalidArgument(f"use `tasks {args.show[0]} KEY`")
         return task_action(args, *args.show)

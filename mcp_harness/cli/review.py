@@ -15,6 +15,7 @@ from ..service import Harness, Identity
 from ..task_states import PERSON_ACTIONS, RULES
 from .common import identity, person, with_harness
 from .output import say, show
+from .parser import REVIEW_COMMANDS, TASK_COMMANDS
 from .tables import styled, table, when
 
 
@@ -41,7 +42,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     words = args.words
     if words == ["list"]:
         return _list(args)
-    if len(words) != 2 or words[0] not in ("approve", "reject"):
+    if len(words) != 2 or words[0] not in REVIEW_COMMANDS:
         return _refuse("use `review list`, `review approve KEY [--comment C]` or `review reject KEY --comment C`")
     action, key = words
     return _act(args, action, key)
@@ -89,19 +90,9 @@ def _list(args: argparse.Namespace) -> int:
     return with_harness(args, run)
 
 
-#: `tasks WORD KEY` -> the action it takes (a person's: what the argument means, whether it must be
-#: given and the verb of its answer are in its rule)
-TASK_ACTIONS = {
-    "release": PERSON_ACTIONS["release"],
-    "retry": PERSON_ACTIONS["retry_now"],
-    "reopen": PERSON_ACTIONS["reopen"],
-    "cancel": PERSON_ACTIONS["cancel"],
-}
-
-
 def task_action(args: argparse.Namespace, word: str, key: str) -> int:
     """`tasks release|retry|cancel|reopen KEY` (operator; reopen: anyone, as the tool)."""
-    return _act(args, TASK_ACTIONS[word].public, key)
+    return _act(args, TASK_COMMANDS[word][0].public, key)
 
 
 def _act(args: argparse.Namespace, name: str, key: str) -> int:
