@@ -56,7 +56,7 @@ def version_in(params: dict[str, str]) -> int:
 
 
 async def _threads(h: Harness, who: Identity, _params: dict[str, str]) -> Any:
-    return {"threads": [t.model_dump(mode="json") for t in await h.threads(who)]}
+    return {"threads": [t.model_dump(mode="json") for t in await h.checkpoints.threads(who)]}
 
 
 async def _thread_state(h: Harness, who: Identity, params: dict[str, str]) -> Any:

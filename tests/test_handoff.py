@@ -234,7 +234,7 @@ async def test_task_context_full_answers_results_uncut(db_url, workspace):
 
             row = await store.get(conn, workspace, "b")
             full = await task_context(conn, workspace, row, full=True)
-            bounded = await h.tasks.context(conn, workspace, row)
+            bounded = await task_context(conn, workspace, row)
         assert full.dependencies[0].result == {"log": "x" * 5000} and not full.dependencies[0].cut
         assert bounded.dependencies[0].cut
 

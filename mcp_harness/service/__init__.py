@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import RestoreStateArgs
 from ..config import Settings
-from ..models import RestoreStateResult, TaskDetail, ThreadInfo, Unread, You
+from ..models import RestoreStateResult, TaskDetail, Unread, You
 from ..store import Database, changes
 from ..store import progress as progress_store
 from .base import Identity, iso
@@ -135,10 +135,6 @@ class Harness:
         (one indexed count, in a read of its own after the call's transaction)."""
         async with self.db.read() as conn:
             return await unread_count(conn, ident)
-
-    async def threads(self, ident: Identity) -> list[ThreadInfo]:
-        """The workspace's threads with their latest checkpoint, by name."""
-        return await self.checkpoints.threads(ident)
 
     async def status(self, ident: Identity) -> dict[str, Any]:
         """What a person supervising agents needs at a glance (see `overview`)."""

@@ -88,10 +88,6 @@ class TaskService(ServiceBase):
         takes it (the update_task tool, the CLI, the console). A person passes an `operator` identity."""
         return await self.actions.act(ident, args)
 
-    #: a task's handoff context inside the caller's transaction (`task_context.task_context`):
-    #: `await TaskService.context(conn, workspace, row, full=False)`
-    context = staticmethod(task_context)
-
     async def end_leases(
         self,
         ident: Identity,
