@@ -57,7 +57,9 @@ TEXTS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Each model's validator and serializer are built when first used, not at import: a hook or a
+    # command that uses a few of these models does not pay for them all.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 #: serialization context of people's views (the CLI's --json): every field, defaults included
@@ -467,7 +469,7 @@ class RestoreStateResult(Result):
 
 
 class TaskSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     key: Name
     title: Annotated[str, Field(min_length=1, max_length=500), TEXT]
