@@ -323,6 +323,40 @@ def test_session_end_ends_the_leases_and_the_next_claim_takes_the_task(db_url, w
     assert any(n.summary.startswith(f"the lease of {ME} on task k ended: its session ended (logout)") for n in notes)
 
 
+def test_a_writing_hook_starts_no_writer_when_the_session_holds_nothing(sqlite_url, workspace, monkeypatch):
+    """SessionEnd and PreCompact leave their write to a process of their own (`hook.detach`); when the
+    session's agent holds nothing they would write (SessionEnd: no live lease; PreCompact: no claimed
+    task) no process is started. StopFailure's note is written whatever is held."""
+    import subprocess
+
+    from mcp_harness import clock
+
+    started: list[str] = []
+
+    class Writer:  # stands for the detached process: the event it was started for
+        def __init__(self, argv: list[str], **_options: Any) -> None:
+            started.append(argv[4])
+            self.stdin = io.BytesIO()
+
+    monkeypatch.setattr(subprocess, "Popen", Writer)
+
+    def writers(*events: str) -> list[str]:
+        started.clear()
+        for event in events:
+            monkeypatch.setattr(sys, "stdin", Stdin(io.BytesIO(json.dumps(RECORDED[event]).encode())))
+            assert hook.run([event, "--db", sqlite_url, "--workspace", workspace], detached=True) == 0
+        return started
+
+    me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
+    act(sqlite_url, lambda h: h.tasks.add(me, tasks=[TaskSpec(key="k", title="K"), TaskSpec(key="o", title="O")]))
+    act(sqlite_url, lambda h: h.tasks.claim(other, task_key="o"))  # another agent's lease is not this session's
+    assert writers("SessionEnd", "PreCompact", "StopFailure") == ["StopFailure"]
+    act(sqlite_url, lambda h: h.tasks.claim(me, task_key="k", lease_seconds=60))
+    assert writers("SessionEnd", "PreCompact", "StopFailure") == ["SessionEnd", "PreCompact", "StopFailure"]
+    clock.advance(120)  # its lease past its time: nothing for SessionEnd to end, still a task held to note
+    assert writers("SessionEnd", "PreCompact") == ["PreCompact"]
+
+
 @pytest.mark.parametrize("event", list(RECORDED))
 @pytest.mark.parametrize("body", ["not json", "[1, 2]", ""])
 def test_a_malformed_input_prints_nothing_to_the_model(tmp_path, capsys, monkeypatch, event, body):
