@@ -417,6 +417,44 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
     )
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("event", ["SessionEnd", "PreCompact"])
+def test_a_writing_hook_with_nothing_to_write_loads_none_of_the_heavy_layers(sqlite_url, workspace, event):
+    """Claude Code waits for these hooks (SessionEnd before it exits): when the session holds nothing,
+    the hook looks with `sqlite3` and returns, loading no pydantic, SDK, service or store."""
+    import ast
+    import subprocess
+
+    act(sqlite_url, lambda h: h.tasks.add(Identity(workspace, "a"), tasks=[TaskSpec(key="k", title="t")]))
+    code = (
+        "import sys; from mcp_harness.cli import main; main(); print(sorted({m.split('.')[0] if not "
+        "m.startswith('mcp_harness') else m for m in sys.modules if m.startswith(('sqlalchemy', 'sqlmodel', "
+        "'pydantic', 'mcp', 'anyio', 'asyncpg', 'mcp_harness.service', 'mcp_harness.store'))}))"
+    )
+    argv = ["hook", event, "--db", sqlite_url, "--workspace", workspace]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        input=json.dumps(RECORDED[event]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    loaded = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    heavy = (
+        "pydantic",
+        "mcp",
+        "anyio",
+        "sqlalchemy",
+        "sqlmodel",
+        "asyncpg",
+        "mcp_harness.service",
+        "mcp_harness.store",
+    )
+    assert [m for m in loaded if m in heavy or m.startswith(("mcp_harness.service.", "mcp_harness.store."))] == []
+    assert "mcp_harness.glance" in loaded  # it looked
+
+
 def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, capsys, monkeypatch):
     db = str(tmp_path / "no-such-folder" / "h.db")
     out, err = fire("UserPromptSubmit", db, "w", capsys, monkeypatch)
