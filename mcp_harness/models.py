@@ -304,13 +304,13 @@ class FullTaskRow(TaskView):
     added_by: str | None = None  #: who added the task (absent for tasks added before it was recorded)
 
 
-class UpdateTaskResult(Replayable):
-    """update_task, every action but heartbeat: the task's key and status now, plus what changed
-    (`attempts`, `available_at` of a backoff, `unblocked`, `revoked`); a field the action cleared is
-    shown as null. (A heartbeat answers `HeartbeatResult`; the published schema describes both.)"""
+class _TaskChanged(Replayable):
+    # What an update_task answer may say changed: the fields both `UpdateTaskResult` and the published
+    # `UpdateTaskAnswer` carry, in their order (a subclass that narrows `key` and `status` keeps it).
+    # (No docstring: a model's docstring is its published description.)
 
-    key: str
-    status: TaskStatus
+    key: str | None = None
+    status: TaskStatus | None = None
     attempts: int | None = None  #: when the action changed it
     available_at: str | None = None  #: not claimable before this time (a retry backoff began)
     result: Any = None
@@ -332,12 +332,21 @@ class UpdateTaskResult(Replayable):
         return {k: v for k, v in handler(self).items() if v is not None or k in given}
 
 
+class UpdateTaskResult(_TaskChanged):
+    """update_task, every action but heartbeat: the task's key and status now, plus what changed
+    (`attempts`, `available_at` of a backoff, `unblocked`, `revoked`); a field the action cleared is
+    shown as null. (A heartbeat answers `HeartbeatResult`; the published schema describes both.)"""
+
+    key: str
+    status: TaskStatus
+
+
 class HeartbeatResult(Replayable):
     lease: Lease
     inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
 
 
-class UpdateTaskAnswer(UpdateTaskResult):
+class UpdateTaskAnswer(_TaskChanged):
     # What update_task publishes as its outputSchema: both shapes of its answer, said in its description.
     # (No docstring: the description below is the published one.)
 
@@ -348,8 +357,6 @@ class UpdateTaskAnswer(UpdateTaskResult):
         }
     )
 
-    key: str | None = None  # type: ignore[assignment]
-    status: TaskStatus | None = None  # type: ignore[assignment]
     lease: Lease | None = None
     inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: heartbeat, when above 0
 

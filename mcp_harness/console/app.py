@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import anyio
 import jinja2
 from markupsafe import Markup
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -78,7 +79,7 @@ def status_of(exc: HarnessError) -> int:
 MAX_FORM_BYTES = 1024 * 1024  #: a console form (a comment, a reason, a token) is far smaller
 
 
-async def read_form(request: Request) -> Any:
+async def read_form(request: Request) -> FormData:
     """The request's form, refused with a one-line 400 when it is larger than any console form or
     malformed (Starlette reads an URL-encoded body of any size into memory, and raises a bare error)."""
     length = request.headers.get("content-length", "")
