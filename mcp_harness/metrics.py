@@ -35,7 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 from . import __version__
 from .errors import ALL_CODES, HarnessError
 from .models import SessionOutcome
-from .task_states import SHOWN
+from .task_states import SHOWN, Status
 from .waits import claim_waited
 
 OUTCOMES = get_args(SessionOutcome)  #: every series of `mcp_harness_sessions`, at 0 until one ends so
@@ -127,7 +127,7 @@ def _count_ended(action: Any, result: Any) -> None:
         ENDED["completed"].inc()
     elif action == "fail":
         status = (getattr(result, "structured_content", None) or {}).get("status")
-        ENDED["failed" if status == "failed" else "retried"].inc()
+        ENDED["failed" if status == Status.FAILED else "retried"].inc()
 
 
 def result_code(result: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -21,7 +21,7 @@ from pydantic import (
 from .config import NAME_PATTERN, STEP_CHARS, TAG_CHARS
 from .identity import Role
 from .paths import normalize_all
-from .task_states import ShownStatus
+from .task_states import ShownStatus, Status
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 #: a name that refers to one made before (a task's key, a thread, a tag): checked against the same
@@ -29,6 +29,8 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the lengt
 #: and a wrong name is refused anyway, with the pattern in the message. Names being made keep it.
 NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "string"})]
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
+#: a progress entry's statuses, as people pick them
+PROGRESS_STATUSES: tuple[str, ...] = get_args(ProgressStatus)
 TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal[
@@ -526,7 +528,7 @@ class WaitingOn(Result):
     def _held(self, handler: SerializerFunctionWrapHandler) -> Any:
         """`alive` (null included) only on an entry an agent holds."""
         out = handler(self)
-        if self.owner is None or self.status != "claimed":
+        if self.owner is None or self.status != Status.CLAIMED.value:
             out.pop("alive", None)
         return out
 

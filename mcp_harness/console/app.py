@@ -27,8 +27,7 @@ from .. import __version__
 from ..errors import Forbidden, HarnessError, InvalidArgument
 from ..identity import ROLES
 from ..service import Harness, Identity
-from ..task_states import BLOCKED
-from ..task_states import Status as S
+from ..task_states import LOOKS
 from .auth import Login, Session
 
 log = logging.getLogger("mcp_harness.console")
@@ -45,15 +44,7 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),  # not no-referrer: that would make a form's Origin "null"
 ]
 #: how statuses read on the page
-LABELS = {
-    S.PENDING: "Pending",
-    S.CLAIMED: "Claimed",
-    BLOCKED: "Blocked",
-    S.FAILED: "Failed",
-    S.DONE: "Done",
-    S.IN_REVIEW: "In review",
-    S.CANCELLED: "Cancelled",
-}
+LABELS = {status: look.label for status, look in LOOKS.items()}
 #: the HTTP status of each contract error a page or an action meets: what the person asked for is refused
 #: (4xx, with the message), the database is away (503), or something unexpected happened (500)
 STATUS = {

@@ -11,7 +11,7 @@ from typing import Any
 from ..arguments import RestoreStateArgs
 from ..config import check_int, check_name
 from ..errors import InvalidArgument, NotFound
-from ..models import CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
+from ..models import PROGRESS_STATUSES, CheckpointMeta, ProgressEntry, TaskCounts, TaskDetail, TaskEvent
 from ..sessions import alive
 from ..store import changes, console_paths, reservations
 from ..store import checkpoints as checkpoint_store
@@ -19,8 +19,9 @@ from ..store import console as store
 from ..store import messages as message_store
 from ..store import tasks as task_store
 from ..store.common import now
-from ..task_states import BLOCKED
+from ..task_states import BLOCKED, BOARD_ORDER, SETTLED, STATUS_AFTER, UNDER_WAY
 from ..task_states import Status as S
+from ..task_states import shown as shown_status
 from .base import Identity, ServiceBase, iso
 from .checkpoints import CheckpointService
 from .jsondiff import Change, diff
@@ -29,9 +30,6 @@ from .search import reading, search_terms
 from .task_events import HARNESS, KINDS
 from .task_views import status_of, task_counts, task_detail, task_event
 
-#: the board's columns, left to right (a status another change adds gets its place here)
-BOARD_COLUMNS = tuple(str(s) for s in (S.PENDING, S.CLAIMED, S.IN_REVIEW, BLOCKED, S.FAILED, S.DONE, S.CANCELLED))
-PROGRESS_STATUSES = ("done", "in_progress", "blocked", "note")
 WAITS_SHOWN = 4  #: dependencies a board card names (then "and N more"): a card stays small at any plan size
 DEPS_PAGE = 100  #: dependencies and dependents a task page lists at a time
 EVENTS_PAGE = 100  #: task events a task page shows at a time
@@ -52,24 +50,6 @@ STUCK_SHOWN = 25  #: blockers the stuck page lists
 PACE_EVENTS = 5000  #: task events the pace page reads (the newest)
 FILTER_EVENTS = 1000  #: task events whose actors the agent filter offers (the newest; contacts add the rest)
 BURN_BUCKETS = 40  #: points of the burn-up chart
-#: the status a task is in after an event of each kind (a failure or reject may also end it: see `_after`)
-AFTER_EVENT = {
-    "claim": "claimed",
-    "take_over": "claimed",
-    "complete": "done",
-    "submit": "in_review",
-    "approve": "done",
-    "reject": "pending",
-    "fail": "pending",
-    "expire": "pending",
-    "release": "pending",
-    "revoke": "pending",
-    "operator_release": "pending",
-    "returned": "pending",
-    "retry_now": "pending",
-    "reopen": "pending",
-    "cancel": "cancelled",
-}
 WAITING_CAP = 10_000  #: tasks counted behind one blocker (more shows as "10000+")
 ROOT_STEPS = 50  #: dependencies followed up from a task to the root of what holds it back
 AGENTS_SHOWN = 500  #: agents the agents page lists (the ones heard from last)
@@ -88,7 +68,7 @@ class Dependency:
     @property
     def holds_back(self) -> bool:
         """Whether a task that depends on this one still waits for it (done and cancelled hold nothing back)."""
-        return self.status not in ("done", "cancelled")
+        return self.status not in SETTLED
 
 
 @dataclass(frozen=True)
@@ -121,9 +101,9 @@ class Card:
     @property
     def ready(self) -> bool:
         """Claimable now (pending, every dependency done, no backoff) or held past its lease."""
-        if self.status == "pending":
+        if self.status == S.PENDING:
             return not self.waits_on and self.retry_at is None
-        return self.status == "claimed" and self.lease_expired
+        return self.status == S.CLAIMED and self.lease_expired
 
 
 @dataclass(frozen=True)
@@ -356,12 +336,12 @@ class ConsoleService(ServiceBase):
             silent = len(await silent_holders(conn, workspace, at, self.settings.silent_after_seconds))
             messages = await message_store.count_unread_operators(conn, workspace)
         return Needs(
-            in_review=counts.get("in_review", 0) - gates,
+            in_review=counts.get(S.IN_REVIEW, 0) - gates,
             gates=gates,
             overdue=overdue,
             silent=silent,
-            failed=counts.get("failed", 0),
-            blocked=counts.get("blocked", 0),
+            failed=counts.get(S.FAILED, 0),
+            blocked=counts.get(BLOCKED, 0),
             messages=messages,
         )
 
@@ -373,15 +353,15 @@ class ConsoleService(ServiceBase):
         ws = ident.workspace
         async with self.db.page_read() as conn:
             rows = []
-            for status in ("failed", "claimed", "in_review", "pending"):
+            for status in (S.FAILED, S.CLAIMED, S.IN_REVIEW, S.PENDING):
                 rows += await store.holding_back(conn, ws, status, STUCK_SCAN, STUCK_SHOWN)
             silent = {r.key for r in await silent_holders(conn, ws, at, self.settings.silent_after_seconds)}
             seen = await store.contacts(conn, ws, AGENTS_SHOWN)
-            rows = [r for r in rows if r.status != "pending" or r.ready]  # a pending task that waits is no root
+            rows = [r for r in rows if r.status != S.PENDING or r.ready]  # a pending task that waits is no root
             rows.sort(key=lambda r: -r.dependents)
             rows = rows[: STUCK_SHOWN * 2]
             behind = {r.key: await store.waiting_on(conn, ws, r.key, WAITING_CAP) for r in rows}
-            pending = await task_store.get_many(conn, ws, [r.key for r in rows if r.status == "pending"])
+            pending = await task_store.get_many(conn, ws, [r.key for r in rows if r.status == S.PENDING])
         backoff = {k: t.available_at for k, t in pending.items() if t.available_at > at}  # a retry backoff
         last = {c.agent: float(c.seen_at) for c in seen}
         rows.sort(key=lambda r: (-behind[r.key], -r.dependents))  # the most held back, in all, first
@@ -403,18 +383,18 @@ class ConsoleService(ServiceBase):
             t0 = await store.first_created(conn, ws)
             step = max(1.0, (at - t0) / BURN_BUCKETS) if t0 is not None else 1.0
             created, finished = await store.burn_up(conn, ws, t0 or at, step) if t0 is not None else ({}, {})
-        spells: dict[str, list[float]] = {"pending": [], "claimed": [], "in_review": []}
+        spells: dict[str, list[float]] = {s: [] for s in UNDER_WAY}
         review: list[float] = []
         state: dict[str, tuple[str, float]] = {}
         for e in events:
             key, when = e.task_key, float(e.created_at)
-            status, since = state.get(key, ("pending", born.get(key, when)))
+            status, since = state.get(key, (S.PENDING, born.get(key, when)))
             if status in spells:
                 spells[status].append(when - since)
-                if status == "in_review" and e.kind in ("approve", "reject"):
+                if status == S.IN_REVIEW and e.kind in ("approve", "reject"):
                     review.append(when - since)
-            state[key] = (AFTER_EVENT.get(e.kind, status), when)
-        waiting_review = [at - since for status, since in state.values() if status == "in_review"]
+            state[key] = (STATUS_AFTER.get(e.kind, status), when)
+        waiting_review = [at - since for status, since in state.values() if status == S.IN_REVIEW]
         done_times = [float(e.created_at) for e in events if e.kind in ("complete", "approve")]
         per_hour = [0] * 24
         for when in done_times:
@@ -430,7 +410,7 @@ class ConsoleService(ServiceBase):
         total_now = sum(counts.values())
         if scope:  # the plan as it is now (tasks purged or imported since keep the chart honest at its end)
             scope[-1] = (at, total_now)
-            done[-1] = (at, counts.get("done", 0))
+            done[-1] = (at, counts.get(S.DONE, 0))
         return Pace(
             in_status=[StatusTime(s, _median(v), sum(v), len(v)) for s, v in spells.items()],
             review_wait=_median(review) if review else None,
@@ -456,8 +436,8 @@ class ConsoleService(ServiceBase):
         limit: int = 200,
     ) -> TaskTable:
         """A page of tasks for the table view: filtered by status, owner and tag, sorted by one column."""
-        if status is not None and status not in BOARD_COLUMNS:
-            raise InvalidArgument(f"status must be one of {', '.join(BOARD_COLUMNS)}, got {status!r}")
+        if status is not None and status not in BOARD_ORDER:
+            raise InvalidArgument(f"status must be one of {', '.join(BOARD_ORDER)}, got {status!r}")
         if sort not in store.TABLE_SORTS:
             raise InvalidArgument(f"sort must be one of {', '.join(store.TABLE_SORTS)}, got {sort!r}")
         for kind, name in (("owner", owner), ("tag", tag)):
@@ -535,7 +515,7 @@ class ConsoleService(ServiceBase):
                     break
                 path.append(_dependency(row))
                 seen.add(row.key)
-                if row.status != "pending" or (row.ready and not row.blocked):
+                if row.status != S.PENDING or (row.ready and not row.blocked):
                     break  # the root: a failure, a task held or in review, or one ready to claim
                 current = row.key
         return path
@@ -546,7 +526,7 @@ class ConsoleService(ServiceBase):
         at = now()
         async with self.db.page_read() as conn:
             row = await task_store.get(conn, ident.workspace, key)
-            if row is None or row.status != "claimed" or row.owner is None:
+            if row is None or row.status != S.CLAIMED or row.owner is None:
                 return None
             contacts = {c.agent: float(c.seen_at) for c in await store.contacts(conn, ident.workspace, AGENTS_SHOWN)}
         last = max(contacts.get(row.owner, 0.0), float(row.updated_at))  # a heartbeat updates the task
@@ -563,21 +543,21 @@ class ConsoleService(ServiceBase):
         """Every column's first `per_column` cards; or, `only`, that column's cards from `offset`."""
         check_int("per_column", per_column, 1, 500)
         check_int("offset", offset, 0)
-        if only is not None and only not in BOARD_COLUMNS:
-            raise InvalidArgument(f"column must be one of {', '.join(BOARD_COLUMNS)}, got {only!r}")
-        shown = (only,) if only else BOARD_COLUMNS
+        if only is not None and only not in BOARD_ORDER:
+            raise InvalidArgument(f"column must be one of {', '.join(BOARD_ORDER)}, got {only!r}")
+        shown = (only,) if only else BOARD_ORDER
         at = now()
         async with self.db.page_read() as conn:
             counts = await task_store.counts(conn, ident.workspace)
             rows = {s: await store.column(conn, ident.workspace, s, per_column, offset if only else 0) for s in shown}
-            waiting = [r.key for s in ("pending", "blocked") for r in rows.get(s, [])]
+            waiting = [r.key for s in (S.PENDING, BLOCKED) for r in rows.get(s, [])]
             open_deps = await store.open_dependencies(conn, ident.workspace, waiting, WAITS_SHOWN)
-            cancelled = [r.key for r in rows.get("cancelled", [])]
+            cancelled = [r.key for r in rows.get(S.CANCELLED, [])]
             reasons = await store.cancel_reasons(conn, ident.workspace, cancelled)
             silent = {
                 r.key: r for r in await silent_holders(conn, ident.workspace, at, self.settings.silent_after_seconds)
             }
-            held = await console_paths.held_by_tasks(conn, ident.workspace, [r.id for r in rows.get("claimed", [])], at)
+            held = await console_paths.held_by_tasks(conn, ident.workspace, [r.id for r in rows.get(S.CLAIMED, [])], at)
         waits: dict[str, list[Dependency]] = {}
         totals: dict[str, int] = {}
         for d in open_deps:
@@ -823,7 +803,7 @@ class ConsoleService(ServiceBase):
             expired = await store.expired_leases_by_workspace(conn, now())
         counts: dict[tuple[str, str], int] = {}
         for workspace, status, blocked, n in rows:
-            shown = "blocked" if status == "pending" and blocked else status
+            shown = shown_status(status, blocked)
             counts[(workspace, shown)] = counts.get((workspace, shown), 0) + n
         return [(w, s, n) for (w, s), n in sorted(counts.items())], expired
 
@@ -852,8 +832,8 @@ def _card(
     held: dict[str, bool] | None = None,
 ) -> Card:
     status = status_of(row)
-    claimed = row.status == "claimed"
-    backoff = row.status == "pending" and row.available_at > at
+    claimed = row.status == S.CLAIMED
+    backoff = row.status == S.PENDING and row.available_at > at
     return Card(
         key=row.key,
         title=row.title,
@@ -865,7 +845,7 @@ def _card(
         lease_expires_at=iso(row.lease_expires_at) if claimed else None,
         lease_expired=claimed and row.lease_expires_at is not None and row.lease_expires_at <= at,
         retry_at=iso(row.available_at) if backoff else None,
-        last_error=None if row.status == "cancelled" else row.last_error,  # the cancel reason says why
+        last_error=None if row.status == S.CANCELLED else row.last_error,  # the cancel reason says why
         tags=json.loads(row.tags),
         waits_on=waits_on,
         kind=row.kind,
@@ -906,29 +886,29 @@ def _blocker(
 ) -> Blocker:
     task = _dependency(row)
     n = behind
-    lease = iso(row.lease_expires_at) if row.status == "claimed" else None
-    if row.status == "failed":
+    lease = iso(row.lease_expires_at) if row.status == S.CLAIMED else None
+    if row.status == S.FAILED:
         why, action = (
             f"failed (attempt {row.attempts} of {row.max_attempts}): {_count(n, 'waiting task')} "
             f"{'is' if n == 1 else 'are'} blocked",
             "reopen",
         )
-    elif row.status == "claimed" and row.lease_expires_at is not None and row.lease_expires_at <= at:
+    elif row.status == S.CLAIMED and row.lease_expires_at is not None and row.lease_expires_at <= at:
         why, action = f"held by {row.owner}, whose lease ran out: release it so another agent takes it", "release"
-    elif row.status == "claimed" and silent:
+    elif row.status == S.CLAIMED and silent:
         since = f" for {span(at - seen_at)}" if seen_at else ""
         why, action = f"held by {row.owner}, silent{since}: release it so another agent takes it", "release"
-    elif row.status == "claimed":
+    elif row.status == S.CLAIMED:
         why, action = f"held by {row.owner}, who is working on it", None
-    elif row.status == "in_review" and row.kind == "gate":
+    elif row.status == S.IN_REVIEW and row.kind == "gate":
         why, action = "a gate waiting for a person's decision", "approve"
-    elif row.status == "in_review":
+    elif row.status == S.IN_REVIEW:
         why, action = "completed, waiting for a person's review", "approve"
     elif retry_at is not None:
         why, action = f"failed, will be retried: claimable in {span(retry_at - at)} (its retry backoff)", "retry_now"
     else:
         why, action = "ready, but no agent has claimed it yet: start an agent or check its tags", None
-    error = row.last_error if row.status == "failed" or retry_at is not None else None
+    error = row.last_error if row.status == S.FAILED or retry_at is not None else None
     return Blocker(task, row.dependents, why, action, lease, error, n, iso(retry_at) if retry_at is not None else None)
 
 
@@ -941,7 +921,7 @@ def _held_card(row: Any, at: float, silent_since: str | None = None, held: dict[
     return Card(
         key=row.key,
         title=row.title,
-        status="claimed",
+        status=S.CLAIMED.value,
         priority=0,
         owner=row.owner,
         attempts=row.attempts,
