@@ -12,7 +12,8 @@ from starlette.responses import Response
 
 from ..errors import InvalidArgument
 from ..identity import Identity
-from ..service.console import GRAPH_EDGES, span
+from ..service.console_attention import span
+from ..service.console_tasks import GRAPH_EDGES
 from ..service.task_events import KINDS as EVENT_KINDS
 from ..task_states import BLOCKED, BOARD_ORDER, Status
 from . import charts
