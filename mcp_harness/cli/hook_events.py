@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..identity import leases_kept
+from ..task_states import Status
 from .hook_call import HookCall, one_line, start_mark
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
 
 async def _held(harness: Harness, ident: Identity) -> list[str]:
     restored = await harness.restore(ident, thread="main", progress_limit=1)
-    return [t.key for t in restored.my_tasks if t.status == "claimed"]
+    return [t.key for t in restored.my_tasks if t.status == Status.CLAIMED.value]
 
 
 async def _note(harness: Harness, ident: Identity, summary: str, key: str | None, status: str = "note") -> None:

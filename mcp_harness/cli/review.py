@@ -11,6 +11,7 @@ import sys
 
 from ..models import EVERY_FIELD, UpdateTaskResult
 from ..service import Harness, Identity
+from ..task_states import Status
 from .common import identity, person, with_harness
 from .output import say, show
 from .tables import styled, table, when
@@ -59,7 +60,7 @@ def _list(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        tasks, _counts = await h.tasks.board(ident, statuses=["in_review"])
+        tasks, _counts = await h.tasks.board(ident, statuses=[Status.IN_REVIEW])
         if args.json:
             rows = [t.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease"}) for t in tasks]
             print(json.dumps(rows, indent=2))
