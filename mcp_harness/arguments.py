@@ -63,7 +63,8 @@ def _published(schema: dict[str, Any]) -> None:
 class ToolArgs(BaseModel):
     """The arguments of the tool named `tool`. Unknown fields are refused (the MCP adapter names them)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_published)
+    # built when first used, not at import (as `models.Result`)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_published, defer_build=True)
 
     tool: ClassVar[str]
 

@@ -3,9 +3,9 @@ must cost little more than starting Python: `sqlite3` (opened read-only, never c
 schema) or `asyncpg` directly, with none of SQLAlchemy, pydantic or the service.
 
 The only SQL outside `store/`, and only reads: what happened to an agent's tasks since an event id
-(the events that agent must know of), the newest event id (the mark a session starts from), and the
-live exclusive path reservations (the commit guard, `cli/guard.py`; the same rows as the store's
-`reservations.live`)."""
+(the events that agent must know of), the newest event id (the mark a session starts from), whether
+an agent holds a task at all (the writing hooks: `holds`), and the live exclusive path reservations
+(the commit guard, `cli/guard.py`; the same rows as the store's `reservations.live`)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ _RESERVED = (
     "ON r.task_id = t.id AND r.lease_token = t.lease_token WHERE t.workspace = ? AND t.status = 'claimed' "
     "AND t.lease_expires_at > ? AND r.shared = FALSE ORDER BY t.lease_expires_at, r.pattern"
 )
+#: whether an agent holds a claimed task (the store's `held_by`, claimed only), and one whose lease runs
+#: past a time (`_HOLDS_LIVE`)
+_HOLDS = "SELECT 1 FROM tasks WHERE workspace = ? AND owner = ? AND status = 'claimed' LIMIT 1"
+_HOLDS_LIVE = _HOLDS.replace(" LIMIT", " AND lease_expires_at > ? LIMIT")
 #: whether a workspace has a task at all (`uq_task_key`'s prefix: one seek)
 _ANY_TASK = "SELECT 1 FROM tasks WHERE workspace = ? LIMIT 1"
 #: unread messages for an agent (its name, and its agent's without the session suffix; `*` within the
@@ -202,6 +206,31 @@ async def _messages_postgres(dsn: str, params: tuple[Any, ...], wanted: bool) ->
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise Unreachable(f"cannot reach the PostgreSQL database: {type(exc).__name__}") from None
     return [Note(*tuple(row)) for row in rows], int(last)
+
+
+def holds(db: str | None, workspace: str, agent: str, live_at: float | None = None) -> bool | None:
+    """Whether `agent` holds a claimed task in `workspace` (with `live_at`: one whose lease runs past
+    it), in a SQLite database; False where the file does not exist. None for PostgreSQL: not looked at
+    here (the caller does what it would do for a holder). Raises `Unreachable` when the file cannot be read."""
+    path = sqlite_path(db)
+    if path is None:
+        return None
+    import sqlite3
+
+    if not path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=CONNECT_SECONDS)
+        try:
+            if live_at is None:
+                row = conn.execute(_HOLDS, (workspace, agent)).fetchone()
+            else:
+                row = conn.execute(_HOLDS_LIVE, (workspace, agent, live_at)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise Unreachable(f"cannot read {path}: {exc}") from None
+    return row is not None
 
 
 def _news(row: tuple[Any, ...]) -> News:

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Awaitable, Callable
-from functools import wraps
-from typing import TYPE_CHECKING, Any, get_args
+from collections.abc import Awaitable, Callable, Container
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -36,7 +35,7 @@ from starlette.responses import PlainTextResponse, Response
 from . import __version__
 from .errors import ALL_CODES, HarnessError
 from .models import SessionOutcome
-from .task_states import SHOWN
+from .task_states import SHOWN, Status
 from .waits import claim_waited
 
 OUTCOMES = get_args(SessionOutcome)  #: every series of `mcp_harness_sessions`, at 0 until one ends so
@@ -85,32 +84,29 @@ KNOWN_CODES = frozenset(ALL_CODES)  #: the codes a call may end with (`ok` aside
 
 #: (tool, code) -> its counter and histogram: resolving labels on every call cost more than counting
 _series: dict[tuple[str, str], tuple[Any, Any]] = {}
+R = TypeVar("R")
 
 
-def observe_tool_calls(call_tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Wrap `HarnessServer.call_tool`: count each call by its result code and time it."""
-
-    @wraps(call_tool)
-    async def observed(self: Any, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        started = time.perf_counter()
-        waited = [0.0]
-        reset = claim_waited.set(waited)  # a claim's wait for work is timed apart
-        try:
-            result = await call_tool(self, name, arguments, context)
-        finally:
-            claim_waited.reset(reset)
-        tool = name if name in getattr(self, "tools", {}) else "unknown"  # names are not ours to multiply
-        key = (tool, result_code(result))
-        series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
-        series[0].inc()
-        series[1].observe(time.perf_counter() - started - waited[0])
-        if waited[0]:
-            CLAIM_WAIT_SECONDS.observe(waited[0])
-        if tool == "update_task" and key[1] == "ok":
-            _count_ended(arguments.get("action"), result)
-        return result
-
-    return observed
+async def observe_tool_call(tools: Container[str], name: str, arguments: dict[str, Any], call: Awaitable[R]) -> R:
+    """Await `call`, the answer to one call of tool `name` (`HarnessServer.call_tool`): count it by its
+    result code and time it."""
+    started = time.perf_counter()
+    waited = [0.0]
+    reset = claim_waited.set(waited)  # a claim's wait for work is timed apart
+    try:
+        result = await call
+    finally:
+        claim_waited.reset(reset)
+    tool = name if name in tools else "unknown"  # names are not ours to multiply
+    key = (tool, result_code(result))
+    series = _series.get(key) or _series.setdefault(key, (TOOL_CALLS.labels(*key), TOOL_SECONDS.labels(tool)))
+    series[0].inc()
+    series[1].observe(time.perf_counter() - started - waited[0])
+    if waited[0]:
+        CLAIM_WAIT_SECONDS.observe(waited[0])
+    if tool == "update_task" and key[1] == "ok":
+        _count_ended(arguments.get("action"), result)
+    return result
 
 
 def start_series(tools: list[str]) -> None:
@@ -131,7 +127,7 @@ def _count_ended(action: Any, result: Any) -> None:
         ENDED["completed"].inc()
     elif action == "fail":
         status = (getattr(result, "structured_content", None) or {}).get("status")
-        ENDED["failed" if status == "failed" else "retried"].inc()
+        ENDED["failed" if status == Status.FAILED else "retried"].inc()
 
 
 def result_code(result: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -21,7 +21,7 @@ from pydantic import (
 from .config import NAME_PATTERN, STEP_CHARS, TAG_CHARS
 from .identity import Role
 from .paths import normalize_all
-from .task_states import ShownStatus
+from .task_states import ShownStatus, Status
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 #: a name that refers to one made before (a task's key, a thread, a tag): checked against the same
@@ -29,6 +29,8 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the lengt
 #: and a wrong name is refused anyway, with the pattern in the message. Names being made keep it.
 NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "string"})]
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
+#: a progress entry's statuses, as people pick them
+PROGRESS_STATUSES: tuple[str, ...] = get_args(ProgressStatus)
 TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal[
@@ -57,7 +59,9 @@ TEXTS = WithJsonSchema({"type": "array", "items": {"type": "string"}})
 
 
 class Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Each model's validator and serializer are built when first used, not at import: a hook or a
+    # command that uses a few of these models does not pay for them all.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 #: serialization context of people's views (the CLI's --json): every field, defaults included
@@ -304,13 +308,13 @@ class FullTaskRow(TaskView):
     added_by: str | None = None  #: who added the task (absent for tasks added before it was recorded)
 
 
-class UpdateTaskResult(Replayable):
-    """update_task, every action but heartbeat: the task's key and status now, plus what changed
-    (`attempts`, `available_at` of a backoff, `unblocked`, `revoked`); a field the action cleared is
-    shown as null. (A heartbeat answers `HeartbeatResult`; the published schema describes both.)"""
+class _TaskChanged(Replayable):
+    # What an update_task answer may say changed: the fields both `UpdateTaskResult` and the published
+    # `UpdateTaskAnswer` carry, in their order (a subclass that narrows `key` and `status` keeps it).
+    # (No docstring: a model's docstring is its published description.)
 
-    key: str
-    status: TaskStatus
+    key: str | None = None
+    status: TaskStatus | None = None
     attempts: int | None = None  #: when the action changed it
     available_at: str | None = None  #: not claimable before this time (a retry backoff began)
     result: Any = None
@@ -332,12 +336,21 @@ class UpdateTaskResult(Replayable):
         return {k: v for k, v in handler(self).items() if v is not None or k in given}
 
 
+class UpdateTaskResult(_TaskChanged):
+    """update_task, every action but heartbeat: the task's key and status now, plus what changed
+    (`attempts`, `available_at` of a backoff, `unblocked`, `revoked`); a field the action cleared is
+    shown as null. (A heartbeat answers `HeartbeatResult`; the published schema describes both.)"""
+
+    key: str
+    status: TaskStatus
+
+
 class HeartbeatResult(Replayable):
     lease: Lease
     inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: when above 0
 
 
-class UpdateTaskAnswer(UpdateTaskResult):
+class UpdateTaskAnswer(_TaskChanged):
     # What update_task publishes as its outputSchema: both shapes of its answer, said in its description.
     # (No docstring: the description below is the published one.)
 
@@ -348,8 +361,6 @@ class UpdateTaskAnswer(UpdateTaskResult):
         }
     )
 
-    key: str | None = None  # type: ignore[assignment]
-    status: TaskStatus | None = None  # type: ignore[assignment]
     lease: Lease | None = None
     inbox: Unread | None = Field(default=None, exclude_if=_absent)  #: heartbeat, when above 0
 
@@ -467,7 +478,7 @@ class RestoreStateResult(Result):
 
 
 class TaskSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     key: Name
     title: Annotated[str, Field(min_length=1, max_length=500), TEXT]
@@ -519,7 +530,7 @@ class WaitingOn(Result):
     def _held(self, handler: SerializerFunctionWrapHandler) -> Any:
         """`alive` (null included) only on an entry an agent holds."""
         out = handler(self)
-        if self.owner is None or self.status != "claimed":
+        if self.owner is None or self.status != Status.CLAIMED.value:
             out.pop("alive", None)
         return out
 

@@ -129,7 +129,8 @@ def _handler(resource: HarnessResource, current: Current) -> Callable[..., Await
             raise ResourceError(exc.to_text()) from exc
 
     keyword = inspect.Parameter.KEYWORD_ONLY
-    handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    # what `inspect.signature` reads: the URI's parameters, which the SDK matches against the template
+    handler.__dict__["__signature__"] = inspect.Signature(
         [inspect.Parameter(name, keyword, annotation=str) for name in resource.parameters], return_annotation=str
     )
     handler.__annotations__ = {**dict.fromkeys(resource.parameters, str), "return": str}

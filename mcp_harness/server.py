@@ -29,7 +29,7 @@ from .identity import Identity, Role, caller_gone
 from .jsonvalue import dumps
 from .lifespan import ConnectionLeases, HarnessState, harness_lifespan
 from .mcp_tools import TOOLS, HarnessTool, with_inbox
-from .metrics import observe_tool_calls, start_series
+from .metrics import observe_tool_call, start_series
 from .resources import register_prompts, register_resources
 from .sdk import serve_streams
 
@@ -180,10 +180,13 @@ class HarnessServer(MCPServer[Any]):
         self.state.handshake_over()  # the client has what it needs to start: now open the database
         return [tool.published for tool in self.tools.values()]
 
-    @observe_tool_calls  # the metrics: calls by tool and result code, latency per tool
-    async def call_tool(  # type: ignore[override]  # the SDK's also returns InputRequiredResult; we never do
+    async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult:
+        """Run a tool, counted and timed by the metrics (calls by tool and result code, latency per tool)."""
+        return await observe_tool_call(self.tools, name, arguments, self._call_tool(name, arguments))
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         """Run a tool and shape its answer: every failure as `[code] message`, a success as compact JSON text
         and structured content, the result model dumped once (the SDK's generic path would validate the
         returned model again and dump it twice, a third of a save's time)."""

@@ -82,15 +82,16 @@ class Ends(asyncio.Protocol):
             self.writer.lost(exc)
 
 
-class ThreadReader:
+class ThreadReader(asyncio.ReadTransport):
     """A read transport over a blocking fd: a daemon thread reads one chunk at a time and the loop hands
     it to the protocol, so no more than one chunk waits and pausing stops the reads."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, protocol: Ends) -> None:
+        super().__init__()
         self._loop, self._fd, self._protocol = loop, fd, protocol
         self._turn = threading.Event()  # set: the thread may read the next chunk
         self._paused = self._closing = False
-        protocol.connection_made(self)  # type: ignore[arg-type]
+        protocol.connection_made(self)
         self._turn.set()
         threading.Thread(target=self._run, name="mcp-harness-stdin", daemon=True).start()
 
@@ -143,21 +144,23 @@ class ThreadReader:
         self._turn.set()
 
 
-class ThreadWriter:
+class ThreadWriter(asyncio.WriteTransport):
     """A write transport over a blocking fd: writes are queued in order for a daemon thread, and the
     protocol is paused while more than `HIGH_WATER` bytes wait (a terminal nobody reads)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, protocol: Ends) -> None:
+        super().__init__()
         self._loop, self._fd, self._protocol = loop, fd, protocol
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._waiting = 0  # bytes queued and not yet written
         self._paused = self._closing = self._lost = False
-        protocol.connection_made(self)  # type: ignore[arg-type]
+        protocol.connection_made(self)
         threading.Thread(target=self._run, name="mcp-harness-stdout", daemon=True).start()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
+        data = bytes(data)  # a copy of a buffer the caller may reuse (a bytes object is itself)
         self._waiting += len(data)
         self._queue.put(data)
         if not self._paused and self._waiting > HIGH_WATER:
@@ -207,6 +210,9 @@ class ThreadWriter:
         if not self._closing:
             self._closing = True
             self._queue.put(None)
+
+    def abort(self) -> None:
+        """Nothing to cut short: the thread may be blocked in a write nobody reads, and ends with the process."""
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -336,6 +342,5 @@ async def _close(transports: tuple[Any, Any], gone: asyncio.Event, timeout: floa
     if gone.is_set():
         return 0
     unsent = max(writing.get_write_buffer_size(), 1)
-    if hasattr(writing, "abort"):
-        writing.abort()
+    writing.abort()
     return unsent

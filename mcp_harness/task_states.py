@@ -71,6 +71,49 @@ SHOWN: tuple[str, ...] = (*(s.value for s in Status), BLOCKED)
 OPEN = frozenset({Status.PENDING, Status.CLAIMED})
 #: statuses in which a task no longer holds its dependents back
 SETTLED = frozenset({Status.DONE, Status.CANCELLED})
+#: the statuses a task passes through on its way to an end, in that order (the console's pace page times each)
+UNDER_WAY: tuple[str, ...] = tuple(s.value for s in (Status.PENDING, Status.CLAIMED, Status.IN_REVIEW))
+
+
+@dataclass(frozen=True)
+class Look:
+    """How people see a status."""
+
+    label: str  #: the console's name for it
+    style: str  #: its colour on a terminal (a `rich` style; empty: plain)
+
+
+#: every shown status as people see it, in the board's order (its columns, left to right)
+LOOKS: dict[str, Look] = {
+    Status.PENDING.value: Look("Pending", ""),
+    Status.CLAIMED.value: Look("Claimed", "yellow"),
+    Status.IN_REVIEW.value: Look("In review", "cyan"),
+    BLOCKED: Look("Blocked", "magenta"),
+    Status.FAILED.value: Look("Failed", "red"),
+    Status.DONE.value: Look("Done", "green"),
+    Status.CANCELLED.value: Look("Cancelled", "dim"),
+}
+#: the console board's columns, left to right
+BOARD_ORDER: tuple[str, ...] = tuple(LOOKS)
+#: the stored status a task is in after an event of each kind (a failure may also end it: `failed`), as the
+#: console's pace page replays a task's events
+STATUS_AFTER: dict[str, Status] = {
+    "claim": Status.CLAIMED,
+    "take_over": Status.CLAIMED,
+    "complete": Status.DONE,
+    "submit": Status.IN_REVIEW,
+    "approve": Status.DONE,
+    "reject": Status.PENDING,
+    "fail": Status.PENDING,
+    "expire": Status.PENDING,
+    "release": Status.PENDING,
+    "revoke": Status.PENDING,
+    "operator_release": Status.PENDING,
+    "returned": Status.PENDING,
+    "retry_now": Status.PENDING,
+    "reopen": Status.PENDING,
+    "cancel": Status.CANCELLED,
+}
 
 
 class Action(enum.StrEnum):

@@ -1,4 +1,4 @@
-"""What the console reads (service/console.py), on both backends: the board, one task, the graph,
+"""What the console reads (service/console*.py), on both backends: the board, one task, the graph,
 the timeline, threads and their diffs, agents, workspaces and the metrics' figures."""
 
 from __future__ import annotations

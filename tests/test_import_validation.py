@@ -304,3 +304,14 @@ async def test_statuses_that_do_not_fit_the_graph_are_refused(tmp_path, sqlite_u
                 Identity(workspace, "olga", "operator"), UpdateTaskArgs(task_key="gate", action="approve")
             )
         ).status == "done"
+
+
+def test_every_record_kind_has_its_check() -> None:
+    """The checker's table names a check for every kind an export may hold (the workspace record is
+    checked by the dispatch itself), and nothing else: a new kind of record cannot go unchecked."""
+    from mcp_harness.config import Limits
+    from mcp_harness.service.import_check import ImportChecker
+    from mcp_harness.service.import_records import fields
+
+    checker = ImportChecker(Limits(), ["ws"])
+    assert set(checker._checks) == set(fields(Limits())) - {"workspace"}

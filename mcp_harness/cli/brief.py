@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import missing_db_file
 from ..errors import HarnessError, InvalidArgument, Unavailable
+from ..task_states import Status
 from .common import db_setting, env, with_harness
 from .hook_call import one_line
 from .output import say
@@ -88,13 +89,13 @@ async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
     lease holds)."""
     from ..arguments import ListTasksArgs
 
-    listed = await h.tasks.list(ident, ListTasksArgs(status=["pending"], limit=20))
-    claimed, _counts = await h.tasks.board(ident, statuses=["claimed"])
+    listed = await h.tasks.list(ident, ListTasksArgs.model_validate({"status": [Status.PENDING], "limit": 20}))
+    claimed, _counts = await h.tasks.board(ident, statuses=[Status.CLAIMED])
     lapsed = [
         {
             "key": t.key,
             "title": t.title,
-            "status": "claimed",
+            "status": Status.CLAIMED.value,
             "ready": False,
             "owner": t.owner,
             "lapsed": True,
@@ -106,7 +107,7 @@ async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
     held = [
         {
             "key": t.key,
-            "status": "claimed",
+            "status": Status.CLAIMED.value,
             "ready": False,
             "owner": t.owner,
             "paths": [*(t.held_paths or []), *(t.shared_paths or [])],
@@ -142,8 +143,8 @@ def fetch_remote(url: str, token_env: str, thread: str) -> tuple[dict[str, Any],
             Client(streamable_http_client(url, http_client=http), read_timeout_seconds=30) as client,
         ):
             restored = await _call(client, "restore_state", {"thread": thread})
-            listed = await _call(client, "list_tasks", {"status": ["pending"], "limit": 20})
-            held = await _call(client, "list_tasks", {"status": ["claimed"], "ready": False, "limit": 50})
+            listed = await _call(client, "list_tasks", {"status": [Status.PENDING], "limit": 20})
+            held = await _call(client, "list_tasks", {"status": [Status.CLAIMED], "ready": False, "limit": 50})
         return restored, listed["tasks"] + [r for r in held["tasks"] if r.get("paths")]
 
     try:
@@ -276,7 +277,7 @@ def _tasks(
     me = agent or (restored.get("you") or {}).get("agent")  # its own reservations never stop it
     lapsed = {r["key"]: r for r in waiting if r.get("lapsed")}
     for held in restored["my_tasks"]:
-        if held.get("status") == "in_review":
+        if held.get("status") == Status.IN_REVIEW:
             lines.append(
                 f'Yours, in review: {held["key"]} "{_cut(held["title"], 120)}" (a person decides; do not work on it)'
             )
@@ -287,13 +288,13 @@ def _tasks(
             f"lease {_left(lease, lapsed.get(held['key']))}"
         )
     others = [r for r in lapsed.values() if r.get("owner") != me]
-    ready = others + [r for r in waiting if r["status"] == "pending" and r.get("ready", True)]
+    ready = others + [r for r in waiting if r["status"] == Status.PENDING and r.get("ready", True)]
     if ready:
         title = "Ready to claim" if waiting and "ready" in waiting[0] else "Pending (in creation order)"
         held = [
             (r.get("owner") or "?", r["paths"])
             for r in waiting
-            if r["status"] == "claimed" and r.get("paths") and r.get("owner") != me
+            if r["status"] == Status.CLAIMED and r.get("paths") and r.get("owner") != me
         ]
         holder = {r["key"]: _holder(r, held) for r in ready}
         ready.sort(key=lambda r: holder[r["key"]] is not None)  # what a claim can take first (a stable sort)

@@ -161,7 +161,8 @@ def run(argv: list[str]) -> int:
         agent = client_agent(str(opts["agent"]), workspace, no_session=bool(opts["no_session"]))
         at = time.time()
         try:
-            found = glance.reserved(opts["db"] and str(opts["db"]), workspace, at)  # type: ignore[arg-type]
+            db = opts["db"]
+            found = glance.reserved(str(db) if db else None, workspace, at)
         except glance.Unreachable as exc:
             print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
             return 0

@@ -9,7 +9,9 @@ answering in its JSON form.
 - `PreCompact`, `StopFailure`: a harness note; `SessionEnd`: the session's leases end (`hook_events.py`).
   These write and answer nothing, so the hook leaves the write to a process of its own and returns at
   once (`detach`): Claude Code waits for a SessionEnd hook before it exits, and kills a StopFailure
-  hook's process group moments after a headless run ends on the failure.
+  hook's process group moments after a headless run ends on the failure. When the session holds
+  nothing that SessionEnd would end or PreCompact note (one read-only look, `holds_nothing`), no
+  process is started.
 
 A hook never blocks the session and never speaks to the model about its own failures: a malformed
 input, an unreachable database or anything else prints nothing to stdout, logs one line to stderr and
@@ -179,6 +181,8 @@ def detach(call: HookCall) -> None:
 
     if call.event == "SessionEnd" and call.data.get("reason") == "clear":
         return  # nothing to do (see `hook_events._session_end`): no process for it
+    if holds_nothing(call):
+        return  # no lease to end, no held task to note: no process for it
     argv = [
         sys.executable,
         "-m",
@@ -207,6 +211,23 @@ def detach(call: HookCall) -> None:
     writer.stdin.write(json.dumps(data)[:4096].encode())  # well under a pipe's buffer: never waits
     writer.stdin.close()
     writer.returncode = 0  # not waited for, on purpose: tell `Popen.__del__` so
+
+
+def holds_nothing(call: HookCall) -> bool:
+    """Whether SessionEnd or PreCompact would surely write nothing: the session's agent holds no claimed
+    task (for SessionEnd, none under a live lease) in a SQLite database (`glance.holds`: one read, far
+    less than starting the writer). False for StopFailure (its note is written whatever is held), over
+    HTTP (the note goes to the server), for PostgreSQL, and when the read fails: the writer looks."""
+    if call.event not in ("SessionEnd", "PreCompact") or call.url is not None:
+        return False
+    from .. import glance
+    from ..clock import now
+
+    try:
+        held = glance.holds(call.db, call.workspace, call.agent, live_at=now() if call.event == "SessionEnd" else None)
+    except glance.Unreachable:
+        return False
+    return held is False
 
 
 def run(argv: list[str], *, detached: bool = False) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..identity import leases_kept
+from ..task_states import Status
 from .hook_call import HookCall, one_line, start_mark
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ async def _held(harness: Harness, ident: Identity) -> list[str]:
     from ..arguments import RestoreStateArgs
 
     restored = await harness.restore(ident, RestoreStateArgs(thread="main", progress_limit=1))
-    return [t.key for t in restored.my_tasks if t.status == "claimed"]
+    return [t.key for t in restored.my_tasks if t.status == Status.CLAIMED.value]
 
 
 async def _note(

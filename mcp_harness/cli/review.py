@@ -12,7 +12,7 @@ import sys
 from ..arguments import UpdateTaskArgs
 from ..models import EVERY_FIELD, UpdateTaskResult
 from ..service import Harness, Identity
-from ..task_states import PERSON_ACTIONS, RULES
+from ..task_states import PERSON_ACTIONS, RULES, Status
 from .common import identity, person, with_harness
 from .output import say, show
 from .parser import REVIEW_COMMANDS, TASK_COMMANDS
@@ -52,7 +52,7 @@ def _list(args: argparse.Namespace) -> int:
     ident = identity(args)
 
     async def run(h: Harness) -> int:
-        tasks, _counts = await h.tasks.board(ident, statuses=["in_review"])
+        tasks, _counts = await h.tasks.board(ident, statuses=[Status.IN_REVIEW])
         if args.json:
             rows = [t.model_dump(mode="json", context=EVERY_FIELD, exclude={"lease"}) for t in tasks]
             print(json.dumps(rows, indent=2))

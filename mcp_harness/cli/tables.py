@@ -8,21 +8,11 @@ from typing import Any
 
 from rich.text import Text
 
-from ..task_states import BLOCKED, Status
+from ..task_states import LOOKS
 from .output import clean, table
 
-#: a status's colour on a terminal
-STATUS_STYLE = {
-    Status.PENDING: "",
-    Status.CLAIMED: "yellow",
-    Status.IN_REVIEW: "cyan",
-    Status.DONE: "green",
-    Status.FAILED: "red",
-    BLOCKED: "magenta",
-    Status.CANCELLED: "dim",
-    "in_progress": "yellow",
-    "note": "",
-}
+#: a status's colour on a terminal: a task's (`task_states.LOOKS`), and the progress statuses of its own
+STATUS_STYLE = {**{status: look.style for status, look in LOOKS.items()}, "in_progress": "yellow", "note": ""}
 #: progress entries written by the harness itself (a fail, a lease taken over, a reopen) carry this agent
 HARNESS_AGENT = "harness"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -163,12 +164,12 @@ for _name in (*ACTIONS, "fork", "stop_session"):  # the metrics: every action's 
     CONSOLE_ACTIONS.labels(_name)
 
 
-def _field(form: object, name: str) -> str | None:
-    value = form.get(name)  # type: ignore[attr-defined]
+def _field(form: FormData, name: str) -> str | None:
+    value = form.get(name)
     return value if isinstance(value, str) else None
 
 
-def _person(session: Session, form: object, needs: str = "messages need") -> Identity:
+def _person(session: Session, form: FormData, needs: str = "messages need") -> Identity:
     """The signed-in person acting in the form's workspace, as an operator (checked; `needs` says what
     needs the role, for the refusal)."""
     workspace = _field(form, "w")

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import anyio
 import jinja2
 from markupsafe import Markup
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -26,8 +27,7 @@ from .. import __version__
 from ..errors import Forbidden, HarnessError, InvalidArgument
 from ..identity import ROLES
 from ..service import Harness, Identity
-from ..task_states import BLOCKED, PERSON_ACTIONS, RULES
-from ..task_states import Status as S
+from ..task_states import LOOKS, PERSON_ACTIONS, RULES
 from .auth import Login, Session
 
 log = logging.getLogger("mcp_harness.console")
@@ -44,15 +44,7 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),  # not no-referrer: that would make a form's Origin "null"
 ]
 #: how statuses read on the page
-LABELS = {
-    S.PENDING: "Pending",
-    S.CLAIMED: "Claimed",
-    BLOCKED: "Blocked",
-    S.FAILED: "Failed",
-    S.DONE: "Done",
-    S.IN_REVIEW: "In review",
-    S.CANCELLED: "Cancelled",
-}
+LABELS = {status: look.label for status, look in LOOKS.items()}
 #: the HTTP status of each contract error a page or an action meets: what the person asked for is refused
 #: (4xx, with the message), the database is away (503), or something unexpected happened (500)
 STATUS = {
@@ -78,7 +70,7 @@ def status_of(exc: HarnessError) -> int:
 MAX_FORM_BYTES = 1024 * 1024  #: a console form (a comment, a reason, a token) is far smaller
 
 
-async def read_form(request: Request) -> Any:
+async def read_form(request: Request) -> FormData:
     """The request's form, refused with a one-line 400 when it is larger than any console form or
     malformed (Starlette reads an URL-encoded body of any size into memory, and raises a bare error)."""
     length = request.headers.get("content-length", "")

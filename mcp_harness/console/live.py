@@ -93,8 +93,24 @@ async def events(console: Console, request: Request) -> Response:
 class _CountedStream(EventSourceResponse):
     """An event stream that gives its place back however it ends (also when it never started)."""
 
-    def __init__(self, counts: Counter[str], key: str, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        counts: Counter[str],
+        key: str,
+        content: AsyncIterator[dict[str, str]],
+        *,
+        ping: int,
+        headers: dict[str, str],
+        shutdown_event: anyio.Event,
+        shutdown_grace_period: float,
+    ) -> None:
+        super().__init__(
+            content,
+            ping=ping,
+            headers=headers,
+            shutdown_event=shutdown_event,
+            shutdown_grace_period=shutdown_grace_period,
+        )
         self.counts, self.key = counts, key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -13,8 +13,10 @@ from starlette.responses import Response
 from ..arguments import ListCheckpointsArgs
 from ..errors import InvalidArgument
 from ..identity import Identity
-from ..service.console import BOARD_COLUMNS, GRAPH_EDGES, span
+from ..service.console_attention import span
+from ..service.console_tasks import GRAPH_EDGES
 from ..service.task_events import KINDS as EVENT_KINDS
+from ..task_states import BLOCKED, BOARD_ORDER, Status
 from . import charts
 from .actions import ACTIONS
 from .app import Console, Redirect, page
@@ -129,9 +131,9 @@ async def task(console: Console, request: Request) -> Response:
         deps_offset=_int(request, "deps", low=0) or 0,
         needed_offset=_int(request, "needed", low=0) or 0,
     )
-    waits = data.task.status in ("pending", "blocked") and data.depends_on_total > 0
+    waits = data.task.status in (Status.PENDING, BLOCKED) and data.depends_on_total > 0
     root = await console.harness.console.root_of_wait(ident, key) if waits else []
-    held = root[-1].key if root and root[-1].status == "claimed" else None
+    held = root[-1].key if root and root[-1].status == Status.CLAIMED else None
     holder = await console.harness.console.holder(ident, held) if held else None
     task_messages = await console.harness.messages.about_task(ident, key)
     saves = await console.harness.console_links.for_task(ident, key, data.progress, data.events)
@@ -302,7 +304,7 @@ async def table(console: Console, request: Request) -> Response:
         for name in names:
             groups.setdefault(name, []).append(row)
     # groups in a stable order: statuses as the board's columns, owners and tags by name, "(no tag)" last
-    place = {status: i for i, status in enumerate(BOARD_COLUMNS)}
+    place = {status: i for i, status in enumerate(BOARD_ORDER)}
     groups = dict(
         sorted(
             groups.items(), key=lambda g: (g[0].startswith("("), place.get(g[0], 99) if group == "status" else 0, g[0])

@@ -27,6 +27,7 @@ from ..errors import HarnessError
 from ..identity import Identity, session_agent
 from ..models import ClaimTaskResult, SessionOutcome
 from ..service import Harness
+from ..task_states import Status
 from . import outcomes, process, prompt, worktrees
 from .agents import ClaudeCode, CommandAgent, Observed, Plan, mcp_config
 from .display import Display
@@ -523,7 +524,7 @@ class Runner:
             note += f" (the harness server was {seen.server_status})"
         if words:
             note += f"; its last words: {words}"
-        if key is not None and token is not None and status == "claimed":
+        if key is not None and token is not None and status == Status.CLAIMED:
             await self._settle(ident, key, token, outcome, note, workdir)
         await self._give_back_others(ident, key, session)
         saved = None
@@ -577,14 +578,14 @@ class Runner:
             elif ev.actor == ident.agent and ev.kind == "submit":  # a review task's complete
                 action = "complete"
         status: str | None = story.task.status
-        held = status == "claimed" and story.task.owner == ident.agent and story.task.lease is not None
-        if status == "claimed" and not held:
+        held = status == Status.CLAIMED and story.task.owner == ident.agent and story.task.lease is not None
+        if status == Status.CLAIMED and not held:
             status = "taken"  # another agent holds it now (a lease that ran out was taken over)
         return action, status
 
     async def _give_back_others(self, ident: Identity, key: str | None, session: str) -> None:
         """Tasks the session claimed besides its own (against its rules) go back, no attempt counted."""
-        listed = await self.h.tasks.list(ident, ListTasksArgs(status="claimed", limit=200))
+        listed = await self.h.tasks.list(ident, ListTasksArgs.model_validate({"status": Status.CLAIMED, "limit": 200}))
         operator = Identity(self.workspace, RUNNER_AGENT, role="operator", own=True)
         for row in listed.tasks:
             if row.owner == ident.agent and row.key != key:

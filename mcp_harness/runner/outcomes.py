@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..models import SessionOutcome
+from ..task_states import Status
 from .agents import Observed
 
 Stop = Literal["stalled", "timed_out", "stopped", "setup_error"]
@@ -40,7 +41,7 @@ def outcome(end: Ending) -> SessionOutcome:
     if end.stop == "setup_error" or end.seen.connected is False:  # also when it ended before it was stopped
         return "setup_error"
     if end.action == "complete":
-        return "in_review" if end.status == "in_review" else "completed"
+        return "in_review" if end.status == Status.IN_REVIEW else "completed"
     if end.action in ACTED:
         return ACTED[end.action]
     if end.stop is not None:

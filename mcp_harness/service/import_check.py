@@ -10,6 +10,7 @@ while a dependency is not done; a gate pending while every dependency is)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,23 @@ class ImportChecker:
         self.messages: dict[tuple[str, str], str] = {}  #: -> recipient
         self._chain_lengths: dict[tuple[str, int], int] = {}
         self._number = 0
+        #: the check of each kind of record but `workspace` (which `_record` checks itself)
+        self._checks: dict[str, Callable[[str, dict[str, Any]], None]] = {
+            "runner": self._runner,
+            "agent_session": self._agent_session,
+            "thread": self._thread,
+            "blob": self._blob,
+            "segment": self._segment,
+            "checkpoint": self._checkpoint,
+            "progress": self._progress,
+            "task": self._task,
+            "task_dep": self._task_dep,
+            "task_tag": self._task_tag,
+            "task_event": self._task_event,
+            "state_schema": self._state_schema,
+            "message": self._message,
+            "message_ack": self._message_ack,
+        }
 
     # -- one record ------------------------------------------------------------------------------
 
@@ -100,7 +118,7 @@ class ImportChecker:
         elif ws not in self.workspaces:
             raise InvalidArgument(f"a {kind} record of workspace {ws!r} comes before that workspace's record")
         else:
-            getattr(self, f"_{kind}")(ws, record)
+            self._checks[kind](ws, record)
         return ws
 
     def _unique(self, key: tuple[Any, ...], what: str) -> None:
@@ -353,7 +371,7 @@ class ImportChecker:
         """`ready`, `blocked`, `stale` and `dependents` of each task of `ws`, as the tools keep them."""
         graph = {key: facts for (w, key), facts in self.tasks.items() if w == ws}
         try:
-            order = topological_order(graph, {})  # type: ignore[arg-type]  # it reads .depends_on only
+            order = topological_order(graph, ())
         except DependencyError as exc:
             first = exc.message.rsplit(": ", 1)[-1].split(" -> ")[0]
             raise InvalidArgument(f"line {graph[first].line}: {exc.message}") from None

@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 from ..config import LABEL_CHARS, LEASE_SECONDS, MAX_INT, MESSAGE_BODY_BYTES, NAME_RE, TAG_CHARS, Limits
 from ..errors import InvalidArgument
-from ..models import SessionOutcome
+from ..models import PROGRESS_STATUSES, SessionOutcome
 from ..task_states import Status
 from .task_events import KINDS as EVENT_KINDS
 
@@ -97,7 +97,7 @@ def fields(limits: Limits) -> dict[str, dict[str, Check]]:
             "seq": integer(1),
             "thread": name(),
             "agent": name(),
-            "status": one_of("done", "in_progress", "blocked", "note"),
+            "status": one_of(*PROGRESS_STATUSES),
             "summary": text(text_limit + HARNESS_TEXT, 1),
             "details": optional(text(text_limit)),
             "next_steps": optional(STRING),

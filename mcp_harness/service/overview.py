@@ -11,6 +11,7 @@ from ..store import checkpoints as checkpoint_store
 from ..store import progress as progress_store
 from ..store import tasks as task_store
 from ..store.common import now
+from ..task_states import Status
 from .base import Identity, iso
 from .tasks import TaskService
 
@@ -23,7 +24,7 @@ async def workspace_status(db: Database, tasks: TaskService, ident: Identity) ->
         entries = await progress_store.count(conn, ident.workspace)
         last = await progress_store.recent(conn, ident.workspace, limit=200)
         largest = await checkpoint_store.largest(conn, ident.workspace)
-    claimed, counts = await tasks.board(ident, statuses=["claimed"])
+    claimed, counts = await tasks.board(ident, statuses=[Status.CLAIMED])
     at = now()
     last_seen: dict[str, float] = {}
     for row in last:

@@ -112,7 +112,7 @@ class ProgressService(ServiceBase):
                     f"not recorded: your lease on task {key!r} was taken over by agent {task.owner!r}, who works "
                     "on it now: " + after_take_over(key, task.owner)
                 )
-        held = task.status == "claimed" and task.owner == ident.agent and (task.lease_expires_at or 0) > now()
+        held = task.status == Status.CLAIMED and task.owner == ident.agent and (task.lease_expires_at or 0) > now()
         if args.status == "done" and held:
             return (
                 f"task {key!r} is still claimed by you: complete it with update_task(action=complete, "

@@ -16,6 +16,7 @@ from ..sessions import recorded_pid
 from ..store import Database
 from ..store import tasks as store
 from ..store.common import now
+from ..task_states import Status
 from ..work_tree import gather
 from .base import Identity, ServiceBase
 from .task_events import event, fail_exhausted, left_behind, logged
@@ -45,7 +46,7 @@ class LeaseEnder(ServiceBase):
         if tokens is None:  # a session's end: git runs only when it holds a lease
             async with self.db.read() as conn:
                 held = await store.held_by(conn, ident.workspace, ident.agent)
-            if not any(row.status == "claimed" and (row.lease_expires_at or 0) > now() for row in held):
+            if not any(row.status == Status.CLAIMED and (row.lease_expires_at or 0) > now() for row in held):
                 return []
         changes = await gather(cwd)  # before the write: git never runs inside a transaction
         at = now()

@@ -60,7 +60,7 @@ def _reopened(key: str, actor: str, attempt: int, d: dict[str, Any]) -> str:
     """A reopen's note; of a done task it says the result and verification it replaces (the reopen
     clears them), cut so the whole text fits `NOTE_CHARS` where the reason leaves room."""
     head = f"{actor} reopened task {key}: "
-    if d.get("status") != "done" or (d.get("result") is None and d.get("verification") is None):
+    if d.get("status") != Status.DONE or (d.get("result") is None and d.get("verification") is None):
         return head + d["reason"]
     result = dumps(json.loads(d["result"])) if d.get("result") is not None else None
     verification = d.get("verification")

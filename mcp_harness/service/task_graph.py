@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping, Sequence
+from typing import Protocol
+
 from ..errors import DependencyError
-from ..models import TaskSpec
-from ..store.records import TaskRecord
 
 
-def topological_order(new: dict[str, TaskSpec], existing: dict[str, TaskRecord]) -> list[str]:
+class Dependent(Protocol):
+    """What the order reads of a task: the keys it depends on (a new task's spec, an import's record)."""
+
+    @property
+    def depends_on(self) -> Sequence[str]: ...
+
+
+def topological_order(new: Mapping[str, Dependent], existing: Container[str]) -> list[str]:
     """New task keys ordered dependencies first; unknown dependencies and cycles are refused."""
     for key, spec in new.items():
         for dep in spec.depends_on:

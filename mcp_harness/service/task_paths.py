@@ -23,6 +23,7 @@ from ..store import reservations as held_paths
 from ..store import tasks as store
 from ..store.records import ClaimedTask, TaskRecord
 from ..store.tasks import PathMode
+from ..task_states import Status
 from .task_reasons import MAX_WAITING_ON, paths_reserved
 
 #: how many claimable tasks with paths a claim looks at (in claim order) for one it may take
@@ -146,7 +147,7 @@ def reserved_answer(found: list[Clash], why: ClaimTaskResult) -> ClaimTaskResult
         if clash.pattern not in patterns_held:
             patterns_held.append(clash.pattern)
     waiting = [
-        WaitingOn(key=c.key, status="claimed", owner=c.owner, retry_after=c.retry_after, paths=held)
+        WaitingOn(key=c.key, status=Status.CLAIMED.value, owner=c.owner, retry_after=c.retry_after, paths=held)
         for c, held in holders.values()
     ]
     on = sorted(waiting, key=lambda w: w.retry_after or 0)[:MAX_WAITING_ON]

@@ -213,7 +213,7 @@ def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskR
         return why
     times = [h.retry_after for h in holders if h.retry_after is not None]
     # the other waits' roots after the holders; not the tasks claimable now (those the paths held back)
-    rest = [w for w in why.waiting_on or [] if not (w.status == "pending" and w.retry_after == 0)]
+    rest = [w for w in why.waiting_on or [] if not (w.status == Status.PENDING.value and w.retry_after == 0)]
     on = shared([holders, rest])
     return ClaimTaskResult(
         task=None, lease=None, reason="paths_reserved", waiting_on=on, retry_after=min(times) if times else None
@@ -223,7 +223,7 @@ def paths_reserved(why: ClaimTaskResult, holders: list[WaitingOn]) -> ClaimTaskR
 async def with_holders(conn: Connection, workspace: str, why: ClaimTaskResult, at: float) -> ClaimTaskResult:
     """`why` with each `waiting_on` entry an agent holds carrying `silent_seconds` (since that agent's
     last call) and `alive` (whether the process that took or renewed the lease runs: null over HTTP)."""
-    held = [w.key for w in why.waiting_on or [] if w.owner is not None and w.status == "claimed"]
+    held = [w.key for w in why.waiting_on or [] if w.owner is not None and w.status == Status.CLAIMED.value]
     if not held:
         return why
     facts = await store.holder_facts(conn, workspace, held)

@@ -67,7 +67,7 @@ def lease_now(row: TaskRecord | None, stored: Lease, at: float) -> Lease:
 V = TypeVar("V", bound=TaskView)
 
 
-def task_view(row: TaskRecord, at: float, model: type[V] = TaskView, **extra: object) -> V:  # type: ignore[assignment]
+def task_view(row: TaskRecord, at: float, model: type[V], **extra: object) -> V:
     return model(
         key=row.key,
         title=row.title,

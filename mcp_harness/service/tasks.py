@@ -30,7 +30,7 @@ from ..store import messages as message_store
 from ..store import progress as progress_store
 from ..store import tasks as store
 from ..store.common import now
-from ..task_states import SETTLED, SHOWN, UNKNOWN
+from ..task_states import SETTLED, SHOWN, UNKNOWN, Status
 from .base import Identity, ServiceBase
 from .messages import message
 from .progress import progress_entry
@@ -210,7 +210,7 @@ class TaskService(ServiceBase):
                     after_id=after,
                     search=terms,
                 )
-                tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
+                tokens = [r.lease_token for r in rows if r.lease_token and r.status == Status.CLAIMED]
                 paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
                 out.extend(task_detail(r, at, paths.get(r.lease_token or "")) for r in rows)
                 if len(rows) < 1000:
@@ -224,7 +224,7 @@ class TaskService(ServiceBase):
         ran out on its last attempt (the caller then settles it and reads again: `read_settled`)."""
         at = now()
         rows = await store.held_by(conn, ident.workspace, ident.agent)
-        tokens = [r.lease_token for r in rows if r.lease_token and r.status == "claimed"]
+        tokens = [r.lease_token for r in rows if r.lease_token and r.status == Status.CLAIMED]
         paths = await reservations.held_by_tokens(conn, ident.workspace, tokens)
         held = [
             held_task(r, at, await task_context(conn, ident.workspace, r), paths.get(r.lease_token or "")) for r in rows

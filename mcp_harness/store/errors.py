@@ -58,7 +58,7 @@ def storage_error(exc: Exception) -> Exception | None:
         return Unavailable("the database is not reachable right now; retry shortly")
     if _unique_violation(driver):
         return UniqueViolation("a concurrent write got there first (a unique constraint)")
-    if dbapi and exc.connection_invalidated:  # type: ignore[attr-defined]
+    if sa is not None and isinstance(exc, sa.DBAPIError) and exc.connection_invalidated:
         return Unavailable("the database connection was lost; retry shortly")
     if isinstance(exc, OSError):
         return Unavailable(f"the database is not reachable: {exc.strerror or exc}")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Literal
 
-from ..task_states import SETTLED
+from ..task_states import BLOCKED, SETTLED, Status
 from . import named
 from .connection import Query, Record
 from .records import (
@@ -450,8 +450,8 @@ TABLE_SORTS = {
 }
 #: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
 TABLE_STATUS = {
-    "blocked": "status = 'pending' AND blocked = TRUE",
-    "pending": "status = 'pending' AND blocked = FALSE",
+    BLOCKED: "status = 'pending' AND blocked = TRUE",
+    Status.PENDING.value: "status = 'pending' AND blocked = FALSE",
 }
 
 

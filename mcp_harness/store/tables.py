@@ -8,6 +8,7 @@ the two: columns, keys, indexes, and the triggers and functions declared in `sql
 from __future__ import annotations
 
 from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Table, Text, UniqueConstraint, event, text
+from sqlalchemy import inspect as sa_inspect
 from sqlmodel import Field, SQLModel
 
 from . import named
@@ -22,9 +23,11 @@ BigId = Int64
 
 
 def table_of(model: type[SQLModel]) -> Table:
-    """A table model's SQLAlchemy `Table` (what `Model.__table__` holds, typed)."""
-    # SQLAlchemy's declarative mapping sets `__table__` on a `table=True` class; SQLModel's types omit it
-    return model.__table__  # type: ignore[attr-defined]
+    """A table model's SQLAlchemy `Table` (what `Model.__table__` holds, typed): its mapper's table."""
+    table = sa_inspect(model).local_table
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not mapped to one table")
+    return table
 
 
 class Meta(SQLModel, table=True):

@@ -306,7 +306,7 @@ async def claim(
     if picked is None or (paths == "first" and picked.paths is not None):
         return None
     row = await fetch_row(conn, Q.claim_by_id, {**params, "id": picked.id})
-    taken_from = picked.was_owner if picked.was_status == "claimed" else None
+    taken_from = picked.was_owner if picked.was_status == Status.CLAIMED else None
     detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
     event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
     await record_event(conn, workspace, row.key, row.attempts, event, now)
