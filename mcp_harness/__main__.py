@@ -1,3 +1,3 @@
-from .cli import main
+from mcp_harness.cli import main
 
 raise SystemExit(main())

@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .config import (
+from mcp_harness.config import (
     LABEL_CHARS,
     LEASE_SECONDS,
     MAX_INT,
@@ -25,9 +25,9 @@ from .config import (
     TAG_CHARS,
     check_no_nul,
 )
-from .errors import InvalidArgument
-from .models import NameRef, ProgressStatus, TaskSpec, TaskStatus
-from .task_states import ToolAction
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.models import NameRef, ProgressStatus, TaskSpec, TaskStatus
+from mcp_harness.tasks.rules import ToolAction
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Label = Annotated[str | None, Field(max_length=LABEL_CHARS), WithJsonSchema({"type": ["string", "null"]})]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import InvalidArgument
+from mcp_harness.errors import InvalidArgument
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
 NAME_RE = re.compile(NAME_PATTERN)

@@ -14,8 +14,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
 
-from .config import check_name
-from .errors import InvalidArgument
+from mcp_harness.config import check_name
+from mcp_harness.errors import InvalidArgument
 
 if TYPE_CHECKING:
     import anyio
@@ -139,7 +139,7 @@ def client_agent(
     environ = os.environ if environ is None else environ
     if no_session or sessions_off(environ):
         return agent
-    from .sessions import recorded_agent
+    from mcp_harness.sessions import recorded_agent
 
     found = recorded_agent(workspace)
     if found is not None and (found == agent or found.startswith(agent + ":")):

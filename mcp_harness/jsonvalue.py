@@ -10,7 +10,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, overload
 
-from .errors import InvalidArgument, TooLarge
+from mcp_harness.errors import InvalidArgument, TooLarge
 
 _MISSING = object()
 

@@ -18,10 +18,10 @@ from pydantic import (
     model_serializer,
 )
 
-from .config import NAME_PATTERN, STEP_CHARS, TAG_CHARS
-from .identity import Role
-from .paths import normalize_all
-from .task_states import ShownStatus, Status
+from mcp_harness.config import NAME_PATTERN, STEP_CHARS, TAG_CHARS
+from mcp_harness.identity import Role
+from mcp_harness.tasks.patterns import normalize_all
+from mcp_harness.tasks.rules import ShownStatus, Status
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]  # the pattern caps the length at 128
 #: a name that refers to one made before (a task's key, a thread, a tag): checked against the same
@@ -31,7 +31,7 @@ NameRef = Annotated[str, Field(pattern=NAME_PATTERN), WithJsonSchema({"type": "s
 ProgressStatus = Literal["done", "in_progress", "blocked", "note"]
 #: a progress entry's statuses, as people pick them
 PROGRESS_STATUSES: tuple[str, ...] = get_args(ProgressStatus)
-TaskStatus = ShownStatus  #: the statuses are spelled once, in `task_states`
+TaskStatus = ShownStatus  #: the statuses are spelled once, in `tasks.rules`
 TaskKind = Literal["work", "gate"]
 ClaimReason = Literal[
     "none_pending",
@@ -392,7 +392,7 @@ class Unread(Result):
 
 
 class TaskEvent(Result):
-    """One transition of a task (see service/task_events.py for the kinds)."""
+    """One transition of a task (see tasks/events.py for the kinds)."""
 
     kind: str
     actor: str

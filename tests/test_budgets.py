@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 from support import call, mcp_client, settings_for
 
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Identity
 
 pytestmark = pytest.mark.anyio

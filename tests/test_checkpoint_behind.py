@@ -11,9 +11,9 @@ from mcp import Client
 from support import call, mcp_client, settings_for
 
 from mcp_harness.arguments import RecordProgressArgs, RestoreStateArgs, SaveCheckpointArgs
-from mcp_harness.server import INSTRUCTIONS, create_server
+from mcp_harness.checkpoints.service import BEHIND_CAP
+from mcp_harness.mcp.server import INSTRUCTIONS, create_server
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.checkpoints import BEHIND_CAP
 
 pytestmark = pytest.mark.anyio
 

@@ -201,7 +201,7 @@ def _limits(**kw):
 async def _blob_bytes(harness, workspace: str) -> int:
     from sqlalchemy import func, select
 
-    from mcp_harness.store.backup import blobs
+    from mcp_harness.maintenance.store.backup import blobs
 
     async with harness.db.cold_read() as conn:
         stmt = select(func.coalesce(func.sum(func.length(blobs.c.data)), 0)).where(blobs.c.workspace == workspace)

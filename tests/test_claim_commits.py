@@ -10,10 +10,10 @@ import pytest
 from support import settings_for
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
+from mcp_harness.mcp.server import create_server
 from mcp_harness.models import TaskSpec
-from mcp_harness.server import create_server
+from mcp_harness.oversight.store import reads as console_store
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import console as console_store
 from mcp_harness.store import engine, sqlite
 from mcp_harness.store.connection import Query
 from mcp_harness.store.postgres import PgConnection

@@ -1,5 +1,5 @@
 """An empty claim's `waiting_on` names the roots of every wait (up to 5), the winning reason's first, so
-that a person's review is not hidden behind held tasks. The pure choice (`task_reasons.shared`), and the
+that a person's review is not hidden behind held tasks. The pure choice (`reasons.shared`), and the
 MCP client against the real server on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from support import call, mcp_client
 
 from mcp_harness.models import WaitingOn
-from mcp_harness.service.task_reasons import MAX_WAITING_ON, shared
+from mcp_harness.tasks.reasons import MAX_WAITING_ON, shared
 
 
 def on(key: str) -> WaitingOn:

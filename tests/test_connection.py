@@ -13,13 +13,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from support import settings_for
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
+from mcp_harness.maintenance.store.backup import tasks, workspaces
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import StorageError, UniqueViolation, common, idempotency, queries
-from mcp_harness.store import tasks as task_store
-from mcp_harness.store.backup import tasks, workspaces
+from mcp_harness.store import StorageError, UniqueViolation, common, idempotency
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
 from mcp_harness.store.connection import Query, fetch_row, numbered
+from mcp_harness.tasks.store import queries
+from mcp_harness.tasks.store import tasks as task_store
 
 pytestmark = pytest.mark.anyio
 
@@ -190,9 +191,10 @@ async def test_one_pool_serves_every_path_on_postgresql(db_url, workspace):
 
 
 def test_named_queries_are_read_once_per_dialect_and_checked_at_load():
-    from mcp_harness.store.named import SQL_DIR, QueryFileError, load, parse
+    from mcp_harness.store.named import QueryFileError, load, parse, sql_files
 
-    for path in SQL_DIR.glob("*.sql"):  # every file of the store loads
+    assert {"tasks", "checkpoints", "messages", "console", "meta"} <= set(sql_files())
+    for path in sql_files().values():  # every query file of the package loads
         assert list(load(path.stem)), path
     queries = parse(
         "-- what the file holds\n\n-- name: one\n-- row: TokenRow\n-- a description\nSELECT :a\n\n"

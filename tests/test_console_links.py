@@ -1,4 +1,4 @@
-"""Checkpoints joined to the work (service/console_links.py), on both backends: a version goes with the
+"""Checkpoints joined to the work (oversight/links.py), on both backends: a version goes with the
 progress entry its agent wrote nearest the save (10 minutes either side, a tie to the one before) and
 with the task that entry names, else the task its agent held then; the links back from entries and
 tasks are the same rule read the other way. The clock is moved forward to place each write."""
@@ -12,8 +12,8 @@ import pytest
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, SaveCheckpointArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
+from mcp_harness.oversight.links import LINK_WINDOW, _nearest
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.console_links import LINK_WINDOW, _nearest
 
 pytestmark = pytest.mark.anyio
 

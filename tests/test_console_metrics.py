@@ -12,8 +12,8 @@ from support import settings_for
 import mcp_harness.console.actions  # noqa: F401 - /metrics is served beside the console, which names its actions
 from mcp_harness import __version__, clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
-from mcp_harness.metrics import render
-from mcp_harness.server import create_server
+from mcp_harness.mcp.metrics import render
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.anyio

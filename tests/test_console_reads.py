@@ -7,10 +7,10 @@ import anyio
 import pytest
 from support import call, mcp_client, settings_for
 
+from mcp_harness import contacts as contacts_module
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, UpdateTaskArgs
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service import contacts as contacts_module
 
 pytestmark = pytest.mark.anyio
 

@@ -14,10 +14,10 @@ from mcp_harness.arguments import (
     SaveCheckpointArgs,
     UpdateTaskArgs,
 )
+from mcp_harness.checkpoints.jsondiff import MAX_CHANGES, diff
 from mcp_harness.errors import InvalidArgument, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.jsondiff import MAX_CHANGES, diff
 
 pytestmark = pytest.mark.anyio
 
@@ -253,7 +253,7 @@ async def test_metrics_figures_count_tasks_per_workspace_and_overdue_leases(harn
 async def test_a_console_session_is_opaque_bound_to_its_token_and_ends(harness: Harness, workspace: str):
     """Sign-in makes a random session id (only its hash is stored); signing out ends it; revoking the
     token ends every session made from it; an unknown or revoked token makes none."""
-    from mcp_harness.service.console_sessions import session_hash
+    from mcp_harness.access.console_sessions import session_hash
 
     token = await harness.tokens.create(workspace, "olga", "operator")
     first, second = await harness.console_sessions.start(token), await harness.console_sessions.start(token)
@@ -277,7 +277,7 @@ async def test_a_console_session_is_opaque_bound_to_its_token_and_ends(harness: 
 
 
 async def test_an_expired_console_session_is_dead(harness: Harness, workspace: str, monkeypatch):
-    from mcp_harness.service import console_sessions
+    from mcp_harness.access import console_sessions
 
     token = await harness.tokens.create(workspace, "olga", "reader")
     monkeypatch.setattr(console_sessions, "SESSION_SECONDS", -1)

@@ -11,8 +11,8 @@ from support import call, mcp_client, settings_for
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.task_context import DEPTH, FARTHER, MAX_BYTES, task_context
-from mcp_harness.store import tasks as store
+from mcp_harness.tasks.context import DEPTH, FARTHER, MAX_BYTES, task_context
+from mcp_harness.tasks.store import tasks as store
 
 pytestmark = pytest.mark.anyio
 

@@ -107,7 +107,7 @@ async def test_too_large_is_its_own_code(db_url, workspace):
 
 
 async def test_unexpected_errors_are_internal_with_an_incident_id(client, monkeypatch, caplog):
-    from mcp_harness.service.checkpoints import CheckpointService
+    from mcp_harness.checkpoints.service import CheckpointService
 
     async def boom(*_a, **_k):
         raise RuntimeError("secret SQL: SELECT * FROM passwords")
@@ -256,7 +256,7 @@ async def test_an_unknown_argument_of_a_tool_without_arguments_says_it_takes_non
 
     from mcp_harness.arguments import ToolArgs
     from mcp_harness.identity import Identity
-    from mcp_harness.server import create_server
+    from mcp_harness.mcp.server import create_server
 
     class NoArgs(ToolArgs):
         tool = "list_tasks"

@@ -19,8 +19,8 @@ from support import settings_for
 
 from mcp_harness.arguments import RecordProgressArgs, SaveCheckpointArgs
 from mcp_harness.errors import ALL_CODES
-from mcp_harness.mcp_tools import TOOLS as TOOL_TABLE
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
+from mcp_harness.mcp.tools import TOOLS as TOOL_TABLE
 from mcp_harness.service import Harness, Identity
 
 SKIPPED = {("claim_task", "wait_seconds")}  # no waiting in a fuzz run

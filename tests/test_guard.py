@@ -15,7 +15,7 @@ import pytest
 from support import call, mcp_client, run_cli, subprocess_env
 
 from mcp_harness.cli.guard import advice, check
-from mcp_harness.glance import Reserved
+from mcp_harness.quick_read import Reserved
 
 pytestmark = pytest.mark.anyio
 

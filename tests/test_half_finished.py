@@ -13,10 +13,11 @@ import pytest
 from support import call, mcp_client, serve_command, settings_for, subprocess_env
 from test_connection_leases import INIT, _answer, _send
 
-from mcp_harness import clock, work_tree
+from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.sessions import machine
+from mcp_harness.tasks import work_tree
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # git runs in every test here
 

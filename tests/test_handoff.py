@@ -16,9 +16,9 @@ from support import call, fail, settings_for
 
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.task_context import MAX_BYTES, task_context
+from mcp_harness.tasks.context import MAX_BYTES, task_context
 
 pytestmark = pytest.mark.anyio
 
@@ -230,7 +230,7 @@ async def test_task_context_full_answers_results_uncut(db_url, workspace):
             ),
         )
         async with h.db.read() as conn:
-            from mcp_harness.store import tasks as store
+            from mcp_harness.tasks.store import tasks as store
 
             row = await store.get(conn, workspace, "b")
             full = await task_context(conn, workspace, row, full=True)
@@ -490,7 +490,7 @@ async def test_a_rejected_gate_dependency_carries_the_persons_comment(db_url, wo
             {"key": "design", "status": "pending", "comment": "name the endpoints"},
         ], deps
         async with Harness.open(settings_for(db_url)) as h, h.db.read() as conn:  # a handoff's cuts it to 300
-            from mcp_harness.store import tasks as store
+            from mcp_harness.tasks.store import tasks as store
 
             bounded = await task_context(conn, workspace, await store.get(conn, workspace, "release"))
         assert bounded is not None and bounded.dependencies is not None

@@ -442,7 +442,7 @@ def test_the_per_prompt_hook_loads_none_of_the_heavy_layers(sqlite_url, workspac
                 "mcp_harness.cli.hook_call",
                 "mcp_harness.config",
                 "mcp_harness.errors",
-                "mcp_harness.glance",
+                "mcp_harness.quick_read",
                 "mcp_harness.identity",
                 "mcp_harness.sessions",
             ]
@@ -485,7 +485,7 @@ def test_a_writing_hook_with_nothing_to_write_loads_none_of_the_heavy_layers(sql
         "mcp_harness.store",
     )
     assert [m for m in loaded if m in heavy or m.startswith(("mcp_harness.service.", "mcp_harness.store."))] == []
-    assert "mcp_harness.glance" in loaded  # it looked
+    assert "mcp_harness.quick_read" in loaded  # it looked
 
 
 def test_a_database_file_in_a_missing_folder_is_said_once_on_stderr(tmp_path, capsys, monkeypatch):

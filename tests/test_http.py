@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from support import ToolFailed, call, fail, run_cli, settings_for, subprocess_env
 
-from mcp_harness.http import build_app
+from mcp_harness.mcp.http import build_app
 from mcp_harness.service import Harness
 
 pytestmark = pytest.mark.slow  # tokens are made with the CLI, a process of its own
@@ -474,7 +474,7 @@ async def test_a_waiting_claim_whose_client_disconnected_claims_nothing(served):
 
 @pytest.mark.anyio
 async def test_instructions_follow_the_token_role(served):
-    from mcp_harness.server import INSTRUCTIONS
+    from mcp_harness.mcp.server import INSTRUCTIONS
 
     for role in ("agent", "reader", "operator"):
         async with http_client(served.url, served.token(f"in-{role}", "who", role)) as client:

@@ -17,8 +17,8 @@ import httpx2
 import pytest
 from support import run_cli, settings_for, subprocess_env
 
-from mcp_harness.binds import resolve_bind
-from mcp_harness.http import build_app
+from mcp_harness.mcp.binds import resolve_bind
+from mcp_harness.mcp.http import build_app
 from mcp_harness.service import Harness
 
 METADATA = "/.well-known/oauth-protected-resource/mcp"
@@ -125,7 +125,9 @@ def test_ipv6_all_interfaces_serves_with_an_allowed_host(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
-    start = f"INFO mcp_harness.http: mcp-harness serving MCP on http://[::]:{port}/mcp; console http://[::]:{port}/ui"
+    start = (
+        f"INFO mcp_harness.mcp.http: mcp-harness serving MCP on http://[::]:{port}/mcp; console http://[::]:{port}/ui"
+    )
     assert start in err and "WARNING" not in err, err  # news, not a warning, and it says where the console is
 
 

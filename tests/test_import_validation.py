@@ -310,8 +310,8 @@ def test_every_record_kind_has_its_check() -> None:
     """The checker's table names a check for every kind an export may hold (the workspace record is
     checked by the dispatch itself), and nothing else: a new kind of record cannot go unchecked."""
     from mcp_harness.config import Limits
-    from mcp_harness.service.import_check import ImportChecker
-    from mcp_harness.service.import_records import fields
+    from mcp_harness.maintenance.import_check import ImportChecker
+    from mcp_harness.maintenance.import_records import fields
 
     checker = ImportChecker(Limits(), ["ws"])
     assert set(checker._checks) == set(fields(Limits())) - {"workspace"}

@@ -8,7 +8,7 @@ from mcp import Client
 from support import settings_for
 
 from mcp_harness.identity import Identity
-from mcp_harness.server import INSTRUCTIONS, create_server
+from mcp_harness.mcp.server import INSTRUCTIONS, create_server
 
 pytestmark = pytest.mark.anyio
 

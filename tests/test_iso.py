@@ -6,8 +6,8 @@ import math
 import random
 from datetime import UTC, datetime
 
+from mcp_harness.base import iso as service_iso
 from mcp_harness.jsonvalue import iso
-from mcp_harness.service.base import iso as service_iso
 
 
 def reference(ts: float) -> str:

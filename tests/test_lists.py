@@ -13,9 +13,10 @@ from sqlalchemy import func, select
 from support import call, mcp_client, settings_for, sqlite_at_version
 
 from mcp_harness.arguments import RestoreStateArgs, SaveCheckpointArgs
-from mcp_harness.service import Harness, Identity, lists
-from mcp_harness.service.lists import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
-from mcp_harness.store.backup import checkpoints, segments
+from mcp_harness.checkpoints import chains as lists
+from mcp_harness.checkpoints.chains import CHAIN_MIN_BYTES, SEGMENT_MIN_BYTES
+from mcp_harness.maintenance.store.backup import checkpoints, segments
+from mcp_harness.service import Harness, Identity
 from mcp_harness.store.migrations import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio

@@ -6,10 +6,11 @@ import pytest
 from sqlalchemy import select
 
 from mcp_harness.arguments import SaveCheckpointArgs
+from mcp_harness.checkpoints import manifest
+from mcp_harness.checkpoints.manifest import Blob, Chain, Inline
 from mcp_harness.jsonvalue import canonical, value_hash
-from mcp_harness.service import Identity, manifest
-from mcp_harness.service.manifest import Blob, Chain, Inline
-from mcp_harness.store.backup import checkpoints
+from mcp_harness.maintenance.store.backup import checkpoints
+from mcp_harness.service import Identity
 
 #: a manifest as the previous layout wrote it: a blob, an inline value and a chain
 ON_DISK = '[["docs","00112233445566778899aabbccddeeff",502],["n",null,1,"7"],["log","ffee",4096,12,3,40]]'

@@ -13,11 +13,13 @@ import anyio
 import pytest
 from support import call, mcp_client, run_cli, settings_for
 
-from mcp_harness import clock, glance
+from mcp_harness import clock
+from mcp_harness import quick_read as glance
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.migrations import MIGRATIONS_DIR
-from mcp_harness.task_states import STATUS_EVENTS
+from mcp_harness.store.named import sql_files
+from mcp_harness.tasks.rules import STATUS_EVENTS
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +143,7 @@ async def test_the_clis_msg_list_agrees(db_url, workspace):
 
 
 def test_the_view_names_the_kinds_that_change_a_status():
-    """The view's kinds are `task_states.STATUS_EVENTS`, in the migration and in the declared schema."""
-    for source in [*MIGRATIONS_DIR.glob("*live_messages*.sql"), MIGRATIONS_DIR.parent / "message_views.sql"]:
+    """The view's kinds are `tasks.rules.STATUS_EVENTS`, in the migration and in the declared schema."""
+    for source in [*MIGRATIONS_DIR.glob("*live_messages*.sql"), sql_files()["message_views"]]:
         (listed,) = re.findall(r"e\.kind IN \(([^)]*)\)", source.read_text())
         assert set(re.findall(r"'(\w+)'", listed)) == STATUS_EVENTS, source

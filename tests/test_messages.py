@@ -10,8 +10,8 @@ from support import call, fail, mcp_client
 
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, MessageArgs
+from mcp_harness.messages.service import MAX_BODY_BYTES, MAX_OPEN_PER_ADDRESSEE
 from mcp_harness.service import Identity
-from mcp_harness.service.messages import MAX_BODY_BYTES, MAX_OPEN_PER_ADDRESSEE
 
 pytestmark = pytest.mark.anyio
 
@@ -178,7 +178,7 @@ async def test_limits_and_bad_input_are_clear(db_url, workspace):
 
 
 async def test_an_addressee_takes_a_bounded_number_of_unacknowledged_messages(harness, workspace, monkeypatch):
-    monkeypatch.setattr("mcp_harness.service.messages.MAX_OPEN_PER_ADDRESSEE", 3)
+    monkeypatch.setattr("mcp_harness.messages.service.MAX_OPEN_PER_ADDRESSEE", 3)
     alice = me(workspace, "alice")
     for i in range(3):
         await harness.messages.act(alice, MessageArgs(action="send", to="bob", body=f"{i}"))
@@ -193,7 +193,7 @@ async def test_the_cap_holds_under_concurrent_sends(harness, workspace, monkeypa
     cap's worth go through (on PostgreSQL concurrent sends each counted before the others inserted)."""
     from mcp_harness.errors import TooLarge
 
-    monkeypatch.setattr("mcp_harness.service.messages.MAX_OPEN_PER_ADDRESSEE", 5)
+    monkeypatch.setattr("mcp_harness.messages.service.MAX_OPEN_PER_ADDRESSEE", 5)
     sent, refused = [], []
 
     async def send(i: int) -> None:

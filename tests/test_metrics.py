@@ -7,7 +7,7 @@ import pytest
 
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
-from mcp_harness.metrics import render
+from mcp_harness.mcp.metrics import render
 from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.anyio

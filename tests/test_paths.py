@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from support import call, fail, mcp_client
 
 from mcp_harness import clock
-from mcp_harness.paths import PatternError, matcher, matches, normalize, overlap
+from mcp_harness.tasks.patterns import PatternError, matcher, matches, normalize, overlap
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +140,7 @@ def test_overlap_is_exact(a, b, expected):
 
 def test_a_comparison_past_the_work_limit_overlaps(monkeypatch):
     """When unsure, they overlap: a pair whose comparison runs past the limit is called overlapping."""
-    from mcp_harness import paths
+    from mcp_harness.tasks import patterns as paths
 
     assert not overlap("src/*/x.py", "src/*/y.py")
     overlap.cache_clear()
@@ -555,8 +555,8 @@ async def test_paths_travel_with_export_and_import(db_url, workspace, tmp_path):
 async def test_the_board_card_shows_a_task_paths(db_url, workspace):
     from support import settings_for
 
+    from mcp_harness.base import Identity
     from mcp_harness.service import Harness
-    from mcp_harness.service.base import Identity
 
     async with mcp_client(db_url, workspace, "alice") as a:
         await call(a, "add_tasks", tasks=[t("a", paths=["src/a/"]), t("b")])
@@ -570,8 +570,8 @@ async def test_the_board_card_shows_a_task_paths(db_url, workspace):
 async def test_a_session_end_ends_its_reservations(db_url, workspace):
     from support import settings_for
 
+    from mcp_harness.base import Identity
     from mcp_harness.service import Harness
-    from mcp_harness.service.base import Identity
 
     async with mcp_client(db_url, workspace, "alice") as a, mcp_client(db_url, workspace, "bob") as b:
         await call(a, "add_tasks", tasks=[t("a", paths=["src/"]), t("b", paths=["src/b.py"])])

@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 from support import subprocess_env
 
-from mcp_harness.paths import overlap
+from mcp_harness.base import Identity
 from mcp_harness.service import Harness
-from mcp_harness.service.base import Identity
+from mcp_harness.tasks.patterns import overlap
 
 from support import settings_for  # isort: skip
 from mcp_harness.arguments import AddTasksArgs

@@ -8,10 +8,10 @@ import pytest
 from support import call, fail, mcp_client
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RestoreStateArgs, SaveCheckpointArgs, UpdateTaskArgs
+from mcp_harness.progress.service import append_entry
 from mcp_harness.service import Identity
-from mcp_harness.service.progress import append_entry
-from mcp_harness.store import tasks as task_store
-from mcp_harness.task_states import OPEN
+from mcp_harness.tasks.rules import OPEN
+from mcp_harness.tasks.store import tasks as task_store
 
 pytestmark = pytest.mark.anyio
 

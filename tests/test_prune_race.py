@@ -14,7 +14,8 @@ from support import call, run_cli, serve_command, settings_for, subprocess_env
 
 from mcp_harness.arguments import RestoreStateArgs, SaveCheckpointArgs
 from mcp_harness.errors import Internal, NotFound
-from mcp_harness.service import Harness, Identity, maintenance
+from mcp_harness.maintenance import service as maintenance
+from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.anyio
 

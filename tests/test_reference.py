@@ -32,7 +32,7 @@ def test_the_commands_page_is_what_the_parser_defines(monkeypatch):
 
 def test_every_tool_and_command_is_on_its_page():
     from mcp_harness.cli.parser import build_parser
-    from mcp_harness.mcp_tools import TOOLS
+    from mcp_harness.mcp.tools import TOOLS
 
     schemas = (ROOT / "docs" / "reference" / "schemas.md").read_text()
     assert all(f"## `{tool.name}`" in schemas for tool in TOOLS)

@@ -1,13 +1,13 @@
 """A reopen holds back what depends on the reopened task however far down, while done tasks stay done;
 the claim's reason names the reopened task. Through the official MCP client, on SQLite and PostgreSQL,
-plus the pure rule of `task_states`."""
+plus the pure rule of `tasks.rules`."""
 
 from __future__ import annotations
 
 import pytest
 from support import call, mcp_client
 
-from mcp_harness.task_states import Status, dependency_flags
+from mcp_harness.tasks.rules import Status, dependency_flags
 
 pytestmark = pytest.mark.anyio
 

@@ -11,16 +11,16 @@ import getpass
 import pytest
 from support import run_cli, subprocess_env
 
+from mcp_harness.access.store import tokens as token_store
+from mcp_harness.access.tokens import token_hash
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, MessageArgs, UpdateTaskArgs
 from mcp_harness.cli import common
 from mcp_harness.console.auth import person_name
 from mcp_harness.errors import InvalidArgument, NotFound
 from mcp_harness.identity import Identity, check_agent, stdio_agent
+from mcp_harness.messages.store import addressees
 from mcp_harness.runner.agents import CommandAgent
-from mcp_harness.service.tokens import token_hash
-from mcp_harness.store import tokens as token_store
 from mcp_harness.store.common import now
-from mcp_harness.store.messages import addressees
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from mcp import Client, StdioServerParameters
 from support import call, fail, run_cli, serve_command, settings_for, subprocess_env
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Harness, Identity
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""`mcp_harness/sdk.py` reaches into the MCP SDK's and uvicorn's internals; it was written against the
+"""`mcp_harness/mcp/sdk.py` reaches into the MCP SDK's and uvicorn's internals; it was written against the
 releases it names. Outside them this fails, saying to re-check that module before widening the range."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from importlib.metadata import version
 import pytest
 from mcp.server.lowlevel.server import Server
 
-from mcp_harness.sdk import checked_against, header_timeout_protocol, lowlevel
+from mcp_harness.mcp.sdk import checked_against, header_timeout_protocol, lowlevel
 
 
 def release(text: str) -> tuple[int, int]:
@@ -23,7 +23,7 @@ def test_the_installed_release_is_one_sdk_py_was_checked_against(distribution, l
     installed = version(distribution)
     assert lowest <= release(installed) < beyond, (
         f"{distribution} {installed} is outside {'.'.join(map(str, lowest))} to {'.'.join(map(str, beyond))} "
-        "(exclusive), the releases mcp_harness/sdk.py was written against: re-check each of its functions "
+        "(exclusive), the releases mcp_harness/mcp/sdk.py was written against: re-check each of its functions "
         "against this release (each docstring names the internals it uses), then widen the range there"
     )
 
@@ -32,7 +32,7 @@ def test_what_sdk_py_reaches_into_is_there(tmp_path):
     from support import settings_for
 
     from mcp_harness.identity import Identity
-    from mcp_harness.server import create_server
+    from mcp_harness.mcp.server import create_server
 
     server = create_server(settings_for(str(tmp_path / "h.db")), Identity("w", "a"))
     assert isinstance(lowlevel(server), Server)
@@ -46,7 +46,7 @@ def test_what_sdk_py_reaches_into_is_there(tmp_path):
 @pytest.mark.anyio
 async def test_the_body_reader_marks_only_unpaired_surrogates_and_passes_the_rest_as_it_came():
     from mcp_harness.arguments import UNPAIRED_SURROGATE, mark_unpaired_surrogates
-    from mcp_harness.sdk import LenientJsonBody
+    from mcp_harness.mcp.sdk import LenientJsonBody
 
     seen: list[tuple[dict, bytes]] = []
 

@@ -13,13 +13,13 @@ from support import call, fail
 
 from mcp_harness.arguments import AddTasksArgs, ListTasksArgs, RecordProgressArgs, RestoreStateArgs
 from mcp_harness.errors import InvalidArgument
+from mcp_harness.oversight.store import reads as console_store
+from mcp_harness.progress import store as progress_store
+from mcp_harness.search import service as search_rules
+from mcp_harness.search.service import search_terms
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service import search as search_rules
-from mcp_harness.service.search import search_terms
-from mcp_harness.store import console as console_store
-from mcp_harness.store import progress as progress_store
-from mcp_harness.store import tasks as tasks_store
 from mcp_harness.store.connection import Query
+from mcp_harness.tasks.store import tasks as tasks_store
 
 pytestmark = pytest.mark.anyio
 

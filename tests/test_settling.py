@@ -14,7 +14,7 @@ from support import call, fail, mcp_client, settings_for
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs
 from mcp_harness.service import Harness
-from mcp_harness.store import tasks as task_store
+from mcp_harness.tasks.store import tasks as task_store
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +142,7 @@ async def test_the_probe_reads_its_partial_index(harness, workspace):
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
     from mcp_harness.store.connection import Query
-    from mcp_harness.store.tasks import Q as queries
+    from mcp_harness.tasks.store.tasks import Q as queries
 
     ident = Identity(workspace, "a")
     for start in range(0, 2000, 500):

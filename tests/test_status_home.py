@@ -1,4 +1,4 @@
-"""A task's statuses have one home, `task_states.py`: every other module names them through it (`Status`,
+"""A task's statuses have one home, `tasks/rules.py`: every other module names them through it (`Status`,
 `BLOCKED`, `SHOWN`, `LOOKS`, ...), never by spelling a status as a string of its own.
 
 The scan reads the package's Python code (not its SQL or templates) and finds a status spelled where a
@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from mcp_harness import task_states
 from mcp_harness.models import TaskCounts
-from mcp_harness.task_states import BOARD_ORDER, LOOKS, SHOWN, STATUS_AFTER, UNDER_WAY, Status
+from mcp_harness.tasks import rules as task_states
+from mcp_harness.tasks.rules import BOARD_ORDER, LOOKS, SHOWN, STATUS_AFTER, UNDER_WAY, Status
 
 PACKAGE = Path(task_states.__file__).parent
 HOME = Path(task_states.__file__)
@@ -22,7 +22,7 @@ STATUS_NAMES = frozenset(SHOWN)
 #: what is called a status beside a task's
 STATUS_HOLDERS = frozenset({"status", "was_status"})
 #: comparisons of another status with a word a task status shares: (module, the compared expression)
-OTHER_STATUSES = {("service/progress.py", "args.status")}  # a progress entry's (`ProgressStatus`)
+OTHER_STATUSES = {("progress/service.py", "args.status")}  # a progress entry's (`ProgressStatus`)
 
 
 def _holds_status(node: ast.expr) -> bool:
@@ -107,12 +107,12 @@ def test_the_scan_finds_what_it_looks_for():
         'PROGRESS = ("done", "in_progress", "blocked", "note")',
         "row.status == Status.CLAIMED",
         'request.query_params.get("done")',
-        'args.status == "done"',  # in service/progress.py: a progress entry's status
+        'args.status == "done"',  # in progress/service.py: a progress entry's status
     ]
     for source in refused:
         assert spelled("any.py", ast.parse(source)), source
     for source in allowed:
-        assert not spelled("service/progress.py", ast.parse(source)), source
+        assert not spelled("progress/service.py", ast.parse(source)), source
 
 
 def test_what_people_see_covers_every_status():

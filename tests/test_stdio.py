@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 from support import call, fail, mcp_client, serve_command, subprocess_env
 from test_published import MODEL_VISIBLE_LIMIT, model_visible
 
-from mcp_harness.mcp_tools import TOOLS
+from mcp_harness.mcp.tools import TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test here starts processes
 

@@ -19,7 +19,7 @@ import pytest
 from support import call, mcp_client, serve_command, subprocess_env
 from support.stdio_wire import MODES, Wire
 
-from mcp_harness.stdio import CLOSE_TIMEOUT_SECONDS, MAX_MESSAGE_BYTES
+from mcp_harness.mcp.stdio import CLOSE_TIMEOUT_SECONDS, MAX_MESSAGE_BYTES
 
 pytestmark = pytest.mark.slow  # every test here starts processes
 
@@ -241,8 +241,8 @@ STRAY_OUTPUT_SERVER = textwrap.dedent("""
     from pydantic import BaseModel
     from mcp_harness.arguments import ToolArgs
     from mcp_harness.config import Settings
-    from mcp_harness.mcp_tools import TOOLS, HarnessTool
-    from mcp_harness.server import create_server
+    from mcp_harness.mcp.tools import TOOLS, HarnessTool
+    from mcp_harness.mcp.server import create_server
     from mcp_harness.service import Identity
 
     class Printed(BaseModel):

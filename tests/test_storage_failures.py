@@ -23,7 +23,7 @@ from mcp_harness import clock
 from mcp_harness.arguments import RecordProgressArgs, SaveCheckpointArgs
 from mcp_harness.config import Settings
 from mcp_harness.errors import Unavailable
-from mcp_harness.http import build_app
+from mcp_harness.mcp.http import build_app
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store.conditions import DISK_FULL
 

@@ -13,7 +13,7 @@ from support import call, fail, mcp_client, run_cli, settings_for
 
 from mcp_harness import clock
 from mcp_harness.jsonvalue import iso
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Identity
 
 pytestmark = pytest.mark.anyio

@@ -20,8 +20,8 @@ from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, ListTasksArgs, RestoreStateArgs, UpdateTaskArgs
 from mcp_harness.errors import HarnessError
 from mcp_harness.service import Harness, Identity
-from mcp_harness.service.task_reasons import _bounded_roots as bounded_roots
-from mcp_harness.service.task_reasons import empty_claim_reason
+from mcp_harness.tasks.reasons import _bounded_roots as bounded_roots
+from mcp_harness.tasks.reasons import empty_claim_reason
 
 pytestmark = pytest.mark.anyio
 

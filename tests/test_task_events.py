@@ -12,7 +12,7 @@ from support import call, fail, mcp_client
 from mcp_harness import clock
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, UpdateTaskArgs
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import tasks as task_store
+from mcp_harness.tasks.store import tasks as task_store
 
 pytestmark = pytest.mark.anyio
 

@@ -29,8 +29,8 @@ from mcp_harness.config import Settings
 from mcp_harness.errors import Forbidden, InvalidArgument, LeaseLost, NotFound
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
-from mcp_harness.store import tasks as task_store
-from mcp_harness.task_states import OPEN, SETTLED
+from mcp_harness.tasks.rules import OPEN, SETTLED
+from mcp_harness.tasks.store import tasks as task_store
 
 AGENTS = ["a", "b", "c"]
 WS = "sm"

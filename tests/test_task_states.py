@@ -10,10 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcp_harness import arguments
-from mcp_harness.service.task_events import KINDS
-from mcp_harness.store.queries import UNREAD_TASK_COLUMNS
 from mcp_harness.store.records import TaskRecord
-from mcp_harness.task_states import (
+from mcp_harness.tasks.events import KINDS
+from mcp_harness.tasks.rules import (
     BLOCKED,
     LET_GO,
     OPEN,
@@ -34,6 +33,7 @@ from mcp_harness.task_states import (
     settle,
     shown,
 )
+from mcp_harness.tasks.store.queries import UNREAD_TASK_COLUMNS
 
 AT = 1_000.0
 

@@ -370,8 +370,8 @@ async def test_claim_reads_its_indexes_in_order(harness, workspace):
     without statistics picked a bitmap scan over all pending tasks plus a sort; add_tasks refreshes them.)"""
     from mcp_harness.models import TaskSpec
     from mcp_harness.service import Identity
-    from mcp_harness.store import queries
     from mcp_harness.store.connection import Query
+    from mcp_harness.tasks.store import queries
 
     ident = Identity(workspace, "a")
     for start in range(0, 8000, 500):

@@ -62,7 +62,7 @@ from mcp_harness.console.auth import TokenLogin  # noqa: E402
 from mcp_harness.console.routes import console_routes  # noqa: E402
 from mcp_harness.service import Harness, Identity  # noqa: E402
 from mcp_harness.store.connection import Query  # noqa: E402
-from mcp_harness.store.tasks import Q as TASK_QUERIES  # noqa: E402
+from mcp_harness.tasks.store.tasks import Q as TASK_QUERIES  # noqa: E402
 
 WORKSPACE = "scale"
 AGENTS = 20

@@ -88,7 +88,7 @@ def fields_table(schema: dict[str, Any], defs: dict[str, Any], *, arguments: boo
 
 
 def schemas_page() -> str:
-    from mcp_harness.mcp_tools import TOOLS
+    from mcp_harness.mcp.tools import TOOLS
 
     out = [
         "# Tool schemas\n",

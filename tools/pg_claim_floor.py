@@ -20,9 +20,10 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_harness.store import Database, queries  # noqa: E402
+from mcp_harness.store import Database
 from mcp_harness.store.connection import Query  # noqa: E402
 from mcp_harness.store.urls import pg_dsn as asyncpg_dsn  # noqa: E402
+from mcp_harness.tasks.store import queries  # noqa: E402
 
 DONE_COLUMNS = (
     "completed_at",

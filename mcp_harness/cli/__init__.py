@@ -22,14 +22,14 @@ def main(argv: list[str] | None = None) -> int:
             # Claude Code stops waiting for such a hook with SIGTERM, and kills it only later: that
             # is time enough to hand the write to a process that outlives both (`hook.detach`)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        from .hook import run
+        from mcp_harness.cli.hook import run
 
         return run(words[1:], detached=True)
     if words[:1] == ["guard"]:  # the git pre-commit check: as lean as the hooks
-        from .guard import run as guard
+        from mcp_harness.cli.guard import run as guard
 
         return guard(words[1:])
-    from .main import main as command_line
+    from mcp_harness.cli.main import main as command_line
 
     return command_line(argv)
 

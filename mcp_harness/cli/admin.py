@@ -7,10 +7,10 @@ import json
 import sys
 from contextlib import aclosing
 
-from ..errors import HarnessError, NotFound
-from ..service import Harness
-from .common import identity, with_harness
-from .progress import bar, sized
+from mcp_harness.cli.common import identity, with_harness
+from mcp_harness.cli.progress import bar, sized
+from mcp_harness.errors import HarnessError, NotFound
+from mcp_harness.service import Harness
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def cmd_token(args: argparse.Namespace) -> int:
             if not rows:
                 print("no tokens")
                 return 0
-            from .output import show, table
+            from mcp_harness.cli.output import show, table
 
             t = table("ID", "WORKSPACE", "AGENT", "ROLE", "CREATED (UTC)", "STATE")  # aligned whatever the role
             for r in rows:

@@ -15,15 +15,15 @@ import os
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..config import missing_db_file
-from ..errors import HarnessError, InvalidArgument, Unavailable
-from ..task_states import Status
-from .common import db_setting, env, with_harness
-from .hook_call import one_line
-from .output import say
+from mcp_harness.cli.common import db_setting, env, with_harness
+from mcp_harness.cli.hook_call import one_line
+from mcp_harness.cli.output import say
+from mcp_harness.config import missing_db_file
+from mcp_harness.errors import HarnessError, InvalidArgument, Unavailable
+from mcp_harness.tasks.rules import Status
 
 if TYPE_CHECKING:
-    from ..service import Harness, Identity
+    from mcp_harness.service import Harness, Identity
 
 LIMIT = 4000  #: bytes of text, at most
 STATE_BYTES = 1500  #: of the state's compact JSON, before it is cut
@@ -31,14 +31,14 @@ WAITING = 5  #: pending tasks named
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    from ..arguments import RestoreStateArgs
+    from mcp_harness.arguments import RestoreStateArgs
 
     if args.url:
         restored, rows = fetch_remote(args.url, args.token_env, args.thread)
         say(render(restored, rows, where=f"shared server {args.url}", thread=args.thread))
         return 0
-    from ..service import Identity
-    from .common import session_caller
+    from mcp_harness.cli.common import session_caller
+    from mcp_harness.service import Identity
 
     workspace = args.workspace or env("WORKSPACE", "default")
     # as `msg`: run in an agent's session, that session's agent (whose held tasks the brief shows)
@@ -87,7 +87,7 @@ async def waiting_rows(h: Harness, ident: Identity) -> list[dict[str, Any]]:
     or session ended it), then one row per live lease with the paths it holds (a claim reserves
     exclusively, so shared ones stop it too: `render` marks a ready task whose paths another agent's
     lease holds)."""
-    from ..arguments import ListTasksArgs
+    from mcp_harness.arguments import ListTasksArgs
 
     listed = await h.tasks.list(ident, ListTasksArgs.model_validate({"status": [Status.PENDING], "limit": 20}))
     claimed, _counts = await h.tasks.board(ident, statuses=[Status.CLAIMED])
@@ -310,7 +310,7 @@ def _tasks(
 
 def _holder(row: dict[str, Any], held: list[tuple[str, list[str]]]) -> str | None:
     """Who holds paths that `row`'s overlap (its claim would answer `paths_reserved`), if anyone."""
-    from ..paths import clashes
+    from mcp_harness.tasks.patterns import clashes
 
     mine = row.get("paths") or []
     return next((owner for owner, theirs in held if mine and clashes(mine, theirs)), None)

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import ENV_PREFIX
-from ..errors import InvalidArgument
-from .common import env, identity
+from mcp_harness.cli.common import env, identity
+from mcp_harness.config import ENV_PREFIX
+from mcp_harness.errors import InvalidArgument
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")
 SERVER_NAME = "harness"
@@ -95,7 +95,7 @@ def snippet(client: str, transport: str, *, db: str, workspace: str, agent: str,
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from ..config import resolve_db_url
+    from mcp_harness.config import resolve_db_url
 
     db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"))
     if db.startswith("sqlite+aiosqlite:///"):

@@ -9,11 +9,11 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..config import ENV_PREFIX
+from mcp_harness.config import ENV_PREFIX
 
 if TYPE_CHECKING:  # the service (SQLAlchemy and all) is imported by the commands that open it
-    from ..identity import Identity
-    from ..service import Harness
+    from mcp_harness.identity import Identity
+    from mcp_harness.service import Harness
 
 
 def env(name: str, default: str) -> str:
@@ -23,7 +23,7 @@ def env(name: str, default: str) -> str:
 
 def identity(args: argparse.Namespace, *, with_agent: bool = False) -> Identity:
     """The stdio server's identity (`with_agent`: --agent, --role and their variables), else the CLI's."""
-    from ..identity import Identity, as_role
+    from mcp_harness.identity import Identity, as_role
 
     workspace = args.workspace or env("WORKSPACE", "default")
     if not with_agent:
@@ -37,8 +37,8 @@ def person(args: argparse.Namespace) -> Identity:
     """A person acting from the command line, as an operator: --agent, else the login name, else `operator`."""
     import getpass
 
-    from ..config import NAME_PATTERN
-    from ..identity import Identity, reserved_agent
+    from mcp_harness.config import NAME_PATTERN
+    from mcp_harness.identity import Identity, reserved_agent
 
     name = getattr(args, "agent", None)
     if not name:
@@ -55,7 +55,7 @@ def caller(args: argparse.Namespace) -> Identity:
     """Who runs a `msg` command. `--agent` names a person (an operator). Without it, a command run from an
     agent's session acts as that session's agent (`session_caller`), so that a reply reaches the session;
     otherwise it is the person at the terminal (`person`: the login name)."""
-    from ..identity import Identity
+    from mcp_harness.identity import Identity
 
     if getattr(args, "agent", None):
         return person(args)
@@ -68,9 +68,9 @@ def session_caller(workspace: str) -> str | None:
     """The agent of the session a command runs in (its shell: an ancestor process is a client whose stdio
     server recorded its identity, or `MCP_HARNESS_AGENT` or a session variable is set), resolved as the
     hooks and the commit guard resolve it (`identity.client_agent`); None outside a session."""
-    from ..identity import client_agent, session_id, sessions_off
-    from ..sessions import recorded_agent
-    from .hook_call import DEFAULT_AGENT
+    from mcp_harness.cli.hook_call import DEFAULT_AGENT
+    from mcp_harness.identity import client_agent, session_id, sessions_off
+    from mcp_harness.sessions import recorded_agent
 
     named = os.environ.get(ENV_PREFIX + "AGENT")
     recorded = None if sessions_off() else recorded_agent(workspace)
@@ -92,9 +92,9 @@ def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int
     rather than created: a mistyped `--db` must not look like an empty database."""
     import anyio
 
-    from ..config import Settings, missing_db_file
-    from ..errors import NotFound
-    from ..service import Harness
+    from mcp_harness.config import Settings, missing_db_file
+    from mcp_harness.errors import NotFound
+    from mcp_harness.service import Harness
 
     if existing and (missing := missing_db_file(db_setting(args))) is not None:
         raise NotFound(f"no database at {missing}: check --db (or {ENV_PREFIX}DB); a server creates it on first use")

@@ -4,7 +4,7 @@ each with a count and a few of the paths (`--no-verify` is the escape, as with e
 --guard` installs it as the `pre-commit` and `pre-merge-commit` hooks (`guard_hook.py`).
 
 Runs on every commit, so it is kept lean like the per-prompt hook: the standard library, one read-only
-query (`glance.reserved`) and `paths.matcher` for the matching; never the service. The staged paths come
+query (`quick_read.reserved`) and `paths.matcher` for the matching; never the service. The staged paths come
 from `git diff --cached`, relative to the work tree's root (also in a linked worktree). The committer
 is `MCP_HARNESS_AGENT` (default `claude-code`), resolved to its session's identity as the hooks do
 (`identity.client_agent`); its own reservations never stop it. Without `--workspace` (or
@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .hook_call import DEFAULT_AGENT
+from mcp_harness.cli.hook_call import DEFAULT_AGENT
 
 USAGE = "usage: mcp-harness guard [--db DB] [--workspace W] [--agent A] [--no-session]"
 HELP = (
@@ -112,7 +112,7 @@ class Clash:
 def check(files: list[str], reservations: list, agent: str) -> list[Clash]:
     """The staged files other agents' live exclusive reservations hold, one `Clash` per (holder, task,
     pattern): a commit of 1,000 files under one pattern is one line, not 1,000."""
-    from ..paths import matcher
+    from mcp_harness.tasks.patterns import matcher
 
     others = [(r, matcher(r.pattern)) for r in reservations if r.owner != agent]
     found: dict[tuple[str, str, str], Clash] = {}
@@ -148,11 +148,11 @@ def run(argv: list[str]) -> int:
         files = staged()
         if not files:
             return 0
-        from .. import glance
-        from ..identity import client_agent
+        from mcp_harness import quick_read
+        from mcp_harness.identity import client_agent
 
         if opts["workspace"] is None:  # the project's entry, as for every command (the hook names both)
-            from .locate import project_defaults
+            from mcp_harness.cli.locate import project_defaults
 
             db = opts["db"]
             named, opts["db"] = project_defaults(db if isinstance(db, str) else None)
@@ -162,11 +162,11 @@ def run(argv: list[str]) -> int:
         at = time.time()
         try:
             db = opts["db"]
-            found = glance.reserved(str(db) if db else None, workspace, at)
-        except glance.Unreachable as exc:
+            found = quick_read.reserved(str(db) if db else None, workspace, at)
+        except quick_read.Unreachable as exc:
             print(f"mcp-harness guard: {exc}; the commit is not checked", file=sys.stderr)
             return 0
-        except glance.Unchecked as exc:  # a wrong --db or --workspace would let every commit through unsaid
+        except quick_read.Unchecked as exc:  # a wrong --db or --workspace would let every commit through unsaid
             print(
                 f"mcp-harness guard: {exc}, so nothing is reserved there; the commit is not checked (the "
                 "hook's --db and --workspace, or the project's .mcp.json, name where agents reserve paths)",

@@ -5,7 +5,7 @@ answering in its JSON form.
 - `UserPromptSubmit`: nothing, unless something changed for this session since its last turn that it
   must know (its lease taken over, revoked or released by a person; its task rejected, approved,
   cancelled or reopened); then it says so, once. This one runs on every prompt: it is kept to the
-  standard library and one read-only query (`glance.py`), and never imports the service.
+  standard library and one read-only query (`quick_read.py`), and never imports the service.
 - `PreCompact`, `StopFailure`: a harness note; `SessionEnd`: the session's leases end (`hook_events.py`).
   These write and answer nothing, so the hook leaves the write to a process of its own and returns at
   once (`detach`): Claude Code waits for a SessionEnd hook before it exits, and kills a StopFailure
@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-from .hook_call import DEFAULT_AGENT, HookCall, HookError, answer, one_line, read_mark, write_mark
+from mcp_harness.cli.hook_call import DEFAULT_AGENT, HookCall, HookError, answer, one_line, read_mark, write_mark
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "StopFailure")
 WRITES = ("PreCompact", "SessionEnd", "StopFailure")  #: events that only write: done by a detached process
@@ -83,8 +83,8 @@ def read_input(stream: Any) -> dict[str, Any]:
 
 def resolve(call: HookCall) -> None:
     """The session's identity: its client's stdio server's, also after /clear (see `identity.client_agent`)."""
-    from ..config import NAME_RE
-    from ..identity import client_agent
+    from mcp_harness.config import NAME_RE
+    from mcp_harness.identity import client_agent
 
     for what, name in (("workspace", call.workspace), ("agent", call.agent)):
         if not NAME_RE.fullmatch(name):
@@ -99,10 +99,10 @@ def prompt_news(call: HookCall) -> str | None:
     """UserPromptSubmit: what changed for this session since its last turn, or None."""
     if call.url is not None:
         return None  # over HTTP a hook has no database to look at: the session's calls tell it
-    from .. import glance
+    from mcp_harness import quick_read
 
     seen = read_mark(call)
-    news, last = glance.read(call.db, call.workspace, call.agent, seen)
+    news, last = quick_read.read(call.db, call.workspace, call.agent, seen)
     if seen is None or last != seen:
         write_mark(call, max(last, news[-1].id) if news else last)
     lines = [line for item in news if (line := tell(item, call.agent))]
@@ -115,10 +115,10 @@ def prompt_news(call: HookCall) -> str | None:
 def new_messages(call: HookCall) -> list[str]:
     """A line per unread message that came since the session was last told (each is told once; the
     session reads it with the message tool and acknowledges it there)."""
-    from .. import glance
+    from mcp_harness import quick_read
 
     seen = read_mark(call, "messages")
-    notes, last = glance.read_messages(call.db, call.workspace, call.agent, seen if seen is not None else 0)
+    notes, last = quick_read.read_messages(call.db, call.workspace, call.agent, seen if seen is not None else 0)
     if seen is None or last != seen:
         write_mark(call, last, "messages")
     out = []
@@ -215,17 +215,19 @@ def detach(call: HookCall) -> None:
 
 def holds_nothing(call: HookCall) -> bool:
     """Whether SessionEnd or PreCompact would surely write nothing: the session's agent holds no claimed
-    task (for SessionEnd, none under a live lease) in a SQLite database (`glance.holds`: one read, far
+    task (for SessionEnd, none under a live lease) in a SQLite database (`quick_read.holds`: one read, far
     less than starting the writer). False for StopFailure (its note is written whatever is held), over
     HTTP (the note goes to the server), for PostgreSQL, and when the read fails: the writer looks."""
     if call.event not in ("SessionEnd", "PreCompact") or call.url is not None:
         return False
-    from .. import glance
-    from ..clock import now
+    from mcp_harness import quick_read
+    from mcp_harness.clock import now
 
     try:
-        held = glance.holds(call.db, call.workspace, call.agent, live_at=now() if call.event == "SessionEnd" else None)
-    except glance.Unreachable:
+        held = quick_read.holds(
+            call.db, call.workspace, call.agent, live_at=now() if call.event == "SessionEnd" else None
+        )
+    except quick_read.Unreachable:
         return False
     return held is False
 
@@ -249,7 +251,7 @@ def run(argv: list[str], *, detached: bool = False) -> int:
             if text:
                 print(answer(call.event, text))
         else:
-            from .hook_events import handle
+            from mcp_harness.cli.hook_events import handle
 
             text = handle(call)
             if text:

@@ -55,14 +55,14 @@ def answer(event: str, text: str) -> str:
 
 def mark_path(call: HookCall, kind: str = "") -> Path:
     """The mark file of a session (`kind` "messages": the newest message it was told of)."""
-    from ..sessions import runtime_dir
+    from mcp_harness.sessions import runtime_dir
 
     key = hashlib.sha256(f"{call.db or ''}\n{call.workspace}\n{call.agent}".encode()).hexdigest()[:24]
     return runtime_dir() / "marks" / (f"{key}.{kind}" if kind else key)
 
 
 def read_mark(call: HookCall, kind: str = "") -> int | None:
-    from ..sessions import read_private
+    from mcp_harness.sessions import read_private
 
     try:
         return int(read_private(mark_path(call, kind)) or "")
@@ -74,16 +74,16 @@ def write_mark(call: HookCall, seen: int, kind: str = "") -> None:
     """Keep what the session was told (as session records are kept: `sessions.write_private`, in a
     folder of this user's own only). Without a mark the next turn starts from the newest event again:
     quiet, not wrong."""
-    from ..sessions import write_private
+    from mcp_harness.sessions import write_private
 
     write_private(mark_path(call, kind), str(seen))
 
 
 def start_mark(call: HookCall) -> None:
     """A session starts (or its context restarts) from the newest event: what came before is in the brief."""
-    from .. import glance
+    from mcp_harness import quick_read
 
     if call.url is None:
-        write_mark(call, glance.read(call.db, call.workspace, call.agent, None)[1])
+        write_mark(call, quick_read.read(call.db, call.workspace, call.agent, None)[1])
         # the brief lists the unread messages: the per-prompt hook tells of those that come after
-        write_mark(call, glance.read_messages(call.db, call.workspace, call.agent, None)[1], "messages")
+        write_mark(call, quick_read.read_messages(call.db, call.workspace, call.agent, None)[1], "messages")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..identity import leases_kept
-from ..task_states import Status
-from .hook_call import HookCall, one_line, start_mark
+from mcp_harness.cli.hook_call import HookCall, one_line, start_mark
+from mcp_harness.identity import leases_kept
+from mcp_harness.tasks.rules import Status
 
 if TYPE_CHECKING:
-    from ..models import ProgressStatus
-    from ..service import Harness, Identity
+    from mcp_harness.models import ProgressStatus
+    from mcp_harness.service import Harness, Identity
 
 NOTES = 5  #: notes about a held task restored after a compaction
 
@@ -24,7 +24,7 @@ def handle(call: HookCall) -> str | None:
     if call.url is not None:
         _remote_note(call)
         return None
-    from ..config import missing_db_file
+    from mcp_harness.config import missing_db_file
 
     if missing_db_file(call.db) is not None:
         return None  # no database yet: nothing is held, nothing to note
@@ -35,8 +35,8 @@ def handle(call: HookCall) -> str | None:
 def _run(call: HookCall, body: Any) -> Any:
     import anyio
 
-    from ..config import Settings
-    from ..service import Harness, Identity
+    from mcp_harness.config import Settings
+    from mcp_harness.service import Harness, Identity
 
     ident = Identity(workspace=call.workspace, agent=call.agent)
 
@@ -58,8 +58,8 @@ def who(call: HookCall) -> str:
 
 def session_start(call: HookCall) -> str:
     """The resume brief, with the session's identity first; after a compaction, what was just lost."""
-    from ..config import missing_db_file
-    from .brief import _empty, fetch_remote, render
+    from mcp_harness.cli.brief import _empty, fetch_remote, render
+    from mcp_harness.config import missing_db_file
 
     source = call.data.get("source")
     if call.url is not None:
@@ -75,8 +75,8 @@ def session_start(call: HookCall) -> str:
 
 
 async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
-    from ..arguments import RestoreStateArgs
-    from .brief import other_workspaces, render, waiting_rows
+    from mcp_harness.arguments import RestoreStateArgs
+    from mcp_harness.cli.brief import other_workspaces, render, waiting_rows
 
     restored = await harness.restore(ident, RestoreStateArgs(thread="main"))
     rows = await waiting_rows(harness, ident)
@@ -103,7 +103,7 @@ async def _brief(harness: Harness, ident: Identity, call: HookCall) -> str:
 
 
 async def _held(harness: Harness, ident: Identity) -> list[str]:
-    from ..arguments import RestoreStateArgs
+    from mcp_harness.arguments import RestoreStateArgs
 
     restored = await harness.restore(ident, RestoreStateArgs(thread="main", progress_limit=1))
     return [t.key for t in restored.my_tasks if t.status == Status.CLAIMED.value]
@@ -112,9 +112,9 @@ async def _held(harness: Harness, ident: Identity) -> list[str]:
 async def _note(
     harness: Harness, ident: Identity, summary: str, key: str | None, status: ProgressStatus = "note"
 ) -> None:
-    from ..arguments import RecordProgressArgs
-    from ..service import Identity as Who
-    from ..service.task_events import HARNESS
+    from mcp_harness.arguments import RecordProgressArgs
+    from mcp_harness.service import Identity as Who
+    from mcp_harness.tasks.events import HARNESS
 
     await harness.progress.record(
         Who(ident.workspace, HARNESS, own=True), RecordProgressArgs(summary=summary, task_key=key, status=status)
@@ -163,7 +163,7 @@ def _remote_note(call: HookCall) -> None:
     }[call.event]
     if call.event == "SessionEnd" and _word(call.data.get("reason"), "") == "clear":
         return None
-    from .brief import remote_call
+    from mcp_harness.cli.brief import remote_call
 
     assert call.url is not None  # the caller checked it
     anyio.run(remote_call, call.url, call.token_env, "record_progress", {"summary": f"hook: {what}"})

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .clients import (
+from mcp_harness.cli.clients import (
     PROJECT_FILES,
     SERVER_NAME,
     command_path,
@@ -27,9 +27,9 @@ from .clients import (
     stdio_entry,
     token_reference,
 )
-from .common import env
-from .init_choices import check_root, choose_workspace, project_db, project_root, settle_transport
-from .project import (
+from mcp_harness.cli.common import env
+from mcp_harness.cli.init_choices import check_root, choose_workspace, project_db, project_root, settle_transport
+from mcp_harness.cli.project import (
     HOOK_EVENTS,
     Change,
     hook_command,
@@ -104,7 +104,7 @@ def hook_commands(args: argparse.Namespace, command: str, workspace: str) -> dic
 
 def removal(root: Path) -> list[Change]:
     """`init --remove`: what init added to this project, and nothing else (other servers, hooks and lines stay)."""
-    from .clients import PROJECT_FILES
+    from mcp_harness.cli.clients import PROJECT_FILES
 
     changes = []
     for path, key in [(root / p, k) for p, k in PROJECT_FILES.values()]:
@@ -214,7 +214,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             backup = write(change)
             print(f"  {shown}: {change.what}" + (f" (the old file is kept as {backup})" if backup else ""))
     if args.remove or getattr(args, "guard", False):  # the commit guard: git's pre-commit hook
-        from . import guard_hook
+        from mcp_harness.cli import guard_hook
 
         if args.remove:
             said = guard_hook.remove(root, dry_run=args.dry_run)

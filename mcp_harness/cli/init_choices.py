@@ -11,9 +11,9 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..config import NAME_RE
-from ..errors import InvalidArgument
-from .locate import find_entry
+from mcp_harness.cli.locate import find_entry
+from mcp_harness.config import NAME_RE
+from mcp_harness.errors import InvalidArgument
 
 DEFAULT_TOKEN_ENV = "MCP_HARNESS_TOKEN"
 

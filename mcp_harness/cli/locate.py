@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ENV_PREFIX
-from . import jsonc
+from mcp_harness.cli import jsonc
+from mcp_harness.config import ENV_PREFIX
 
 #: the project files `init` writes, in the order they are consulted, and the key holding the servers
 ENTRY_FILES = ((".mcp.json", "mcpServers"), (".cursor/mcp.json", "mcpServers"), (".vscode/mcp.json", "servers"))

@@ -8,10 +8,10 @@ import logging
 import os
 import sys
 
-from ..config import ENV_PREFIX
-from ..errors import HarnessError, harness_error_in
-from .output import clean
-from .parser import build_parser
+from mcp_harness.cli.output import clean
+from mcp_harness.cli.parser import build_parser
+from mcp_harness.config import ENV_PREFIX
+from mcp_harness.errors import HarnessError, harness_error_in
 
 #: command -> "module:function" in this package, imported only when that command runs (a server start
 #: must not pay for tables, progress bars or client configuration)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if getattr(args, "workspace", "") is None:  # inside a project set up with `init`: its workspace
-            from .locate import apply_project_defaults
+            from mcp_harness.cli.locate import apply_project_defaults
 
             apply_project_defaults(args)
         status = run_command(args)

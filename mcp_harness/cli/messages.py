@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..arguments import MessageArgs
-from ..errors import InvalidArgument
-from ..service import Harness
-from .common import caller, with_harness
-from .output import clean, note, say
-from .tables import when
+from mcp_harness.arguments import MessageArgs
+from mcp_harness.cli.common import caller, with_harness
+from mcp_harness.cli.output import clean, note, say
+from mcp_harness.cli.tables import when
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.service import Harness
 
 
 def cmd_msg(args: argparse.Namespace) -> int:

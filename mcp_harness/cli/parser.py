@@ -6,16 +6,16 @@ import argparse
 from pathlib import Path
 from typing import NoReturn
 
-from .. import __version__
-from ..config import MAX_INT
-from ..console import command as ui_command
-from ..identity import ROLES
-from ..runner import command as runner_command
-from ..task_states import PERSON_ACTIONS, RULES, SHOWN, Action, Status
-from .common import env
+from mcp_harness import __version__
+from mcp_harness.cli.common import env
+from mcp_harness.config import MAX_INT
+from mcp_harness.console import command as ui_command
+from mcp_harness.identity import ROLES
+from mcp_harness.runner import command as runner_command
+from mcp_harness.tasks.rules import PERSON_ACTIONS, RULES, SHOWN, Action, Status
 
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
-STATUSES = SHOWN  #: every status a task may show (`task_states`)
+STATUSES = SHOWN  #: every status a task may show (`tasks.rules`)
 #: `--agent` of the commands a person runs as an operator
 PERSON = "who acts (default: your login name, else 'operator')"
 

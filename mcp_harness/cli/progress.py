@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from .output import console
+from mcp_harness.cli.output import console
 
 
 class Bar:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
-from . import jsonc
-from .hook import WRITES
+from mcp_harness.cli import jsonc
+from mcp_harness.cli.hook import WRITES
+from mcp_harness.errors import InvalidArgument
 
 BEGIN = "<!-- mcp-harness:begin -->"
 END = "<!-- mcp-harness:end -->"

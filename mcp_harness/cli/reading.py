@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..arguments import ListCheckpointsArgs, RestoreStateArgs
-from ..config import check_name
-from ..errors import InvalidArgument, NotFound
-from ..models import EVERY_FIELD, every_field
-from ..service import Harness, Identity
-from .brief import other_workspaces
-from .common import identity, with_harness
-from .output import clean, note, say, show
-from .parser import TASK_COMMANDS
-from .tables import counts_line, progress_log, status_report, task_board
+from mcp_harness.arguments import ListCheckpointsArgs, RestoreStateArgs
+from mcp_harness.cli.brief import other_workspaces
+from mcp_harness.cli.common import identity, with_harness
+from mcp_harness.cli.output import clean, note, say, show
+from mcp_harness.cli.parser import TASK_COMMANDS
+from mcp_harness.cli.tables import counts_line, progress_log, status_report, task_board
+from mcp_harness.config import check_name
+from mcp_harness.errors import InvalidArgument, NotFound
+from mcp_harness.models import EVERY_FIELD, every_field
+from mcp_harness.service import Harness, Identity
 
 
 async def note_if_empty(h: Harness, ident: Identity) -> None:
@@ -64,17 +64,17 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
     if args.show and args.show[0] == "add":  # a person plans
-        from .task_add import add
+        from mcp_harness.cli.task_add import add
 
         return add(args, args.show[1:])
     if args.show and args.show[0] in TASK_COMMANDS:  # a person's action
-        from .review import task_action
+        from mcp_harness.cli.review import task_action
 
         if len(args.show) != 2:
             raise InvalidArgument(f"use `tasks {args.show[0]} KEY`")
         return task_action(args, *args.show)
     if args.show:  # tasks show KEY
-        from .task_story import show_task
+        from mcp_harness.cli.task_story import show_task
 
         async def story(h: Harness) -> int:
             try:
@@ -110,7 +110,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(page.model_dump(mode="json")["checkpoints"], indent=2))
             return 0
-        from .output import table
+        from mcp_harness.cli.output import table
 
         t = table("VERSION", "SAVED (UTC)", "AGENT", "BYTES", "CHECKPOINT", "LABEL")
         for c in page.checkpoints:

@@ -9,14 +9,14 @@ import argparse
 import json
 import sys
 
-from ..arguments import UpdateTaskArgs
-from ..models import EVERY_FIELD, UpdateTaskResult
-from ..service import Harness, Identity
-from ..task_states import PERSON_ACTIONS, RULES, Status
-from .common import identity, person, with_harness
-from .output import say, show
-from .parser import REVIEW_COMMANDS, TASK_COMMANDS
-from .tables import styled, table, when
+from mcp_harness.arguments import UpdateTaskArgs
+from mcp_harness.cli.common import identity, person, with_harness
+from mcp_harness.cli.output import say, show
+from mcp_harness.cli.parser import REVIEW_COMMANDS, TASK_COMMANDS
+from mcp_harness.cli.tables import styled, table, when
+from mcp_harness.models import EVERY_FIELD, UpdateTaskResult
+from mcp_harness.service import Harness, Identity
+from mcp_harness.tasks.rules import PERSON_ACTIONS, RULES, Status
 
 
 def _refuse(message: str) -> int:

@@ -7,16 +7,16 @@ import logging
 import os
 import sys
 
-from ..config import Settings
-from .common import identity
+from mcp_harness.cli.common import identity
+from mcp_harness.config import Settings
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(args.db)
     if args.transport == "stdio":
-        from ..identity import Identity, leases_kept, stdio_agent
-        from ..server import create_server
-        from ..sessions import forget, record, this_process
+        from mcp_harness.identity import Identity, leases_kept, stdio_agent
+        from mcp_harness.mcp.server import create_server
+        from mcp_harness.sessions import forget, record, this_process
 
         ident = identity(args, with_agent=True)
         # one identity per session: A:<session> when the client names a session
@@ -38,7 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         finally:
             forget(recorded)
         leave_now()
-    from ..http import serve_http
+    from mcp_harness.mcp.http import serve_http
 
     return serve_http(settings, args)
 

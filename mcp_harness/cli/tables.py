@@ -8,10 +8,10 @@ from typing import Any
 
 from rich.text import Text
 
-from ..task_states import LOOKS
-from .output import clean, table
+from mcp_harness.cli.output import clean, table
+from mcp_harness.tasks.rules import LOOKS
 
-#: a status's colour on a terminal: a task's (`task_states.LOOKS`), and the progress statuses of its own
+#: a status's colour on a terminal: a task's (`tasks.rules.LOOKS`), and the progress statuses of its own
 STATUS_STYLE = {**{status: look.style for status, look in LOOKS.items()}, "in_progress": "yellow", "note": ""}
 #: progress entries written by the harness itself (a fail, a lease taken over, a reopen) carry this agent
 HARNESS_AGENT = "harness"

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
-from .common import person, with_harness
+from mcp_harness.cli.common import person, with_harness
+from mcp_harness.errors import InvalidArgument
 
 #: the flags that describe one task (refused beside --file)
 TASK_FLAGS = ("title", "description", "step", "depends_on", "paths", "tag", "priority", "review", "gate")
@@ -80,7 +80,7 @@ def add(args: argparse.Namespace, words: list[str]) -> int:
         tasks = [from_flags(args, words[0])]
     else:
         raise InvalidArgument("use `tasks add KEY --title T [...]` or `tasks add --file FILE`")
-    from ..arguments import AddTasksArgs
+    from mcp_harness.arguments import AddTasksArgs
 
     who = person(args)
     try:
@@ -106,7 +106,7 @@ def _named(exc: Exception, tasks: list[Any]) -> str:
     """A validation failure naming the task (by key where it has one) and the field."""
     from pydantic import ValidationError
 
-    from ..arguments import validation_message
+    from mcp_harness.arguments import validation_message
 
     if not isinstance(exc, ValidationError):
         return str(exc)

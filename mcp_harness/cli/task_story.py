@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from ..errors import InvalidArgument
-from ..models import EVERY_FIELD
-from ..service import Harness, Identity
-from .output import clean, say
+from mcp_harness.cli.output import clean, say
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.models import EVERY_FIELD
+from mcp_harness.service import Harness, Identity
 
 
 async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:

@@ -12,13 +12,13 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..arguments import MessageArgs, SaveCheckpointArgs, UpdateTaskArgs
-from ..errors import Forbidden, InvalidArgument, NotFound
-from ..metrics import CONSOLE_ACTIONS, count_console_action
-from ..service import Identity
-from ..task_states import PERSON_ACTIONS, RULES
-from .app import Console, Redirect, page, read_form
-from .auth import CodeLogin, Session, check_form, check_origin, clear_cookie, set_cookie
+from mcp_harness.arguments import MessageArgs, SaveCheckpointArgs, UpdateTaskArgs
+from mcp_harness.console.app import Console, Redirect, page, read_form
+from mcp_harness.console.auth import CodeLogin, Session, check_form, check_origin, clear_cookie, set_cookie
+from mcp_harness.errors import Forbidden, InvalidArgument, NotFound
+from mcp_harness.mcp.metrics import CONSOLE_ACTIONS, count_console_action
+from mcp_harness.service import Identity
+from mcp_harness.tasks.rules import PERSON_ACTIONS, RULES
 
 
 @page

@@ -23,12 +23,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
-from ..errors import Forbidden, HarnessError, InvalidArgument
-from ..identity import ROLES
-from ..service import Harness, Identity
-from ..task_states import LOOKS, PERSON_ACTIONS, RULES
-from .auth import Login, Session
+from mcp_harness import __version__
+from mcp_harness.console.auth import Login, Session
+from mcp_harness.errors import Forbidden, HarnessError, InvalidArgument
+from mcp_harness.identity import ROLES
+from mcp_harness.service import Harness, Identity
+from mcp_harness.tasks.rules import LOOKS, PERSON_ACTIONS, RULES
 
 log = logging.getLogger("mcp_harness.console")
 HERE = Path(__file__).parent

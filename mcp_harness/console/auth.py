@@ -4,7 +4,7 @@ Two ways in, one `Session` out:
 - `CodeLogin` (`mcp-harness ui`): the command prints a URL carrying a one-time code; opening it turns
   the code into a session cookie with operator rights, acting as the person's name. A used code is dead.
 - `TokenLogin` (`/ui` on the shared HTTP server): a person pastes a bearer token; the server makes an
-  opaque session bound to that token (service/console_sessions.py) and the cookie holds only the
+  opaque session bound to that token (access/console_sessions.py) and the cookie holds only the
   session id, never the token. The session is checked on every request (any replica can serve any
   request); signing out or revoking the token ends it at once. The token's role decides: `operator`
   acts, every other role only sees.
@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..config import NAME_RE
-from ..errors import Forbidden, HarnessError
-from ..identity import reserved_agent
-from ..service.console_sessions import SESSION_SECONDS, ConsoleSessionService
+from mcp_harness.access.console_sessions import SESSION_SECONDS, ConsoleSessionService
+from mcp_harness.config import NAME_RE
+from mcp_harness.errors import Forbidden, HarnessError
+from mcp_harness.identity import reserved_agent
 
 RECHECK_SECONDS = 0.4  #: an open event stream's session is looked up again at most this often
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from ..config import ENV_PREFIX, Settings
+from mcp_harness.config import ENV_PREFIX, Settings
 
 
 def port_number(text: str) -> int:
@@ -25,6 +25,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .serve import serve_ui
+    from mcp_harness.console.serve import serve_ui
 
     return serve_ui(Settings.from_env(args.db), args)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from .app import Console, page
+from mcp_harness.console.app import Console, page
 
 QUIET_SECONDS = 0.25  #: after a change, wait this long so a burst of commits makes one refresh
 WAIT_SECONDS = 0.5  #: how long one wait on the feed lasts before the session is looked up again

@@ -13,11 +13,11 @@ from starlette.routing import Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from ..metrics import metrics_endpoint
-from ..service import Harness
-from . import actions, live, views
-from .app import HERE, Console, Guard, Handler
-from .auth import CodeLogin, Login, TokenLogin, person_name
+from mcp_harness.console import actions, live, views
+from mcp_harness.console.app import HERE, Console, Guard, Handler
+from mcp_harness.console.auth import CodeLogin, Login, TokenLogin, person_name
+from mcp_harness.mcp.metrics import metrics_endpoint
+from mcp_harness.service import Harness
 
 __all__ = ["CodeLogin", "Console", "TokenLogin", "console_routes", "person_name"]
 

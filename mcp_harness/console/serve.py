@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
-from ..config import Settings, check_name
-from ..errors import InvalidArgument
-from ..identity import check_agent
-from ..service import Harness
-from .auth import CodeLogin, person_name
-from .routes import console_routes
+from mcp_harness.config import Settings, check_name
+from mcp_harness.console.auth import CodeLogin, person_name
+from mcp_harness.console.routes import console_routes
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.identity import check_agent
+from mcp_harness.service import Harness
 
 log = logging.getLogger("mcp_harness.console")
 HOST = "127.0.0.1"

@@ -19,7 +19,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .app import Console, Handler, Page
+from mcp_harness.console.app import Console, Handler, Page
 
 TTL_SECONDS = 2.0  #: a part is served this long at most, even if nothing changes (a page shows the clock)
 SIZE = 64  #: parts kept at once per console

@@ -10,17 +10,17 @@ from typing import Any, TypedDict
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..arguments import ListCheckpointsArgs
-from ..errors import InvalidArgument
-from ..identity import Identity
-from ..service.console_attention import span
-from ..service.console_tasks import GRAPH_EDGES
-from ..service.task_events import KINDS as EVENT_KINDS
-from ..task_states import BLOCKED, BOARD_ORDER, Status
-from . import charts
-from .actions import ACTIONS
-from .app import Console, Redirect, page
-from .shared import shared
+from mcp_harness.arguments import ListCheckpointsArgs
+from mcp_harness.console import charts
+from mcp_harness.console.actions import ACTIONS
+from mcp_harness.console.app import Console, Redirect, page
+from mcp_harness.console.shared import shared
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.identity import Identity
+from mcp_harness.oversight.attention import span
+from mcp_harness.oversight.tasks import GRAPH_EDGES
+from mcp_harness.tasks.events import KINDS as EVENT_KINDS
+from mcp_harness.tasks.rules import BLOCKED, BOARD_ORDER, Status
 
 DONE_WORDS = frozenset(a.done for a in ACTIONS.values())  #: what the banner after an action may say
 PER_COLUMN = 50  #: cards per board column; "more" pages one column at a time

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..identity import KEEP_LEASES_VARIABLE, reserved_agent
+from mcp_harness.errors import InvalidArgument
+from mcp_harness.identity import KEEP_LEASES_VARIABLE, reserved_agent
 
 SERVER_NAME = "harness"  #: the MCP server's name in each session's config (tools `mcp__harness__*`)
 LAST_WORDS = 300  #: characters of a session's last words kept in its record and notes

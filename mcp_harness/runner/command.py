@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
+from mcp_harness.errors import InvalidArgument
 
 RUN_HELP = "keep the work going: headless agent sessions, one task each, until the plan is done"
 
@@ -112,13 +112,13 @@ def _extra(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from ..cli.common import db_setting
-    from ..config import Settings
-    from ..service import Harness
-    from . import agents
-    from .display import Display
-    from .loop import Options, Runner
-    from .worktrees import top_level
+    from mcp_harness.cli.common import db_setting
+    from mcp_harness.config import Settings
+    from mcp_harness.runner import agents
+    from mcp_harness.runner.display import Display
+    from mcp_harness.runner.loop import Options, Runner
+    from mcp_harness.runner.worktrees import top_level
+    from mcp_harness.service import Harness
 
     if args.worktrees and args.parallel < 2:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
@@ -169,8 +169,8 @@ def _readable_spec(spec: Path) -> None:
 
 
 async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> int:
-    from ..arguments import ListTasksArgs
-    from ..identity import Identity
+    from mcp_harness.arguments import ListTasksArgs
+    from mcp_harness.identity import Identity
 
     listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
     ready = [t.key for t in listed.tasks]
@@ -181,8 +181,8 @@ async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> in
 
 
 def sessions(args: argparse.Namespace) -> int:
-    from ..cli.common import identity, person, with_harness
-    from ..cli.output import clean, show, table
+    from mcp_harness.cli.common import identity, person, with_harness
+    from mcp_harness.cli.output import clean, show, table
 
     words = list(args.words)
     if words and (words[0] not in ("show", "stop") or len(words) != 2):

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from ..cli.output import clean
+from mcp_harness.cli.output import clean
 
 
 class Display:

@@ -21,16 +21,16 @@ from typing import Any
 
 import anyio
 
-from .. import signals
-from ..arguments import ClaimTaskArgs, ListTasksArgs, RecordProgressArgs, UpdateTaskArgs
-from ..errors import HarnessError
-from ..identity import Identity, session_agent
-from ..models import ClaimTaskResult, SessionOutcome
-from ..service import Harness
-from ..task_states import Status
-from . import outcomes, process, prompt, worktrees
-from .agents import ClaudeCode, CommandAgent, Observed, Plan, mcp_config
-from .display import Display
+from mcp_harness import signals
+from mcp_harness.arguments import ClaimTaskArgs, ListTasksArgs, RecordProgressArgs, UpdateTaskArgs
+from mcp_harness.errors import HarnessError
+from mcp_harness.identity import Identity, session_agent
+from mcp_harness.models import ClaimTaskResult, SessionOutcome
+from mcp_harness.runner import outcomes, process, prompt, worktrees
+from mcp_harness.runner.agents import ClaudeCode, CommandAgent, Observed, Plan, mcp_config
+from mcp_harness.runner.display import Display
+from mcp_harness.service import Harness
+from mcp_harness.tasks.rules import Status
 
 LEASE_SECONDS = 120  #: the lease a runner claims with; renewed every third of it while the agent lives
 RUNNER_AGENT = "runner"  #: the agent name of the runner's own progress entries
@@ -200,7 +200,7 @@ class Runner:
 
     async def _keep_alive(self) -> None:
         """Renew the runner's row; stop the sessions a person asked to stop; settle dead runners' sessions."""
-        from ..service.runs import RUNNER_SEEN_SECONDS
+        from mcp_harness.runs.service import RUNNER_SEEN_SECONDS
 
         while True:
             try:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..models import SessionOutcome
-from ..task_states import Status
-from .agents import Observed
+from mcp_harness.models import SessionOutcome
+from mcp_harness.runner.agents import Observed
+from mcp_harness.tasks.rules import Status
 
 Stop = Literal["stalled", "timed_out", "stopped", "setup_error"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process
 
-from .agents import Launch, Observed
-from .outcomes import Stop
+from mcp_harness.runner.agents import Launch, Observed
+from mcp_harness.runner.outcomes import Stop
 
 LADDER = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 #: seconds between the ladder's steps (MCP_HARNESS_RUNNER_STOP_GRACE)

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..errors import InvalidArgument
+from mcp_harness.errors import InvalidArgument
 
 FOLDER = Path(".mcp-harness") / "worktrees"  #: under the main checkout, listed in .git/info/exclude
 AUTHOR = {"GIT_AUTHOR_NAME": "mcp-harness runner", "GIT_AUTHOR_EMAIL": "runner@mcp-harness.invalid"}

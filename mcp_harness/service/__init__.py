@@ -7,29 +7,29 @@ from contextlib import asynccontextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import RestoreStateArgs
-from ..config import Settings
-from ..models import RestoreStateResult, TaskDetail, Unread, You
-from ..store import Database, changes
-from ..store import progress as progress_store
-from .base import Identity, iso
-from .checkpoints import CheckpointService, restored_checkpoint
-from .contacts import ContactService
-from .messages import MessageService, unread_count
-from .messages import inbox as read_inbox
-from .overview import ended_by, workspace_status
-from .progress import ProgressService, progress_entry
-from .schemas import SchemaService
-from .search import reading, search_terms
-from .tasks import TaskService
-from .tokens import TokenService
+from mcp_harness.access.tokens import TokenService
+from mcp_harness.arguments import RestoreStateArgs
+from mcp_harness.base import Identity, iso
+from mcp_harness.checkpoints.schemas import SchemaService
+from mcp_harness.checkpoints.service import CheckpointService, restored_checkpoint
+from mcp_harness.config import Settings
+from mcp_harness.contacts import ContactService
+from mcp_harness.messages.service import MessageService, unread_count
+from mcp_harness.messages.service import inbox as read_inbox
+from mcp_harness.models import RestoreStateResult, TaskDetail, Unread, You
+from mcp_harness.oversight.overview import ended_by, workspace_status
+from mcp_harness.progress import store as progress_store
+from mcp_harness.progress.service import ProgressService, progress_entry
+from mcp_harness.search.service import reading, search_terms
+from mcp_harness.store import Database, changes
+from mcp_harness.tasks.service import TaskService
 
 if TYPE_CHECKING:
-    from .console import ConsoleService
-    from .console_links import ConsoleLinks
-    from .console_sessions import ConsoleSessionService
-    from .maintenance import MaintenanceService
-    from .runs import RunService
+    from mcp_harness.access.console_sessions import ConsoleSessionService
+    from mcp_harness.maintenance.service import MaintenanceService
+    from mcp_harness.oversight.links import ConsoleLinks
+    from mcp_harness.oversight.service import ConsoleService
+    from mcp_harness.runs.service import RunService
 
 __all__ = ["Harness", "Identity", "iso"]
 
@@ -51,7 +51,7 @@ class Harness:
     @cached_property
     def console(self) -> ConsoleService:
         """The console's pages: loaded on first use (a stdio session never shows one; it starts faster)."""
-        from .console import ConsoleService
+        from mcp_harness.oversight.service import ConsoleService
 
         return ConsoleService(self.db, self.settings, checkpoints=self.checkpoints)
 
@@ -59,28 +59,28 @@ class Harness:
     def console_links(self) -> ConsoleLinks:
         """The console's joins of checkpoints to the work (which entry and task a version went with):
         loaded on first use, as `console`."""
-        from .console_links import ConsoleLinks
+        from mcp_harness.oversight.links import ConsoleLinks
 
         return ConsoleLinks(self.db, self.settings)
 
     @cached_property
     def console_sessions(self) -> ConsoleSessionService:
         """Console sign-ins: loaded on first use, as `console`."""
-        from .console_sessions import ConsoleSessionService
+        from mcp_harness.access.console_sessions import ConsoleSessionService
 
         return ConsoleSessionService(self.db, self.settings)
 
     @cached_property
     def runs(self) -> RunService:
         """The session runner's records (runners and their agent sessions): loaded on first use."""
-        from .runs import RunService
+        from mcp_harness.runs.service import RunService
 
         return RunService(self.db, self.settings)
 
     @cached_property
     def maintenance(self) -> MaintenanceService:
         """Export/import and prune: loaded on first use, with SQLAlchemy (a session's calls never are)."""
-        from .maintenance import MaintenanceService
+        from mcp_harness.maintenance.service import MaintenanceService
 
         return MaintenanceService(self.db, self.settings)
 
@@ -153,7 +153,7 @@ class Harness:
 
     async def workspaces(self) -> list[str]:
         """The workspaces this database holds data in, by name (a plain read: no SQLAlchemy)."""
-        from ..store.console import workspace_names
+        from mcp_harness.oversight.store.reads import workspace_names
 
         async with self.db.read() as conn:
             return await workspace_names(conn)

@@ -38,8 +38,8 @@ from typing import Any
 
 import anyio
 
-from .connection import Query
-from .urls import pg_dsn, sqlite_path
+from mcp_harness.store.connection import Query
+from mcp_harness.store.urls import pg_dsn, sqlite_path
 
 log = logging.getLogger(__name__)
 CHANNEL = "mcp_harness_change"

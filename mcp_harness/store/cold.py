@@ -1,4 +1,4 @@
-"""The cold paths' SQLAlchemy engine (export/import and prune: `backup.py`), imported only when one of
+"""The cold paths' SQLAlchemy engine (export/import and prune: `maintenance/store/backup.py`), imported only when one of
 them runs: an agent's calls, the server's start and the migrations never load SQLAlchemy.
 
 SQLite: SQLAlchemy over aiosqlite (a worker thread per connection), so a read that streams or runs
@@ -23,7 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import AsyncAdaptedQueuePool, NullPool
 
-from .sqlite import apply_pragmas
+from mcp_harness.store.sqlite import apply_pragmas
 
 #: the asyncpg connection (from the process's pool) that the next SQLAlchemy connect is given
 BORROWED: ContextVar[Any] = ContextVar("mcp_harness_borrowed_connection")

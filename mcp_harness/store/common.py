@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..clock import now  # the one source of time (re-exported for the store and services)
-from . import named
-from .connection import Connection
+from mcp_harness.clock import now  # the one source of time (re-exported for the store and services)
+from mcp_harness.store import named
+from mcp_harness.store.connection import Connection
 
 Q = named.load("workspaces")
 

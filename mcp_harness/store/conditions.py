@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..errors import HarnessError, Unavailable
+from mcp_harness.errors import HarnessError, Unavailable
 
 DAMAGED = "not an mcp-harness database, or damaged"
 READ_ONLY = (

@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import Unavailable
-from . import named
-from .changes import NOTIFY_WRITES
-from .conditions import FULL, PG_READ_ONLY, sqlite_space, sqlite_writable
-from .connection import Connection, StorageError
-from .errors import connect_refused, wrap_errors
-from .migrations import SCHEMA_VERSION, current_version, migrate
-from .postgres import PgConnection, driver_pool
-from .search import over_time_limit
-from .sqlite import (
+from mcp_harness.errors import Unavailable
+from mcp_harness.store import named
+from mcp_harness.store.changes import NOTIFY_WRITES
+from mcp_harness.store.conditions import FULL, PG_READ_ONLY, sqlite_space, sqlite_writable
+from mcp_harness.store.connection import Connection, StorageError
+from mcp_harness.store.errors import connect_refused, wrap_errors
+from mcp_harness.store.migrations import SCHEMA_VERSION, current_version, migrate
+from mcp_harness.store.postgres import PgConnection, driver_pool
+from mcp_harness.store.search import over_time_limit
+from mcp_harness.store.sqlite import (
     CHECKPOINT_EVERY,
     SQLITE_BUSY_TIMEOUT_MS,
     Deadline,
@@ -61,7 +61,7 @@ from .sqlite import (
     interrupted,
     is_busy,
 )
-from .urls import display, sqlite_path
+from mcp_harness.store.urls import display, sqlite_path
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -303,7 +303,7 @@ class Database:
     # -- cold paths: SQLAlchemy ---------------------------------------------------------------------
     def _cold_engine(self) -> AsyncEngine:
         if self._cold is None:
-            from . import cold
+            from mcp_harness.store import cold
 
             self._cold = (
                 cold.sqlite_engine(self.url, max(2, self._pool_size)) if self.is_sqlite else cold.pg_engine(self.url)
@@ -338,7 +338,7 @@ class Database:
     async def _cold_pg_transaction(self, **options: Any) -> AsyncIterator[AsyncConnection]:
         """A transaction opened on a connection borrowed from the pool, which SQLAlchemy's statements
         join: its engine is in autocommit mode (it emits no BEGIN of its own) and has no pool."""
-        from .cold import BORROWED
+        from mcp_harness.store.cold import BORROWED
 
         engine = self._cold_engine()
         async with self._pg_transaction(**options) as driver:

@@ -19,11 +19,11 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..errors import HarnessError, Internal, Unavailable
-from .conditions import condition
-from .connection import StorageError, UniqueViolation
-from .sqlite import is_busy
-from .urls import pg_parts
+from mcp_harness.errors import HarnessError, Internal, Unavailable
+from mcp_harness.store.conditions import condition
+from mcp_harness.store.connection import StorageError, UniqueViolation
+from mcp_harness.store.sqlite import is_busy
+from mcp_harness.store.urls import pg_parts
 
 log = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import named
-from .connection import Connection
-from .records import StoredResult
+from mcp_harness.store import named
+from mcp_harness.store.connection import Connection
+from mcp_harness.store.records import StoredResult
 
 Q = named.load("idempotency")
 

@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import Unavailable
-from . import named
-from .connection import Connection
+from mcp_harness.errors import Unavailable
+from mcp_harness.store import named
+from mcp_harness.store.connection import Connection
 
 log = logging.getLogger(__name__)
 

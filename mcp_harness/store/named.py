@@ -1,5 +1,6 @@
-"""Named queries: the store's SQL lives in `.sql` files under `store/sql/`, one file per concept
-(procrastinate-style), and is loaded once, when the store module that runs it is imported.
+"""Named queries: the SQL lives in `.sql` files beside the store modules of its concept
+(`tasks/store/tasks.sql`; the database's own in `store/sql/`), one file per subject (procrastinate-style),
+each file name once in the package, and is loaded once, when the store module that runs it is imported.
 
 A file is a series of statements, each under a header naming it::
 
@@ -24,12 +25,12 @@ Checked at load, failing loudly: a statement before any header, an unknown diale
 (or dialect variant), an empty statement, an unknown row type. Looking up a name the file does not
 hold raises `LookupError` naming the file. Usage, in the store module of the concept::
 
-    Q = named.load("checkpoints")            # store/sql/checkpoints.sql
+    Q = named.load("checkpoints")            # checkpoints/store/checkpoints.sql
     await conn.fetch_one(Q.lock_thread, {"ws": ws, "thread": thread})
 
 Each statement is one `Query` (see `connection.py`): its asyncpg text is derived once; asyncpg
 prepares it once per connection and sqlite3 caches it, so a named query costs what a literal did.
-Python builds SQL only for the few statements that come in shapes chosen at run time (`queries.py`).
+Python builds SQL only for the few statements that come in shapes chosen at run time (`tasks/store/queries.py`).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .connection import Query
+from mcp_harness.store.connection import Query
 
-SQL_DIR = Path(__file__).resolve().parent / "sql"
+PACKAGE = Path(__file__).resolve().parent.parent
+SQL_DIR = Path(__file__).resolve().parent / "sql"  # the database's own statements, and the migrations
 DIALECTS = ("sqlite", "postgresql")
 
 _NAME = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*(?:\[(\w+)\])?\s*$")
@@ -83,14 +85,29 @@ class Queries:
 
 
 _loaded: dict[str, Queries] = {}
+_files: dict[str, Path] = {}
 
 
-def load(concept: str) -> Queries:
-    """The named queries of `store/sql/<concept>.sql` (parsed and checked once per process)."""
-    found = _loaded.get(concept)
+def sql_files() -> dict[str, Path]:
+    """Every named-query file of the package by its name (`tasks` -> `tasks/store/tasks.sql`), the
+    migrations aside. Two files of one name fail loudly: `load` could not tell them apart."""
+    if not _files:
+        for path in sorted(PACKAGE.rglob("*.sql")):
+            if path.parent.name == "migrations":
+                continue
+            if path.stem in _files:
+                raise QueryFileError(f"two query files named {path.name}: {_files[path.stem]} and {path}")
+            _files[path.stem] = path
+    return _files
+
+
+def load(name: str) -> Queries:
+    """The named queries of the package's `<name>.sql` (parsed and checked once per process)."""
+    found = _loaded.get(name)
     if found is None:
-        path = SQL_DIR / f"{concept}.sql"
-        found = _loaded[concept] = parse(path.read_text(encoding="utf-8"), source=f"store/sql/{path.name}")
+        path = sql_files()[name]
+        source = path.relative_to(PACKAGE).as_posix()
+        found = _loaded[name] = parse(path.read_text(encoding="utf-8"), source=source)
     return found
 
 
@@ -146,7 +163,7 @@ def parse(text: str, *, source: str) -> Queries:
 
 
 def _queries(blocks: dict[tuple[str, str | None], tuple[str, str | None, int]], source: str) -> dict[str, Query]:
-    from . import records
+    from mcp_harness.store import records
 
     out: dict[str, Query] = {}
     for name in dict.fromkeys(n for n, _d in blocks):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .connection import NO_PARAMS, Dialect, Params, Query
-from .urls import pg_dsn
+from mcp_harness.store.connection import NO_PARAMS, Dialect, Params, Query
+from mcp_harness.store.urls import pg_dsn
 
 
 class PgConnection:

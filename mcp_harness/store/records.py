@@ -5,8 +5,8 @@ record cannot drift apart. Times are float seconds since the epoch (UTC); JSON c
 
 from __future__ import annotations
 
-from ..task_states import Status
-from .connection import Record
+from mcp_harness.store.connection import Record
+from mcp_harness.tasks.rules import Status
 
 
 class ThreadHead(Record):
@@ -337,7 +337,7 @@ class TokenRow(Record):
     revoked_at: float | None
 
 
-# -- the console's and the metrics' reads (`sql/console.sql`) --------------------------------------
+# -- the console's and the metrics' reads (`oversight/store/console.sql`) --------------------------------------
 
 
 class WorkspaceRow(Record):
@@ -530,7 +530,7 @@ class WorkspaceSinceRow(Record):
     since: float
 
 
-# -- the session runner (`sql/runs.sql`) ------------------------------------------------------------
+# -- the session runner (`runs/runs.sql`) ------------------------------------------------------------
 
 
 class RunnerRow(Record):

@@ -1,11 +1,11 @@
-"""A parsed full-text query (see `service/search.py`) written for each backend: an FTS5 MATCH
+"""A parsed full-text query (see `search/service.py`) written for each backend: an FTS5 MATCH
 expression for SQLite, a `websearch_to_tsquery` text for PostgreSQL."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InvalidArgument
+from mcp_harness.errors import InvalidArgument
 
 #: a word or phrase, and whether it is a prefix
 Term = tuple[str, bool]

@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 
-from .connection import NO_PARAMS, Dialect, Params, Query
-from .urls import sqlite_path
+from mcp_harness.store.connection import NO_PARAMS, Dialect, Params, Query
+from mcp_harness.store.urls import sqlite_path
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 

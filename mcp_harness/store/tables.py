@@ -3,7 +3,7 @@ backends keep them byte-for-byte; times are float seconds since the epoch (UTC).
 
 These declarations are what the code expects; the database itself is made by the migrations
 (`sql/migrations/`). A change here needs a new migration there (`tests/test_migrations.py` compares
-the two: columns, keys, indexes, and the triggers and functions declared in `sql/task_counts.sql`)."""
+the two: columns, keys, indexes, and the triggers and functions declared in `tasks/store/task_counts.sql`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from sqlalchemy import DDL, BigInteger, Index, Integer, LargeBinary, Table, Text
 from sqlalchemy import inspect as sa_inspect
 from sqlmodel import Field, SQLModel
 
-from . import named
-from .queries import RETRY_LEASE
+from mcp_harness.store import named
+from mcp_harness.tasks.store.queries import RETRY_LEASE
 
 metadata = SQLModel.metadata
 
@@ -83,7 +83,7 @@ class Checkpoint(SQLModel, table=True):
     parent_id: str | None = None
     label: str | None = None
     metadata_json: str | None = Field(default=None, sa_type=Text)
-    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see service/manifest.py
+    manifest: str = Field(sa_type=Text)  #: JSON list of entries, see checkpoints/manifest.py
     size_bytes: int
     agent: str
     schema_version: int | None = None
@@ -102,7 +102,7 @@ class Blob(SQLModel, table=True):
 class Segment(SQLModel, table=True):
     """A run of elements of a long array (their canonical JSON joined by commas) and the segment
     before it: an array that grows by appends is a chain of these, so each save stores only what it
-    appended (see service/lists.py). Ids only grow, so a segment's `prev` is always a smaller id."""
+    appended (see checkpoints/chains.py). Ids only grow, so a segment's `prev` is always a smaller id."""
 
     __tablename__ = "segments"
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
@@ -179,14 +179,14 @@ class Task(SQLModel, table=True):
     #: `work`, or `gate`: a person's decision, never claimed, in review once its dependencies are done
     kind: str = Field(default="work", sa_column_kwargs={"server_default": text("'work'")})
     review_comment: str | None = Field(default=None, sa_type=Text)  #: the last reject's comment
-    #: JSON list of path patterns a claim reserves (NULL: none); see `paths.py`
+    #: JSON list of path patterns a claim reserves (NULL: none); see `tasks/patterns.py`
     paths: str | None = Field(default=None, sa_type=Text)
     added_by: str | None = None  #: the agent (or person) whose add_tasks created it
     #: the stdio server process that took or last renewed the lease (`sessions.this_process`; NULL: over
     #: HTTP, or a server keeping its leases to their time): a lease whose process is gone ends at a look
     lease_process: str | None = None
     #: a done task with a dependency (direct, or through done tasks) that is not done: one was reopened
-    #: since; its dependents wait on it as on an unfinished task (`task_states.dependency_flags`)
+    #: since; its dependents wait on it as on an unfinished task (`tasks.rules.dependency_flags`)
     stale: bool = Field(default=False, sa_column_kwargs={"server_default": text("FALSE")})
 
 
@@ -210,7 +210,7 @@ Index(
     postgresql_where=_failed,
 )
 #: claimed tasks on their last attempt, by expiry: list and restore probe it for a lease that ran out (to
-#: settle it), a seek whatever the workspace's size (`store/sql/tasks.sql`: `task_counts_ran_out`)
+#: settle it), a seek whatever the workspace's size (`tasks/store/tasks.sql`: `task_counts_ran_out`)
 _last = text("status = 'claimed' AND attempts >= max_attempts")
 Index("ix_task_last_lease", _tasks.c.workspace, _tasks.c.lease_expires_at, sqlite_where=_last, postgresql_where=_last)
 #: a claim's two reads (`queries._pick`), so that it never walks the live claimed tasks: pending tasks in
@@ -259,7 +259,7 @@ class TaskEvent(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True, sa_type=BigId)
     workspace: str
     task_key: str
-    kind: str  #: see service/task_events.py
+    kind: str  #: see tasks/events.py
     actor: str  #: the agent (or person) whose call made it
     attempt: int  #: the task's attempt number when it happened
     detail: str | None = Field(default=None, sa_type=Text)  #: JSON object
@@ -392,8 +392,8 @@ class MessageAck(SQLModel, table=True):
 
 
 def _declare_triggers() -> None:
-    """The triggers, functions and search tables of `sql/task_counts.sql` and `sql/search.sql`, and the
-    view of `sql/message_views.sql`, created after the tables (per dialect)."""
+    """The triggers, functions and search tables of `tasks/store/task_counts.sql` and `sql/search.sql`, and the
+    view of `messages/message_views.sql`, created after the tables (per dialect)."""
     for source in ("task_counts", "search", "message_views"):
         ddl = named.load(source)
         for name in ddl:

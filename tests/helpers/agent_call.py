@@ -13,7 +13,7 @@ import anyio
 from mcp import Client
 
 from mcp_harness.config import Settings
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Identity
 
 

@@ -16,7 +16,7 @@ import anyio
 from mcp import Client
 
 from mcp_harness.config import Settings
-from mcp_harness.server import create_server
+from mcp_harness.mcp.server import create_server
 from mcp_harness.service import Identity
 
 PG_ENV = "MCP_HARNESS_TEST_POSTGRES_URL"  #: names the PostgreSQL server the tests may use

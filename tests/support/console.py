@@ -19,7 +19,7 @@ import httpx2
 import uvicorn
 
 from mcp_harness.arguments import AddTasksArgs, ClaimTaskArgs, RecordProgressArgs, UpdateTaskArgs
-from mcp_harness.http import build_app
+from mcp_harness.mcp.http import build_app
 from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from support import run_cli, settings_for, subprocess_env

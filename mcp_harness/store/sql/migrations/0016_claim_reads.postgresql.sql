@@ -3,7 +3,7 @@
 -- usually first (they were claimed for their priority): with 1,000 agents at work it read 1,000 held
 -- tasks before the first it could take. It now reads the best pending tasks (`ix_task_pending`) and the
 -- claimed ones whose lease ran out with attempts left (`ix_task_retry_lease`; with `ix_task_last_lease`
--- it holds every claimed task once), and takes the best of both (`store/queries.py`, `_pick`).
+-- it holds every claimed task once), and takes the best of both (`tasks/store/queries.py`, `_pick`).
 CREATE INDEX ix_task_pending ON tasks (workspace, status, ready, priority DESC, id) WHERE status = 'pending'
 /
 CREATE INDEX ix_task_retry_lease ON tasks (workspace, lease_expires_at) WHERE status = 'claimed' AND attempts < max_attempts

@@ -1,0 +1,1 @@
+"""The access SQL: token hashes and console session hashes."""

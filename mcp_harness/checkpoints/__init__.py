@@ -1,0 +1,2 @@
+"""Checkpoints: versioned JSON states of threads, merge patches, array chains, manifests, schemas, and their
+store."""

@@ -1,0 +1,1 @@
+"""The checkpoints' SQL: threads, versions, content-addressed values, array segments and schemas."""

@@ -1,0 +1,1 @@
+"""Backup and retention: export, import with its checks, prune, and their store."""

@@ -1,0 +1,1 @@
+"""Messages between agents and people: the rules and their store."""

@@ -1,0 +1,1 @@
+"""The progress log: the rules and their store."""
