@@ -80,8 +80,7 @@ class TaskService(ServiceBase):
         return await self.adding.add(ident, args)
 
     async def claim(self, ident: Identity, args: ClaimTaskArgs) -> ClaimTaskResult:
-        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one
-        ."""
+        """Claim the next claimable task (or task_key) under a new lease, waiting up to wait_seconds for one."""
         return await self.claiming.claim(ident, args)
 
     async def update(self, ident: Identity, args: UpdateTaskArgs) -> Answer:
