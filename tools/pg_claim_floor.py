@@ -20,6 +20,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcp_harness.messages.service import windows
 from mcp_harness.store import Database
 from mcp_harness.store.connection import Query  # noqa: E402
 from mcp_harness.store.urls import pg_dsn as asyncpg_dsn  # noqa: E402
@@ -74,7 +75,7 @@ def _worker(dsn: str, workspace: str, connections: int, ready, go, out) -> None:
                     "me": "floor",
                     "base": "floor",
                     "ops": "",
-                    "since": at - 86400,
+                    **windows(),  # where the unread count's windows start, as a served claim's
                 }
                 async with pool.acquire() as conn:
                     rows = await conn.fetch(claim.postgresql, *_args(claim, values))

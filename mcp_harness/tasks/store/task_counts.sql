@@ -42,21 +42,20 @@ WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.blocked IS DISTINCT FROM NEW
 EXECUTE FUNCTION mcp_harness_task_counts()
 
 -- name: task_counts_insert [sqlite]
+-- The addition first, and the row made only when it changed none (`changes()`: the body's last statement).
 CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
-    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 0
-        WHERE NOT EXISTS (SELECT 1 FROM task_counts
-                          WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked);
     UPDATE task_counts SET n = n + 1 WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked;
+    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 1
+        WHERE changes() = 0;
 END
 
 -- name: task_counts_update [sqlite]
 CREATE TRIGGER task_counts_update AFTER UPDATE OF status, blocked ON tasks
 WHEN OLD.status IS NOT NEW.status OR OLD.blocked IS NOT NEW.blocked BEGIN
     UPDATE task_counts SET n = n - 1 WHERE workspace = OLD.workspace AND status = OLD.status AND blocked = OLD.blocked;
-    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 0
-        WHERE NOT EXISTS (SELECT 1 FROM task_counts
-                          WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked);
     UPDATE task_counts SET n = n + 1 WHERE workspace = NEW.workspace AND status = NEW.status AND blocked = NEW.blocked;
+    INSERT INTO task_counts (workspace, status, blocked, n) SELECT NEW.workspace, NEW.status, NEW.blocked, 1
+        WHERE changes() = 0;
 END
 
 -- name: task_counts_delete [sqlite]

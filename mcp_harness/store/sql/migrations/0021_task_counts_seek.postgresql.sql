@@ -1,0 +1,2 @@
+-- 21: SQLite's counters' triggers add to a task's new key first and make its row only when none was there
+-- Nothing to do on PostgreSQL: a change takes a free slot of its key or makes one (migration 6).
