@@ -216,10 +216,26 @@ def test_named_queries_are_read_once_per_dialect_and_checked_at_load():
         "SELECT 1\n": "SQL before the first",
         "-- name: a\n-- row: Nothing\nSELECT 1\n": "unknown row type 'Nothing'",
         "-- name: a\n\n-- name: b\nSELECT 1\n": "query 'a' has no SQL",
+        "-- name: a\nSELECT {columns} FROM tokens\n": "says {columns} but names no row type",
     }
     for text, error in bad.items():
         with pytest.raises(QueryFileError, match=error):
             parse(text, source="t.sql")
+
+
+def test_columns_stands_for_the_row_types_fields_in_order():
+    """A table's column list is written once, as its record: `{columns}` spells the row type's fields
+    (`key` quoted), `{t.columns}` each with its table's alias, in every dialect's text."""
+    from mcp_harness.store.named import parse
+    from mcp_harness.store.records import TaskRecord
+
+    text = "-- name: a\n-- row: TaskRecord\nSELECT {columns} FROM tasks\n\n-- name: b\n-- row: TaskRecord\n"
+    text += "SELECT {t.columns} FROM tasks t WHERE t.id = :id\n"
+    found = parse(text, source="t.sql")
+    listed = ", ".join('"key"' if f == "key" else f for f in TaskRecord._fields)
+    assert found.a.sqlite == found.a.postgresql == f"SELECT {listed} FROM tasks"
+    assert found.b.sqlite.startswith('SELECT t.id, t.workspace, t."key", t.title') and "{" not in found.b.postgresql
+    assert found.b.postgresql.endswith("FROM tasks t WHERE t.id = $1")
 
 
 def test_a_comment_after_a_named_query_belongs_to_no_statement():

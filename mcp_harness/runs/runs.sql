@@ -13,7 +13,7 @@ UPDATE runners SET ended_at = :at, seen_at = :at, waiting = NULL WHERE id = :id 
 
 -- name: live_runners
 -- row: RunnerRow
-SELECT id, workspace, host, pid, started_at, seen_at, ended_at, waiting FROM runners
+SELECT {columns} FROM runners
 WHERE workspace = :ws AND ended_at IS NULL AND seen_at >= :since ORDER BY started_at
 
 -- name: insert_session
@@ -40,21 +40,21 @@ SELECT id FROM agent_sessions WHERE runner = :runner AND ended_at IS NULL AND st
 
 -- name: session
 -- row: AgentSessionRow
-SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, ended_at, outcome, exit_code, turns, cost_usd, last_tool, last_words, transcript, stop_requested_at, stop_requested_by FROM agent_sessions WHERE workspace = :ws AND id = :id
+SELECT {columns} FROM agent_sessions WHERE workspace = :ws AND id = :id
 
 -- name: sessions
 -- row: AgentSessionRow
 -- The newest first.
-SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, ended_at, outcome, exit_code, turns, cost_usd, last_tool, last_words, transcript, stop_requested_at, stop_requested_by FROM agent_sessions WHERE workspace = :ws ORDER BY started_at DESC, id LIMIT :limit
+SELECT {columns} FROM agent_sessions WHERE workspace = :ws ORDER BY started_at DESC, id LIMIT :limit
 
 -- name: live_sessions
 -- row: AgentSessionRow
-SELECT id, workspace, runner, slot, agent, task_key, kind, started_at, seen_at, ended_at, outcome, exit_code, turns, cost_usd, last_tool, last_words, transcript, stop_requested_at, stop_requested_by FROM agent_sessions WHERE workspace = :ws AND ended_at IS NULL ORDER BY started_at, id
+SELECT {columns} FROM agent_sessions WHERE workspace = :ws AND ended_at IS NULL ORDER BY started_at, id
 
 -- name: open_session_runners
 -- row: RunnerRow
 -- The runners of the workspace's sessions still open (whether each still runs is judged from these).
-SELECT id, workspace, host, pid, started_at, seen_at, ended_at, waiting FROM runners
+SELECT {columns} FROM runners
 WHERE id IN (SELECT runner FROM agent_sessions WHERE workspace = :ws AND ended_at IS NULL)
 
 -- name: session_outcomes

@@ -82,6 +82,11 @@ class Record(tuple):
         return dict(zip(self._fields, self, strict=True))
 
 
+def columns(record: type[Record], *, prefix: str = "") -> str:
+    """A record's fields as a select list (`key` is quoted: it is a keyword in SQL)."""
+    return ", ".join(prefix + ('"key"' if f == "key" else f) for f in record._fields)
+
+
 class Query:
     """One SQL statement. `row`: the record type its rows become; `name`: `file.query` (see `named.py`)."""
 

@@ -18,6 +18,8 @@ A file is a series of statements, each under a header naming it::
   block serves the other dialect. A name with only a `[postgresql]` block is PostgreSQL-only.
 - `-- row: RecordType`: the `records.py` type its rows become (fields = the columns it selects,
   checked on the first rows); without it, rows are a record type named after the columns.
+  `{columns}` in the SQL stands for that type's fields in order (`{t.columns}`: each as `t.field`), so a
+  table's column list is written once, as its record.
 - Comment lines between the headers and the SQL describe the statement; comment lines after it (a
   heading for the statements that follow) belong to no statement.
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mcp_harness.store.connection import Query
+from mcp_harness.store.connection import Query, Record, columns
 
 PACKAGE = Path(__file__).resolve().parent.parent
 SQL_DIR = Path(__file__).resolve().parent / "sql"  # the database's own statements, and the migrations
@@ -182,5 +184,19 @@ def _queries(blocks: dict[tuple[str, str | None], tuple[str, str | None, int]], 
             row_type = getattr(records, row_name, None)
             if not isinstance(row_type, type):
                 raise QueryFileError(f"{source}:{lite[2]}: query {name!r} names an unknown row type {row_name!r}")
-        out[name] = Query(lite[0], postgresql=post[0], row=row_type, name=f"{source.rsplit('/', 1)[-1][:-4]}.{name}")
+        sqls = [_with_columns(b[0], row_type, source, b[2], name) for b in (lite, post)]
+        out[name] = Query(sqls[0], postgresql=sqls[1], row=row_type, name=f"{source.rsplit('/', 1)[-1][:-4]}.{name}")
     return out
+
+
+_COLUMNS = re.compile(r"\{(?:(\w+)\.)?columns\}")
+
+
+def _with_columns(sql: str, row: type[Record] | None, source: str, line: int, name: str) -> str:
+    """`{columns}` (or `{t.columns}`, each prefixed with `t.`) stands for the row type's fields, in its
+    order: a table's column list is written once, as its record's fields."""
+    if _COLUMNS.search(sql) is None:
+        return sql
+    if row is None:
+        raise QueryFileError(f"{source}:{line}: query {name!r} says {{columns}} but names no row type")
+    return _COLUMNS.sub(lambda m: columns(row, prefix=f"{m.group(1)}." if m.group(1) else ""), sql)

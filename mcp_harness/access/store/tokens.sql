@@ -6,16 +6,16 @@ VALUES (:token_hash, :token_id, :workspace, :agent, :role, :created_at, NULL)
 
 -- name: live_token
 -- row: TokenRow
-SELECT token_id, workspace, agent, role, created_at, revoked_at FROM api_tokens
+SELECT {columns} FROM api_tokens
 WHERE token_hash = :hash AND revoked_at IS NULL
 
 -- name: tokens
 -- row: TokenRow
-SELECT token_id, workspace, agent, role, created_at, revoked_at FROM api_tokens ORDER BY created_at
+SELECT {columns} FROM api_tokens ORDER BY created_at
 
 -- name: workspace_tokens
 -- row: TokenRow
-SELECT token_id, workspace, agent, role, created_at, revoked_at FROM api_tokens
+SELECT {columns} FROM api_tokens
 WHERE workspace = :ws ORDER BY created_at
 
 -- name: revoke_token

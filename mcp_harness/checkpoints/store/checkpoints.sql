@@ -63,39 +63,39 @@ SELECT hash, data FROM blobs WHERE workspace = :ws AND hash = ANY(:hashes)
 
 -- name: checkpoint_by_id
 -- row: CheckpointWithManifest
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version, manifest
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND id = :id
 
 -- name: checkpoint_by_version
 -- row: CheckpointWithManifest
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version, manifest
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND thread = :thread AND version = :version
 
 -- name: checkpoint_by_label
 -- row: CheckpointWithManifest
 -- The newest with the label (ix_checkpoint_label).
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version, manifest
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND thread = :thread AND label = :label ORDER BY version DESC LIMIT 1
 
 -- name: latest_checkpoint
 -- row: CheckpointWithManifest
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version, manifest
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND thread = :thread ORDER BY version DESC LIMIT 1
 
 -- name: list_checkpoints
 -- row: CheckpointRow
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND thread = :thread ORDER BY version DESC LIMIT :limit
 
 -- name: list_checkpoints_before
 -- row: CheckpointRow
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws AND thread = :thread AND version < :before
 ORDER BY version DESC LIMIT :limit
 
 -- name: largest_checkpoints
 -- row: CheckpointRow
-SELECT id, thread, version, parent_id, label, metadata_json, created_at, size_bytes, agent, schema_version
+SELECT {columns}
 FROM checkpoints WHERE workspace = :ws ORDER BY size_bytes DESC, created_at DESC LIMIT :limit
 
 -- name: count_checkpoints

@@ -21,74 +21,53 @@ SELECT min(workspace) FROM tasks WHERE workspace > :after
 -- name: board_pending
 -- row: TaskRecord
 -- In claim order.
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'pending' AND blocked = FALSE
 ORDER BY priority DESC, id LIMIT :limit OFFSET :offset
 
 -- name: board_claimed
 -- row: TaskRecord
 -- The lease that runs out first, first.
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'claimed'
 ORDER BY lease_expires_at, id LIMIT :limit OFFSET :offset
 
 -- name: board_in_review
 -- row: TaskRecord
 -- The longest waiting first.
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'in_review'
 ORDER BY updated_at, id LIMIT :limit OFFSET :offset
 
 -- name: board_cancelled
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'cancelled'
 ORDER BY updated_at DESC, id DESC LIMIT :limit OFFSET :offset
 
 -- name: board_blocked
 -- row: TaskRecord
 -- Pending behind a failed dependency, in claim order.
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'pending' AND blocked = TRUE
 ORDER BY priority DESC, id LIMIT :limit OFFSET :offset
 
 -- name: board_failed
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'failed'
 ORDER BY updated_at DESC, id DESC LIMIT :limit OFFSET :offset
 
 -- name: board_done
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND status = 'done'
 ORDER BY completed_at DESC, id DESC LIMIT :limit OFFSET :offset
 
 -- name: open_dependencies
 -- row: OpenDependencyRow
 -- For each of :keys, its first :per_task dependencies that are not settled, and how many it has (`n`).
-SELECT task_key, "key", status, blocked, owner, n FROM (
+SELECT {columns} FROM (
     SELECT d.task_key, t."key", t.status, t.blocked, t.owner, t.id,
            row_number() OVER (PARTITION BY d.task_key ORDER BY t.id) AS place,
            count(*) OVER (PARTITION BY d.task_key) AS n
@@ -100,7 +79,7 @@ WHERE place <= :per_task ORDER BY task_key, id
 
 -- name: open_dependencies [postgresql]
 -- row: OpenDependencyRow
-SELECT task_key, "key", status, blocked, owner, n FROM (
+SELECT {columns} FROM (
     SELECT d.task_key, t."key", t.status, t.blocked, t.owner, t.id,
            row_number() OVER (PARTITION BY d.task_key ORDER BY t.id) AS place,
            count(*) OVER (PARTITION BY d.task_key) AS n
@@ -130,7 +109,7 @@ ORDER BY task_key, id
 -- A page of the tasks :key depends on, by key. Driven from task_deps (its primary key holds the task's
 -- edges in key order; CROSS JOIN keeps SQLite from starting at tasks, which walks the whole workspace),
 -- each edge's task then found by its key: a page costs its size, at any workspace size.
-SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review
+SELECT {t.columns}
 FROM task_deps AS d CROSS JOIN tasks AS t
 WHERE d.workspace = :ws AND d.task_key = :key AND t.workspace = d.workspace AND t."key" = d.dep_key
 ORDER BY d.dep_key LIMIT :limit OFFSET :offset
@@ -138,7 +117,7 @@ ORDER BY d.dep_key LIMIT :limit OFFSET :offset
 -- name: dependents
 -- row: LinkedTaskRow
 -- A page of the tasks that depend on :key, by key (ix_task_dep_rev holds them in that order).
-SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review
+SELECT {t.columns}
 FROM task_deps AS d CROSS JOIN tasks AS t
 WHERE d.workspace = :ws AND d.dep_key = :key AND t.workspace = d.workspace AND t."key" = d.task_key
 ORDER BY d.task_key LIMIT :limit OFFSET :offset
@@ -151,7 +130,7 @@ SELECT count(*) FROM task_deps WHERE workspace = :ws AND dep_key = :key
 
 -- name: task_events_page
 -- row: TaskEventRow
-SELECT id, task_key, kind, actor, attempt, detail, created_at FROM task_events
+SELECT {columns} FROM task_events
 WHERE workspace = :ws AND task_key = :key AND id < :before
 ORDER BY id DESC LIMIT :limit
 
@@ -160,7 +139,7 @@ ORDER BY id DESC LIMIT :limit
 
 -- name: graph_nodes
 -- row: GraphNodeRow
-SELECT "key", title, status, blocked, owner, kind, review, priority FROM tasks
+SELECT {columns} FROM tasks
 WHERE workspace = :ws ORDER BY id LIMIT :limit
 
 -- name: graph_edges
@@ -206,7 +185,7 @@ SELECT agent, max(at) AS at FROM (
 -- name: claimed
 -- row: HeldRow
 -- Tasks held under a lease (expired ones included), the lease that runs out first first.
-SELECT "key", title, owner, attempts, max_attempts, lease_expires_at, updated_at FROM tasks
+SELECT {columns} FROM tasks
 WHERE workspace = :ws AND ready = TRUE AND status = 'claimed'
 ORDER BY lease_expires_at LIMIT :limit
 
@@ -219,7 +198,7 @@ ON CONFLICT (workspace, agent) DO UPDATE SET seen_at = excluded.seen_at, tool = 
 
 -- name: contacts
 -- row: ContactRow
-SELECT agent, seen_at, tool, claim_outcome, claim_at FROM agent_contacts
+SELECT {columns} FROM agent_contacts
 WHERE workspace = :ws ORDER BY seen_at DESC LIMIT :limit
 
 -- name: silent_holders
@@ -228,7 +207,7 @@ WHERE workspace = :ws ORDER BY seen_at DESC LIMIT :limit
 -- nor changed the task (a heartbeat does), `quiet`; and those taken or renewed through a stdio server, whose process
 -- the service checks (`lease_process`). `seen_at` is NULL for a holder never heard from by a server
 -- that records contacts.
-SELECT "key", owner, lease_expires_at, seen_at, lease_process, quiet FROM (
+SELECT {columns} FROM (
     SELECT t."key", t.owner, t.lease_expires_at, c.seen_at, t.lease_process,
         CASE WHEN t.updated_at < COALESCE(CAST(:quiet AS DOUBLE PRECISION), :now - t.lease_seconds * 0.5)
             AND (c.seen_at IS NULL OR c.seen_at < COALESCE(CAST(:quiet AS DOUBLE PRECISION), :now - t.lease_seconds * 0.5))
@@ -254,8 +233,7 @@ WHERE workspace = :ws AND ready = TRUE AND status = 'claimed' AND lease_expires_
 -- row: HoldingBackRow
 -- Tasks of one status (not blocked) that others wait on, most waited on first, among the first :scan
 -- of that status in board order (bounded at any size).
-SELECT "key", title, status, blocked, owner, kind, review, dependents, ready, lease_expires_at, updated_at,
-       attempts, max_attempts, last_error
+SELECT {columns}
 FROM (SELECT * FROM tasks WHERE workspace = :ws AND status = :status AND blocked = FALSE
       ORDER BY priority DESC, id LIMIT :scan) AS s
 WHERE dependents > 0
@@ -265,7 +243,7 @@ ORDER BY dependents DESC, id LIMIT :limit
 -- row: HoldingDependencyRow
 -- The dependency of a task that holds it back most directly: a failure first, then a blocked one,
 -- then any other that is not settled.
-SELECT t."key", t.title, t.status, t.blocked, t.owner, t.kind, t.review, t.ready
+SELECT {t.columns}
 FROM task_deps AS d JOIN tasks AS t ON t.workspace = d.workspace AND t."key" = d.dep_key
 WHERE d.workspace = :ws AND d.task_key = :key AND t.status NOT IN ('done', 'cancelled')
 ORDER BY CASE WHEN t.status = 'failed' THEN 0 WHEN t.blocked = TRUE THEN 1 WHEN t.status = 'pending' THEN 3 ELSE 2 END,

@@ -66,12 +66,12 @@ WHERE c.workspace = :ws AND c.id = ANY(:ids)
 -- name: entries
 -- row: ProgressRow
 -- Progress entries by their seq (`ix_progress_seq`).
-SELECT entry_id, seq, created_at, agent, thread, status, summary, details, next_steps, task_key, artifacts
+SELECT {columns}
 FROM progress WHERE workspace = :ws AND seq IN (SELECT value FROM json_each(:seqs))
 
 -- name: entries [postgresql]
 -- row: ProgressRow
-SELECT entry_id, seq, created_at, agent, thread, status, summary, details, next_steps, task_key, artifacts
+SELECT {columns}
 FROM progress WHERE workspace = :ws AND seq = ANY(:seqs)
 
 -- name: saved_near_entries

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Literal
 
 from mcp_harness.store import named
-from mcp_harness.store.connection import Query, Record
+from mcp_harness.store.connection import Query, Record, columns
 from mcp_harness.store.records import (
     ClaimedTask,
     ClaimedWithFacts,
@@ -39,11 +39,6 @@ from mcp_harness.store.search import PROGRESS_TEXT, TASK_TEXT, tsquery
 from mcp_harness.tasks.rules import BLOCKED, SETTLED, Status
 
 Shape = tuple[tuple[int, ...], int]  #: a full-text query's shape (`search.Terms.shape`)
-
-
-def columns(record: type[Record], *, prefix: str = "") -> str:
-    """A record's fields as a select list (`key` is quoted: it is a keyword in SQL)."""
-    return ", ".join(prefix + ('"key"' if f == "key" else f) for f in record._fields)
 
 
 def in_array(column: str, parameter: str, dialect: str) -> str:

@@ -5,26 +5,17 @@
 
 -- name: task_by_key
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND "key" = :key
 
 -- name: tasks_by_key
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND "key" IN (SELECT value FROM json_each(:keys))
 
 -- name: tasks_by_key [postgresql]
 -- row: TaskRecord
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND "key" = ANY(:keys)
 
 -- name: dependency_closure
@@ -70,10 +61,7 @@ ANALYZE tasks, task_deps, task_tags
 -- row: TaskRecord
 -- `+id`: sort the few held rows rather than walk the workspace's tasks in id order (SQLite, without
 -- statistics, chose ix_task_page: 3.4 ms against 0.09 at 10,000 tasks; tools/bench_scale.py).
-SELECT id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-       content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-       available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-       review_comment, paths
+SELECT {columns}
 FROM tasks WHERE workspace = :ws AND owner = :agent AND status IN ('claimed', 'in_review')
 ORDER BY +id
 
@@ -108,10 +96,7 @@ SELECT DISTINCT tag FROM task_tags WHERE workspace = :ws ORDER BY tag LIMIT :lim
 -- Leases that ran out on their last attempt: the task fails (the condition spelled as `ix_task_last_lease`'s).
 UPDATE tasks SET status = 'failed', ready = FALSE, lease_token = NULL, last_error = :error, updated_at = :now
 WHERE workspace = :ws AND status = 'claimed' AND attempts >= max_attempts AND lease_expires_at <= :now
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 -- name: end_leases
 -- row: TaskRecord
@@ -119,10 +104,7 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
 -- stays until a claim takes the task over.
 UPDATE tasks SET lease_expires_at = :now, updated_at = :now
 WHERE workspace = :ws AND owner = :agent AND status = 'claimed' AND lease_expires_at > :now
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 -- name: end_leases_by_token
 -- row: TaskRecord
@@ -130,20 +112,14 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
 UPDATE tasks SET lease_expires_at = :now, updated_at = :now
 WHERE workspace = :ws AND owner = :agent AND status = 'claimed' AND lease_expires_at > :now
     AND lease_token IN (SELECT value FROM json_each(:tokens))
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 -- name: end_leases_by_token [postgresql]
 -- row: TaskRecord
 UPDATE tasks SET lease_expires_at = :now, updated_at = :now
 WHERE workspace = :ws AND owner = :agent AND status = 'claimed' AND lease_expires_at > :now
     AND lease_token = ANY(:tokens)
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 -- name: end_lease_since
 -- row: TaskRecord
@@ -151,10 +127,7 @@ RETURNING id, workspace, "key", title, description, steps, priority, depends_on,
 UPDATE tasks SET lease_expires_at = :now, updated_at = :now
 WHERE workspace = :ws AND owner = :agent AND status = 'claimed' AND lease_expires_at > :now
     AND lease_token = :token AND updated_at <= :since
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 
 -- name: has_expired_lease
@@ -164,7 +137,7 @@ SELECT 1 FROM tasks WHERE workspace = :ws AND status = 'claimed' AND lease_expir
 -- name: leases_with_process
 -- row: LeaseProcessRow
 -- Live leases taken or last renewed through a stdio server, with the process it recorded.
-SELECT "key", owner, lease_token, lease_process FROM tasks
+SELECT {columns} FROM tasks
 WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at > :now AND lease_process IS NOT NULL
 
 -- name: end_lease_of_process
@@ -173,10 +146,7 @@ WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at > :now AND lea
 UPDATE tasks SET lease_expires_at = :now, updated_at = :now
 WHERE workspace = :ws AND status = 'claimed' AND lease_expires_at > :now AND lease_token = :token
     AND lease_process = :process
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 -- name: holder_facts
 -- row: HolderFactsRow
@@ -235,19 +205,19 @@ VALUES (:ws, :key, :ev_kind, :ev_actor, :ev_attempt, :ev_detail, :ev_at)
 
 -- name: task_events
 -- row: TaskEventRow
-SELECT id, task_key, kind, actor, attempt, detail, created_at FROM task_events
+SELECT {columns} FROM task_events
 WHERE workspace = :ws AND task_key = :key ORDER BY id
 
 -- name: recent_task_events
 -- row: TaskEventRow
 -- A task's newest events (bounded: the index `ix_task_event_task` read backwards).
-SELECT id, task_key, kind, actor, attempt, detail, created_at FROM task_events
+SELECT {columns} FROM task_events
 WHERE workspace = :ws AND task_key = :key ORDER BY id DESC LIMIT :limit
 
 -- name: last_task_event
 -- row: TaskEventRow
 -- A task's newest event of one kind (bounded as above: kinds are few per task).
-SELECT id, task_key, kind, actor, attempt, detail, created_at FROM task_events
+SELECT {columns} FROM task_events
 WHERE workspace = :ws AND task_key = :key AND kind = :kind ORDER BY id DESC LIMIT 1
 
 
@@ -259,10 +229,7 @@ WHERE workspace = :ws AND task_key = :key AND kind = :kind ORDER BY id DESC LIMI
 UPDATE tasks SET status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires,
     lease_seconds = :lease, attempts = attempts + 1, updated_at = :now, lease_process = :process
 WHERE id = :id
-RETURNING id, workspace, "key", title, description, steps, priority, depends_on, tags, max_attempts, dependents,
-          content_hash, status, ready, blocked, owner, lease_token, lease_expires_at, lease_seconds, attempts,
-          available_at, last_error, result, verification, created_at, updated_at, completed_at, review, kind,
-          review_comment, paths
+RETURNING {columns}
 
 
 -- The roots of an empty claim's wait, without filters ---------------------------------------------
