@@ -3,9 +3,9 @@
 -- compares it with what the migrations made. A migration that changes it changes it here too.
 --
 -- The one home of the rule: a message about a task stops reaching readers once that task's status has
--- changed after the message was sent (an event of a kind that changes the status, `task_states`'
+-- changed after the message was sent (an event of a kind that changes the status, `tasks/rules.py`'
 -- STATUS_EVENTS, came later; the task's events are read through ix_task_event_task). Every unread count
--- and list reads it (messages/messages.sql, and glance.py for the hooks); a message without a task is
+-- and list reads it (messages/messages.sql, and quick_read.py for the hooks); a message without a task is
 -- kept to its time window by the queries (`*` about no task: a day).
 
 -- name: live_messages

@@ -13,8 +13,7 @@ from mcp_harness.store import named
 from mcp_harness.store.connection import Connection, array
 from mcp_harness.store.records import ProgressRow, TaskRecord
 from mcp_harness.store.search import Terms, search_refused
-from mcp_harness.tasks.rules import BLOCKED
-from mcp_harness.tasks.rules import Status as S
+from mcp_harness.tasks.rules import BOARD_ORDER
 from mcp_harness.tasks.store import queries
 from mcp_harness.tasks.store.queries import TABLE_SORTS as TABLE_SORTS
 from mcp_harness.tasks.store.queries import TABLE_STATUS
@@ -22,10 +21,7 @@ from mcp_harness.tasks.store.queries import TABLE_STATUS
 Q = named.load("console")
 FILTERS = named.load("console_filters")
 #: each board column's query (`blocked`: pending behind a failed dependency)
-COLUMN = {
-    status: Q[f"board_{status}"]
-    for status in (S.PENDING, S.CLAIMED, S.IN_REVIEW, S.CANCELLED, BLOCKED, S.FAILED, S.DONE)
-}
+COLUMN = {status: Q[f"board_{status}"] for status in BOARD_ORDER}
 #: (workspace, agent) seen in this many newest progress entries count for "last seen"
 RECENT_ENTRIES = 5000
 RECENT_EVENTS = 1000  #: task events `last_seen` reads (the newest): who ended a hold lately

@@ -1,5 +1,5 @@
 """The statements Python builds: only those whose shape a call chooses at run time. Every other statement
-is a named query in a `.sql` file under `store/sql/`, loaded by `named.load()` (see `named.py`).
+is a named query in a `.sql` file beside its concept's store, loaded by `named.load()` (see `store/named.py`).
 
 A shape is chosen at run time in three ways, and each builder says which:
 - optional filters (a claim's tags and key, a listing's statuses, tag and search, the console's
