@@ -260,7 +260,7 @@ def test_the_claim_condition_and_the_tag_subquery_are_written_once():
     for fragment in ("attempts < max_attempts", "task_id FROM task_tags"):
         assert sum(text.count(fragment) for text in sources) == 1, fragment
     # a pick reads the condition's two parts by their indexes; a listing filters on the whole
-    for picked in (queries.claim_pick(True, True, "allowed"), queries.claim_probe(False, True)):
+    for picked in (queries.claim_event(True, True, "allowed"), queries.claim_probe(False, True)):
         assert queries._PENDING_DUE in picked.sqlite and queries._RAN_OUT in picked.sqlite
         assert "ready = TRUE" in picked.sqlite and queries.CLAIMABLE not in picked.sqlite
     assert queries.CLAIMABLE in queries.task_page(False, False, True).sqlite

@@ -3,7 +3,7 @@ dialect, kept as readable text in tests/golden/ so that a change to them shows i
 
 The test renders whatever the builders produce now and compares it with the files. To accept a change,
 run `MCP_HARNESS_UPDATE_GOLDEN=1 python -m pytest tests/test_golden_sql.py` and review the diff of
-tests/golden/. The statements kept in `store/sql/*.sql` (such as SQLite's `claim_by_id`) are text already.
+tests/golden/. The statements kept in `.sql` files (such as `console.sql`'s `record_contact`) are text already.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def _named(query: Query, dialect: str) -> str:
 def statements() -> dict[str, list[Query]]:
     """The built statements of a claim and a complete, by dialect, as the service calls them: a claim
     takes a task without paths first, writes the caller's contact row and reads the handoff facts
-    (PostgreSQL: one statement; SQLite: a pick, then `claim_by_id`, the event, `handoff_facts`); a
+    (PostgreSQL: one statement; SQLite: `claim_event`, the pick that records the event, then `claim_taken`,
+    which reads the handoff facts too, and the contact row of `console.sql`); a
     complete of a task nothing depends on is one fenced update (with its event and contact row on
     PostgreSQL)."""
     filters = [(False, False), (True, False), (False, True), (True, True)]
@@ -109,9 +110,9 @@ def statements() -> dict[str, list[Query]]:
             queries.update_leased(done, leaf_only=True, logged=True, contact=True),
         ],
         "sqlite": [
-            *(queries.claim_pick(tags, key, "first") for tags, key in filters),
-            queries.claim_pick(False, False, "allowed"),
-            queries.HANDOFF_FACTS,
+            *(queries.claim_event(tags, key, "first") for tags, key in filters),
+            queries.claim_event(False, False, "allowed"),
+            queries.claim_taken(facts=True),
             queries.update_leased(done, leaf_only=True),
         ],
     }

@@ -70,6 +70,8 @@ Q = named.load("health")
 SEARCH = named.load("search_run")
 #: how many searches run at once on SQLite (each on a worker thread and a connection of its own)
 SQLITE_SEARCHERS = 4
+#: the longest pause between two tries for SQLite's write lock while another process holds it
+WRITE_RETRY_MAX = 0.001
 #: how long `ping` says "full" after a write met a full disk (unless a write succeeds first): a
 #: PostgreSQL server's disk, or a SQLite file at its size limit, is seen only by the writes
 FULL_HELD_SECONDS = 30.0
@@ -297,8 +299,10 @@ class Database:
             except sqlite3.OperationalError as exc:
                 if not is_busy(exc) or anyio.current_time() > deadline:
                     raise
+            # SQLite's lock has no queue: it stands free until a waiter's next try, so the tries stay
+            # close together (a transaction holds it well under a millisecond), however long the wait.
             await anyio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 1.5, 0.005)
+            delay = min(delay * 1.5, WRITE_RETRY_MAX)
 
     # -- cold paths: SQLAlchemy ---------------------------------------------------------------------
     def _cold_engine(self) -> AsyncEngine:

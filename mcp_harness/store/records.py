@@ -163,19 +163,10 @@ class ClaimedTask(TaskRecord):
     taken_from: str | None
 
 
-class HandoffFacts(Record):
-    """What a claim's answer needs to know first about the task it took: whether a note names it (a
-    progress entry or a message about it: then its `context` is read), and how many messages wait for
-    the claimer (`unread`)."""
-
-    __slots__ = ()
-
-    noted: bool
-    unread: int
-
-
 class ClaimedWithFacts(ClaimedTask):
-    """A claimed task and its `HandoffFacts`, read by the claim statement itself (PostgreSQL)."""
+    """A claimed task and its handoff facts, read by the claim statement itself: what the claim's answer
+    needs to know first about the task it took: whether a note names it (a progress entry or a message
+    about it: then its `context` is read), and how many messages wait for the claimer (`unread`)."""
 
     __slots__ = ()
 
@@ -183,15 +174,15 @@ class ClaimedWithFacts(ClaimedTask):
     unread: int
 
 
-class PickedTask(Record):
-    """The task a claim takes on SQLite, as it was before the claim (`queries.claim_pick`)."""
+class ClaimEvent(Record):
+    """The event a claim recorded on SQLite, with the key of the task it takes (`queries.claim_event`):
+    its kind says whether it took over a lease that ran out, and its detail (JSON) whose."""
 
     __slots__ = ()
 
-    id: int
-    was_status: Status
-    was_owner: str | None
-    paths: str | None  #: JSON list of path patterns
+    task_key: str
+    kind: str
+    detail: str
 
 
 class PathCandidate(Record):

@@ -46,7 +46,7 @@ async def _take(
     """The claim statement with a new lease token: the claimed row, or None. `paths`: how tasks with
     paths are taken (`first`, the default: only when the best task has none; see `tasks/reservations.py`);
     `contact`: the caller's contact row, written with the claim when it took a task; `inbox`: the
-    claimer as the unread count names it, for a row with its `HandoffFacts`."""
+    claimer as the unread count names it, for a `ClaimedWithFacts`."""
     token = secrets.token_urlsafe(18)
     return await store.claim(
         conn,

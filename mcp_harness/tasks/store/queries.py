@@ -25,10 +25,9 @@ from mcp_harness.store.connection import Query, Record, columns
 from mcp_harness.store.records import (
     ClaimedTask,
     ClaimedWithFacts,
+    ClaimEvent,
     EmptyClaimFacts,
-    HandoffFacts,
     PathCandidate,
-    PickedTask,
     ProgressRow,
     TaskEventRow,
     TaskRecord,
@@ -176,12 +175,6 @@ def _noted(alias: str) -> str:
 
 #: the claimer's unread messages (`messages.sql`'s `count_unread`: `:me`, `:base`, `:ops`, `:since`)
 _UNREAD = f"({_MESSAGES.count_unread.sqlite})"
-#: SQLite: a claimed task's `HandoffFacts`, in the claim's transaction (PostgreSQL's claim reads them itself)
-HANDOFF_FACTS = Query(
-    f'SELECT {_noted("t.")} AS noted, {_UNREAD} AS unread FROM tasks AS t WHERE t.workspace = :ws AND t."key" = :key',
-    row=HandoffFacts,
-    name="handoff_facts",
-)
 
 
 #: the caller's row in `agent_contacts` written by the statement that changes a task, in a CTE over the
@@ -202,10 +195,9 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any", contact: bool = 
     """PostgreSQL: take the best claimable task and record the claim: ONE statement. It skips rows another
     claim holds; the row says whose expired lease it took over (`taken_from`), and so does the event
     (kind `take_over`, else `claim`; `:fp` fingerprints the new lease); with `contact`, the caller's
-    contact row too (`contact_cte`); with `facts`, the row carries its `HandoffFacts` (`ClaimedWithFacts`).
-    What a claim sets is written here for PostgreSQL, in `tasks.sql`'s `claim_by_id` for SQLite (whose
-    BEGIN IMMEDIATE keeps other writers out already: it runs `claim_pick`, `claim_by_id` and
-    `insert_task_event` instead)."""
+    contact row too (`contact_cte`); with `facts`, the row carries its handoff facts (`ClaimedWithFacts`).
+    What a claim sets is written here for PostgreSQL, in `_CLAIM_SETS` for SQLite (whose BEGIN IMMEDIATE
+    keeps other writers out already: it runs `claim_event` and `claim_taken` instead)."""
     pick = _pick(
         by_tags, by_key, "postgresql", select=_PICK, paths="allowed" if paths == "allowed" else "any", walk=True
     )
@@ -235,11 +227,43 @@ def claim(by_tags: bool, by_key: bool, paths: PathMode = "any", contact: bool = 
     return Query(sql, row=ClaimedWithFacts if facts else ClaimedTask, name=name)
 
 
+#: SQLite: what a claim sets (PostgreSQL's is in `claim`)
+_CLAIM_SETS = (
+    "status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires, "
+    "lease_seconds = :lease, attempts = attempts + 1, updated_at = :now, lease_process = :process"
+)
+
+
 @cache
-def claim_pick(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
-    """SQLite: the task a claim takes, with its status, owner and paths before the claim."""
-    sql = _pick(by_tags, by_key, "sqlite", select=_PICK, paths="allowed" if paths == "allowed" else "any")
-    return Query(sql, row=PickedTask, name=f"claim_pick({by_tags}, {by_key}, {paths})")
+def claim_event(by_tags: bool, by_key: bool, paths: PathMode = "any") -> Query:
+    """SQLite, a claim's first statement: pick the task it takes and record its claim event (kind
+    `take_over` with the `previous_owner` when it takes over a lease that ran out, else `claim`; `:fp`
+    fingerprints the new lease), returning the task's key and the event (`ClaimEvent`). Nothing when no
+    task is there (with `first`: when the best one has paths). `claim_taken` then sets the claim on the
+    task: the event goes first because only the row as it was before says whose lease ran out."""
+    select = f'workspace, "key", attempts, {_PICK}'
+    pick = _pick(by_tags, by_key, "sqlite", select=select, paths="allowed" if paths == "allowed" else "any")
+    first = " WHERE pick.paths IS NULL" if paths == "first" else ""
+    sql = (
+        f"INSERT INTO task_events ({_EVENT_COLUMNS}) "
+        "SELECT workspace, \"key\", CASE WHEN was_status = 'claimed' THEN 'take_over' ELSE 'claim' END, :agent, "
+        "attempts + 1, CASE WHEN was_status = 'claimed' THEN json_object('lease', :fp, 'previous_owner', was_owner) "
+        f"ELSE json_object('lease', :fp) END, :now FROM ({pick}) AS pick{first} "
+        "RETURNING task_key, kind, detail"
+    )
+    return Query(sql, row=ClaimEvent, name=f"claim_event({by_tags}, {by_key}, {paths})")
+
+
+@cache
+def claim_taken(facts: bool) -> Query:
+    """SQLite, a claim's second statement: the claim set on the task `claim_event` picked (`:picked`, its
+    key), returning the row with whose lease it took over (`:taken_from`, from the event) and, with
+    `facts`, its handoff facts (`ClaimedWithFacts`), read in the same statement."""
+    returned = f"{TASK}, CAST(:taken_from AS TEXT) AS taken_from"
+    if facts:
+        returned += f", {_noted('tasks.')} AS noted, {_UNREAD} AS unread"
+    sql = f'UPDATE tasks SET {_CLAIM_SETS} WHERE workspace = :ws AND "key" = :picked RETURNING {returned}'
+    return Query(sql, row=ClaimedWithFacts if facts else ClaimedTask, name=f"claim_taken({facts})")
 
 
 # -- why a claim found nothing ---------------------------------------------------------------------

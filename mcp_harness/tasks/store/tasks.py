@@ -17,7 +17,6 @@ from mcp_harness.store.common import ensure_workspace
 from mcp_harness.store.connection import Connection, array, fetch_row
 from mcp_harness.store.records import (
     ClaimedTask,
-    ClaimedWithFacts,
     EmptyClaimFacts,
     HolderFactsRow,
     LeaseProcessRow,
@@ -286,12 +285,13 @@ async def claim(
     inbox: dict[str, Any] | None = None,
 ) -> ClaimedTask | None:
     """Atomically take the best claimable task (or the named one) and record the claim event (its
-    detail names the lease by `fingerprint`): ONE statement on PostgreSQL. `paths` says how tasks with
+    detail names the lease by `fingerprint`): ONE statement on PostgreSQL, two on SQLite (`queries.claim_event`,
+    then `queries.claim_taken`, with the contact row after them). `paths` says how tasks with
     paths are taken (`queries.PathMode`; `allowed`: the one such task `allowed` may take). `process`: the
     stdio server process taking it (`sessions.this_process`), recorded with the lease. `contact`: the
     caller's contact row, written only when a task was taken. `inbox`: the claimer as the unread count
     names it (`me`, `base`, `ops`, `since`: `messages.count_unread`); then the row is `ClaimedWithFacts`,
-    read by the claim statement itself on PostgreSQL, in its transaction on SQLite."""
+    read by the claim statement itself."""
     params = {
         "ws": workspace,
         "now": now,
@@ -312,20 +312,17 @@ async def claim(
             params.update(inbox)
         query = queries.claim(bool(tags), task_key is not None, paths, contact is not None, inbox is not None)
         return await conn.fetch_one(query, params)
-    picked = await conn.fetch_one(queries.claim_pick(bool(tags), task_key is not None, paths), params)
-    if picked is None or (paths == "first" and picked.paths is not None):
+    logged = await conn.fetch_one(queries.claim_event(bool(tags), task_key is not None, paths), params)
+    if logged is None:
         return None
-    row = await fetch_row(conn, Q.claim_by_id, {**params, "id": picked.id})
-    taken_from = picked.was_owner if picked.was_status == Status.CLAIMED else None
-    detail = {"lease": fingerprint} | ({"previous_owner": taken_from} if taken_from is not None else {})
-    event = Event("take_over" if taken_from is not None else "claim", agent, json.dumps(detail))
-    await record_event(conn, workspace, row.key, row.attempts, event, now)
+    taken_from = json.loads(logged.detail)["previous_owner"] if logged.kind == "take_over" else None
+    params.update(picked=logged.task_key, taken_from=taken_from)
+    if inbox is not None:
+        params.update(inbox)
+    row = await fetch_row(conn, queries.claim_taken(inbox is not None), params)
     if contact is not None:
         await _record_contact(conn, workspace, contact)
-    if inbox is not None:
-        facts = await fetch_row(conn, queries.HANDOFF_FACTS, {"ws": workspace, "key": row.key, **inbox})
-        return ClaimedWithFacts((*row, taken_from, *facts))
-    return ClaimedTask((*row, taken_from))
+    return row
 
 
 async def path_candidates(

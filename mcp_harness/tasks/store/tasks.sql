@@ -221,17 +221,6 @@ SELECT {columns} FROM task_events
 WHERE workspace = :ws AND task_key = :key AND kind = :kind ORDER BY id DESC LIMIT 1
 
 
--- The claim on SQLite (after `queries.claim_pick`; PostgreSQL claims in one statement, `queries.claim`) ---
-
--- name: claim_by_id
--- row: TaskRecord
--- What a claim sets (once per dialect: PostgreSQL's is in `queries.claim`).
-UPDATE tasks SET status = 'claimed', owner = :agent, lease_token = :token, lease_expires_at = :expires,
-    lease_seconds = :lease, attempts = attempts + 1, updated_at = :now, lease_process = :process
-WHERE id = :id
-RETURNING {columns}
-
-
 -- The roots of an empty claim's wait, without filters ---------------------------------------------
 -- The tasks at the root of every wait are open tasks with every dependency settled (`ready`), tasks
 -- in review (their dependencies are settled) and failed ones: the first few of each kind, in the order
