@@ -3,9 +3,11 @@ read from the harness, what is left is settled with a note the next session read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -154,6 +156,38 @@ def test_a_harness_server_that_does_not_connect_is_a_setup_error_and_gives_the_a
     assert [r["outcome"] for r in records] == ["setup_error"] * 3
     task = board(db, WS)["t"]
     assert (task["status"], task["attempts"]) == ("pending", 0), task  # never counted
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("api", "cause"),
+    [
+        ("closed", "the model API refused the connection (ECONNREFUSED): check ANTHROPIC_BASE_URL"),
+        (401, "the model API refused the credentials (HTTP 401): check ANTHROPIC_API_KEY"),
+        (403, "the model API refused the credentials (HTTP 403): check ANTHROPIC_API_KEY"),
+    ],
+    ids=["connection_refused", "401", "403"],
+)
+def test_a_model_api_that_refuses_the_session_is_a_setup_error_that_stops_the_run_naming_the_cause(
+    tmp_path, proj, db, claude_binary, api, cause
+):
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    model = ScriptedModel(lambda turn: [error(api, "permission_error" if api == 403 else "")] * 3)
+    with contextlib.nullcontext() if api == "closed" else model:
+        url = f"http://127.0.0.1:{closed_port()}" if api == "closed" else model.url
+        done = run(db, WS, proj, runner_env(tmp_path / "home", url), claude=claude_binary)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert f"3 setup errors in a row: stopping ({cause}" in done.stdout, done.stdout
+    assert [r["outcome"] for r in sessions(db, WS)] == ["setup_error"] * 3
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == ("pending", 0), task  # the environment's fault: never counted
+    assert cause in json.dumps(task["context"])  # the note says what to check
 
 
 def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path, proj, db, claude_binary):
