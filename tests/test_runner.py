@@ -312,7 +312,7 @@ def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_
 
 def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_path, proj, db, claude_binary):
     env = subprocess_env()
-    for key in ("one", "two", "three"):
+    for key in ("one", "two", "three", "four"):  # work remains after each run: a budget, not all done
         added = run_cli(
             "tasks", "add", key, "--title", f"task {key}", "--step", "it works", "--db", db, "--workspace", WS, env=env
         )
@@ -326,6 +326,15 @@ def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_
     assert costly.returncode == 4 and "--max-cost" in costly.stdout, costly.stdout
     assert len(sessions(db, WS)) == 3
     assert board(db, WS)["one"]["added_by"] not in (None, "")
+
+
+def test_a_budget_reached_by_the_session_that_finished_the_plan_ends_as_all_done(tmp_path, proj, db, claude_binary):
+    add_tasks(db, WS, [{"key": "only", "title": "the one task"}])
+    with ScriptedModel(completes) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--max-sessions", "1", claude=claude_binary)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all tasks are done" in done.stdout and "(exit 0)" in done.stdout.splitlines()[-1], done.stdout
+    assert board(db, WS)["only"]["status"] == "done"
 
 
 def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_committed(

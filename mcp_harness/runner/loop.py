@@ -160,6 +160,9 @@ class Runner:
                     code = await self._dispatch(group)
                     while self._busy():  # let running sessions finish (a budget, a breaker) or stop them
                         await self._session_end()
+                    if code == EXIT_BUDGET and self.stopping is None and await self._all_done():
+                        self.display.say("all tasks are done")  # the last sessions finished the plan
+                        code = EXIT_DONE
                     group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -305,6 +308,15 @@ class Runner:
             Identity(self.workspace, RUNNER_AGENT, own=True), ListTasksArgs(status=None, limit=1)
         )
         return not any(listed.counts.model_dump().values())
+
+    async def _all_done(self) -> bool:
+        """Nothing open is left among the run's tasks (every one done or cancelled)."""
+        ident = Identity(self.workspace, RUNNER_AGENT, own=True)
+        tags: list[str | None] = [*self.options.tags] if self.options.tags else [None]
+        for tag in tags:
+            if (await self.h.tasks.list(ident, ListTasksArgs(tag=tag, limit=1))).tasks:
+                return False
+        return True
 
     def _budget_spent(self) -> str | None:
         o = self.options
