@@ -20,6 +20,7 @@ from support.runner import (
     add_tasks,
     board,
     completes,
+    harness_do,
     progress_of,
     project,
     run,
@@ -30,6 +31,9 @@ from support.runner import (
     task_of,
 )
 from support.scripted_model import ScriptedModel, error, load, say, stall, tool
+
+from mcp_harness.arguments import ClaimTaskArgs, UpdateTaskArgs
+from mcp_harness.service import Identity
 
 pytestmark = pytest.mark.slow
 WS = "w"
@@ -278,6 +282,22 @@ def test_exit_when_idle_exits_3_at_a_gate_and_no_task_without_a_spec_exits_2(tmp
         idle = run(db, WS, proj, env, "--exit-when-idle", claude=claude_binary)
     assert idle.returncode == 3, idle.stdout + idle.stderr
     assert "waiting_on_review" in idle.stdout and not sessions(db, WS)  # never a session for nothing
+    # the wait names what a person runs
+    assert "`mcp-harness review approve g` or `mcp-harness review reject g --comment ...`" in idle.stdout
+    add_tasks(db, "f", [{"key": "broke", "title": "fails"}, {"key": "after", "title": "then", "depends_on": ["broke"]}])
+
+    async def fail(h):
+        who = Identity("f", "someone")
+        claim = await h.tasks.claim(who, ClaimTaskArgs())
+        action = UpdateTaskArgs(task_key="broke", action="fail", lease_token=claim.lease.token, error="x", retry=False)
+        await h.tasks.update(who, action)
+
+    harness_do(db, fail)
+    with ScriptedModel(completes) as model:
+        blocked = run(db, "f", proj, runner_env(tmp_path / "home", model.url), "--exit-when-idle", claude=claude_binary)
+    assert blocked.returncode == 3, blocked.stdout + blocked.stderr
+    assert "blocked_by_failure on broke (failed)" in blocked.stdout, blocked.stdout
+    assert "`mcp-harness tasks reopen broke --reason ...`" in blocked.stdout
 
 
 def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_it(tmp_path, proj, db, claude_binary):

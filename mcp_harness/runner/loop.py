@@ -338,7 +338,24 @@ class Runner:
         what = claim.reason or "nothing claimable"
         roots = [w.model_dump(mode="json", exclude_none=True) for w in claim.waiting_on or []]
         named = ", ".join(f"{r.get('key')} ({r.get('status') or r.get('why') or ''})".replace(" ()", "") for r in roots)
-        return f"waiting: {what}" + (f" on {named}" if named else "") + " (a person's action or a change wakes it)"
+        return f"waiting: {what}" + (f" on {named}" if named else "") + f" ({self._what_helps(what, roots)})"
+
+    @staticmethod
+    def _what_helps(reason: str, roots: list[dict[str, Any]]) -> str:
+        """The command a person runs to move the wait on, where one does."""
+        wanted = {"waiting_on_review": Status.IN_REVIEW, "blocked_by_failure": Status.FAILED}.get(reason)
+        keys = [str(r["key"]) for r in roots if r.get("status") == wanted] or [str(r["key"]) for r in roots]
+        if reason == "waiting_on_review" and keys:
+            return (
+                f"a person decides: `mcp-harness review approve {keys[0]}` or "
+                f"`mcp-harness review reject {keys[0]} --comment ...`"
+            )
+        if reason == "blocked_by_failure" and keys:
+            return (
+                f"a person reopens it after reading `mcp-harness tasks show {keys[0]}`: "
+                f"`mcp-harness tasks reopen {keys[0]} --reason ...`"
+            )
+        return "a person's action or a change wakes it"
 
     def _say_waiting(self, text: str) -> None:
         if text != self.waiting:
