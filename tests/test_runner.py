@@ -512,7 +512,8 @@ def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
 
 def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_session(tmp_path, proj, db, claude_binary):
     pids, wrapper = pid_wrapper(tmp_path, claude_binary)
-    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    # a second task stays open: the survivor's one session ends at its budget (exit 4), not all done
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}, {"key": "later", "title": "after it", "priority": -1}])
     first: list[str] = []
 
     def script(turn):
