@@ -187,3 +187,23 @@ def test_log_refuses_what_it_cannot_read_and_says_which_filter_found_nothing(see
     assert main(["log", *db, "--query", "catalogue", "--task", "cart"]) == 2  # a search reads the whole log
     assert "does not combine with --task or --thread" in capsys.readouterr().err
     assert main(["log", *db]) == 0 and "catalogue page done" in capsys.readouterr().out
+
+
+def test_tasks_show_says_how_long_ago_a_lease_ran_out(seeded, capsys):
+    from mcp_harness import clock
+    from mcp_harness.arguments import ClaimTaskArgs
+    from mcp_harness.config import Settings
+    from mcp_harness.service import Harness, Identity
+
+    async def claim() -> None:
+        async with Harness.open(Settings.from_env(str(seeded))) as h:
+            await h.tasks.claim(Identity("shop", "coder"), ClaimTaskArgs(task_key="cart", lease_seconds=30))
+
+    anyio.run(claim)
+    assert main(["tasks", "show", "cart", "--db", str(seeded), "--workspace", "shop"]) == 0
+    shown = capsys.readouterr().out
+    assert "lease: attempt 1, 30s left" in shown or "lease: attempt 1, 29s left" in shown, shown
+    clock.advance(36)
+    assert main(["tasks", "show", "cart", "--db", str(seeded), "--workspace", "shop"]) == 0
+    out = capsys.readouterr().out
+    assert "lease: attempt 1, expired 6s ago" in out or "lease: attempt 1, expired 5s ago" in out, out

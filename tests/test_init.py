@@ -508,3 +508,44 @@ def test_an_earlier_writing_hook_is_made_immune_without_force(project):
     assert out.returncode == 0 and "kept" not in out.stdout, out.stdout
     assert read(path)["hooks"]["StopFailure"][0]["hooks"][0]["command"] == "trap '' TERM; exec " + plain
     assert init(project, "--remove").returncode == 0 and not path.exists()
+
+
+def test_the_report_ends_with_the_command_that_commits_exactly_what_init_changed(project):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    (project / "CLAUDE.md").write_text("# Claude\n")
+    subprocess.run([*git, "add", "."], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], cwd=project, check=True)
+    first = init(project)
+    assert first.returncode == 0, first.stderr
+    last = first.stdout.splitlines()[-1]
+    files = ".mcp.json .claude/settings.json AGENTS.md CLAUDE.md"
+    assert last == f'Commit them: git add {files} && git commit -m "mcp-harness"', first.stdout
+    done = subprocess.run(
+        last.removeprefix("Commit them: ").replace("git commit", " ".join([*git, "commit"])),
+        shell=True,
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    clean = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert clean == "", clean  # the line named every file init wrote
+    again = init(project)
+    assert again.returncode == 0 and "Commit them" not in again.stdout  # nothing changed: nothing to commit
+    assert "Commit them" not in init(project, "--dry-run").stdout
+    removed = init(project, "--remove")
+    last = removed.stdout.splitlines()[-1]
+    assert last == (
+        "Commit them: git add CLAUDE.md && git rm -q --cached --ignore-unmatch .mcp.json .claude/settings.json "
+        'AGENTS.md && git commit -m "remove mcp-harness"'
+    ), removed.stdout
+    done = subprocess.run(
+        last.removeprefix("Commit them: ").replace("git commit", " ".join([*git, "commit"])),
+        shell=True,
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    clean = subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout
+    assert clean == "", clean

@@ -3,9 +3,11 @@ read from the harness, what is left is settled with a note the next session read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ from support.runner import (
     add_tasks,
     board,
     completes,
+    harness_do,
     progress_of,
     project,
     run,
@@ -28,6 +31,9 @@ from support.runner import (
     task_of,
 )
 from support.scripted_model import ScriptedModel, error, load, say, stall, tool
+
+from mcp_harness.arguments import ClaimTaskArgs, UpdateTaskArgs
+from mcp_harness.service import Identity
 
 pytestmark = pytest.mark.slow
 WS = "w"
@@ -156,6 +162,38 @@ def test_a_harness_server_that_does_not_connect_is_a_setup_error_and_gives_the_a
     assert (task["status"], task["attempts"]) == ("pending", 0), task  # never counted
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("api", "cause"),
+    [
+        ("closed", "the model API refused the connection (ECONNREFUSED): check ANTHROPIC_BASE_URL"),
+        (401, "the model API refused the credentials (HTTP 401): check ANTHROPIC_API_KEY"),
+        (403, "the model API refused the credentials (HTTP 403): check ANTHROPIC_API_KEY"),
+    ],
+    ids=["connection_refused", "401", "403"],
+)
+def test_a_model_api_that_refuses_the_session_is_a_setup_error_that_stops_the_run_naming_the_cause(
+    tmp_path, proj, db, claude_binary, api, cause
+):
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    model = ScriptedModel(lambda turn: [error(api, "permission_error" if api == 403 else "")] * 3)
+    with contextlib.nullcontext() if api == "closed" else model:
+        url = f"http://127.0.0.1:{closed_port()}" if api == "closed" else model.url
+        done = run(db, WS, proj, runner_env(tmp_path / "home", url), claude=claude_binary)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert f"3 setup errors in a row: stopping ({cause}" in done.stdout, done.stdout
+    assert [r["outcome"] for r in sessions(db, WS)] == ["setup_error"] * 3
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == ("pending", 0), task  # the environment's fault: never counted
+    assert cause in json.dumps(task["context"])  # the note says what to check
+
+
 def test_a_killed_session_is_crashed_and_ctrl_c_stops_the_rest_cleanly(tmp_path, proj, db, claude_binary):
     pids, wrapper = pid_wrapper(tmp_path, claude_binary)
     add_tasks(db, WS, [{"key": "k", "title": "killed", "priority": 1}, {"key": "c", "title": "never started"}])
@@ -244,6 +282,22 @@ def test_exit_when_idle_exits_3_at_a_gate_and_no_task_without_a_spec_exits_2(tmp
         idle = run(db, WS, proj, env, "--exit-when-idle", claude=claude_binary)
     assert idle.returncode == 3, idle.stdout + idle.stderr
     assert "waiting_on_review" in idle.stdout and not sessions(db, WS)  # never a session for nothing
+    # the wait names what a person runs
+    assert "`mcp-harness review approve g` or `mcp-harness review reject g --comment ...`" in idle.stdout
+    add_tasks(db, "f", [{"key": "broke", "title": "fails"}, {"key": "after", "title": "then", "depends_on": ["broke"]}])
+
+    async def fail(h):
+        who = Identity("f", "someone")
+        claim = await h.tasks.claim(who, ClaimTaskArgs())
+        action = UpdateTaskArgs(task_key="broke", action="fail", lease_token=claim.lease.token, error="x", retry=False)
+        await h.tasks.update(who, action)
+
+    harness_do(db, fail)
+    with ScriptedModel(completes) as model:
+        blocked = run(db, "f", proj, runner_env(tmp_path / "home", model.url), "--exit-when-idle", claude=claude_binary)
+    assert blocked.returncode == 3, blocked.stdout + blocked.stderr
+    assert "blocked_by_failure on broke (failed)" in blocked.stdout, blocked.stdout
+    assert "`mcp-harness tasks reopen broke --reason ...`" in blocked.stdout
 
 
 def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_it(tmp_path, proj, db, claude_binary):
@@ -278,7 +332,7 @@ def test_an_initializer_session_plans_the_work_from_a_spec_then_the_sessions_do_
 
 def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_path, proj, db, claude_binary):
     env = subprocess_env()
-    for key in ("one", "two", "three"):
+    for key in ("one", "two", "three", "four"):  # work remains after each run: a budget, not all done
         added = run_cli(
             "tasks", "add", key, "--title", f"task {key}", "--step", "it works", "--db", db, "--workspace", WS, env=env
         )
@@ -292,6 +346,15 @@ def test_budgets_stop_the_run_and_a_person_adds_tasks_from_the_command_line(tmp_
     assert costly.returncode == 4 and "--max-cost" in costly.stdout, costly.stdout
     assert len(sessions(db, WS)) == 3
     assert board(db, WS)["one"]["added_by"] not in (None, "")
+
+
+def test_a_budget_reached_by_the_session_that_finished_the_plan_ends_as_all_done(tmp_path, proj, db, claude_binary):
+    add_tasks(db, WS, [{"key": "only", "title": "the one task"}])
+    with ScriptedModel(completes) as model:
+        done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--max-sessions", "1", claude=claude_binary)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all tasks are done" in done.stdout and "(exit 0)" in done.stdout.splitlines()[-1], done.stdout
+    assert board(db, WS)["only"]["status"] == "done"
 
 
 def test_parallel_slots_work_in_their_own_worktrees_and_work_left_behind_is_committed(
@@ -449,7 +512,8 @@ def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
 
 def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_session(tmp_path, proj, db, claude_binary):
     pids, wrapper = pid_wrapper(tmp_path, claude_binary)
-    add_tasks(db, WS, [{"key": "t", "title": "the task"}])
+    # a second task stays open: the survivor's one session ends at its budget (exit 4), not all done
+    add_tasks(db, WS, [{"key": "t", "title": "the task"}, {"key": "later", "title": "after it", "priority": -1}])
     first: list[str] = []
 
     def script(turn):

@@ -80,3 +80,83 @@ def test_claude_codes_trust_notice_is_no_sessions_last_words():
     notice = "Ignoring 1 permissions.allow entry from .claude/settings.json: this workspace has not been trusted"
     assert last_said(f"Error: the API went away\n{notice}\n") == "Error: the API went away"
     assert last_said(notice) == ""
+
+
+def test_an_unreachable_or_refusing_model_api_is_a_setup_error_and_a_429_stays_a_rate_limit():
+    """The events as Claude Code 2.1.332 writes them (trimmed): a closed port, a 401, no login."""
+    init = {"type": "system", "subtype": "init", "mcp_servers": [{"name": "harness", "status": "connected"}]}
+    refused = "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"
+    closed = [
+        {"type": "system", "subtype": "api_retry", "attempt": 1, "error_status": None, "error": "unknown"},
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": refused}]},
+            "error": "server_error",
+            "is_api_error_message": True,
+            "api_error": "connection_failed",
+        },
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": True,
+            "api_error_status": None,
+            "api_error": "connection_failed",
+            "terminal_reason": "api_error",
+            "result": refused,
+        },
+    ]
+    unauthorized = [
+        {"type": "system", "subtype": "api_retry", "attempt": 1, "error_status": 401, "error": "authentication_failed"},
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": True,
+            "api_error_status": 401,
+            "api_error_type": "authentication_error",
+            "result": "Failed to authenticate. API Error: 401 invalid x-api-key",
+        },
+    ]
+    no_login = [
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": "Not logged in · Please run /login"}]},
+            "error": "authentication_failed",
+            "is_api_error_message": True,
+        },
+        {"type": "result", "subtype": "success", "is_error": True, "api_error_status": None, "result": "Not logged in"},
+    ]
+    unresolved = [
+        {
+            "type": "result",
+            "is_error": True,
+            "api_error": "connection_failed",
+            "result": "API Error: Can't reach the API server — check your internet or DNS (ENOTFOUND)",
+        }
+    ]
+    causes = {}
+    for name, events in {"closed": closed, "401": unauthorized, "login": no_login, "dns": unresolved}.items():
+        seen = Observed()
+        for event in (init, *events):
+            ClaudeCode("claude", []).observe(seen, json.dumps(event))
+        assert outcome(Ending(None, seen, 1, None, "claimed")) == "setup_error", name
+        assert not seen.limited, name
+        causes[name] = seen.setup_cause
+    assert causes["closed"] == "the model API refused the connection (ECONNREFUSED): check ANTHROPIC_BASE_URL"
+    assert causes["401"].startswith("the model API refused the credentials (HTTP 401): check ANTHROPIC_API_KEY")
+    assert causes["login"].startswith("the model API refused the credentials (Not logged in · Please run /login)")
+    assert causes["dns"].startswith("the model API could not be reached (ENOTFOUND): check ANTHROPIC_BASE_URL")
+    # the harness still wins: a session that completed its task before the API went away completed
+    seen = Observed()
+    for event in (init, *closed):
+        ClaudeCode("claude", []).observe(seen, json.dumps(event))
+    assert outcome(Ending(None, seen, 1, "complete", "done")) == "completed"
+    # an API error Claude Code got past is no setup error; a 429 or 529 stays a rate limit
+    recovered = Observed()
+    for event in (init, closed[1], {"type": "assistant", "message": {"content": [{"type": "text", "text": "hi"}]}}):
+        ClaudeCode("claude", []).observe(recovered, json.dumps(event))
+    assert recovered.setup_cause is None
+    for status in (429, 529):
+        busy = Observed()
+        last = {"type": "result", "is_error": True, "api_error_status": status, "result": f"API Error: {status}"}
+        ClaudeCode("claude", []).observe(busy, json.dumps(last))
+        assert busy.setup_cause is None and outcome(Ending(None, busy, 1, None, "claimed")) == "rate_limited"

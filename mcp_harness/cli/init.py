@@ -183,6 +183,20 @@ def write(change: Change) -> str | None:
     return str(backup) if backup else None
 
 
+def commit_line(root: Path, changes: list[Change], *, removing: bool) -> str | None:
+    """The command that commits what init just wrote or deleted in the project; None when it changed nothing
+    there (a file outside the project, such as Claude Desktop's, is no part of the repository)."""
+    inside = [c for c in changes if c.text is not None and c.path.is_relative_to(root)]
+    written = [shlex.quote(str(c.path.relative_to(root))) for c in inside if c.text]
+    deleted = [shlex.quote(str(c.path.relative_to(root))) for c in inside if c.text == ""]
+    if not written and not deleted:
+        return None
+    steps = [f"git add {' '.join(written)}"] if written else []
+    steps += [f"git rm -q --cached --ignore-unmatch {' '.join(deleted)}"] if deleted else []
+    message = "remove mcp-harness" if removing else "mcp-harness"
+    return f'Commit them: {" && ".join(steps)} && git commit -m "{message}"'
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     settle_transport(args)  # every refusal comes before anything is written
     root, in_git = project_root()
@@ -224,6 +238,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"  {line}")
     for line in notes:
         print(line)
+    if in_git and not args.dry_run:
+        commit = commit_line(root, changes, removing=args.remove)
+        if commit:
+            print(commit)
     asked = [c for c in changes if c.by_hand and "vscode" in (args.client or [])]
     if asked:  # asked for by name, and not done: the others are written, the exit status says so
         shown = asked[0].path.relative_to(root) if asked[0].path.is_relative_to(root) else asked[0].path

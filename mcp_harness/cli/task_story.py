@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from mcp_harness import clock
 from mcp_harness.cli.output import clean, say
+from mcp_harness.cli.tables import time_left
 from mcp_harness.errors import InvalidArgument
 from mcp_harness.models import EVERY_FIELD
 from mcp_harness.service import Harness, Identity
@@ -25,8 +27,8 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
     say(f"{t.key}: {clean(t.title, multiline=False)}")
     say(f"  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
     if t.lease:
-        left = datetime.fromisoformat(t.lease.expires_at) - datetime.now(UTC)
-        say(f"  lease: attempt {t.lease.attempt}, {int(left.total_seconds())}s left")
+        left = time_left(t.lease.expires_at, at=datetime.fromtimestamp(clock.now(), UTC))
+        say(f"  lease: attempt {t.lease.attempt}, {left}")
     if t.kind == "gate" or t.review:
         say("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
     for name in (

@@ -21,6 +21,8 @@ LAST_WORDS = 300  #: characters of a session's last words kept in its record and
 LIMIT_TEXT = re.compile(r"\blimit\b.*\bresets?\b", re.IGNORECASE | re.DOTALL)
 #: the session's own server and hooks leave its leases to the runner, which ends them with its note
 RUNNER_OWNS_THE_LEASE = {KEEP_LEASES_VARIABLE: "1"}
+#: the system error code Claude Code names when it cannot reach the model API ("... (ECONNREFUSED)")
+NET_CODE = re.compile(r"\b(E[A-Z]{3,})\b")
 PLACEHOLDERS = ("prompt", "prompt_file", "session", "task_key", "mcp_config", "workdir")
 
 
@@ -62,6 +64,9 @@ class Observed:
     reset_at: float | None = None  #: when a rate limit resets, if the API said
     harness_calls: int = 0
     lines: int = 0
+    #: the session's surroundings ended it before it could work (the model API unreachable, or refusing
+    #: the credentials): what to check, for the person who runs the runner
+    setup_cause: str | None = None
 
     @property
     def limited(self) -> bool:
@@ -71,6 +76,28 @@ class Observed:
     def words(self) -> str:
         text = " ".join(self.last_words.split())
         return text if len(text) <= LAST_WORDS else text[: LAST_WORDS - 1] + "…"
+
+
+def api_setup_cause(event: dict[str, Any], text: str) -> str | None:
+    """What to check when Claude Code's API error (an assistant message with `is_api_error_message`, or
+    a final `result` with `is_error`) is the environment's fault, not the task's: the API unreachable
+    (`api_error: "connection_failed"`) or the credentials refused (`error: "authentication_failed"`,
+    `api_error_status` 401 or 403). None for any other error (a 429 or 529 is a rate limit)."""
+    status = event.get("api_error_status")
+    said = " ".join(text.split())[:120]
+    if status in (401, 403) or event.get("error") == "authentication_failed":
+        detail = f"HTTP {status}" if status in (401, 403) else said or "authentication failed"
+        return (
+            f"the model API refused the credentials ({detail}): check ANTHROPIC_API_KEY "
+            "(or Claude Code's login: `claude /login`) and ANTHROPIC_BASE_URL"
+        )
+    if event.get("api_error") == "connection_failed":
+        code = NET_CODE.search(text)
+        if code is not None and code.group(1) == "ECONNREFUSED":
+            return "the model API refused the connection (ECONNREFUSED): check ANTHROPIC_BASE_URL"
+        detail = code.group(1) if code is not None else said or "connection failed"
+        return f"the model API could not be reached ({detail}): check ANTHROPIC_BASE_URL, the network and any proxy"
+    return None
 
 
 def harness_command(db_url: str, workspace: str, agent_base: str) -> list[str]:
@@ -146,17 +173,20 @@ class ClaudeCode:
             seen.server_status = status
             seen.connected = status == "connected"
         elif kind == "assistant":
+            said = ""
             seen.retrying = False  # a retried request was answered after all
             seen.turns += 1
             for block in (event.get("message") or {}).get("content") or []:
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text" and str(block.get("text", "")).strip():
-                    seen.last_words = str(block["text"])
+                    seen.last_words = said = str(block["text"])
                 elif block.get("type") == "tool_use":
                     seen.last_tool = str(block.get("name"))
                     if seen.last_tool.startswith(f"mcp__{SERVER_NAME}__"):
                         seen.harness_calls += 1
+            # Claude Code's own message standing for the answer an API error kept from coming
+            seen.setup_cause = api_setup_cause(event, said) if event.get("is_api_error_message") else None
         elif kind == "system" and subtype == "api_retry":
             if event.get("error_status") in (429, 529):
                 seen.retrying = True
@@ -180,6 +210,10 @@ class ClaudeCode:
                 seen.rate_limited = True
             if event.get("is_error") and isinstance(text, str) and LIMIT_TEXT.search(text):
                 seen.rate_limited = True
+            if not event.get("is_error"):
+                seen.setup_cause = None
+            else:
+                seen.setup_cause = api_setup_cause(event, text if isinstance(text, str) else "") or seen.setup_cause
 
 
 class CommandAgent:

@@ -80,6 +80,7 @@ class Tally:
     cost: float = 0.0
     unknown_cost: int = 0  #: sessions that reported no cost
     setup_errors: int = 0  #: in a row
+    setup_cause: str = ""  #: what the last setup error says to check
     no_progress: int = 0  #: in a row
 
     def add(self, outcome: SessionOutcome, cost: float | None) -> None:
@@ -159,6 +160,9 @@ class Runner:
                     code = await self._dispatch(group)
                     while self._busy():  # let running sessions finish (a budget, a breaker) or stop them
                         await self._session_end()
+                    if code == EXIT_BUDGET and self.stopping is None and await self._all_done():
+                        self.display.say("all tasks are done")  # the last sessions finished the plan
+                        code = EXIT_DONE
                     group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -267,10 +271,7 @@ class Runner:
                 self.display.say(f"budget reached ({budget}): starting no more sessions")
                 return EXIT_BUDGET
             if self.tally.setup_errors >= SETUP_ERRORS_IN_A_ROW:
-                self.display.say(
-                    f"{SETUP_ERRORS_IN_A_ROW} setup errors in a row: stopping (the harness server did not connect "
-                    "in the agent's session: check the agent command and `mcp-harness sessions show ID`)"
-                )
+                self.display.say(f"{SETUP_ERRORS_IN_A_ROW} setup errors in a row: stopping ({self.tally.setup_cause})")
                 return EXIT_BREAKER
             if self.tally.no_progress >= NO_PROGRESS_IN_A_ROW:
                 if await self._breaker_wait():
@@ -308,6 +309,15 @@ class Runner:
         )
         return not any(listed.counts.model_dump().values())
 
+    async def _all_done(self) -> bool:
+        """Nothing open is left among the run's tasks (every one done or cancelled)."""
+        ident = Identity(self.workspace, RUNNER_AGENT, own=True)
+        tags: list[str | None] = [*self.options.tags] if self.options.tags else [None]
+        for tag in tags:
+            if (await self.h.tasks.list(ident, ListTasksArgs(tag=tag, limit=1))).tasks:
+                return False
+        return True
+
     def _budget_spent(self) -> str | None:
         o = self.options
         if o.max_sessions is not None and self.tally.started >= o.max_sessions:
@@ -328,7 +338,24 @@ class Runner:
         what = claim.reason or "nothing claimable"
         roots = [w.model_dump(mode="json", exclude_none=True) for w in claim.waiting_on or []]
         named = ", ".join(f"{r.get('key')} ({r.get('status') or r.get('why') or ''})".replace(" ()", "") for r in roots)
-        return f"waiting: {what}" + (f" on {named}" if named else "") + " (a person's action or a change wakes it)"
+        return f"waiting: {what}" + (f" on {named}" if named else "") + f" ({self._what_helps(what, roots)})"
+
+    @staticmethod
+    def _what_helps(reason: str, roots: list[dict[str, Any]]) -> str:
+        """The command a person runs to move the wait on, where one does."""
+        wanted = {"waiting_on_review": Status.IN_REVIEW, "blocked_by_failure": Status.FAILED}.get(reason)
+        keys = [str(r["key"]) for r in roots if r.get("status") == wanted] or [str(r["key"]) for r in roots]
+        if reason == "waiting_on_review" and keys:
+            return (
+                f"a person decides: `mcp-harness review approve {keys[0]}` or "
+                f"`mcp-harness review reject {keys[0]} --comment ...`"
+            )
+        if reason == "blocked_by_failure" and keys:
+            return (
+                f"a person reopens it after reading `mcp-harness tasks show {keys[0]}`: "
+                f"`mcp-harness tasks reopen {keys[0]} --reason ...`"
+            )
+        return "a person's action or a change wakes it"
 
     def _say_waiting(self, text: str) -> None:
         if text != self.waiting:
@@ -402,6 +429,7 @@ class Runner:
                 why = exc.message if isinstance(exc, HarnessError) else (exc.strerror or str(exc))
                 self.display.say(f"slot {slot}: could not start a session on {key}: {why}")
                 self.tally.add("setup_error", None)
+                self.tally.setup_cause = f"could not start a session: {why}"
                 await self._settle(ident, key, lease.token, "setup_error", f"runner: could not start a session: {why}")
         finally:
             self.free_slots.append(slot)
@@ -522,6 +550,8 @@ class Runner:
         note = f"runner: session {session[:8]} ended {outcome} after {seconds:.0f} s"
         if seen.server_status not in (None, "connected"):
             note += f" (the harness server was {seen.server_status})"
+        elif outcome == "setup_error" and seen.setup_cause:
+            note += f" ({seen.setup_cause})"
         if words:
             note += f"; its last words: {words}"
         if key is not None and token is not None and status == Status.CLAIMED:
@@ -557,6 +587,8 @@ class Runner:
             last_words=words or None,
         )
         self.tally.add(outcome, seen.cost_usd)
+        if outcome == "setup_error":
+            self.tally.setup_cause = seen.setup_cause or self._setup_hint(seen, session)
         if outcome == "rate_limited":
             wait = max(0.0, seen.reset_at - time.time()) if seen.reset_at else self.backoff
             self.backoff = min(self.backoff * 2, BACKOFF_MOST)
@@ -565,6 +597,16 @@ class Runner:
         elif outcome != "setup_error":
             self.backoff = BACKOFF_FIRST
         self.display.say(f"slot {slot}: {key or 'initializer'} {summary}" + (f" ({words})" if words else ""))
+
+    @staticmethod
+    def _setup_hint(seen: Observed, session: str) -> str:
+        """What to check after a setup error that was not the model API's: the harness server in the
+        session, or the agent's start."""
+        look = f"check the agent command and `mcp-harness sessions show {session[:8]}`"
+        if seen.connected is False:
+            status = seen.server_status or "absent"
+            return f"the harness server did not connect in the agent's session ({status}): {look}"
+        return f"the agent did not start ({seen.words() or 'no output'}): {look}"
 
     async def _what_it_did(self, ident: Identity, key: str | None) -> tuple[str | None, str | None]:
         """The last complete/release/fail the session's identity took on its task, and the status now."""

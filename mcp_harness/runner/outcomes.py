@@ -2,10 +2,10 @@
 
 The task's state says what the agent did with it (completed, in_review, released, failed: an action
 its identity took during the session). Only when it did none of these does the way the process
-ended decide: the runner's own stop (stalled, timed_out, stopped), a setup error, a rate limit, the
-turn limit, a process that died without a final result (crashed), or one that just exited
-(no_progress). The exit code alone decides nothing: `claude -p` exits 0 on some rate limits and 1 on
-everything else."""
+ended decide: the runner's own stop (stalled, timed_out, stopped), a setup error (the harness server
+not connected, the model API unreachable or refusing the credentials), a rate limit, the turn limit,
+a process that died without a final result (crashed), or one that just exited (no_progress). The exit
+code alone decides nothing: `claude -p` exits 0 on some rate limits and 1 on everything else."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ def outcome(end: Ending) -> SessionOutcome:
         return ACTED[end.action]
     if end.stop is not None:
         return end.stop
+    if end.seen.setup_cause is not None:  # the environment's fault, not the task's
+        return "setup_error"
     if end.seen.limited:
         return "rate_limited"
     result = end.seen.result
