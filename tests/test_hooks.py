@@ -324,6 +324,22 @@ def test_the_brief_marks_ready_tasks_whose_paths_another_agent_holds(db_url, wor
     assert act(db_url, lambda h: h.tasks.claim(me, ClaimTaskArgs(task_key="handlers"))).reason == "paths_reserved"
 
 
+def test_a_runners_session_stopping_on_an_error_claims_nothing_about_its_leases(db_url, workspace, capsys, monkeypatch):
+    """In a runner's session the runner ends the lease and writes how the session went; the StopFailure
+    note, which may land after that, must not say the leases stay."""
+    me = Identity(workspace, ME)
+
+    async def setup(h: Harness) -> None:
+        await h.tasks.add(me, AddTasksArgs(tasks=[TaskSpec(key="k", title="K")]))
+        await h.tasks.claim(me, ClaimTaskArgs(task_key="k", lease_seconds=3600))
+
+    act(db_url, setup)
+    monkeypatch.setenv("MCP_HARNESS_KEEP_LEASES", "1")
+    assert fire("StopFailure", db_url, workspace, capsys, monkeypatch) == ("", "")
+    notes = act(db_url, lambda h: h.progress.recent(me, task_key="k"))
+    assert notes[0].summary == f"the session of {ME} stopped on rate_limit (it holds task k)"
+
+
 def test_session_end_ends_the_leases_and_the_next_claim_takes_the_task(db_url, workspace, capsys, monkeypatch):
     me, other = Identity(workspace, ME), Identity(workspace, "claude-code:0ther000")
 

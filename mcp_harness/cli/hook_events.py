@@ -141,7 +141,10 @@ async def _session_end(harness: Harness, ident: Identity, call: HookCall) -> Non
 async def _stop_failure(harness: Harness, ident: Identity, call: HookCall) -> None:
     error = _word(call.data.get("error"), "an API error")
     held = await _held(harness, ident)
-    summary = f"the session of {ident.agent} stopped on {error}; it may go on: its leases stay"
+    if leases_kept():  # a runner's session: the runner settles its task and says how the session went
+        summary = f"the session of {ident.agent} stopped on {error}"
+    else:
+        summary = f"the session of {ident.agent} stopped on {error}; it may go on: its leases stay"
     if len(held) == 1:
         await _note(harness, ident, summary + f" (it holds task {held[0]})", held[0])
     else:
