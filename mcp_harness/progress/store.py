@@ -2,17 +2,61 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from mcp_harness.store import named
 from mcp_harness.store.common import next_progress_seq
-from mcp_harness.store.connection import Connection
+from mcp_harness.store.connection import Connection, Query, columns
 from mcp_harness.store.records import ProgressRow
-from mcp_harness.store.search import Terms, search_refused
-from mcp_harness.tasks.store.queries import PROGRESS_RANKED, progress_search, recent_progress
+from mcp_harness.store.search import PROGRESS_TEXT, Shape, Terms, search_refused, tsquery
 
 Q = named.load("progress")
 S = named.load("search_run")
+
+
+@cache
+def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
+    """Progress entries newest first (each filter is its own statement, so each finds its index)."""
+    where = "workspace = :ws"
+    where += " AND thread = :thread" if by_thread else ""
+    where += " AND task_key = :task" if by_task else ""
+    where += " AND seq < :before" if paged else ""
+    sql = f"SELECT {columns(ProgressRow)} FROM progress WHERE {where} ORDER BY seq DESC LIMIT :limit"
+    return Query(sql, row=ProgressRow, name=f"recent_progress({by_thread}, {by_task}, {paged})")
+
+
+#: SQLite: the entries of the temporary table `search_run.sql` fills that match, best first (by bm25
+#: over that table's rows alone)
+PROGRESS_RANKED = Query(
+    f"SELECT {columns(ProgressRow, prefix='p.')} FROM temp.progress_rank AS r JOIN progress AS p ON p.id = r.rowid "
+    "WHERE progress_rank MATCH :q ORDER BY bm25(progress_rank), p.seq DESC LIMIT :limit",
+    row=ProgressRow,
+    name="progress_ranked",
+)
+
+
+#: PostgreSQL: a small workspace's entries read apart (MATERIALIZED: the planner cannot take the text
+#: condition to the shared GIN index, which a generic plan of a prepared statement did for a 3-entry
+#: workspace, walking every workspace's matches)
+SCOPED_PROGRESS = "(WITH scope AS MATERIALIZED (SELECT * FROM progress WHERE workspace = :ws) SELECT * FROM scope)"
+
+
+@cache
+def progress_search(shape: Shape, scoped: bool = False) -> Query:
+    """PostgreSQL: the progress entries matching a full-text query, best first (see `search.py`; the
+    query's terms are parameters); `scoped`: a small workspace, read apart (`SCOPED_PROGRESS`). SQLite
+    ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
+    cols = columns(ProgressRow, prefix="p.")
+    text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
+    source = SCOPED_PROGRESS if scoped else "progress"
+    postgresql = (
+        f"SELECT {cols} FROM {source} AS p, (SELECT {tsquery(shape)} AS q) AS s "
+        f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
+    )
+    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape}, {scoped})")
+
+
 #: a workspace of at most this many entries is searched in its own entries alone (PostgreSQL: `PG_SCOPED`,
 #: where it costs a to_tsvector of each entry)
 SCOPED_ENTRIES = 1000

@@ -11,6 +11,9 @@ from mcp_harness.errors import InvalidArgument
 Term = tuple[str, bool]
 
 
+Shape = tuple[tuple[int, ...], int]  #: a full-text query's shape (`Terms.shape`): its statement's form
+
+
 @dataclass
 class Terms:
     groups: list[list[Term]] = field(default_factory=list)  #: all groups must match; one term of each
@@ -41,7 +44,7 @@ class Terms:
         return " ".join(parts)
 
     @property
-    def shape(self) -> tuple[tuple[int, ...], int]:
+    def shape(self) -> Shape:
         """What the PostgreSQL statement's form depends on (the values are parameters)."""
         return tuple(len(g) for g in self.groups), len(self.excluded)
 
@@ -61,7 +64,7 @@ TASK_TEXT = (
 )
 
 
-def tsquery(shape: tuple[tuple[int, ...], int]) -> str:
+def tsquery(shape: Shape) -> str:
     """A PostgreSQL tsquery expression of `:t0`... for a query of this shape: each term a phrase query
     (a word is a phrase of one; punctuation cannot break it), alternatives `||`, groups `&&`."""
     groups, excluded = shape

@@ -1,25 +1,111 @@
 """Reads for the operator console and the metrics: board columns, what tasks wait on, the dependency
 graph, the filtered timeline, who was seen when. Named queries (`oversight/store/console.sql`) on a `read()`
 connection, like the hot paths; each runs when a person opens a page or a scraper asks. The filtered
-table, timeline and event window come in shapes a person picks: `tasks/store/queries.py` builds them."""
+table, timeline and event window come in shapes a person picks: built here (`*_query`), once per shape."""
 
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 from mcp_harness.progress import store as progress
+from mcp_harness.progress.store import SCOPED_PROGRESS
 from mcp_harness.store import named
-from mcp_harness.store.connection import Connection, array
-from mcp_harness.store.records import ProgressRow, TaskRecord
-from mcp_harness.store.search import Terms, search_refused
-from mcp_harness.tasks.rules import BOARD_ORDER
-from mcp_harness.tasks.store import queries
-from mcp_harness.tasks.store.queries import TABLE_SORTS as TABLE_SORTS
-from mcp_harness.tasks.store.queries import TABLE_STATUS
+from mcp_harness.store.connection import Connection, Query, array, columns
+from mcp_harness.store.records import ProgressRow, TaskEventRow, TaskRecord, TaskTableRow
+from mcp_harness.store.search import PROGRESS_TEXT, Shape, Terms, search_refused, tsquery
+from mcp_harness.tasks.rules import BLOCKED, BOARD_ORDER, Status
+from mcp_harness.tasks.store.queries import ONE_TAG, tagged
 
 Q = named.load("console")
 FILTERS = named.load("console_filters")
+
+
+# -- the console's filtered reads ------------------------------------------------------------------
+# Built: a person picks the filters, and the table's sort column and direction (from `TABLE_SORTS`).
+
+#: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
+TABLE_SORTS = {
+    "key": '"key"',
+    "status": "status",
+    "owner": "owner",
+    "priority": "priority",
+    "updated": "updated_at",
+    "created": "id",
+}
+#: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
+TABLE_STATUS = {
+    BLOCKED: "status = 'pending' AND blocked = TRUE",
+    Status.PENDING.value: "status = 'pending' AND blocked = FALSE",
+}
+
+
+@cache
+def task_table_query(status: str | None, owner: bool, tag: bool, sort: str, descending: bool, count: bool) -> Query:
+    """The console's task table (or, `count`, how many rows it has): `status` (one of `TABLE_STATUS`, else
+    `:status`), `:owner`, `:tag`, sorted by `TABLE_SORTS[sort]`."""
+    where = ["workspace = :ws"]
+    if status is not None:
+        where.append(TABLE_STATUS.get(status, "status = :status"))
+    if owner:
+        where.append("owner = :owner")
+
+    if tag:
+        where.append(tagged(ONE_TAG))
+    if count:
+        return Query(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", name="console_task_table_count")
+    order = f"{TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'}, id"
+    sql = f"SELECT {columns(TaskTableRow)} FROM tasks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
+    sql += " OFFSET :offset"
+    return Query(sql, row=TaskTableRow, name=f"console_task_table({status}, {owner}, {tag}, {sort}, {descending})")
+
+
+@cache
+def events_window_query(agent: bool, task_key: bool, since: bool) -> Query:
+    """Task events newest first (by time; one task's by id) up to `:until` (and from `:since`), by `:agent`
+    and `:task_key` when asked."""
+    # one task's: `+created_at` (no index on it) keeps SQLite, which has no statistics, on the task's index
+    at = "+created_at" if task_key else "created_at"
+    where = ["workspace = :ws", f"{at} <= :until"]
+    where += [
+        c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key), (f"{at} >= :since", since)) if on
+    ]
+    # newest first by time, the order ix_task_event_time (or, for an agent, ix_task_event_actor) holds them in,
+    # so the window is read, not sorted; one task's events are read from ix_task_event_task, in id order
+    order = "id DESC" if task_key else "created_at DESC, id DESC"
+    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
+    return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
+
+
+@cache
+def timeline_query(
+    agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool, scoped: bool = False
+) -> Query:
+    """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
+    (`search.py`) the entries must match; `scoped` (PostgreSQL, with `text`): a small workspace, read
+    apart (`SCOPED_PROGRESS`)."""
+    where = ["workspace = :ws"]
+    where += [
+        f"{c} = :{c}"
+        for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread), ("status", status))
+        if on
+    ]
+    if before:
+        where.append("seq < :before_seq")
+    head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "
+    tail = " ORDER BY seq DESC LIMIT :limit"
+    sqlite = head + " AND ".join(where) + tail
+    postgresql = None
+    if text is not None:
+        sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
+        pg_head = head.replace("FROM progress", f"FROM {SCOPED_PROGRESS} AS p") if scoped else head
+        postgresql = pg_head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
+        sqlite += tail
+    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before}, {scoped})"
+    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)
+
+
 #: each board column's query (`blocked`: pending behind a failed dependency)
 COLUMN = {status: Q[f"board_{status}"] for status in BOARD_ORDER}
 #: (workspace, agent) seen in this many newest progress entries count for "last seen"
@@ -120,7 +206,7 @@ async def timeline(
         params.update(text.params(conn.dialect))
     try:
         small = text is not None and conn.dialect != "sqlite" and await progress.scoped(conn, workspace)
-        query = queries.timeline(
+        query = timeline_query(
             *(params[k] is not None for k in ("agent", "task_key", "thread", "status")),
             text.shape if text is not None else None,
             before_seq is not None,
@@ -254,9 +340,9 @@ async def task_table(
     params = {"ws": workspace, "status": status, "owner": owner, "tag": tag, "limit": limit, "offset": offset}
     shape = (status, owner is not None, tag is not None, sort, descending)
     used = {k: v for k, v in params.items() if v is not None and not (k == "status" and v in TABLE_STATUS)}
-    rows = await conn.fetch_all(queries.task_table(*shape, False), used)
+    rows = await conn.fetch_all(task_table_query(*shape, False), used)
     counted = {k: v for k, v in used.items() if k not in ("limit", "offset")}
-    total = await conn.fetch_value(queries.task_table(*shape, True), counted)
+    total = await conn.fetch_value(task_table_query(*shape, True), counted)
     return rows, int(total)
 
 
@@ -272,7 +358,7 @@ async def events_window(
 ) -> list:
     """Task events (newest first, at most `limit`) from `since` to `until`, by `agent` and `task_key` if given."""
     params = {"ws": workspace, "agent": agent, "task_key": task_key, "since": since, "until": until, "limit": limit}
-    query = queries.events_window(agent is not None, task_key is not None, since is not None)
+    query = events_window_query(agent is not None, task_key is not None, since is not None)
     return await conn.fetch_all(query, {k: v for k, v in params.items() if v is not None})
 
 

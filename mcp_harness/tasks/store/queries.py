@@ -1,5 +1,7 @@
-"""The statements Python builds: only those whose shape a call chooses at run time. Every other statement
-is a named query in a `.sql` file beside its concept's store, loaded by `named.load()` (see `store/named.py`).
+"""The task statements Python builds: only those whose shape a call chooses at run time. Every other
+statement is a named query in a `.sql` file beside its concept's store, loaded by `named.load()` (see
+`store/named.py`); the progress log's builders are in `progress/store.py`, the console's in
+`oversight/store/reads.py`.
 
 A shape is chosen at run time in three ways, and each builder says which:
 - optional filters (a claim's tags and key, a listing's statuses, tag and search, the console's
@@ -28,16 +30,11 @@ from mcp_harness.store.records import (
     ClaimEvent,
     EmptyClaimFacts,
     PathCandidate,
-    ProgressRow,
-    TaskEventRow,
     TaskRecord,
-    TaskTableRow,
     WaitRow,
 )
-from mcp_harness.store.search import PROGRESS_TEXT, TASK_TEXT, tsquery
-from mcp_harness.tasks.rules import BLOCKED, SETTLED, Status
-
-Shape = tuple[tuple[int, ...], int]  #: a full-text query's shape (`search.Terms.shape`)
+from mcp_harness.store.search import TASK_TEXT, Shape, tsquery
+from mcp_harness.tasks.rules import SETTLED
 
 
 def in_array(column: str, parameter: str, dialect: str) -> str:
@@ -411,129 +408,3 @@ def task_page(
     name = f"task_page({by_status}, {by_tag})" if ready is None else f"task_page({by_status}, {by_tag}, {ready})"
     name += f" search {search}{' scoped' if scoped else ''}" if search is not None else ""
     return _both(sql, row=TaskRecord, name=name)
-
-
-@cache
-def recent_progress(by_thread: bool, by_task: bool, paged: bool) -> Query:
-    """Progress entries newest first (each filter is its own statement, so each finds its index)."""
-    where = "workspace = :ws"
-    where += " AND thread = :thread" if by_thread else ""
-    where += " AND task_key = :task" if by_task else ""
-    where += " AND seq < :before" if paged else ""
-    sql = f"SELECT {columns(ProgressRow)} FROM progress WHERE {where} ORDER BY seq DESC LIMIT :limit"
-    return Query(sql, row=ProgressRow, name=f"recent_progress({by_thread}, {by_task}, {paged})")
-
-
-#: SQLite: the entries of the temporary table `search_run.sql` fills that match, best first (by bm25
-#: over that table's rows alone)
-PROGRESS_RANKED = Query(
-    f"SELECT {columns(ProgressRow, prefix='p.')} FROM temp.progress_rank AS r JOIN progress AS p ON p.id = r.rowid "
-    "WHERE progress_rank MATCH :q ORDER BY bm25(progress_rank), p.seq DESC LIMIT :limit",
-    row=ProgressRow,
-    name="progress_ranked",
-)
-
-
-#: PostgreSQL: a small workspace's entries read apart (MATERIALIZED: the planner cannot take the text
-#: condition to the shared GIN index, which a generic plan of a prepared statement did for a 3-entry
-#: workspace, walking every workspace's matches)
-SCOPED_PROGRESS = "(WITH scope AS MATERIALIZED (SELECT * FROM progress WHERE workspace = :ws) SELECT * FROM scope)"
-
-
-@cache
-def progress_search(shape: Shape, scoped: bool = False) -> Query:
-    """PostgreSQL: the progress entries matching a full-text query, best first (see `search.py`; the
-    query's terms are parameters); `scoped`: a small workspace, read apart (`SCOPED_PROGRESS`). SQLite
-    ranks in a table of the workspace's own (`PROGRESS_RANKED`)."""
-    cols = columns(ProgressRow, prefix="p.")
-    text = PROGRESS_TEXT.replace("summary", "p.summary").replace("details", "p.details")
-    source = SCOPED_PROGRESS if scoped else "progress"
-    postgresql = (
-        f"SELECT {cols} FROM {source} AS p, (SELECT {tsquery(shape)} AS q) AS s "
-        f"WHERE p.workspace = :ws AND {text} @@ s.q ORDER BY ts_rank({text}, s.q) DESC, p.seq DESC LIMIT :limit"
-    )
-    return Query("", postgresql=postgresql, row=ProgressRow, name=f"progress_search({shape}, {scoped})")
-
-
-# -- the console's filtered reads ------------------------------------------------------------------
-# Built: a person picks the filters, and the table's sort column and direction (from `TABLE_SORTS`).
-
-#: the task table's sort keys (a whitelist: each is a column, the key of the table's headers)
-TABLE_SORTS = {
-    "key": '"key"',
-    "status": "status",
-    "owner": "owner",
-    "priority": "priority",
-    "updated": "updated_at",
-    "created": "id",
-}
-#: the table's statuses that are not a stored status (`blocked`: pending behind a failed dependency)
-TABLE_STATUS = {
-    BLOCKED: "status = 'pending' AND blocked = TRUE",
-    Status.PENDING.value: "status = 'pending' AND blocked = FALSE",
-}
-
-
-@cache
-def task_table(status: str | None, owner: bool, tag: bool, sort: str, descending: bool, count: bool) -> Query:
-    """The console's task table (or, `count`, how many rows it has): `status` (one of `TABLE_STATUS`, else
-    `:status`), `:owner`, `:tag`, sorted by `TABLE_SORTS[sort]`."""
-    where = ["workspace = :ws"]
-    if status is not None:
-        where.append(TABLE_STATUS.get(status, "status = :status"))
-    if owner:
-        where.append("owner = :owner")
-
-    if tag:
-        where.append(tagged(ONE_TAG))
-    if count:
-        return Query(f"SELECT count(*) FROM tasks WHERE {' AND '.join(where)}", name="console_task_table_count")
-    order = f"{TABLE_SORTS[sort]} {'DESC' if descending else 'ASC'}, id"
-    sql = f"SELECT {columns(TaskTableRow)} FROM tasks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
-    sql += " OFFSET :offset"
-    return Query(sql, row=TaskTableRow, name=f"console_task_table({status}, {owner}, {tag}, {sort}, {descending})")
-
-
-@cache
-def events_window(agent: bool, task_key: bool, since: bool) -> Query:
-    """Task events newest first (by time; one task's by id) up to `:until` (and from `:since`), by `:agent`
-    and `:task_key` when asked."""
-    # one task's: `+created_at` (no index on it) keeps SQLite, which has no statistics, on the task's index
-    at = "+created_at" if task_key else "created_at"
-    where = ["workspace = :ws", f"{at} <= :until"]
-    where += [
-        c for c, on in (("actor = :agent", agent), ("task_key = :task_key", task_key), (f"{at} >= :since", since)) if on
-    ]
-    # newest first by time, the order ix_task_event_time (or, for an agent, ix_task_event_actor) holds them in,
-    # so the window is read, not sorted; one task's events are read from ix_task_event_task, in id order
-    order = "id DESC" if task_key else "created_at DESC, id DESC"
-    sql = f"SELECT {columns(TaskEventRow)} FROM task_events WHERE {' AND '.join(where)} ORDER BY {order} LIMIT :limit"
-    return Query(sql, row=TaskEventRow, name=f"console_events_window({agent}, {task_key}, {since})")
-
-
-@cache
-def timeline(
-    agent: bool, task_key: bool, thread: bool, status: bool, text: Shape | None, before: bool, scoped: bool = False
-) -> Query:
-    """Progress entries newest first, with the filters asked for; `text`: the shape of a full-text query
-    (`search.py`) the entries must match; `scoped` (PostgreSQL, with `text`): a small workspace, read
-    apart (`SCOPED_PROGRESS`)."""
-    where = ["workspace = :ws"]
-    where += [
-        f"{c} = :{c}"
-        for c, on in (("agent", agent), ("task_key", task_key), ("thread", thread), ("status", status))
-        if on
-    ]
-    if before:
-        where.append("seq < :before_seq")
-    head = f"SELECT {columns(ProgressRow)} FROM progress WHERE "
-    tail = " ORDER BY seq DESC LIMIT :limit"
-    sqlite = head + " AND ".join(where) + tail
-    postgresql = None
-    if text is not None:
-        sqlite = head + " AND ".join([*where, "id IN (SELECT rowid FROM progress_fts WHERE progress_fts MATCH :q)"])
-        pg_head = head.replace("FROM progress", f"FROM {SCOPED_PROGRESS} AS p") if scoped else head
-        postgresql = pg_head + " AND ".join([*where, f"{PROGRESS_TEXT} @@ ({tsquery(text)})"]) + tail
-        sqlite += tail
-    name = f"console_timeline({agent}, {task_key}, {thread}, {status}, {text}, {before}, {scoped})"
-    return Query(sqlite, postgresql=postgresql, row=ProgressRow, name=name)
