@@ -5,6 +5,9 @@ that leave the store as the store's own types. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import sys
+import threading
 from typing import NamedTuple
 
 import pytest
@@ -18,7 +21,7 @@ from mcp_harness.models import TaskSpec
 from mcp_harness.service import Harness, Identity
 from mcp_harness.store import StorageError, UniqueViolation, common, idempotency
 from mcp_harness.store.common import ensure_workspace, next_progress_seq
-from mcp_harness.store.connection import Query, fetch_row, numbered
+from mcp_harness.store.connection import GETTERS, Query, _getters, fetch_row, numbered
 from mcp_harness.tasks.store import queries
 from mcp_harness.tasks.store import tasks as task_store
 
@@ -265,3 +268,27 @@ def test_the_claim_condition_and_the_tag_subquery_are_written_once():
         assert "ready = TRUE" in picked.sqlite and queries.CLAIMABLE not in picked.sqlite
     assert queries.CLAIMABLE in queries.task_page(False, False, True).sqlite
     assert queries.CLAIMABLE in queries.claim(False, False).sqlite  # PostgreSQL's claim (its text before numbering)
+
+
+def test_record_getters_are_made_whole_while_other_threads_collect_garbage():
+    """A record type declared on one thread (the service is imported on a worker thread) while the
+    garbage collector runs on another gets every field's getter: the class the getters come from is
+    kept alive while they are read (a collected class's namespace is emptied under its mapping proxy)."""
+    stop = threading.Event()
+
+    def collect() -> None:
+        while not stop.is_set():
+            gc.collect(0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so collections land inside the reads
+    collector = threading.Thread(target=collect)
+    collector.start()
+    try:
+        made = [_getters.__wrapped__(GETTERS) for _ in range(2000)]
+    finally:
+        stop.set()
+        collector.join()
+        sys.setswitchinterval(interval)
+    assert all(len(getters) == GETTERS for getters in made)
+    assert made[-1][3].__get__((0, 1, 2, 3)) == 3

@@ -48,8 +48,10 @@ def _getters(count: int) -> tuple[Any, ...]:
     A getter reads its position whatever the field is named, so one per position serves every record
     type: declaring one costs no namedtuple at import."""
     fields = [f"f{i}" for i in range(count)]
-    made = namedtuple("Fields", fields).__dict__  # noqa: PYI024 - only its field getters
-    return tuple(made[f] for f in fields)
+    # The class must stay referenced while its getters are read: the garbage collector may clear
+    # the namespace of an unreferenced class (a mapping proxy alone does not keep the class alive).
+    made = namedtuple("Fields", fields)  # noqa: PYI024 - only its field getters
+    return tuple(made.__dict__[f] for f in fields)
 
 
 class Record(tuple):
