@@ -121,7 +121,7 @@ def test_a_burst_then_stdin_closes(wires, db_url, workspace):
     status, stderr = wire.finish()
     assert status == 0 and "stopped reading stdout" not in stderr  # every answer was taken
     states = stored(db_url, workspace)
-    assert len(states) == total and sorted(states.values()) == list(range(1, total + 1))
+    assert len(states) == total and sorted(states.values()) == list(range(1, total + 1)), stderr[-3000:]
     if wire.readable:
         assert all(states[checkpoint] == n for checkpoint, n in saved.items())
 

@@ -56,15 +56,16 @@ class HarnessState:
     async def ready(self) -> None:
         """Wait until the harness is open: a stdio server opens it in the background, so that the
         client's handshake (initialize, tools/list) is answered without waiting for the database.
-        After a failed attempt, the next call starts another."""
+        After a failed attempt, the next call starts another; the calls that waited for the failed one
+        get its error."""
         if self.harness is not None or not self.opens_itself:
             return
         self.wanted.set()
-        if self.open_error is not None:
-            self.open_error, self.opened = None, anyio.Event()
+        if self.opened.is_set() and self.open_error is not None:
+            self.opened = anyio.Event()
             self.retry.set()
         await self.opened.wait()
-        if self.open_error is not None:
+        if self.harness is None and self.open_error is not None:
             raise self.open_error
 
 
@@ -168,7 +169,7 @@ async def hold_open(settings: Settings, state: HarnessState, stop: anyio.Event) 
                     await opened.checkpoints.purge_idempotency_keys()
                 except Unavailable as exc:  # e.g. a read-only database still serves reads
                     log.warning("old idempotency keys not purged: %s", exc.message)
-                state.harness = opened
+                state.harness, state.open_error = opened, None
                 state.opened.set()
                 await stop.wait()
                 return
