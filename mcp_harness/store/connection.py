@@ -48,10 +48,11 @@ def _getters(count: int) -> tuple[Any, ...]:
     A getter reads its position whatever the field is named, so one per position serves every record
     type: declaring one costs no namedtuple at import."""
     fields = [f"f{i}" for i in range(count)]
-    # The class must stay referenced while its getters are read: the garbage collector may clear
-    # the namespace of an unreferenced class (a mapping proxy alone does not keep the class alive).
-    made = namedtuple("Fields", fields)  # noqa: PYI024 - only its field getters
-    return tuple(made.__dict__[f] for f in fields)
+    # The class stays referenced (in a list, as a type checker sees no class declared) while its
+    # getters are read: the garbage collector may empty the namespace of an unreferenced class under
+    # the mapping proxy that reads it.
+    kept = [namedtuple("Fields", fields)]  # noqa: PYI024 - only its field getters
+    return tuple(kept[0].__dict__[f] for f in fields)
 
 
 class Record(tuple):
