@@ -39,7 +39,7 @@ def test_python_commands_run_without_an_activated_environment(name):
         c
         for c in shown
         if re.match(r"^([A-Z_]+=\S+ )?python3? ", c)
-        and not c.startswith(("python3 -m venv", "python3 -m pip install --user"))
+        and not c.startswith(("python3 -m venv", "python3 -m pip install --user", "python3 -m pipx"))
     ]
     assert bare == [], f"{name}: write these as they run without an activated venv (.venv/bin/python ...): {bare}"
 

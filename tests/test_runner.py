@@ -510,6 +510,18 @@ def test_a_dry_run_says_what_would_run_and_starts_nothing(tmp_path, proj, db):
     assert not sessions(db, WS) and board(db, WS)["a"]["status"] == "pending"
 
 
+def test_a_dry_run_without_claude_code_still_shows_the_work_then_says_what_is_missing(tmp_path, proj, db):
+    add_tasks(db, WS, [{"key": "a", "title": "first"}])
+    env = {**subprocess_env(), "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"}
+    env.pop("MCP_HARNESS_CLAUDE", None)
+    done = subprocess.run(
+        runner_command(db, WS, "--dry-run"), cwd=proj, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "1 task(s) ready now: a" in done.stdout, done.stdout + done.stderr
+    assert "no session could start: Claude Code's `claude` is not on PATH" in done.stderr
+    assert "Traceback" not in done.stderr and not sessions(db, WS)
+
+
 def test_a_runner_killed_outright_is_noticed_by_another_which_settles_its_session(tmp_path, proj, db, claude_binary):
     pids, wrapper = pid_wrapper(tmp_path, claude_binary)
     # a second task stays open: the survivor's one session ends at its budget (exit 4), not all done

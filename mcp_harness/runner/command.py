@@ -124,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
     if args.spec is not None:
         _readable_spec(args.spec)
-    agent = agents.choose(args.claude, args.command, _extra(args))
+    try:
+        agent: Any = agents.choose(args.claude, args.command, _extra(args))
+    except InvalidArgument as missing:
+        if not args.dry_run:
+            raise
+        agent = missing  # a preview still shows the work, then says why no session could start
     here = Path.cwd()
     root = top_level(here)
     if args.worktrees and root is None:
@@ -175,6 +180,9 @@ async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> in
     listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
     ready = [t.key for t in listed.tasks]
     print(f"workspace {workspace!r}: {len(ready)} task(s) ready now" + (f": {', '.join(ready)}" if ready else ""))
+    if isinstance(agent, InvalidArgument):
+        print(f"no session could start: {agent.message}", file=sys.stderr)
+        return 2
     words = getattr(agent, "words", None) or [getattr(agent, "binary", "claude"), "-p", "PROMPT", "..."]
     print(f"each session would run: {' '.join(words)} (up to {options.parallel} at once)")
     return 0
