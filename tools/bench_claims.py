@@ -22,6 +22,7 @@ runs in the same sitting.
     python tools/bench_claims.py --baseline 7099384 --rounds 3     # and the old build, taking turns
     python tools/bench_claims.py --db postgresql+asyncpg://postgres@127.0.0.1:5432/bench_claims \
         --processes 2 --workers 32 --baseline 7099384              # 2 processes x 16 in flight, the floor
+    python tools/bench_claims.py --processes 1 --profile /tmp/prof # where a server's time goes (cProfile)
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Build:
     label: str
     python: str
     cwd: str
+    #: a folder for the servers' cProfile profiles (`tools/profile_serve.py`; the seeder is not profiled)
+    profile: str | None = None
 
 
 def git(*args: str) -> str:
@@ -107,7 +110,10 @@ class Server:
     @classmethod
     async def spawn(cls, build: Build, db: str, workspace: str, agent: str) -> Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_HARNESS_", "CLAUDE_CODE_"))}
-        command = [build.python, "-m", "mcp_harness", "serve", "--db", db, "--workspace", workspace, "--agent", agent]
+        run = ["-m", "mcp_harness"]
+        if build.profile and agent != "seeder":
+            run = [str(ROOT / "tools" / "profile_serve.py"), build.profile]
+        command = [build.python, *run, "serve", "--db", db, "--workspace", workspace, "--agent", agent]
         proc = await asyncio.create_subprocess_exec(
             *command,
             stdin=subprocess.PIPE,
@@ -470,10 +476,18 @@ def main() -> int:
         help="with --baseline: whole runs in turns (not pair by pair, nor both builds at once)",
     )
     parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the servers under cProfile: DIR/<build>/<pid>.prof (tools/profile_serve.py)",
+    )
     args = parser.parse_args()
     builds = [this_build()]
     if args.baseline:
         builds.append(build_baseline(args.baseline))
+    if args.profile:
+        for build in builds:
+            build.profile = str(Path(args.profile) / build.label)
     rounds = args.rounds or (3 if args.baseline else 1)
     counts = args.processes or ([2] if args.db and is_postgres(args.db) else [1, 4, 8])
     postgres = bool(args.db and is_postgres(args.db))
