@@ -13,12 +13,13 @@ SQLite: the event-loop fast path is sqlite3. One writer connection per process, 
 event-loop thread (a write transaction is a few microseconds of SQL plus one fsync; running it
 through aiosqlite costs several cross-thread hops per statement, which dominated the cost of a
 claim). Every write transaction opens with `BEGIN IMMEDIATE` (no lock upgrades, so no "database is
-locked" from them). The write lock is acquired with `busy_timeout=0` and retried with short jittered
-async sleeps, so a process waiting for another process's write neither blocks its event loop nor
-oversleeps in SQLite's busy handler. In-process writers queue on an `anyio.Lock`. Short reads run on a
-second sqlite3 connection, also on the loop thread. WAL with `synchronous=FULL`: an acknowledged write
-survives power loss. The cold paths alone use the async engine, SQLAlchemy over aiosqlite (a worker
-thread, so a long read never blocks the loop; writes still queue on the process's write lock).
+locked" from them). The write lock is acquired with `busy_timeout=0` and retried after jittered
+async sleeps of about a millisecond, so a process waiting for another process's write neither blocks
+its event loop nor oversleeps in SQLite's busy handler. In-process writers queue on an `anyio.Lock`.
+Short reads run on a second sqlite3 connection, also on the loop thread. WAL with `synchronous=FULL`:
+an acknowledged write survives power loss. The cold paths alone use the async engine, SQLAlchemy over
+aiosqlite (a worker thread, so a long read never blocks the loop; writes still queue on the process's
+write lock).
 
 Migrations run on the fast path (`migrations.py`: literal SQL files), so opening a database, and a
 session's first call, never import SQLAlchemy; `cold.py` is imported by the first cold path.
@@ -70,8 +71,10 @@ Q = named.load("health")
 SEARCH = named.load("search_run")
 #: how many searches run at once on SQLite (each on a worker thread and a connection of its own)
 SQLITE_SEARCHERS = 4
-#: the longest pause between two tries for SQLite's write lock while another process holds it
-WRITE_RETRY_MAX = 0.001
+#: the pause between two tries for SQLite's write lock while another process holds it (jittered by
+#: half either way); the event loop's timers fire no sooner than about a millisecond (epoll's
+#: granularity), so a shorter pause would not be a shorter wait
+WRITE_RETRY = 0.001
 #: how long `ping` says "full" after a write met a full disk (unless a write succeeds first): a
 #: PostgreSQL server's disk, or a SQLite file at its size limit, is seen only by the writes
 FULL_HELD_SECONDS = 30.0
@@ -291,7 +294,6 @@ class Database:
             self._writer = connect(self.url, writer=True)
         conn = self._writer
         deadline = anyio.current_time() + SQLITE_BUSY_TIMEOUT_MS / 1000
-        delay = 0.0005
         while True:
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -300,9 +302,8 @@ class Database:
                 if not is_busy(exc) or anyio.current_time() > deadline:
                     raise
             # SQLite's lock has no queue: it stands free until a waiter's next try, so the tries stay
-            # close together (a transaction holds it well under a millisecond), however long the wait.
-            await anyio.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 1.5, WRITE_RETRY_MAX)
+            # as close together as the loop's timers allow, however long the wait.
+            await anyio.sleep(WRITE_RETRY * random.uniform(0.5, 1.5))
 
     # -- cold paths: SQLAlchemy ---------------------------------------------------------------------
     def _cold_engine(self) -> AsyncEngine:
