@@ -49,6 +49,34 @@ def test_counts_and_urls_are_checked(argv, needle, capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("words", "own", "not_its"),
+    [
+        (["tasks", "show"], "KEY", "--status"),
+        (["tasks", "add"], "--title", "--status"),
+        (["tasks", "release"], "--reason", "--title"),
+        (["tasks", "retry"], "KEY", "--reason"),
+        (["tasks", "cancel"], "--reason", "--title"),
+        (["tasks", "reopen"], "--reason", "--title"),
+        (["review", "list"], "--json", "--comment"),
+        (["review", "approve"], "--comment", "list"),
+        (["review", "reject"], "--comment", "list"),
+        (["sessions", "show"], "ID", "--live"),
+        (["sessions", "stop"], "--agent", "--live"),
+        (["msg", "send"], "--to", "--all"),
+        (["token", "create"], "--role", "revoke"),
+    ],
+)
+def test_each_word_of_a_command_has_its_own_help(words, own, not_its, capsys):
+    """`tasks add --help` is the help of `tasks add` (its usage and flags), not the whole `tasks` command's."""
+    with pytest.raises(SystemExit) as exited:
+        main([*words, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: mcp-harness {' '.join(words)} "), out
+    assert own in out and not_its not in out, out
+
+
+@pytest.mark.parametrize(
     "argv",
     [["status"], ["log"], ["tasks"], ["tasks", "show", "k"], ["history", "main"], ["show", "main"], ["export"]],
 )

@@ -9,16 +9,13 @@ from datetime import UTC, datetime
 from mcp_harness import clock
 from mcp_harness.cli.output import clean, say
 from mcp_harness.cli.tables import time_left
-from mcp_harness.errors import InvalidArgument
 from mcp_harness.models import EVERY_FIELD
 from mcp_harness.service import Harness, Identity
 
 
-async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
+async def show_task(h: Harness, ident: Identity, key: str, *, as_json: bool) -> int:
     """`tasks show KEY`: the task, its lease, its events and the progress entries about it."""
-    if len(words) != 2 or words[0] != "show":
-        raise InvalidArgument("use `tasks show KEY`, `tasks release|retry|cancel KEY` (or `tasks` alone for the board)")
-    story = await h.tasks.story(ident, words[1])
+    story = await h.tasks.story(ident, key)
     if as_json:
         out = story.model_dump(mode="json", context=EVERY_FIELD, exclude={"task": {"lease": {"token"}}})
         print(json.dumps(out, indent=2))

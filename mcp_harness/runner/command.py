@@ -40,7 +40,8 @@ def amount(text: str) -> float:
     return value
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser], late: list[argparse.ArgumentParser]) -> None:
+    """`run` and `sessions` (`late`: the shared flags again for a command's words, `sessions show ID`)."""
     p = sub.add_parser("run", parents=parents, help=RUN_HELP, description=RUN_HELP)
     p.add_argument("--parallel", type=count, default=1, metavar="N", help="sessions at once (default 1)")
     p.add_argument("--max-sessions", type=count, default=None, metavar="N", help="start at most N sessions")
@@ -93,11 +94,16 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
     p = sub.add_parser("sessions", parents=parents, help="the runner's agent sessions; `sessions show ID`; `stop ID`")
-    p.add_argument("words", nargs="*", metavar="show ID|stop ID")
     p.add_argument("--live", action="store_true", help="only the sessions running now")
-    p.add_argument("--agent", default=None, help="stop: who asks (default: your login name)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=sessions)
+    words = p.add_subparsers(dest="verb", metavar="show|stop")
+    w = words.add_parser("show", parents=late, help="one session, with its transcript's tool calls")
+    w.add_argument("id", metavar="ID", help="the session's id, or the start of it")
+    w.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    w = words.add_parser("stop", parents=late, help="ask a live session's runner to stop it")
+    w.add_argument("id", metavar="ID", help="the session's id, or the start of it")
+    w.add_argument("--agent", default=None, help="who asks (default: your login name)")
 
 
 def _extra(args: argparse.Namespace) -> list[str]:
@@ -192,18 +198,14 @@ def sessions(args: argparse.Namespace) -> int:
     from mcp_harness.cli.common import identity, person, with_harness
     from mcp_harness.cli.output import clean, show, table
 
-    words = list(args.words)
-    if words and (words[0] not in ("show", "stop") or len(words) != 2):
-        raise InvalidArgument("use `sessions`, `sessions show ID` or `sessions stop ID`")
-
     async def go(h: Any) -> int:
-        if words and words[0] == "stop":
-            record = await h.runs.request_stop(person(args), _session_id(await h.runs.list(identity(args)), words[1]))
+        if args.verb == "stop":
+            record = await h.runs.request_stop(person(args), _session_id(await h.runs.list(identity(args)), args.id))
             print(f"asked session {record.id[:8]} to stop (its runner stops it within seconds)")
             return 0
         ident = identity(args)
-        if words:
-            record = await h.runs.get(ident, _session_id(await h.runs.list(ident), words[1]))
+        if args.verb == "show":
+            record = await h.runs.get(ident, _session_id(await h.runs.list(ident), args.id))
             calls = _tool_calls(record.transcript)
             if args.json:
                 print(json.dumps({**record.model_dump(mode="json"), "tool_calls": calls}, indent=2))
