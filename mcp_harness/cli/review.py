@@ -83,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
             print("next: mcp-harness review approve KEY [--comment C] | reject KEY --comment C", file=sys.stderr)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def task_action(args: argparse.Namespace, word: str, key: str) -> int:
@@ -106,4 +106,4 @@ def _act(args: argparse.Namespace, name: str, key: str) -> int:
         await _done(h, who, answer, rule.done, args.json)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)

@@ -118,7 +118,7 @@ def _extra(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from mcp_harness.cli.common import db_setting
+    from mcp_harness.cli.common import check_db, db_setting
     from mcp_harness.config import Settings
     from mcp_harness.runner import agents
     from mcp_harness.runner.display import Display
@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from mcp_harness.runner.worktrees import top_level
     from mcp_harness.service import Harness
 
+    check_db(args, existing=False)  # a first run may make the database (`--spec`), never a mistyped path's folder
     if args.worktrees and args.parallel < 2:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
     if args.spec is not None:
