@@ -7,9 +7,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_harness.errors import InvalidArgument
+
+if TYPE_CHECKING:  # the runner's modules load only when `run` runs
+    from mcp_harness.runner.agents import ClaudeCode, CommandAgent
+    from mcp_harness.runner.loop import Options
+    from mcp_harness.service import Harness
 
 RUN_HELP = "keep the work going: headless agent sessions, one task each, until the plan is done"
 
@@ -131,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
     if args.spec is not None:
         _readable_spec(args.spec)
+    agent: ClaudeCode | CommandAgent | None = None
+    missing: str | None = None  #: why no session could start: a dry run still shows the work, then says it
     try:
-        agent: Any = agents.choose(args.claude, args.command, _extra(args))
-    except InvalidArgument as missing:
+        agent = agents.choose(args.claude, args.command, _extra(args))
+    except InvalidArgument as refused:
         if not args.dry_run:
             raise
-        agent = missing  # a preview still shows the work, then says why no session could start
+        missing = refused.message
     here = Path.cwd()
     root = top_level(here)
     if args.worktrees and root is None:
@@ -158,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with Harness.open(settings) as harness:
-            if args.dry_run:
-                return await _dry_run(harness, workspace, agent, options)
+            if args.dry_run or agent is None:  # no agent: only a dry run goes on without one
+                return await _dry_run(harness, workspace, agent, missing, options)
             runner = Runner(harness, workspace, agent, options, Display(options.parallel), root=root or here)
             return await runner.run()
 
@@ -180,17 +187,21 @@ def _readable_spec(spec: Path) -> None:
         raise InvalidArgument(f"--spec {spec}: cannot be read ({exc.strerror})") from None
 
 
-async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> int:
+async def _dry_run(
+    harness: Harness, workspace: str, agent: ClaudeCode | CommandAgent | None, missing: str | None, options: Options
+) -> int:
+    """The ready work, then the command each session would run, or (`missing`) why none could start."""
     from mcp_harness.arguments import ListTasksArgs
     from mcp_harness.identity import Identity
+    from mcp_harness.runner.agents import CommandAgent
 
     listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
     ready = [t.key for t in listed.tasks]
     print(f"workspace {workspace!r}: {len(ready)} task(s) ready now" + (f": {', '.join(ready)}" if ready else ""))
-    if isinstance(agent, InvalidArgument):
-        print(f"no session could start: {agent.message}", file=sys.stderr)
+    if agent is None:
+        print(f"no session could start: {missing}", file=sys.stderr)
         return 2
-    words = getattr(agent, "words", None) or [getattr(agent, "binary", "claude"), "-p", "PROMPT", "..."]
+    words = agent.words if isinstance(agent, CommandAgent) else [agent.binary, "-p", "PROMPT", "..."]
     print(f"each session would run: {' '.join(words)} (up to {options.parallel} at once)")
     return 0
 
