@@ -90,7 +90,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             board = {"tasks": rows, "counts": counts.model_dump()}
             print(json.dumps(board, indent=2))
         else:
-            show(counts_line(counts.model_dump()), task_board(tasks) if tasks else "no tasks")
+            ended = {t.key for t in tasks if await h.lease_end_reason(ident, t)}  # as `status` lists them
+            show(counts_line(counts.model_dump()), task_board(tasks, ended) if tasks else "no tasks")
         if not any(counts.model_dump().values()):
             await note_if_empty(h, ident)
         return 0

@@ -24,8 +24,11 @@ async def show_task(h: Harness, ident: Identity, key: str, *, as_json: bool) -> 
     say(f"{t.key}: {clean(t.title, multiline=False)}")
     say(f"  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
     if t.lease:
-        left = time_left(t.lease.expires_at, at=datetime.fromtimestamp(clock.now(), UTC))
-        say(f"  lease: attempt {t.lease.attempt}, {left}")
+        shown_at = datetime.fromtimestamp(clock.now(), UTC)
+        why = await h.lease_end_reason(ident, t)  # its holder's connection or session ended it: `status`'s ENDED
+        left = time_left(t.lease.expires_at, at=shown_at, ended=why is not None)
+        said = f" ({clean(why, multiline=False)}; the next claim takes the task)" if why else ""
+        say(f"  lease: attempt {t.lease.attempt}, {left}{said}")
     if t.kind == "gate" or t.review:
         say("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
     for name in (
