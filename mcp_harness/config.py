@@ -73,22 +73,34 @@ def missing_db_file(value: str | None) -> Path | None:
     """The SQLite file `--db` names when it does not exist, without creating anything; None when it
     exists, when `value` is not a SQLite file (PostgreSQL, in memory) or when it is the default
     database (created on first use by any command)."""
+    path = _db_file(value)
+    return None if path is None or path.exists() else path
+
+
+def missing_db_folder(value: str | None) -> Path | None:
+    """The folder of the SQLite file `--db` names when that folder does not exist (a mistyped path),
+    without creating anything; None as for `missing_db_file`, or when the folder is there."""
+    path = _db_file(value)
+    return None if path is None or path.expanduser().absolute().parent.exists() else path.parent
+
+
+def _db_file(value: str | None) -> Path | None:
+    """The SQLite file `--db` names; None for the default database, PostgreSQL or a database in memory."""
     if not value:
         return None
     if "://" not in value:
-        path = Path(value).expanduser()
-    elif value.split("://", 1)[0] in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
+        return Path(value).expanduser()
+    if value.split("://", 1)[0] in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
         rest = value.split("://", 1)[1]
         if not rest.startswith("/") or rest in ("/", "/:memory:") or rest.startswith("/file:"):
             return None
-        path = Path(rest[1:].split("?", 1)[0])
-    else:
-        return None
-    return None if path.exists() else path
+        return Path(rest[1:].split("?", 1)[0])
+    return None
 
 
-def resolve_db_url(value: str | None) -> str:
-    """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL."""
+def resolve_db_url(value: str | None, *, make_folder: bool = True) -> str:
+    """Turn `--db` (a SQLAlchemy URL or a plain file path, or nothing) into an async SQLAlchemy URL;
+    `make_folder`: create the folder of a plain path (the server's first start), else leave it."""
     if not value:
         path = default_db_path()
         if not path.parent.exists():
@@ -98,7 +110,8 @@ def resolve_db_url(value: str | None) -> str:
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in value:
         path = not_a_directory(Path(value).expanduser().resolve())
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_folder:
+            path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite+aiosqlite:///{path}"
     scheme = value.split("://", 1)[0]
     if scheme in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):

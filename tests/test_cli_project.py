@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import anyio
@@ -207,3 +208,32 @@ def test_tasks_show_says_how_long_ago_a_lease_ran_out(seeded, capsys):
     assert main(["tasks", "show", "cart", "--db", str(seeded), "--workspace", "shop"]) == 0
     out = capsys.readouterr().out
     assert "lease: attempt 1, expired 6s ago" in out or "lease: attempt 1, expired 5s ago" in out, out
+
+
+def test_a_lease_its_connection_ended_reads_ended_in_every_view(seeded, capsys):
+    """A connection's end sets its leases' expiry to that moment; `status` lists such a lease as ENDED, and
+    the board and `tasks show` say `ended`, not `expired`, with the reason where there is room."""
+    from mcp_harness import clock
+    from mcp_harness.arguments import ClaimTaskArgs
+    from mcp_harness.config import Settings
+    from mcp_harness.service import Harness, Identity
+
+    async def claim_then_end() -> None:
+        async with Harness.open(Settings.from_env(str(seeded))) as h:
+            coder = Identity("shop", "coder")
+            await h.tasks.claim(coder, ClaimTaskArgs(task_key="cart", lease_seconds=600))
+            await h.tasks.end_leases(coder, "its connection ended (stdin closed)")
+
+    anyio.run(claim_then_end)
+    clock.advance(16)
+    where = ["--db", str(seeded), "--workspace", "shop"]
+    assert main(["tasks", "show", "cart", *where]) == 0
+    shown = capsys.readouterr().out
+    said = re.search(r"lease: attempt 1, ended (\d+)s ago \(its connection ended \(stdin closed\); the next", shown)
+    assert said and 15 <= int(said[1]) <= 30, shown  # the clock moved 16 s on; a busy machine adds some
+    assert "expired" not in shown, shown
+    assert main(["tasks", *where]) == 0
+    board = capsys.readouterr().out
+    assert "ended" in board.split("cart", 1)[1].splitlines()[0] and "expired" not in board, board
+    assert main(["status", *where]) == 0
+    assert "ENDED" in capsys.readouterr().out

@@ -198,9 +198,15 @@ def test_remove_takes_out_what_init_added_and_nothing_else(project):
     before = snapshot(project)
     assert init(project).returncode == 0
     assert "@AGENTS.md" in (project / "CLAUDE.md").read_text() and (project / "AGENTS.md").exists()
-    shown = init(project, "--remove", "--dry-run")
-    assert shown.returncode == 0 and "removed 5 mcp-harness hooks" in shown.stdout
-    assert "AGENTS.md: removed the mcp-harness section; nothing else is in it: would be deleted" in shown.stdout
+    added = snapshot(project)
+    shown = init(project, "--remove", "--dry-run")  # says what it would do, as nothing is done yet
+    assert shown.returncode == 0 and "would remove 5 mcp-harness hooks" in shown.stdout
+    assert ".mcp.json: would remove server 'harness'; would be written as:" in shown.stdout
+    assert (
+        "AGENTS.md: would remove the mcp-harness section; nothing else would be left in it: would be deleted"
+        in shown.stdout
+    )
+    assert "removed" not in shown.stdout and snapshot(project) == added
     out = init(project, "--remove")
     assert out.returncode == 0, out.stderr
     assert snapshot(project) == before  # exactly as it was
@@ -271,6 +277,7 @@ def test_http_entries_reference_the_token_through_an_environment_variable(projec
 def test_dry_run_writes_nothing_and_bad_json_stops_everything(project):
     out = init(project, "--dry-run")
     assert out.returncode == 0 and "would be written" in out.stdout and '"mcpServers"' in out.stdout
+    assert ".mcp.json: would add server 'harness'" in out.stdout and "added" not in out.stdout
     assert snapshot(project) == {}
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text("{not json")

@@ -354,6 +354,7 @@ def test_a_budget_reached_by_the_session_that_finished_the_plan_ends_as_all_done
         done = run(db, WS, proj, runner_env(tmp_path / "home", model.url), "--max-sessions", "1", claude=claude_binary)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all tasks are done" in done.stdout and "(exit 0)" in done.stdout.splitlines()[-1], done.stdout
+    assert "budget reached" not in done.stdout, done.stdout  # all done is the one ending said
     assert board(db, WS)["only"]["status"] == "done"
 
 

@@ -57,7 +57,8 @@ def cmd_token(args: argparse.Namespace) -> int:
             print(f"revoked {count} token{'s' if count != 1 else ''}")
         return 0
 
-    return with_harness(args, run)
+    # a token may be made before the server's first start; listing or revoking needs the database there
+    return with_harness(args, run, existing=args.token_command != "create")
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -97,7 +97,7 @@ def snippet(client: str, transport: str, *, db: str, workspace: str, agent: str,
 def cmd_config(args: argparse.Namespace) -> int:
     from mcp_harness.config import resolve_db_url
 
-    db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"))
+    db = resolve_db_url(args.db or os.environ.get(ENV_PREFIX + "DB"), make_folder=False)  # printed, not opened
     if db.startswith("sqlite+aiosqlite:///"):
         db = db.removeprefix("sqlite+aiosqlite:///")  # a plain path reads better in a config file
     ident = identity(args, with_agent=True)

@@ -86,18 +86,34 @@ def db_setting(args: argparse.Namespace) -> str | None:
     return args.db if args.db is not None else os.environ.get(ENV_PREFIX + "DB")
 
 
+def check_db(args: argparse.Namespace, *, existing: bool) -> None:
+    """Refuse a `--db` that looks mistyped before anything is created: a mistyped path must not look like
+    an empty database. With `existing` (commands that only read or change what is there) a SQLite file
+    that is not there; otherwise (commands that may make the database on first use, e.g. `token create`
+    before the server's first start) a file whose folder is not there. `serve` creates both."""
+    from mcp_harness.config import missing_db_file, missing_db_folder
+    from mcp_harness.errors import NotFound
+
+    given = db_setting(args)
+    if existing and (missing := missing_db_file(given)) is not None:
+        raise NotFound(f"no database at {missing}: check --db (or {ENV_PREFIX}DB); a server creates it on first use")
+    if (folder := missing_db_folder(given)) is not None:
+        raise NotFound(
+            f"no folder {folder} for the database --db (or {ENV_PREFIX}DB) names: check the path, or create "
+            "the folder first; nothing was created"
+        )
+
+
 def with_harness(args: argparse.Namespace, fn: Callable[[Harness], Awaitable[int]], *, existing: bool = False) -> int:
-    """Open the database named by `--db` (or the environment), run `fn`, close it. With `existing`
-    (commands that only read or change what is there) a SQLite file that is not there is refused
-    rather than created: a mistyped `--db` must not look like an empty database."""
+    """Open the database named by `--db` (or the environment), run `fn`, close it; a `--db` that looks
+    mistyped is refused first (`check_db`, with `existing` for commands that only read or change what
+    is there)."""
     import anyio
 
-    from mcp_harness.config import Settings, missing_db_file
-    from mcp_harness.errors import NotFound
+    from mcp_harness.config import Settings
     from mcp_harness.service import Harness
 
-    if existing and (missing := missing_db_file(db_setting(args))) is not None:
-        raise NotFound(f"no database at {missing}: check --db (or {ENV_PREFIX}DB); a server creates it on first use")
+    check_db(args, existing=existing)
     settings = Settings.from_env(args.db)
 
     async def run() -> int:

@@ -45,6 +45,7 @@ from mcp_harness.cli.project import (
     remove_instructions,
     remove_permission,
     remove_server,
+    would,
 )
 
 
@@ -217,12 +218,13 @@ def cmd_init(args: argparse.Namespace) -> int:
         shown = change.path.relative_to(root) if change.path.is_relative_to(root) else change.path
         if change.text is None:
             print(f"  {shown}: {change.what}")
+        elif change.text == "" and args.dry_run:
+            print(f"  {shown}: {would(change.what)}; nothing else would be left in it: would be deleted")
         elif change.text == "":
-            print(f"  {shown}: {change.what}; nothing else is in it: {'would be ' if args.dry_run else ''}deleted")
-            if not args.dry_run:
-                write(change)
+            print(f"  {shown}: {change.what}; nothing else is in it: deleted")
+            write(change)
         elif args.dry_run:
-            print(f"  {shown}: would be written ({change.what}):")
+            print(f"  {shown}: {would(change.what)}; would be written as:")
             print("    " + change.text.rstrip("\n").replace("\n", "\n    "))
         else:
             backup = write(change)

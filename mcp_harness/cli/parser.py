@@ -31,12 +31,6 @@ TASK_COMMANDS: dict[str, tuple[Action, str]] = {
 REVIEW_COMMANDS = tuple(name for name, a in PERSON_ACTIONS.items() if RULES[a].allowed == {Status.IN_REVIEW})
 
 
-def _flagged(word: str, action: Action) -> str:
-    """A command word with the flag its action requires, if any: `cancel (--reason)`."""
-    rule = RULES[action]
-    return f"{word} (--{rule.argument})" if rule.required else word
-
-
 DESCRIPTION = "Durable memory and safe coordination for MCP agents: the server and the tools for people."
 
 
@@ -84,6 +78,27 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _after_the_word(parents: list[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
+    """The shared flags (`--db`, `--workspace`) again for a command's words (`tasks show`): given after
+    the word they count, and not given there they leave what was given before it (no default of their own)."""
+    late = argparse.ArgumentParser(add_help=False)
+    for parent in parents:
+        for action in parent._actions:
+            late.add_argument(*action.option_strings, default=argparse.SUPPRESS, help=action.help)
+    return [late]
+
+
+def _json(p: argparse.ArgumentParser) -> None:
+    """`--json` on a command's word, keeping a `--json` given before the word."""
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+
+
+def _person(p: argparse.ArgumentParser) -> None:
+    """The flags of a person's action (who acts, the answer as JSON), given after the word or before it."""
+    p.add_argument("--agent", default=argparse.SUPPRESS, help=PERSON)
+    _json(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="mcp-harness", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"mcp-harness {__version__}")
@@ -102,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     _clients(sub)
     _tokens_and_schemas(sub, common, ws)
     ui_command.add_parser(sub, [common, ws])  # `mcp-harness ui`, the operator console
-    runner_command.add_parser(sub, [common, ws])  # `mcp-harness run` and `sessions`, the session runner
+    # `mcp-harness run` and `sessions`, the session runner
+    runner_command.add_parser(sub, [common, ws], _after_the_word([common, ws]))
     return parser
 
 
@@ -142,32 +158,42 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
         parents=parents,
         help=f"the task board; `tasks show KEY`: one task's story; `tasks add`; `tasks {'|'.join(TASK_COMMANDS)} KEY`",
     )
-    p.add_argument(
-        "show",
-        nargs="*",
-        metavar=f"show|add|{'|'.join(TASK_COMMANDS)} KEY",
-        help="show: one task's lease, events and progress; add: a new task; "
-        + "; ".join(f"{_flagged(word, action)}: {what}" for word, (action, what) in TASK_COMMANDS.items()),
-    )
     p.add_argument("--status", action="append", default=None, choices=STATUSES)
-    reasoned = [word for word, (action, _what) in TASK_COMMANDS.items() if RULES[action].argument == "reason"]
-    p.add_argument("--reason", default=None, help=f"{', '.join(reasoned)}: why (it goes into the progress log)")
-    add = p.add_argument_group(
-        "tasks add KEY (one task from flags) or tasks add --file FILE (a JSON list, or JSON Lines)"
-    )
-    add.add_argument("--file", default=None, help="add: the tasks, in add_tasks' shape (- for stdin)")
-    add.add_argument("--title", default=None)
-    add.add_argument("--description", default=None)
-    add.add_argument("--step", action="append", default=None, help="an acceptance step (repeatable)")
-    add.add_argument("--depends-on", action="append", default=None, metavar="KEY", help="repeatable")
-    add.add_argument("--paths", action="append", default=None, metavar="P", help="a path pattern a claim reserves")
-    add.add_argument("--tag", action="append", default=None, help="repeatable")
-    add.add_argument("--priority", type=int, default=None, help="higher first (default 0)")
-    add.add_argument("--review", action="store_true", help="completing it waits for a person's approval")
-    add.add_argument("--gate", action="store_true", help="a person's decision, never claimed")
     p.add_argument("--query", default=None, help="full-text search over title, description, result, verification")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
+    verbs = p.add_subparsers(dest="verb", metavar=f"show|add|{'|'.join(TASK_COMMANDS)}")
+    late = _after_the_word(parents)
+    v = verbs.add_parser("show", parents=late, help="one task's lease, events and progress")
+    v.add_argument("key", metavar="KEY")
+    _json(v)
+    v = verbs.add_parser(
+        "add",
+        parents=late,
+        help="a new task from flags (tasks add KEY --title T), or many from a file (tasks add --file FILE)",
+    )
+    v.add_argument("key", nargs="?", default=None, metavar="KEY")
+    v.add_argument(
+        "--file", default=None, help="the tasks in add_tasks' shape, a JSON list or JSON Lines (- for stdin)"
+    )
+    v.add_argument("--title", default=None)
+    v.add_argument("--description", default=None)
+    v.add_argument("--step", action="append", default=None, help="an acceptance step (repeatable)")
+    v.add_argument("--depends-on", action="append", default=None, metavar="KEY", help="repeatable")
+    v.add_argument("--paths", action="append", default=None, metavar="P", help="a path pattern a claim reserves")
+    v.add_argument("--tag", action="append", default=None, help="repeatable")
+    v.add_argument("--priority", type=int, default=None, help="higher first (default 0)")
+    v.add_argument("--review", action="store_true", help="completing it waits for a person's approval")
+    v.add_argument("--gate", action="store_true", help="a person's decision, never claimed")
+    _person(v)
+    for word, (action, what) in TASK_COMMANDS.items():
+        v = verbs.add_parser(word, parents=late, help=what)
+        v.add_argument("key", metavar="KEY")
+        rule = RULES[action]
+        if rule.argument:
+            needed = "required" if rule.required else "optional"
+            v.add_argument(f"--{rule.argument}", default=None, help=f"why ({needed}; it goes into the progress log)")
+        _person(v)
 
     p = sub.add_parser("msg", help="messages: send --to A BODY, list [--all], ack ID... (as --agent, with operators')")
     msub = p.add_subparsers(dest="msg_verb", required=True, metavar="send|list|ack")
@@ -193,11 +219,21 @@ def _reading(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
     decisions = [f"{word} KEY" for word in REVIEW_COMMANDS]
     p = sub.add_parser("review", parents=parents, help=f"tasks waiting for a person: list, {', '.join(decisions)}")
-    p.add_argument("words", nargs="+", metavar="|".join(["list", *decisions]))
-    needed = [word for word in REVIEW_COMMANDS if RULES[PERSON_ACTIONS[word]].required]
-    p.add_argument("--comment", default=None, help=f"the reviewer's note (required to {' and '.join(needed)})")
     p.add_argument("--agent", default=None, help=PERSON)
     p.add_argument("--json", action="store_true")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="|".join(["list", *REVIEW_COMMANDS]))
+    late = _after_the_word(parents)
+    _json(verbs.add_parser("list", parents=late, help="the tasks and gates waiting for a person's decision"))
+    for word in REVIEW_COMMANDS:
+        rule = RULES[PERSON_ACTIONS[word]]
+        v = verbs.add_parser(word, parents=late, help=f"{word} a task or gate in review")
+        v.add_argument("key", metavar="KEY")
+        v.add_argument(
+            "--comment",
+            default=None,
+            help="the reviewer's note" + (" (required)" if rule.required else " (optional)"),
+        )
+        _person(v)
 
     p = sub.add_parser("history", parents=parents, help="checkpoints of a thread, newest first")
     p.add_argument("thread")

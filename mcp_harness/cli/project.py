@@ -38,6 +38,23 @@ class Change:
     by_hand: bool = False  #: the file cannot be rewritten (JSONC): the person adds the entry
 
 
+#: the verbs a change's line opens a clause with when it says what was done, and their plain forms
+DONE = {
+    "added": "add",
+    "replaced": "replace",
+    "rewrote": "rewrite",
+    "set": "set",
+    "allowed": "allow",
+    "removed": "remove",
+}
+_DONE_CLAUSE = re.compile(rf"(^|; )({'|'.join(DONE)}) ")
+
+
+def would(what: str) -> str:
+    """A change's line as a dry run says it: each clause that says what was done says what would be."""
+    return _DONE_CLAUSE.sub(lambda m: f"{m[1]}would {DONE[m[2]]} ", what)
+
+
 def load_json(path: Path, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}

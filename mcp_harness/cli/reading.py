@@ -63,22 +63,20 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     ident = identity(args)
-    if args.show and args.show[0] == "add":  # a person plans
+    if args.verb == "add":  # a person plans
         from mcp_harness.cli.task_add import add
 
-        return add(args, args.show[1:])
-    if args.show and args.show[0] in TASK_COMMANDS:  # a person's action
+        return add(args, args.key)
+    if args.verb in TASK_COMMANDS:  # a person's action
         from mcp_harness.cli.review import task_action
 
-        if len(args.show) != 2:
-            raise InvalidArgument(f"use `tasks {args.show[0]} KEY`")
-        return task_action(args, *args.show)
-    if args.show:  # tasks show KEY
+        return task_action(args, args.verb, args.key)
+    if args.verb == "show":  # tasks show KEY
         from mcp_harness.cli.task_story import show_task
 
         async def story(h: Harness) -> int:
             try:
-                return await show_task(h, ident, args.show, as_json=args.json)
+                return await show_task(h, ident, args.key, as_json=args.json)
             except NotFound as exc:  # a mistyped workspace: name the ones there are, once
                 others = await other_workspaces(h, ident)
                 raise NotFound(f"{exc.message}; {others}" if others else exc.message) from None
@@ -92,7 +90,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             board = {"tasks": rows, "counts": counts.model_dump()}
             print(json.dumps(board, indent=2))
         else:
-            show(counts_line(counts.model_dump()), task_board(tasks) if tasks else "no tasks")
+            ended = {t.key for t in tasks if await h.lease_end_reason(ident, t)}  # as `status` lists them
+            show(counts_line(counts.model_dump()), task_board(tasks, ended) if tasks else "no tasks")
         if not any(counts.model_dump().values()):
             await note_if_empty(h, ident)
         return 0

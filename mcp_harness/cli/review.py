@@ -12,7 +12,7 @@ import sys
 from mcp_harness.arguments import UpdateTaskArgs
 from mcp_harness.cli.common import identity, person, with_harness
 from mcp_harness.cli.output import say, show
-from mcp_harness.cli.parser import REVIEW_COMMANDS, TASK_COMMANDS
+from mcp_harness.cli.parser import TASK_COMMANDS
 from mcp_harness.cli.tables import styled, table, when
 from mcp_harness.models import EVERY_FIELD, UpdateTaskResult
 from mcp_harness.service import Harness, Identity
@@ -39,13 +39,9 @@ async def _done(h: Harness, who: Identity, answer: UpdateTaskResult, verb: str, 
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    words = args.words
-    if words == ["list"]:
+    if args.verb == "list":
         return _list(args)
-    if len(words) != 2 or words[0] not in REVIEW_COMMANDS:
-        return _refuse("use `review list`, `review approve KEY [--comment C]` or `review reject KEY --comment C`")
-    action, key = words
-    return _act(args, action, key)
+    return _act(args, args.verb, args.key)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -87,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
             print("next: mcp-harness review approve KEY [--comment C] | reject KEY --comment C", file=sys.stderr)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)
 
 
 def task_action(args: argparse.Namespace, word: str, key: str) -> int:
@@ -110,4 +106,4 @@ def _act(args: argparse.Namespace, name: str, key: str) -> int:
         await _done(h, who, answer, rule.done, args.json)
         return 0
 
-    return with_harness(args, run)
+    return with_harness(args, run, existing=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +23,15 @@ def when(iso: str | None) -> str:
     return iso[:19].replace("T", " ") if iso else "-"
 
 
-def time_left(expires_at: str | None, *, at: datetime | None = None) -> str:
+def time_left(expires_at: str | None, *, at: datetime | None = None, ended: bool = False) -> str:
+    """`30s left`, `expired 6s ago`, or for a lease its holder's connection or session ended (which set
+    its expiry to that moment; `status` lists it as ENDED) `ended 6s ago`."""
     if not expires_at:
         return ""
     left = datetime.fromisoformat(expires_at) - (at or datetime.now(UTC))
     seconds = int(left.total_seconds())
+    if ended:
+        return f"ended {max(-seconds, 0)}s ago"
     return f"{seconds}s left" if seconds >= 0 else f"expired {-seconds}s ago"
 
 
@@ -38,12 +43,13 @@ def styled(status: str, text: str | None = None) -> Text:
     return Text(text or status, style=STATUS_STYLE.get(status, ""))
 
 
-def task_board(tasks: list[Any]) -> Any:
+def task_board(tasks: list[Any], ended: Collection[str] = ()) -> Any:
     """KEY STATUS OWNER LEASE PRI TRY KIND TITLE, one row per task (`TaskView`s); KIND says `gate` or
-    `review` (completing it waits for a person); LEASE also shows a pending task's retry backoff."""
+    `review` (completing it waits for a person); LEASE also shows a pending task's retry backoff, and
+    says `ended` for the tasks in `ended` (their holder's connection or session ended their lease)."""
     t = table("KEY", "STATUS", "OWNER", "LEASE", "PRI", "TRY", "KIND", "TITLE", wide="TITLE")
     for task in tasks:
-        lease = time_left(task.lease.expires_at) if task.lease else ""
+        lease = time_left(task.lease.expires_at, ended=task.key in ended) if task.lease else ""
         if not lease and task.available_at:  # pending, waiting out a backoff (`tasks retry KEY` ends it)
             lease = "retry in " + time_left(task.available_at).removesuffix(" left")
         kind = "gate" if task.kind == "gate" else "review" if task.review else ""

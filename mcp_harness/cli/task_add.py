@@ -67,17 +67,17 @@ def from_flags(args: argparse.Namespace, key: str) -> dict[str, Any]:
     return task
 
 
-def add(args: argparse.Namespace, words: list[str]) -> int:
+def add(args: argparse.Namespace, key: str | None) -> int:
     """`tasks add KEY --title T ...` or `tasks add --file FILE`."""
     if args.file is not None:
-        if words:
+        if key is not None:
             raise InvalidArgument("tasks add --file FILE takes no KEY: the file names each task's key")
         given = [f"--{f.replace('_', '-')}" for f in TASK_FLAGS if getattr(args, f) not in (None, False, [])]
         if given:
             raise InvalidArgument(f"{', '.join(given)}: flags of one task; with --file, put them in the file")
         tasks = read_tasks(args.file)
-    elif len(words) == 1:
-        tasks = [from_flags(args, words[0])]
+    elif key is not None:
+        tasks = [from_flags(args, key)]
     else:
         raise InvalidArgument("use `tasks add KEY --title T [...]` or `tasks add --file FILE`")
     from mcp_harness.arguments import AddTasksArgs

@@ -9,16 +9,13 @@ from datetime import UTC, datetime
 from mcp_harness import clock
 from mcp_harness.cli.output import clean, say
 from mcp_harness.cli.tables import time_left
-from mcp_harness.errors import InvalidArgument
 from mcp_harness.models import EVERY_FIELD
 from mcp_harness.service import Harness, Identity
 
 
-async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: bool) -> int:
+async def show_task(h: Harness, ident: Identity, key: str, *, as_json: bool) -> int:
     """`tasks show KEY`: the task, its lease, its events and the progress entries about it."""
-    if len(words) != 2 or words[0] != "show":
-        raise InvalidArgument("use `tasks show KEY`, `tasks release|retry|cancel KEY` (or `tasks` alone for the board)")
-    story = await h.tasks.story(ident, words[1])
+    story = await h.tasks.story(ident, key)
     if as_json:
         out = story.model_dump(mode="json", context=EVERY_FIELD, exclude={"task": {"lease": {"token"}}})
         print(json.dumps(out, indent=2))
@@ -27,8 +24,11 @@ async def show_task(h: Harness, ident: Identity, words: list[str], *, as_json: b
     say(f"{t.key}: {clean(t.title, multiline=False)}")
     say(f"  status {t.status}, attempts {t.attempts}/{t.max_attempts}, owner {t.owner or '-'}")
     if t.lease:
-        left = time_left(t.lease.expires_at, at=datetime.fromtimestamp(clock.now(), UTC))
-        say(f"  lease: attempt {t.lease.attempt}, {left}")
+        shown_at = datetime.fromtimestamp(clock.now(), UTC)
+        why = await h.lease_end_reason(ident, t)  # its holder's connection or session ended it: `status`'s ENDED
+        left = time_left(t.lease.expires_at, at=shown_at, ended=why is not None)
+        said = f" ({clean(why, multiline=False)}; the next claim takes the task)" if why else ""
+        say(f"  lease: attempt {t.lease.attempt}, {left}{said}")
     if t.kind == "gate" or t.review:
         say("  a gate: a person approves or rejects it" if t.kind == "gate" else "  review: a person approves it")
     for name in (

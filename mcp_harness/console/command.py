@@ -25,6 +25,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mcp_harness.cli.common import check_db
     from mcp_harness.console.serve import serve_ui
 
+    check_db(args, existing=False)  # as `run`: a first look may make the database, not a mistyped path's folder
     return serve_ui(Settings.from_env(args.db), args)

@@ -7,9 +7,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_harness.errors import InvalidArgument
+
+if TYPE_CHECKING:  # the runner's modules load only when `run` runs
+    from mcp_harness.runner.agents import ClaudeCode, CommandAgent
+    from mcp_harness.runner.loop import Options
+    from mcp_harness.service import Harness
 
 RUN_HELP = "keep the work going: headless agent sessions, one task each, until the plan is done"
 
@@ -40,7 +45,8 @@ def amount(text: str) -> float:
     return value
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser], late: list[argparse.ArgumentParser]) -> None:
+    """`run` and `sessions` (`late`: the shared flags again for a command's words, `sessions show ID`)."""
     p = sub.add_parser("run", parents=parents, help=RUN_HELP, description=RUN_HELP)
     p.add_argument("--parallel", type=count, default=1, metavar="N", help="sessions at once (default 1)")
     p.add_argument("--max-sessions", type=count, default=None, metavar="N", help="start at most N sessions")
@@ -93,11 +99,16 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
     p = sub.add_parser("sessions", parents=parents, help="the runner's agent sessions; `sessions show ID`; `stop ID`")
-    p.add_argument("words", nargs="*", metavar="show ID|stop ID")
     p.add_argument("--live", action="store_true", help="only the sessions running now")
-    p.add_argument("--agent", default=None, help="stop: who asks (default: your login name)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=sessions)
+    words = p.add_subparsers(dest="verb", metavar="show|stop")
+    w = words.add_parser("show", parents=late, help="one session, with its transcript's tool calls")
+    w.add_argument("id", metavar="ID", help="the session's id, or the start of it")
+    w.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    w = words.add_parser("stop", parents=late, help="ask a live session's runner to stop it")
+    w.add_argument("id", metavar="ID", help="the session's id, or the start of it")
+    w.add_argument("--agent", default=None, help="who asks (default: your login name)")
 
 
 def _extra(args: argparse.Namespace) -> list[str]:
@@ -112,7 +123,7 @@ def _extra(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import anyio
 
-    from mcp_harness.cli.common import db_setting
+    from mcp_harness.cli.common import check_db, db_setting
     from mcp_harness.config import Settings
     from mcp_harness.runner import agents
     from mcp_harness.runner.display import Display
@@ -120,16 +131,19 @@ def run(args: argparse.Namespace) -> int:
     from mcp_harness.runner.worktrees import top_level
     from mcp_harness.service import Harness
 
+    check_db(args, existing=False)  # a first run may make the database (`--spec`), never a mistyped path's folder
     if args.worktrees and args.parallel < 2:
         raise InvalidArgument("--worktrees gives each slot its own worktree: use it with --parallel 2 or more")
     if args.spec is not None:
         _readable_spec(args.spec)
+    agent: ClaudeCode | CommandAgent | None = None
+    missing: str | None = None  #: why no session could start: a dry run still shows the work, then says it
     try:
-        agent: Any = agents.choose(args.claude, args.command, _extra(args))
-    except InvalidArgument as missing:
+        agent = agents.choose(args.claude, args.command, _extra(args))
+    except InvalidArgument as refused:
         if not args.dry_run:
             raise
-        agent = missing  # a preview still shows the work, then says why no session could start
+        missing = refused.message
     here = Path.cwd()
     root = top_level(here)
     if args.worktrees and root is None:
@@ -151,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with Harness.open(settings) as harness:
-            if args.dry_run:
-                return await _dry_run(harness, workspace, agent, options)
+            if args.dry_run or agent is None:  # no agent: only a dry run goes on without one
+                return await _dry_run(harness, workspace, agent, missing, options)
             runner = Runner(harness, workspace, agent, options, Display(options.parallel), root=root or here)
             return await runner.run()
 
@@ -173,17 +187,21 @@ def _readable_spec(spec: Path) -> None:
         raise InvalidArgument(f"--spec {spec}: cannot be read ({exc.strerror})") from None
 
 
-async def _dry_run(harness: Any, workspace: str, agent: Any, options: Any) -> int:
+async def _dry_run(
+    harness: Harness, workspace: str, agent: ClaudeCode | CommandAgent | None, missing: str | None, options: Options
+) -> int:
+    """The ready work, then the command each session would run, or (`missing`) why none could start."""
     from mcp_harness.arguments import ListTasksArgs
     from mcp_harness.identity import Identity
+    from mcp_harness.runner.agents import CommandAgent
 
     listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
     ready = [t.key for t in listed.tasks]
     print(f"workspace {workspace!r}: {len(ready)} task(s) ready now" + (f": {', '.join(ready)}" if ready else ""))
-    if isinstance(agent, InvalidArgument):
-        print(f"no session could start: {agent.message}", file=sys.stderr)
+    if agent is None:
+        print(f"no session could start: {missing}", file=sys.stderr)
         return 2
-    words = getattr(agent, "words", None) or [getattr(agent, "binary", "claude"), "-p", "PROMPT", "..."]
+    words = agent.words if isinstance(agent, CommandAgent) else [agent.binary, "-p", "PROMPT", "..."]
     print(f"each session would run: {' '.join(words)} (up to {options.parallel} at once)")
     return 0
 
@@ -192,18 +210,14 @@ def sessions(args: argparse.Namespace) -> int:
     from mcp_harness.cli.common import identity, person, with_harness
     from mcp_harness.cli.output import clean, show, table
 
-    words = list(args.words)
-    if words and (words[0] not in ("show", "stop") or len(words) != 2):
-        raise InvalidArgument("use `sessions`, `sessions show ID` or `sessions stop ID`")
-
     async def go(h: Any) -> int:
-        if words and words[0] == "stop":
-            record = await h.runs.request_stop(person(args), _session_id(await h.runs.list(identity(args)), words[1]))
+        if args.verb == "stop":
+            record = await h.runs.request_stop(person(args), _session_id(await h.runs.list(identity(args)), args.id))
             print(f"asked session {record.id[:8]} to stop (its runner stops it within seconds)")
             return 0
         ident = identity(args)
-        if words:
-            record = await h.runs.get(ident, _session_id(await h.runs.list(ident), words[1]))
+        if args.verb == "show":
+            record = await h.runs.get(ident, _session_id(await h.runs.list(ident), args.id))
             calls = _tool_calls(record.transcript)
             if args.json:
                 print(json.dumps({**record.model_dump(mode="json"), "tool_calls": calls}, indent=2))

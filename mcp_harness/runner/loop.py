@@ -143,6 +143,7 @@ class Runner:
         self.paused_until = 0.0  #: monotonic: no session starts before (a rate limit)
         self.backoff = BACKOFF_FIRST
         self.waiting: str | None = None  #: what the runner waits on, said once
+        self.budget: str | None = None  #: the budget spent, said as the run's ending unless the plan got done
         self.stop_event = anyio.Event()
         self.report_now = anyio.Event()  #: the runner's row should say something new (what it waits on)
 
@@ -160,9 +161,12 @@ class Runner:
                     code = await self._dispatch(group)
                     while self._busy():  # let running sessions finish (a budget, a breaker) or stop them
                         await self._session_end()
-                    if code == EXIT_BUDGET and self.stopping is None and await self._all_done():
-                        self.display.say("all tasks are done")  # the last sessions finished the plan
-                        code = EXIT_DONE
+                    if code == EXIT_BUDGET and self.stopping is None:  # one ending is said, once it is known
+                        if await self._all_done():  # the last sessions finished the plan
+                            self.display.say("all tasks are done")
+                            code = EXIT_DONE
+                        else:
+                            self.display.say(f"budget reached ({self.budget}): starting no more sessions")
                     group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -266,9 +270,10 @@ class Runner:
                 self.display.say("the initializer session added no tasks: read its transcript (`mcp-harness sessions`)")
                 return EXIT_NO_TASKS
         while self.stopping is None:
-            budget = self._budget_spent()
-            if budget is not None:
-                self.display.say(f"budget reached ({budget}): starting no more sessions")
+            self.budget = self._budget_spent()
+            if self.budget is not None:
+                if self._busy():  # whether the run ends all done or at its budget, they decide
+                    self.display.say(f"starting no more sessions ({self.budget}); the running ones finish first")
                 return EXIT_BUDGET
             if self.tally.setup_errors >= SETUP_ERRORS_IN_A_ROW:
                 self.display.say(f"{SETUP_ERRORS_IN_A_ROW} setup errors in a row: stopping ({self.tally.setup_cause})")
