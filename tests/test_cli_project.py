@@ -203,11 +203,14 @@ def test_tasks_show_says_how_long_ago_a_lease_ran_out(seeded, capsys):
     anyio.run(claim)
     assert main(["tasks", "show", "cart", "--db", str(seeded), "--workspace", "shop"]) == 0
     shown = capsys.readouterr().out
-    assert "lease: attempt 1, 30s left" in shown or "lease: attempt 1, 29s left" in shown, shown
+    # the seconds are the wall clock's: a busy machine may take a few between the claim and each look
+    left = re.search(r"lease: attempt 1, (\d+)s left", shown)
+    assert left is not None and 20 <= int(left[1]) <= 30, shown
     clock.advance(36)
     assert main(["tasks", "show", "cart", "--db", str(seeded), "--workspace", "shop"]) == 0
     out = capsys.readouterr().out
-    assert "lease: attempt 1, expired 6s ago" in out or "lease: attempt 1, expired 5s ago" in out, out
+    ago = re.search(r"lease: attempt 1, expired (\d+)s ago", out)
+    assert ago is not None and 5 <= int(ago[1]) <= 16, out
 
 
 def test_a_lease_its_connection_ended_reads_ended_in_every_view(seeded, capsys):
