@@ -241,6 +241,21 @@ def test_the_instructions_section_is_written_once(project):
     assert "@AGENTS.md" not in (project / "CLAUDE.md").read_text()
 
 
+def test_a_section_an_earlier_release_wrote_is_brought_up_to_date_and_an_edited_one_kept(project):
+    from mcp_harness.cli.project import EARLIER_STEP_5, STEP_5
+
+    assert init(project, "--no-hooks").returncode == 0
+    current = (project / "AGENTS.md").read_text()
+    (project / "AGENTS.md").write_text(current.replace(STEP_5, EARLIER_STEP_5[0]))
+    out = init(project, "--no-hooks")
+    assert out.returncode == 0 and "updated the mcp-harness section" in out.stdout, out.stdout
+    assert (project / "AGENTS.md").read_text() == current
+    edited = current.replace(STEP_5, "5. Before you stop: tell me.")
+    (project / "AGENTS.md").write_text(edited)
+    out = init(project, "--no-hooks")
+    assert "differs (edited?): kept" in out.stdout and (project / "AGENTS.md").read_text() == edited, out.stdout
+
+
 def test_http_entries_reference_the_token_through_an_environment_variable(project):
     out = init(
         project,

@@ -115,6 +115,23 @@ def test_each_ending_is_read_from_the_harness_and_settled(
         assert "every slot pauses" in done.stdout
 
 
+def test_a_model_that_always_releases_is_given_its_task_five_times_then_the_runner_waits_for_a_person(
+    tmp_path, proj, db, claude_binary
+):
+    """A release gives the task back claimable at once: without the breaker counting releases, one session
+    after another would take it and give it back, without end."""
+    add_tasks(db, WS, [{"key": "t", "title": "needs a person"}])
+    with ScriptedModel(acts("release", reason="needs a decision first")) as model:
+        env = runner_env(tmp_path / "home", model.url)
+        done = run(db, WS, proj, env, "--exit-when-idle", claude=claude_binary, timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert [r["outcome"] for r in sessions(db, WS)] == ["released"] * 5
+    assert "5 sessions in a row ended without progress" in done.stdout, done.stdout
+    assert "msg send --to '*' --task KEY" in done.stdout  # what a person can do about it
+    task = board(db, WS)["t"]
+    assert (task["status"], task["attempts"]) == ("pending", 0), task
+
+
 def test_a_session_with_no_output_is_stopped_as_stalled_and_one_too_long_as_timed_out(
     tmp_path, proj, db, claude_binary
 ):

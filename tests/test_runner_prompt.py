@@ -160,3 +160,32 @@ def test_an_unreachable_or_refusing_model_api_is_a_setup_error_and_a_429_stays_a
         last = {"type": "result", "is_error": True, "api_error_status": status, "result": f"API Error: {status}"}
         ClaudeCode("claude", []).observe(busy, json.dumps(last))
         assert busy.setup_cause is None and outcome(Ending(None, busy, 1, None, "claimed")) == "rate_limited"
+
+
+def test_releases_in_a_row_count_towards_the_no_progress_breaker_and_a_completion_resets_it():
+    from mcp_harness.runner.loop import NO_PROGRESS_IN_A_ROW, Tally
+
+    tally = Tally()
+    for ended in ("released", "no_progress", "released", "crashed"):
+        tally.add(ended, 0.01)
+    assert tally.no_progress == 4
+    tally.add("rate_limited", None)  # given back: neither progress nor its absence
+    assert tally.no_progress == 4
+    tally.add("released", 0.01)
+    assert tally.no_progress == NO_PROGRESS_IN_A_ROW
+    tally.add("completed", 0.01)
+    assert tally.no_progress == 0
+
+
+def test_the_session_rules_name_only_arguments_the_tools_take():
+    from mcp_harness.arguments import RecordProgressArgs, SaveCheckpointArgs
+    from mcp_harness.cli.project import instructions
+
+    text = task_prompt({"key": "k", "title": "t"}, "tok", "planner", attempt=1, last=False)
+    rule = next(line for line in text.splitlines() if line.startswith("6. Before you stop"))
+    for name in ("task_key", "summary", "details", "next_steps"):
+        assert name in rule and name in RecordProgressArgs.model_fields, rule
+    step = next(line for line in instructions("w").splitlines() if line.startswith("5. Before you stop"))
+    for name in ("task_key", "summary", "details", "next_steps"):
+        assert f"`{name}`" in step and name in RecordProgressArgs.model_fields, step
+    assert "save_checkpoint(state=" in step and "state" in SaveCheckpointArgs.model_fields, step

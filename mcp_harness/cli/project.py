@@ -43,6 +43,7 @@ DONE = {
     "added": "add",
     "replaced": "replace",
     "rewrote": "rewrite",
+    "updated": "update",
     "set": "set",
     "allowed": "allow",
     "removed": "remove",
@@ -306,6 +307,17 @@ def remove_server(path: Path, text: str | None, key: str, name: str) -> Change:
     return Change(path, dump_json(data) if data else "", f"removed server {name!r}")
 
 
+STEP_5 = (
+    "5. Before you stop: `record_progress` (`task_key`, `summary`, `details`: what was verified, `next_steps`), "
+    'then `save_checkpoint(state={...}, mode="merge")` with what the next session needs.'
+)
+#: step 5 as earlier releases wrote it: a section holding it is init's own, brought up to date without --force
+EARLIER_STEP_5 = (
+    "5. Before you stop: `record_progress` (with `task_key`, what was verified, `next_steps`), then "
+    '`save_checkpoint(mode="merge")`.',
+)
+
+
 def instructions(workspace: str) -> str:
     """The marked section: the session loop in five lines. One text whichever clients and hooks a run
     sets up, so running `init` again with other flags never finds it "edited"."""
@@ -320,8 +332,7 @@ def instructions(workspace: str) -> str:
             '3. Work on that one task; `update_task(action="heartbeat")` during long work.',
             '4. Verify end to end, then `update_task(action="complete", verification=...)`; stopping before it is '
             "done? `release` it.",
-            "5. Before you stop: `record_progress` (with `task_key`, what was verified, `next_steps`), then "
-            '`save_checkpoint(mode="merge")`.',
+            STEP_5,
             END,
         ]
     )
@@ -337,6 +348,8 @@ def merge_instructions(path: Path, text: str | None, section: str, *, force: boo
     current = text[start : end + len(END)]
     if current == section:
         return Change(path, None, "the mcp-harness section is already there (unchanged)")
+    if any(current == section.replace(STEP_5, earlier) for earlier in EARLIER_STEP_5):
+        return Change(path, text[:start] + section + text[end + len(END) :], "updated the mcp-harness section")
     if not force:
         return Change(path, None, "the mcp-harness section differs (edited?): kept (--force rewrites it)")
     return Change(path, text[:start] + section + text[end + len(END) :], "rewrote the mcp-harness section")

@@ -391,10 +391,12 @@ class Runner:
 
     async def _breaker_wait(self) -> bool:
         """Sessions in a row made no progress: start nothing until a person acts (any change to the
-        workspace's tasks, log or checkpoints: a release, a reopen, a cancel, a note). True: exit instead."""
+        workspace's tasks, log or checkpoints: a reopen, a cancel, a review, a task added). True: exit instead."""
         self._say_waiting(
             f"{NO_PROGRESS_IN_A_ROW} sessions in a row ended without progress: starting no more until a person "
-            "acts (read `mcp-harness sessions` and the log, then change the tasks or write a note)"
+            "changes the tasks (read `mcp-harness sessions` and `mcp-harness log`, then e.g. `mcp-harness tasks "
+            "cancel|reopen KEY --reason R` or `tasks add`), or sends a note (`mcp-harness msg send --to '*' --task "
+            "KEY BODY`: the next session reads it) and starts the run again"
         )
         while self._busy():
             await self._session_end()

@@ -22,8 +22,12 @@ Stop = Literal["stalled", "timed_out", "stopped", "setup_error"]
 ACTED: dict[str, SessionOutcome] = {"complete": "completed", "release": "released", "fail": "failed"}
 #: outcomes that give the attempt back (the task was never really tried)
 GIVE_BACK: frozenset[SessionOutcome] = frozenset({"rate_limited", "setup_error"})
-#: outcomes that count towards the no-progress breaker
-NO_PROGRESS: frozenset[SessionOutcome] = frozenset({"no_progress", "max_turns", "stalled", "timed_out", "crashed"})
+#: outcomes that count towards the no-progress breaker: the task is where the session found it. A release
+#: too: it gives the task back claimable at once, so a model that always releases would otherwise be given
+#: the same task by one session after another, without end.
+NO_PROGRESS: frozenset[SessionOutcome] = frozenset(
+    {"no_progress", "max_turns", "stalled", "timed_out", "crashed", "released"}
+)
 
 
 @dataclass

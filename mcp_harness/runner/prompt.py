@@ -35,7 +35,7 @@ def task_prompt(task: dict[str, Any], lease_token: str, added_by: str | None, *,
         "(how each step was verified), and result (what the next tasks need).",
         f'5. Cannot finish: {T}update_task with action "release" and a reason (the next session reads it), or '
         'action "fail" with error when the task itself cannot be done.',
-        f"6. Before you stop: {T}record_progress with task_key, a summary, what you verified and next_steps.",
+        f"6. Before you stop: {T}record_progress with task_key, summary, details (what you verified) and next_steps.",
         "",
         f"Lease token: {lease_token}",
         f"Attempt: {attempt}" + (" (the last one)" if last else ""),
