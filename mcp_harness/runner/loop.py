@@ -51,6 +51,14 @@ def last_said(stderr: str) -> str:
     return said[-1] if said else ""
 
 
+def no_task_has(tags: list[str], known: list[str]) -> str:
+    """What a claim filtered by `tags` that match no task at all says (a mistyped tag, not an idle plan),
+    naming the tags the workspace's tasks have (`known`, the claim's `known_tags`)."""
+    wanted = f"the tag {tags[0]}" if len(tags) == 1 else f"any of the tags {', '.join(tags)}"
+    in_use = f"tags in use: {', '.join(known)}" if known else "no task has a tag"
+    return f"no task has {wanted} ({in_use})"
+
+
 #: claim reasons that end by themselves (a backoff's end): `--exit-when-idle` waits for them
 RESOLVES_BY_ITSELF = frozenset({"backoff"})
 EXIT_DONE, EXIT_NO_TASKS, EXIT_IDLE, EXIT_BUDGET, EXIT_BREAKER = 0, 2, 3, 4, 5
@@ -340,6 +348,8 @@ class Runner:
         return claim, ident, session
 
     def _waits_on(self, claim: ClaimTaskResult) -> str:
+        if claim.reason == "none_pending" and claim.known_tags is not None and self.options.tags:
+            return f"waiting: {no_task_has(self.options.tags, claim.known_tags)}"
         what = claim.reason or "nothing claimable"
         roots = [w.model_dump(mode="json", exclude_none=True) for w in claim.waiting_on or []]
         named = ", ".join(f"{r.get('key')} ({r.get('status') or r.get('why') or ''})".replace(" ()", "") for r in roots)
