@@ -224,7 +224,8 @@ def sessions(args: argparse.Namespace) -> int:
                 return 0
             for name, value in record.model_dump(mode="json").items():
                 if value is not None:
-                    print(f"{name}: {clean(str(value), multiline=False)}")
+                    text = f"{value:.4f}" if name == "cost_usd" else str(value)  # money as the summaries say it
+                    print(f"{name}: {clean(text, multiline=False)}")
             print(f"tool calls ({len(calls)}):" if calls else "tool calls: none in the transcript")
             for call in calls:
                 print(f"  {clean(call, multiline=False)}")

@@ -51,6 +51,19 @@ def last_said(stderr: str) -> str:
     return said[-1] if said else ""
 
 
+def no_task_has(tags: list[str], known: list[str]) -> str:
+    """What a claim filtered by `tags` that match no task at all says (a mistyped tag, not an idle plan),
+    naming the tags the workspace's tasks have (`known`, the claim's `known_tags`)."""
+    wanted = f"the tag {tags[0]}" if len(tags) == 1 else f"any of the tags {', '.join(tags)}"
+    in_use = f"tags in use: {', '.join(known)}" if known else "no task has a tag"
+    return f"no task has {wanted} ({in_use})"
+
+
+def signal_words(sig: signal.Signals) -> str:
+    """A stopping signal as a person sends it again: Ctrl-C for SIGINT, else its name (`kill -TERM`)."""
+    return "Ctrl-C" if sig == signal.SIGINT else sig.name
+
+
 #: claim reasons that end by themselves (a backoff's end): `--exit-when-idle` waits for them
 RESOLVES_BY_ITSELF = frozenset({"backoff"})
 EXIT_DONE, EXIT_NO_TASKS, EXIT_IDLE, EXIT_BUDGET, EXIT_BREAKER = 0, 2, 3, 4, 5
@@ -181,10 +194,11 @@ class Runner:
         again = self.stopping is not None
         self.stopping = self.stopping or sig
         self.stop_event.set()
-        if again and sig == signal.SIGINT:
-            self.display.say("second Ctrl-C: stopping every session now")
-        elif not again:
-            self.display.say(f"{sig.name}: starting nothing more, stopping the sessions (a second Ctrl-C: at once)")
+        said = signal_words(sig)
+        if again:
+            self.display.say(f"second {said}: stopping every session now")
+        else:
+            self.display.say(f"{sig.name}: starting nothing more, stopping the sessions (a second {said}: at once)")
         for control in self.controls.values():
             control.request("stopped", at_once=again)
         self._wake()
@@ -263,11 +277,14 @@ class Runner:
                     "`tasks add --file FILE`), or give a spec for an initializer session: --spec FILE"
                 )
                 return EXIT_NO_TASKS
-            await self._initialize()
+            initializer = await self._initialize()
             if self.stopping is not None:
                 return EXIT_DONE
             if await self._no_tasks():
-                self.display.say("the initializer session added no tasks: read its transcript (`mcp-harness sessions`)")
+                self.display.say(
+                    f"the initializer session added no tasks: read its transcript (`mcp-harness sessions show "
+                    f"{initializer[:8]}`)"
+                )
                 return EXIT_NO_TASKS
         while self.stopping is None:
             self.budget = self._budget_spent()
@@ -340,6 +357,8 @@ class Runner:
         return claim, ident, session
 
     def _waits_on(self, claim: ClaimTaskResult) -> str:
+        if claim.reason == "none_pending" and claim.known_tags is not None and self.options.tags:
+            return f"waiting: {no_task_has(self.options.tags, claim.known_tags)}"
         what = claim.reason or "nothing claimable"
         roots = [w.model_dump(mode="json", exclude_none=True) for w in claim.waiting_on or []]
         named = ", ".join(f"{r.get('key')} ({r.get('status') or r.get('why') or ''})".replace(" ()", "") for r in roots)
@@ -413,13 +432,15 @@ class Runner:
 
     # -- one session ------------------------------------------------------------------------------
 
-    async def _initialize(self) -> None:
+    async def _initialize(self) -> str:
+        """One initializer session plans the work from the spec; its session id."""
         assert self.options.spec is not None
         session = str(uuid.uuid4())
         ident = Identity(self.workspace, session_agent(self.agent.base, session))
         self.display.say(f"no tasks yet: an initializer session plans the work from {self.options.spec}")
         text = prompt.initializer_prompt(self.options.spec.resolve())
         await self._session(1, session, ident, None, text, kind="initializer")
+        return session
 
     async def _run_session(self, slot: int, session: str, ident: Identity, claim: ClaimTaskResult) -> None:
         try:
@@ -666,5 +687,6 @@ class Runner:
     def _summary(self, code: int) -> None:
         minutes = (time.monotonic() - self.began) / 60
         ended = ", ".join(f"{n} {word}" for word, n in sorted(self.tally.outcomes.items())) or "none"
-        line = f"run {self.id} ended (exit {code}) after {minutes:.1f} min: {self.tally.started} sessions ({ended}); "
+        started = f"{self.tally.started} session{'' if self.tally.started == 1 else 's'}"
+        line = f"run {self.id} ended (exit {code}) after {minutes:.1f} min: {started} ({ended}); "
         print(line + f"cost {self.tally.cost_text()}", flush=True)
