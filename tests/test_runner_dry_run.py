@@ -26,3 +26,15 @@ async def test_a_dry_run_names_the_agents_command_or_what_is_missing(harness, wo
     assert "each session would run: my-agent {prompt} (up to 2 at once)" in capsys.readouterr().out
     assert await _dry_run(harness, workspace, ClaudeCode("/opt/claude", []), None, Options()) == 0
     assert "each session would run: /opt/claude -p PROMPT ... (up to 1 at once)" in capsys.readouterr().out
+
+
+async def test_a_dry_run_with_tags_lists_only_the_work_the_run_would_take(harness, workspace, capsys):
+    tasks = [{"key": "api", "title": "A", "tags": ["backend"]}, {"key": "doc", "title": "D", "tags": ["docs"]}]
+    await harness.tasks.add(
+        Identity(workspace, "ann"), AddTasksArgs.model_validate({"tasks": [*tasks, {"key": "x", "title": "X"}]})
+    )
+    agent = CommandAgent("my-agent {prompt}", [])
+    assert await _dry_run(harness, workspace, agent, None, Options(tags=["docs", "backend"])) == 0
+    assert "2 task(s) with the tags docs, backend ready now: doc, api" in capsys.readouterr().out
+    assert await _dry_run(harness, workspace, agent, None, Options(tags=["nosuchtag"])) == 0
+    assert "0 task(s) with the tags nosuchtag ready now" in capsys.readouterr().out

@@ -110,3 +110,20 @@ async def test_an_initializer_that_planned_nothing_names_the_command_that_shows_
     assert await runner(harness, workspace, tmp_path, spec=spec).run() == 2
     out = capsys.readouterr().out
     assert f"read its transcript (`mcp-harness sessions show {started[0][:8]}`)" in out, out
+
+
+@pytest.mark.anyio
+async def test_a_run_with_tags_says_its_tasks_are_done_not_all_of_them(harness, workspace, tmp_path, capsys):
+    from mcp_harness.arguments import ClaimTaskArgs, UpdateTaskArgs
+    from mcp_harness.runner.loop import EXIT_DONE
+
+    await add(harness, workspace, {"key": "d", "title": "D", "tags": ["docs"]}, {"key": "other", "title": "O"})
+    me = Identity(workspace, "x")
+    got = await harness.tasks.claim(me, ClaimTaskArgs(task_key="d"))
+    assert got.lease is not None
+    await harness.tasks.update(
+        me, UpdateTaskArgs(task_key="d", action="complete", lease_token=got.lease.token, verification="read it")
+    )
+    assert await runner(harness, workspace, tmp_path, tags=["docs"]).run() == EXIT_DONE
+    out = capsys.readouterr().out
+    assert "all tasks with the tag docs are done" in out and "all tasks are done" not in out, out

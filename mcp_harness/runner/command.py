@@ -195,9 +195,16 @@ async def _dry_run(
     from mcp_harness.identity import Identity
     from mcp_harness.runner.agents import CommandAgent
 
-    listed = await harness.tasks.list(Identity(workspace, "runner", own=True), ListTasksArgs(ready=True, limit=20))
-    ready = [t.key for t in listed.tasks]
-    print(f"workspace {workspace!r}: {len(ready)} task(s) ready now" + (f": {', '.join(ready)}" if ready else ""))
+    ident = Identity(workspace, "runner", own=True)
+    ready: list[str] = []
+    tags: list[str | None] = [*options.tags] if options.tags else [None]
+    for tag in tags:  # what the run would take: a task with any of its --tags
+        listed = await harness.tasks.list(ident, ListTasksArgs(ready=True, tag=tag, limit=20))
+        ready += [t.key for t in listed.tasks if t.key not in ready]
+    tagged = f" with the tags {', '.join(options.tags)}" if options.tags else ""
+    print(
+        f"workspace {workspace!r}: {len(ready)} task(s){tagged} ready now" + (f": {', '.join(ready)}" if ready else "")
+    )
     if agent is None:
         print(f"no session could start: {missing}", file=sys.stderr)
         return 2

@@ -176,7 +176,7 @@ class Runner:
                         await self._session_end()
                     if code == EXIT_BUDGET and self.stopping is None:  # one ending is said, once it is known
                         if await self._all_done():  # the last sessions finished the plan
-                            self.display.say("all tasks are done")
+                            self.display.say(self._all_done_words())
                             code = EXIT_DONE
                         else:
                             self.display.say(f"budget reached ({self.budget}): starting no more sessions")
@@ -317,7 +317,7 @@ class Runner:
             reason = claim.reason or "none_pending"
             if not self._busy():
                 if reason == "all_done":
-                    self.display.say("all tasks are done")
+                    self.display.say(self._all_done_words())
                     return EXIT_DONE
                 self._say_waiting(self._waits_on(claim))
                 if self.options.exit_when_idle and reason not in RESOLVES_BY_ITSELF:
@@ -330,6 +330,14 @@ class Runner:
             Identity(self.workspace, RUNNER_AGENT, own=True), ListTasksArgs(status=None, limit=1)
         )
         return not any(listed.counts.model_dump().values())
+
+    def _all_done_words(self) -> str:
+        """The run's happy ending: every task, or every task with the run's `--tags`."""
+        if not self.options.tags:
+            return "all tasks are done"
+        return (
+            f"all tasks with the tag{'s' if len(self.options.tags) > 1 else ''} {', '.join(self.options.tags)} are done"
+        )
 
     async def _all_done(self) -> bool:
         """Nothing open is left among the run's tasks (every one done or cancelled)."""
@@ -410,12 +418,12 @@ class Runner:
 
     async def _breaker_wait(self) -> bool:
         """Sessions in a row made no progress: start nothing until a person acts (any change to the
-        workspace's tasks, log or checkpoints: a reopen, a cancel, a review, a task added). True: exit instead."""
+        workspace's tasks, log or checkpoints: a cancel, a review, a task added). True: exit instead."""
         self._say_waiting(
             f"{NO_PROGRESS_IN_A_ROW} sessions in a row ended without progress: starting no more until a person "
-            "changes the tasks (read `mcp-harness sessions` and `mcp-harness log`, then e.g. `mcp-harness tasks "
-            "cancel|reopen KEY --reason R` or `tasks add`), or sends a note (`mcp-harness msg send --to '*' --task "
-            "KEY BODY`: the next session reads it) and starts the run again"
+            "acts (read `mcp-harness sessions` and `mcp-harness log`; then leave a note the next session reads, "
+            "`mcp-harness msg send --to '*' --task KEY BODY`, and start the run again, or drop the task: "
+            "`mcp-harness tasks cancel KEY --reason R`)"
         )
         while self._busy():
             await self._session_end()

@@ -33,8 +33,9 @@ def task_prompt(task: dict[str, Any], lease_token: str, added_by: str | None, *,
         "3. Verify every step end to end before you say it is done.",
         f'4. Done and verified: {T}update_task with task_key, action "complete", lease_token and verification '
         "(how each step was verified), and result (what the next tasks need).",
-        f'5. Cannot finish: {T}update_task with action "release" and a reason (the next session reads it), or '
-        'action "fail" with error when the task itself cannot be done.',
+        f'5. Cannot finish: {T}update_task with task_key, action "release", lease_token and a reason (the next '
+        'session reads it), or action "fail" with task_key, lease_token and error when the task itself cannot be '
+        "done.",
         f"6. Before you stop: {T}record_progress with task_key, summary, details (what you verified) and next_steps.",
         "",
         f"Lease token: {lease_token}",
@@ -70,6 +71,7 @@ def initializer_prompt(spec: Path) -> str:
         "must decide, review: true where a person must check the work, and irreversible steps (tag, publish, "
         "deploy) in their own task after a review.\n"
         "3. Set up what later sessions need (how to build and test, in files of this folder).\n"
-        f'4. Save the plan with {T}save_checkpoint (thread "main") and {T}record_progress.\n'
+        f'4. Save the plan with {T}save_checkpoint (thread "main", state: what later sessions need to know) and '
+        f"{T}record_progress (summary).\n"
         "Do not start the tasks themselves.\n"
     )
