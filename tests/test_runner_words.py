@@ -15,7 +15,7 @@ import pytest
 from support import settings_for
 
 from mcp_harness.arguments import AddTasksArgs
-from mcp_harness.cli import main
+from mcp_harness.cli.main import main
 from mcp_harness.runner.agents import CommandAgent
 from mcp_harness.runner.display import Display
 from mcp_harness.runner.loop import EXIT_IDLE, Options, Runner
