@@ -379,12 +379,10 @@ def test_action_buttons_are_buttons_and_approve_and_release_raise_no_console_err
     reject = page.get_by_role("button", name="Reject", exact=True)
     assert reject.get_attribute("aria-expanded") == "false"
     assert "next agent to claim" not in page.locator("details.action:has([data-action=reject])").inner_text()
-    reject.focus()
-    page.keyboard.press("Enter")
+    reject.press("Enter")  # focus and key in one step: a live refresh landing between them would take the focus
     page.locator("#reject-comment").wait_for(state="visible")
     sync_api.expect(reject).to_have_attribute("aria-expanded", "true")  # set on `toggle`, a moment later
-    reject.focus()
-    page.keyboard.press(" ")  # Space closes it again
+    reject.press(" ")  # Space closes it again
     page.locator("#reject-comment").wait_for(state="hidden")
     sync_api.expect(reject).to_have_attribute("aria-expanded", "false")
     agent_call(db, ws, "dave", "record_progress", summary="a change while the page is open", task_key="signoff")
